@@ -1,0 +1,169 @@
+"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model.
+
+ChatGLM3 keeps its 9 special tokens *outside* the SentencePiece model, numbered right after its
+pieces: `[MASK] [gMASK] [sMASK] sop eop <|system|> <|user|> <|assistant|> <|observation|>`.
+`tokenize(text)` hands everything to SentencePiece unless `encode_special_tokens=True`, so
+`<|user|>` written in text becomes the pieces `<`, `|`, `user`, `|`, `>`: by design, a user cannot
+type a role token. The GLM command tokens (`[gMASK]`, `sop`, ...) are registered as added tokens,
+so they *are* matched in text; that is why Hugging Face's template path keeps the prefix right
+and only the role tokens break. The official renderer is `build_chat_input`, reproduced here.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from transformers import AddedToken, PreTrainedTokenizer
+from transformers.tokenization_utils_base import BatchEncoding
+
+COMMAND_TOKENS = ["[MASK]", "[gMASK]", "[sMASK]", "sop", "eop"]
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
+
+
+class SPTokenizer:
+    """SentencePiece plus the 9 specials numbered after its vocabulary (as in ChatGLM3)."""
+
+    def __init__(self, model_path: str | Path) -> None:
+        from sentencepiece import SentencePieceProcessor
+
+        self.sp_model = SentencePieceProcessor(model_file=str(model_path))
+        self.n_words = self.sp_model.vocab_size()
+        self.bos_id, self.eos_id = self.sp_model.bos_id(), self.sp_model.eos_id()
+        self.pad_id = self.sp_model.unk_id()
+        self.special_tokens = {t: self.n_words + i for i, t in enumerate(COMMAND_TOKENS + ROLE_TOKENS)}
+        self.index_special_tokens = {i: t for t, i in self.special_tokens.items()}
+        self.n_words += len(self.special_tokens)
+        self.special_expression = "|".join(re.escape(t) for t in self.special_tokens)
+
+    def tokenize(self, text: str, encode_special_tokens: bool = False) -> list[str]:
+        if not encode_special_tokens:
+            return self.sp_model.EncodeAsPieces(text)
+        pieces, last = [], 0
+        for match in re.finditer(self.special_expression, text):
+            if last < match.start():
+                pieces.extend(self.sp_model.EncodeAsPieces(text[last:match.start()]))
+            pieces.append(match.group())
+            last = match.end()
+        if last < len(text):
+            pieces.extend(self.sp_model.EncodeAsPieces(text[last:]))
+        return pieces
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp_model.encode(text)
+
+    def decode_ids(self, ids: list[int]) -> str:
+        out, run = [], []
+        for i in ids:
+            if i in self.index_special_tokens:
+                out.append(self.sp_model.decode(run))
+                out.append(self.index_special_tokens[i])
+                run = []
+            else:
+                run.append(i)
+        return "".join(out) + self.sp_model.decode(run)
+
+    def convert_token_to_id(self, token: str) -> int:
+        return self.special_tokens.get(token) or self.sp_model.PieceToId(token)
+
+    def convert_id_to_token(self, index: int) -> str:
+        if index in self.index_special_tokens:
+            return self.index_special_tokens[index]
+        if index >= self.sp_model.vocab_size() or index < 0:
+            return ""
+        return self.sp_model.IdToPiece(index)
+
+
+class ChatGLM3Tokenizer(PreTrainedTokenizer):
+    """The ChatGLM3 tokenizer surface: `get_command`, `build_single_message`, `build_chat_input`."""
+
+    vocab_files_names = {"vocab_file": "tokenizer.model"}
+    model_input_names = ["input_ids", "attention_mask", "position_ids"]
+
+    def __init__(self, vocab_file: str, padding_side: str = "left", encode_special_tokens: bool = False,
+                 **kwargs: Any) -> None:
+        self.name = "GLMTokenizer"
+        self.vocab_file = vocab_file
+        self.tokenizer = SPTokenizer(vocab_file)
+        self.encode_special_tokens = encode_special_tokens
+        kwargs.setdefault("added_tokens_decoder", {
+            self.tokenizer.special_tokens[t]: AddedToken(t, special=True, normalized=False)
+            for t in COMMAND_TOKENS})
+        kwargs.setdefault("eos_token", "</s>")
+        kwargs.setdefault("unk_token", "<unk>")
+        kwargs.setdefault("pad_token", "<unk>")
+        kwargs.setdefault("clean_up_tokenization_spaces", False)
+        super().__init__(padding_side=padding_side, **kwargs)
+
+    def get_command(self, token: str) -> int:
+        if token in self.tokenizer.special_tokens:
+            return self.tokenizer.special_tokens[token]
+        raise KeyError(f"{token} is not a special token for {self.name}")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.n_words
+
+    def get_vocab(self) -> dict[str, int]:
+        vocab = {self._convert_id_to_token(i): i for i in range(self.vocab_size)}
+        vocab.update(self.added_tokens_encoder)
+        return vocab
+
+    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        return self.tokenizer.tokenize(text, encode_special_tokens=self.encode_special_tokens)
+
+    def _convert_token_to_id(self, token: str) -> int:
+        return self.tokenizer.convert_token_to_id(token)
+
+    def _convert_id_to_token(self, index: int) -> str:
+        return self.tokenizer.convert_id_to_token(index)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return self.tokenizer.decode_ids([self._convert_token_to_id(t) for t in tokens])
+
+    def _decode(self, token_ids: list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        if skip_special_tokens:
+            token_ids = [i for i in token_ids if i not in self.tokenizer.index_special_tokens
+                         and i not in (self.tokenizer.bos_id, self.tokenizer.eos_id)]
+        return self.tokenizer.decode_ids(list(token_ids))
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str]:
+        target = Path(save_directory) / ((filename_prefix or "") + "tokenizer.model")
+        target.write_bytes(Path(self.vocab_file).read_bytes())
+        return (str(target),)
+
+    def get_prefix_tokens(self) -> list[int]:
+        return [self.get_command("[gMASK]"), self.get_command("sop")]
+
+    def build_inputs_with_special_tokens(self, token_ids_0: list[int],
+                                         token_ids_1: list[int] | None = None) -> list[int]:
+        ids = self.get_prefix_tokens() + token_ids_0
+        if token_ids_1 is not None:
+            ids = ids + token_ids_1 + [self.tokenizer.eos_id]
+        return ids
+
+    def build_single_message(self, role: str, metadata: str, message: str) -> list[int]:
+        """`<|role|>` + encode(metadata + "\\n") + encode(message): three separate encodings."""
+        assert role in ["system", "user", "assistant", "observation"], role
+        role_tokens = [self.get_command(f"<|{role}|>")] + self.tokenizer.encode(f"{metadata}\n")
+        return role_tokens + self.tokenizer.encode(message)
+
+    def build_chat_input(self, query: str, history: list[dict] | None = None,
+                         role: str = "user") -> BatchEncoding:
+        """The official ChatGLM3 prompt: `[gMASK] sop`, each message, the new one, `<|assistant|>`."""
+        import torch
+
+        ids = self.get_prefix_tokens()
+        for item in history or []:
+            content = item["content"]
+            if item["role"] == "system" and "tools" in item:
+                content = content + "\n" + json.dumps(item["tools"], indent=4, ensure_ascii=False)
+            ids.extend(self.build_single_message(item["role"], item.get("metadata", ""), content))
+        ids.extend(self.build_single_message(role, "", query))
+        ids.append(self.get_command("<|assistant|>"))
+        tensor = torch.tensor([ids], dtype=torch.long)
+        return BatchEncoding({"input_ids": tensor, "attention_mask": torch.ones_like(tensor),
+                              "position_ids": torch.arange(len(ids)).unsqueeze(0)})
