@@ -28,6 +28,7 @@ class JsonCallParser(StreamParser):
         self.pending = ""              # held text (always short, except inside bad calls)
         self.call: JsonCall | None = None
         self.searched = 0              # how much of pending the bad state already searched
+        self.closed = False            # close state: the call was valid and has ended
 
     def _consume(self, text: str, final: bool) -> None:
         self.pending += text
@@ -84,8 +85,8 @@ class JsonCallParser(StreamParser):
         if scan.done:
             if not call.committed:     # a JSON object that is not a call: plain content
                 self._give_back(call.prefix + scan.text())
-            elif call.tagged:
-                self.state = "close"
+            elif call.tagged:          # a valid call is final now; the close tag is then eaten
+                self.state, self.closed = "close", call.check()[1] is None and call.close()
             elif call.close():
                 self.state, self.after_call = "start", True
             else:
@@ -114,13 +115,14 @@ class JsonCallParser(StreamParser):
         rest = s.lstrip(WHITESPACE)
         if rest.startswith(self.close_tag):
             end = len(s) - len(rest) + len(self.close_tag)
-            ok = self.call.close(s[:end])
-            self.pending = s[end:]
         elif self.close_tag.startswith(rest) and not final:
             return                     # the close tag may still be arriving
         else:                          # a missing close tag is tolerated after a whole object
-            ok = self.call.close()
-        self.state, self.after_call = ("start", True) if ok else ("content", False)
+            end = 0
+        if not self.closed:            # malformed: the tag goes back to content with the call
+            self.call.reject(self.call.check()[1], s[:end])
+        self.pending = s[end:]
+        self.state, self.after_call = ("start", True) if self.closed else ("content", False)
 
     def _in_bad(self, final: bool) -> None:
         # search only new text (minus a partial tag) so a long bad call stays linear
