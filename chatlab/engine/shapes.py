@@ -1,0 +1,76 @@
+"""OpenAI's response shapes, built in one place so the CLI and the server cannot drift apart.
+
+Subtle wire details that real clients depend on (reference §4): a non-streamed message always
+has `role`; a streamed tool call sends `id`, `type` and `function.name` once, in its first
+delta, and later deltas carry only `index` and argument fragments (repeating the name makes
+clients concatenate it); the last choice chunk has an empty delta and the finish_reason; the
+optional usage chunk has `choices: []`.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def tool_call(call: Any) -> dict[str, Any]:
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def message(content: str | None, calls: list[Any], legacy: bool) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls and legacy:
+        msg["function_call"] = {"name": calls[0].name, "arguments": calls[0].arguments}
+    elif calls:
+        msg["tool_calls"] = [tool_call(c) for c in calls]
+    return msg
+
+
+def completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int]) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": choices, "usage": use, "system_fingerprint": "chatlab"}
+
+
+def chunk(cid: str, model: str, index: int, delta: dict[str, Any],
+          finish_reason: str | None = None) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model, "system_fingerprint": "chatlab",
+            "choices": [{"index": index, "delta": delta, "logprobs": None,
+                         "finish_reason": finish_reason}]}
+
+
+def usage_chunk(cid: str, model: str, use: dict[str, int]) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model, "choices": [], "usage": use}
+
+
+def call_start_delta(index: int, call_id: str, name: str, legacy: bool) -> dict[str, Any]:
+    if legacy:
+        return {"function_call": {"name": name, "arguments": ""}}
+    return {"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                            "function": {"name": name, "arguments": ""}}]}
+
+
+def call_args_delta(index: int, fragment: str, legacy: bool) -> dict[str, Any]:
+    if legacy:
+        return {"function_call": {"arguments": fragment}}
+    return {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
+
+
+def text_completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int] | None,
+                    obj: str = "text_completion") -> dict[str, Any]:
+    body: dict[str, Any] = {"id": cid, "object": obj, "created": int(time.time()), "model": model,
+                            "choices": choices}
+    if use is not None:
+        body["usage"] = use
+    return body

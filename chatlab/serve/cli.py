@@ -1,0 +1,33 @@
+"""`chatlab serve`: the OpenAI-compatible server in the foreground."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--template", help="a template name (default: the resolution chain)")
+    p.add_argument("--host", default="127.0.0.1", help="loopback by default")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--backend", default="torch", help="torch or openvino")
+    p.add_argument("--weight-format", default="fp32", help="fp32, int8 or int4 (openvino)")
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
+    p.add_argument("--max-waiting", type=int, default=32, help="queued requests before 429")
+    p.add_argument("--max-body-bytes", type=int, default=2_000_000)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from chatlab.engine.engine import ChatEngine
+    from chatlab.serve.app import create_app
+
+    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
+    app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
+                     max_body_bytes=args.max_body_bytes)
+    print(f"chatlab: serving {args.model} at http://{args.host}:{args.port}/v1 "
+          f"(template {engine.resolution.name}: {engine.resolution.reason})", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
