@@ -1,0 +1,145 @@
+"""One small interface over the tokenizers chatlab renders for.
+
+The renderer needs four things from a tokenizer: the one id of a special token, which special
+texts the tokenizer itself would match inside *template* text (so template text encodes exactly
+as Hugging Face encodes a rendered chat_template), an encoding of *content* that never matches
+any special text (so content cannot inject control ids), and char offsets to map ids back to
+the pieces they came from. Fast HF tokenizers, slow ones (ChatGLM3) and tiktoken (Qwen-1)
+provide these in different ways; `Encoder` hides that.
+"""
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from typing import Any
+
+from chatlab.errors import ChatlabError
+
+_cache: "weakref.WeakKeyDictionary[Any, Encoder]" = weakref.WeakKeyDictionary()
+
+
+def encoder_for(tokenizer: Any) -> "Encoder":
+    """The (cached) Encoder of a tokenizer; building the plain twin of a fast one costs ~0.5 s."""
+    try:
+        enc = _cache.get(tokenizer)
+    except TypeError:  # not weak-referenceable
+        return Encoder(tokenizer)
+    if enc is None:
+        enc = _cache[tokenizer] = Encoder(tokenizer)
+    return enc
+
+
+def _added_tokens(tokenizer: Any) -> dict[str, int]:
+    if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
+        return dict(tokenizer.special_ids)
+    return {str(k): int(v) for k, v in getattr(tokenizer, "added_tokens_encoder", {}).items()}
+
+
+class Encoder:
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.added = _added_tokens(tokenizer)
+        # Role tokens kept outside the vocabulary (ChatGLM3) are reachable only by name.
+        self.extra_specials: dict[str, int] = dict(getattr(getattr(tokenizer, "tokenizer", None),
+                                                           "special_tokens", {}) or {})
+        self.special_text = {i: t for t, i in {**self.extra_specials, **self.added}.items()}
+        alternatives = sorted(self.added, key=len, reverse=True)
+        self.added_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
+        self.bos_id = getattr(tokenizer, "bos_token_id", None)
+        self.eos_id = getattr(tokenizer, "eos_token_id", None)
+        self.bos_token = getattr(tokenizer, "bos_token", None)
+        self.eos_token = getattr(tokenizer, "eos_token", None)
+        self.kind = self._detect()
+        self._plain = self._plain_backend() if self.kind == "fast" else None
+
+    def _detect(self) -> str:
+        if hasattr(self.tokenizer, "enc") and hasattr(self.tokenizer, "special_ids"):
+            return "tiktoken"
+        if hasattr(self.tokenizer, "backend_tokenizer"):
+            return "fast"
+        if hasattr(getattr(self.tokenizer, "tokenizer", None), "sp_model"):
+            return "sentencepiece"
+        if hasattr(self.tokenizer, "_tokenize"):
+            return "slow"
+        raise ChatlabError(f"cannot render for a {type(self.tokenizer).__name__}; pass a Hugging Face "
+                           "tokenizer, a chatlab store tokenizer, or a model name from `chatlab models`")
+
+    def _plain_backend(self) -> Any:
+        """A twin of the Rust tokenizer with no added tokens: it cannot match special text."""
+        from tokenizers import Tokenizer
+
+        spec = json.loads(self.tokenizer.backend_tokenizer.to_str())
+        spec["added_tokens"] = []
+        return Tokenizer.from_str(json.dumps(spec))
+
+    def special_id(self, token: str, template: str = "") -> int:
+        """The single id of a special token, or a ChatlabError naming the fix."""
+        if token in self.added:
+            return self.added[token]
+        if token in self.extra_specials:
+            return self.extra_specials[token]
+        ids = self.encode_plain(token)[0]
+        if len(ids) == 1:  # an ordinary single piece (e.g. "sop" in a plain vocabulary)
+            return ids[0]
+        name = getattr(self.tokenizer, "name_or_path", type(self.tokenizer).__name__)
+        raise ChatlabError(f"template {template or '?'} needs the special token {token!r}, which the "
+                           f"tokenizer {name} does not have; choose a template made for this "
+                           "tokenizer (`chatlab templates`) or add the token to the tokenizer")
+
+    def split_specials(self, text: str) -> list[str | int]:
+        """Template text cut where the tokenizer would match its own added tokens."""
+        if self.added_re is None:
+            return [text] if text else []
+        out: list[str | int] = []
+        last = 0
+        for m in self.added_re.finditer(text):
+            if m.start() > last:
+                out.append(text[last:m.start()])
+            out.append(self.added[m.group()])
+            last = m.end()
+        if last < len(text):
+            out.append(text[last:])
+        return out
+
+    def encode_plain(self, text: str, offsets: bool = False) -> tuple[list[int], list[tuple[int, int]] | None]:
+        """Content encoding: every character is text, never a control id. Char offsets if asked."""
+        if not text:
+            return [], [] if offsets else None
+        if self.kind == "fast":
+            enc = self._plain.encode(text, add_special_tokens=False)
+            return enc.ids, (enc.offsets if offsets else None)
+        if self.kind == "tiktoken":
+            ids = self.tokenizer.enc.encode(text, disallowed_special=())
+            if not offsets:
+                return ids, None
+            _, starts = self.tokenizer.enc.decode_with_offsets(ids)
+            return ids, list(zip(starts, starts[1:] + [len(text)]))
+        if self.kind == "sentencepiece":
+            sp = self.tokenizer.tokenizer.sp_model
+            if not offsets:
+                return sp.encode(text), None
+            proto = sp.encode(text, out_type="immutable_proto")
+            starts = _byte_to_char(text)
+            return ([p.id for p in proto.pieces],
+                    [(starts[p.begin], starts[p.end]) for p in proto.pieces])
+        ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer._tokenize(text))
+        if not offsets:
+            return ids, None
+        ends = [len(self.tokenizer.decode(ids[:k + 1])) for k in range(len(ids))]
+        return ids, list(zip([0] + ends[:-1], ends))
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(list(ids))
+
+
+def _byte_to_char(text: str) -> list[int]:
+    """For each utf-8 byte offset (and the end), the char offset it belongs to."""
+    table = []
+    for i, ch in enumerate(text):
+        table.extend([i] * len(ch.encode("utf-8")))
+    table.append(len(text))
+    return table

@@ -1,0 +1,153 @@
+"""A tokenizer's own Jinja chat_template, rendered safely and turned into ids without injection.
+
+Rendering happens in jinja2's ImmutableSandboxedEnvironment with what Hugging Face templates
+expect (trim_blocks, lstrip_blocks, loop controls, `{% generation %}`, raise_exception, tojson,
+strftime_now, the special-token strings, tools). To keep content from becoming control ids,
+each content string is first replaced by a unique sentinel: what remains between sentinels was
+written by the template (its special-token text may become special ids); the sentinels mark
+content, encoded as plain text. A second render with the real content checks that the template
+did not branch on content; if it did, the content is located in that real render instead, and
+the result is refused unless its control tokens are exactly those the template wrote itself.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from chatlab.errors import ChatlabError
+from chatlab.render.encoder import Encoder
+from chatlab.render.ids import Piece
+
+SENTINEL = "\ue000{}\ue001"
+SENTINEL_RE = re.compile("\ue000(\\d+)\ue001")
+
+
+@lru_cache(maxsize=32)
+def compile_template(source: str) -> Any:
+    import jinja2
+    from jinja2 import nodes
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):
+        """`{% generation %}...{% endgeneration %}` marks assistant text for training; here a no-op."""
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return caller()
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
+               separators: Any = None, sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[Generation, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as err:
+        raise ChatlabError(f"the chat template has a syntax error (line {err.lineno}: {err.message}); "
+                           "fix it or pick a built-in template with --template") from None
+
+
+def render_string(source: str, context: dict[str, Any]) -> str:
+    import jinja2
+    from jinja2.sandbox import SecurityError
+
+    template = compile_template(source)
+    try:
+        return template.render(**context)
+    except SecurityError as err:
+        raise ChatlabError(f"the chat template tried to leave the sandbox ({err}); it is refused. "
+                           "Use a trusted template or a built-in one (--template)") from None
+    except jinja2.TemplateError as err:
+        raise ChatlabError(f"the chat template refused these messages: {err}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
+        raise ChatlabError(f"the chat template failed on these messages ({type(err).__name__}: {err}); "
+                           "check the message shapes or use --template") from None
+
+
+def _with_sentinels(messages: list[dict]) -> tuple[list[dict], list[tuple[str, int, str]]]:
+    """A copy of the messages whose content strings are sentinels; the originals in order."""
+    pieces: list[tuple[str, int, str]] = []
+
+    def mark(text: str, index: int, slot: str) -> str:
+        if "\ue000" in text or "\ue001" in text:
+            raise ChatlabError("message content contains the private-use characters U+E000/U+E001, "
+                               "which chatlab reserves; remove them")
+        pieces.append((text, index, slot))
+        return SENTINEL.format(len(pieces) - 1)
+
+    marked = copy.deepcopy(messages)
+    for i, msg in enumerate(marked):
+        msg["content"] = mark(msg["content"], i, "content")
+        if "reasoning_content" in msg:
+            msg["reasoning_content"] = mark(msg["reasoning_content"], i, "reasoning")
+        for call in msg.get("tool_calls", []):
+            call["function"]["arguments"] = mark(call["function"]["arguments"], i, "tool_call")
+    return marked, pieces
+
+
+def jinja_pieces(source: str, encoder: Encoder, messages: list[dict], tools: list[dict] | None,
+                 add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
+    context = {"bos_token": encoder.bos_token or "", "eos_token": encoder.eos_token or "",
+               "add_generation_prompt": add_generation_prompt, "tools": tools or None, **options}
+    for attr in ("unk_token", "pad_token"):
+        context.setdefault(attr, getattr(encoder.tokenizer, attr, None) or "")
+    marked, originals = _with_sentinels(messages)
+    with_marks = render_string(source, {**context, "messages": marked})
+    real = render_string(source, {**context, "messages": messages})
+    out: list[Piece] = []
+    last, owner = 0, -1
+    for m in SENTINEL_RE.finditer(with_marks):
+        text, index, slot = originals[int(m.group(1))]
+        if m.start() > last:
+            out.append(Piece("text", with_marks[last:m.start()], index, "template"))
+        out.append(Piece("content", text, index, slot))
+        last, owner = m.end(), index
+    if last < len(with_marks):
+        out.append(Piece("text", with_marks[last:], owner if not add_generation_prompt else -1, "template"))
+    if "".join(p.value for p in out) == real:
+        return out
+    return _locate(real, out, encoder)
+
+
+def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
+    """The template branched on content: find each content string in the real render."""
+    out: list[Piece] = []
+    cursor = 0
+    for piece in marked:
+        if piece.kind != "content" or not piece.value:
+            continue
+        for form in (piece.value, json.dumps(piece.value, ensure_ascii=False)[1:-1]):
+            pos = real.find(form, cursor)
+            if pos >= 0:
+                if pos > cursor:
+                    out.append(Piece("text", real[cursor:pos], piece.message, "template"))
+                out.append(Piece("content", form, piece.message, piece.slot))
+                cursor = pos + len(form)
+                break
+    if cursor < len(real):
+        out.append(Piece("text", real[cursor:], -1, "template"))
+    wrote = [x for p in marked if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
+    got = [x for p in out if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
+    if sorted(wrote) != sorted(got):
+        raise ChatlabError("the chat template rewrites message content in a way that chatlab cannot "
+                           "separate from template text, so control tokens in content could not be "
+                           "ruled out; render with a built-in template instead (--template)")
+    return out

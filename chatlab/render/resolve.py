@@ -1,0 +1,139 @@
+"""Which renderer a model gets, and why: the resolution chain of the RTP-LLM article.
+
+1. "explicit": a template named by the user;
+2. "model-renderer": a model whose official prompt is built in code, not by its chat_template
+   (ChatGLM3's build_chat_input, whose chat_template splits role tokens; Qwen-1's make_context,
+   which has no chat_template; ChatGLM2 and Baichuan2, built in code);
+3. "tokenizer-template": the tokenizer's own chat_template, through the safe Jinja path;
+4. "model-type": a built-in template chosen from the model's type or name;
+5. "chatml-fallback": ChatML.
+Every Resolution says which rule chose it and why, and renders at id level.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatlab.render.builtin import TEMPLATES, get_template
+from chatlab.render.compose import Composer
+from chatlab.render.encoder import Encoder, encoder_for
+from chatlab.render.ids import Rendered, encode_pieces
+from chatlab.render.jinja_safe import jinja_pieces
+from chatlab.render.messages import normalize_messages
+from chatlab.render.template import Template
+from chatlab.render.tools_prompt import normalize_tools
+
+# (pattern over model name / tokenizer class, template, why its renderer is code)
+MODEL_RENDERERS = [
+    (r"chatglm3|chatglm-?3|ChatGLM3Tokenizer", "chatglm3",
+     "ChatGLM3's official prompt is build_chat_input (role tokens as single ids); its chat_template, "
+     "once encoded, splits <|user|> and friends into ordinary pieces"),
+    (r"chatglm2", "chatglm2", "ChatGLM2 builds its [Round n] prompt in code (build_prompt)"),
+    (r"qwen1-tokenizer|qwen-(?:1_8b|7b|14b|72b)-chat|Qwen1Tokenizer|QWenTokenizer", "qwen",
+     "Qwen-1 ships no chat_template; its make_context builds ChatML in code, with ReAct for tools"),
+    (r"baichuan2", "baichuan2", "Baichuan2 builds its prompt in code (build_chat_input)"),
+]
+END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>",
+               "<|observation|>", "<|user|>", "<end_of_turn>"]
+
+
+def _identity(tokenizer: Any, model_name: str | None) -> str:
+    return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
+                                  type(tokenizer).__name__]))
+
+
+def _tool_format_of(chat_template: str) -> str | None:
+    if "<tool_call>" in chat_template:
+        return "hermes"
+    if "<|observation|>" in chat_template:
+        return "chatglm3"
+    if "ipython" in chat_template or "<|python_tag|>" in chat_template:
+        return "json"
+    return None
+
+
+@dataclass
+class Resolution:
+    rule: str
+    reason: str
+    name: str
+    tokenizer: Any = field(repr=False)
+    template: Template | None = field(default=None, repr=False)
+    chat_template: str | None = field(default=None, repr=False)
+    tool_format: str | None = None
+
+    @property
+    def encoder(self) -> Encoder:
+        return encoder_for(self.tokenizer)
+
+    def stops(self, tools: bool) -> tuple[list[str], list[int]]:
+        enc = self.encoder
+        if self.template is not None:
+            words = list(self.template.stop_words) + (list(self.template.tool_stop_words) if tools else [])
+            names = self.template.stop_tokens
+        else:
+            words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
+        ids: list[int] = []
+        for name in names:
+            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
+            if tid is not None and tid not in ids:
+                ids.append(tid)
+        return words, ids
+
+    def render(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
+               functions: Any = None, **options: Any) -> Rendered:
+        msgs = normalize_messages(messages)
+        tool_list = normalize_tools(tools, functions)
+        enc = self.encoder
+        open_turn = False
+        if self.template is not None:
+            composer = Composer(self.template, enc, msgs, tool_list, options)
+            pieces = composer.render(add_generation_prompt)
+            open_turn = composer.open
+        else:
+            pieces = jinja_pieces(self.chat_template or "", enc, msgs, tool_list, add_generation_prompt, options)
+        ids, text, slots = encode_pieces(enc, pieces)
+        words, stop_ids = self.stops(bool(tool_list))
+        return Rendered(ids=ids, text=text, slots=slots, stop_words=words, stop_ids=stop_ids,
+                        rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
+                        open_turn=open_turn)
+
+    def explain(self) -> str:
+        return f"{self.name} (rule {self.rule}): {self.reason}"
+
+
+def _builtin(tokenizer: Any, name: str, rule: str, reason: str) -> Resolution:
+    t = get_template(name)
+    return Resolution(rule, reason, name, tokenizer, template=t, tool_format=t.tool_format)
+
+
+def resolve(tokenizer: Any, model_name: str | None = None, template: str | None = None) -> Resolution:
+    if template:
+        return _builtin(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
+    who = _identity(tokenizer, model_name)
+    for pattern, name, why in MODEL_RENDERERS:
+        if re.search(pattern, who, re.IGNORECASE):
+            return _builtin(tokenizer, name, "model-renderer", why)
+    source = getattr(tokenizer, "chat_template", None)
+    if isinstance(source, dict):  # several named templates: the default one
+        source = source.get("default")
+    if isinstance(source, str) and source.strip():
+        return Resolution("tokenizer-template", "the tokenizer ships a chat_template; it is rendered in "
+                          "the sandbox and encoded so that content never becomes control ids",
+                          "tokenizer", tokenizer, chat_template=source, tool_format=_tool_format_of(source))
+    lowered = who.lower()
+    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types), key=lambda x: -len(x[0]))
+    for hint, name in hints:  # the most specific hint first: "qwen3" before "qwen"
+        if hint in lowered:
+            return _builtin(tokenizer, name, "model-type",
+                            f"no chat_template; the model name/type mentions {hint!r}")
+    return _builtin(tokenizer, "chatml", "chatml-fallback",
+                    "no explicit template, no model renderer, no chat_template and no known model "
+                    "type: ChatML is the common default")
+
+
+def render_ids(tokenizer: Any, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
+               template: str | None = None, model_name: str | None = None, **options: Any) -> Rendered:
+    """Resolve, then render: the one-call form."""
+    return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)

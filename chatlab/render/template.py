@@ -1,0 +1,97 @@
+"""Chat templates as data: what each role's turn is made of, at the level of token ids.
+
+A turn is a tuple of parts. `T` is text the template writes (encoded like the template text of
+a Jinja chat_template: special-token text in it becomes the special id if the tokenizer has
+one); `S` is a special token that must become exactly one id whatever the tokenizer would do
+with its text (ChatGLM3's tokenizer splits `<|user|>` written as text); `BOS`/`EOS` are the
+tokenizer's own; `CONTENT` is where the message goes, always encoded as plain text; `BREAK`
+ends a run of text so that what follows is encoded on its own (ChatGLM3 encodes the role's
+"\\n" and the content separately); `ROUND` is the 1-based round number (ChatGLM2); `META` is
+the turn's metadata line (ChatGLM3 writes a tool call's name there), encoded as content.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Part:
+    kind: str  # "text" | "special" | "bos" | "eos" | "content" | "break" | "round" | "meta"
+    value: str = ""
+
+    def __repr__(self) -> str:
+        return f"{self.kind.upper()}({self.value!r})" if self.value else self.kind.upper()
+
+
+def T(text: str) -> Part:
+    return Part("text", text)
+
+
+def S(token: str) -> Part:
+    return Part("special", token)
+
+
+BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
+ROUND, META = Part("round"), Part("meta")
+Parts = tuple[Part, ...]
+
+
+@dataclass(frozen=True)
+class Template:
+    """One chat format. `roles` maps system/user/assistant/tool to their turn, each with one
+    CONTENT; the generation prompt defaults to the assistant turn up to its CONTENT."""
+
+    name: str
+    description: str
+    roles: Mapping[str, Parts]
+    prefix: Parts = ()
+    generation_prompt: Parts | None = None
+    default_system: str | None = None
+    # "turn": the system message is a turn of its own; "first-user": it is folded into the
+    # first user turn through `system_merge` (llama2, mistral); "none": plain text prefix parts
+    # written through `system_merge` before the first turn (baichuan2).
+    system_style: str = "turn"
+    system_merge: Parts = ()
+    stop_words: tuple[str, ...] = ()
+    stop_tokens: tuple[str, ...] = ()  # token strings; "eos" means the tokenizer's eos
+    assistant_eos: bool = False  # an assistant turn in the history ends with the eos token
+    tool_format: str | None = None  # "react" | "hermes" | "chatglm3" | "json"
+    tool_stop_words: tuple[str, ...] = ()  # extra stop words when tools are offered (ReAct)
+    think: bool = False  # Qwen3: history reasoning is dropped; enable_thinking=False adds an empty block
+    model_types: tuple[str, ...] = ()  # config model_type / name fragments that select it
+    notes: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def turn(self, role: str) -> Parts:
+        return self.roles.get(role) or self.roles["user"]
+
+    def header(self, role: str) -> Parts:
+        """The parts of a turn before its CONTENT."""
+        parts = self.turn(role)
+        return parts[:parts.index(CONTENT)]
+
+    def footer(self, role: str) -> Parts:
+        parts = self.turn(role)
+        end = parts[parts.index(CONTENT) + 1:]
+        return end + (EOS,) if role == "assistant" and self.assistant_eos else end
+
+    def gen_prompt(self) -> Parts:
+        return self.header("assistant") if self.generation_prompt is None else self.generation_prompt
+
+    def special_tokens(self) -> list[str]:
+        """Every special token the template refers to (a tokenizer must have them all)."""
+        seen: dict[str, None] = {}
+        groups = [self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()]
+        for group in groups:
+            for part in group:
+                if part.kind == "special":
+                    seen[part.value] = None
+        for tok in self.stop_tokens:
+            if tok != "eos":
+                seen[tok] = None
+        return list(seen)
+
+    def uses(self, kind: str) -> bool:
+        groups = [self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()]
+        return any(p.kind == kind for g in groups for p in g) or (kind == "eos" and self.assistant_eos)
