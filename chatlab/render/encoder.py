@@ -119,10 +119,8 @@ class Encoder:
             sp = self.tokenizer.tokenizer.sp_model
             if not offsets:
                 return sp.encode(text), None
-            proto = sp.encode(text, out_type="immutable_proto")
-            starts = _byte_to_char(text)
-            return ([p.id for p in proto.pieces],
-                    [(starts[p.begin], starts[p.end]) for p in proto.pieces])
+            pieces = sp.encode(text, out_type=str)
+            return [sp.piece_to_id(p) for p in pieces], _piece_offsets(pieces, len(text))
         ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer._tokenize(text))
         if not offsets:
             return ids, None
@@ -136,10 +134,21 @@ class Encoder:
         return self.tokenizer.decode(list(ids))
 
 
-def _byte_to_char(text: str) -> list[int]:
-    """For each utf-8 byte offset (and the end), the char offset it belongs to."""
-    table = []
-    for i, ch in enumerate(text):
-        table.extend([i] * len(ch.encode("utf-8")))
-    table.append(len(text))
-    return table
+def _piece_offsets(pieces: list[str], length: int) -> list[tuple[int, int]]:
+    """Char spans of SentencePiece pieces over the text (the dummy-prefix "▁" maps to nothing);
+    byte-fallback pieces <0xNN> advance one char once the bytes of a character are complete.
+    Approximate where the model normalizes text; used only to attribute ids to slots."""
+    spans, pos, pending = [], -1, b""
+    for piece in pieces:
+        start = max(pos, 0)
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            pending += bytes([int(piece[3:5], 16)])
+            try:
+                pending.decode("utf-8")
+                pos, pending = pos + 1 + (pos < 0), b""
+            except UnicodeDecodeError:
+                pass
+        else:
+            pos += len(piece) + (pos < 0 and not piece.startswith("\u2581"))
+        spans.append((min(start, length), min(max(pos, 0), length)))
+    return spans
