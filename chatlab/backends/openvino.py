@@ -1,0 +1,103 @@
+"""OpenVINO backend: chatlab's own loop over the stateful model that optimum-intel exports.
+
+The exported graph keeps its KV cache inside the model as state variables; one infer request
+is one sequence. Inputs are `input_ids`, `attention_mask` (covering cache + new tokens),
+`position_ids` and `beam_idx` (always [0]: one sequence, no beam reordering); the state is reset
+before each prompt. Two details decide the speed:
+
+* The graph returns logits for every input position, so a 1,000-token prompt would project
+  1,000 × 49,152 floats (196 MB) only to read the last row. At load time we insert a slice in
+  front of the output projection so that prefill computes the last position only.
+* The per-token Python is kept to a few array writes: the inputs are preallocated and passed
+  without copying, and the logits come back as a view of the output tensor.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chatlab.backends.base import Backend, context_length_from, eos_ids_from
+
+
+def slice_last_position(model: Any) -> bool:
+    """Make the `logits` output cover the last position only; False when the graph is unknown."""
+    import openvino.opset13 as ops
+
+    node = model.output("logits").get_node().input_value(0).get_node()
+    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
+        node = node.input_value(0).get_node()
+    if node.get_type_name() != "MatMul":
+        return False
+    hidden = node.input_value(0)  # [batch, seq, hidden]
+    last = ops.slice(hidden, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
+                     np.array([1], np.int64), np.array([1], np.int64))
+    node.input(0).replace_source_output(last.output(0))
+    model.validate_nodes_and_infer_types()
+    return True
+
+
+class OpenVINOBackend(Backend):
+    def __init__(self, folder: Path, tokenizer: Any, precision: str | None = None,
+                 threads: int | None = None, slice_logits: bool = True, name: str = "openvino") -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        model = core.read_model(folder / "openvino_model.xml")
+        self.sliced = slice_logits and slice_last_position(model)
+        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
+        if precision:
+            config["INFERENCE_PRECISION_HINT"] = precision
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = int(threads)
+        self.compiled = core.compile_model(model, "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.context_length = context_length_from(folder)
+        self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
+        self.eos_ids = eos_ids_from(folder, tokenizer)
+        # Preallocated inputs; a decode step only writes two numbers into them.
+        self._mask = np.ones((1, self.context_length), dtype=np.int64)
+        self._ids = np.zeros((1, 1), dtype=np.int64)
+        self._pos = np.zeros((1, 1), dtype=np.int64)
+        self._beam = np.zeros((1,), dtype=np.int32)
+        self._logits = self.request.get_output_tensor  # bound method, looked up once
+        self.length = 0
+
+    def reset(self) -> None:
+        self.request.reset_state()
+        self.length = 0
+
+    def _run(self, ids: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        n = self.length + ids.shape[1]
+        self.request.infer({"input_ids": ids, "attention_mask": self._mask[:, :n],
+                            "position_ids": pos, "beam_idx": self._beam}, share_inputs=True)
+        self.length = n
+        return self._logits(0).data[0, -1]  # a view: valid until the next infer
+
+    def prefill(self, ids: list[int]) -> np.ndarray:
+        if not ids:
+            raise ValueError("prefill needs at least one token")
+        if len(ids) >= self.context_length:
+            raise ValueError(f"prompt of {len(ids)} tokens exceeds the context of {self.context_length}")
+        self.reset()
+        arr = np.asarray([ids], dtype=np.int64)
+        return self._run(arr, np.arange(len(ids), dtype=np.int64)[None, :])
+
+    def step(self, token_id: int) -> np.ndarray:
+        self._ids[0, 0] = token_id
+        self._pos[0, 0] = self.length
+        return self._run(self._ids, self._pos)
+
+
+def load(model_name: str, weight_format: str = "int8", precision: str | None = None,
+         threads: int | None = None, slice_logits: bool = True) -> OpenVINOBackend:
+    from chatlab.backends.export import export_model
+    from chatlab.models import load_tokenizer
+
+    folder = export_model(model_name, weight_format)
+    name = f"openvino-{weight_format}" + (f"-{precision}" if precision else "")
+    return OpenVINOBackend(folder, load_tokenizer(model_name), precision=precision,
+                           threads=threads, slice_logits=slice_logits, name=name)

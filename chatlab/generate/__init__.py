@@ -1,0 +1,8 @@
+"""The generation loop: sampling, stop ids and strings, streaming text, over any backend."""
+from chatlab.generate.detok import IncrementalDetokenizer
+from chatlab.generate.loop import Event, Finished, TextDelta, generate, stop_ids_for
+from chatlab.generate.sampling import SamplingParams, Sampler
+from chatlab.generate.stops import StopMatcher
+
+__all__ = ["Event", "Finished", "IncrementalDetokenizer", "SamplingParams", "Sampler",
+           "StopMatcher", "TextDelta", "generate", "stop_ids_for"]
