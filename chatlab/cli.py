@@ -12,6 +12,8 @@ from chatlab.errors import ChatlabError
 # that `chatlab --help` and `chatlab templates` stay fast.
 COMMAND_MODULES = [
     "chatlab.models.cli",
+    "chatlab.render.cli",
+    "chatlab.generate.cli",
     "chatlab.engine.cli",
     "chatlab.serve.cli",
 ]

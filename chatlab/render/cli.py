@@ -1,0 +1,127 @@
+"""`chatlab render`, `chatlab templates`, `chatlab audit` and `chatlab export-template`."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from chatlab.errors import ChatlabError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("render", help="render a chat to token ids (id-level, injection-safe)")
+    p.add_argument("--model", required=True, help="a store name (chatlab models), a folder or a hub id")
+    p.add_argument("--template", help="a built-in template name (chatlab templates); default: resolved")
+    p.add_argument("--messages", required=True, metavar="FILE.json", help="a JSON list of messages")
+    p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
+    p.add_argument("--format", choices=["text", "ids", "json"], default="text")
+    p.add_argument("--no-generation-prompt", action="store_true", help="do not open an assistant turn")
+    p.set_defaults(func=run_render)
+
+    p = sub.add_parser("templates", help="list the built-in chat templates, one per line")
+    p.set_defaults(func=run_templates)
+
+    p = sub.add_parser("audit", help="check a tokenizer + template for split specials, BOS and eos bugs")
+    p.add_argument("--model", required=True)
+    p.add_argument("--template", help="audit this built-in template instead of the resolved one")
+    p.add_argument("--gguf", action="store_true",
+                   help="load the tokenizer as transformers does from the model's GGUF file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_audit)
+
+    p = sub.add_parser("export-template", help="print a built-in template as a Jinja chat_template")
+    p.add_argument("name")
+    p.set_defaults(func=run_export)
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ChatlabError(f"{what} file {path!r} does not exist; pass a path to a JSON file") from None
+    except ValueError as err:
+        raise ChatlabError(f"{what} file {path!r} is not valid JSON ({err}); fix the file") from None
+
+
+def _check_template(name: str | None) -> None:
+    if name:
+        from chatlab.render.builtin import get_template
+
+        get_template(name)  # an unknown name fails before any model loads
+
+
+def run_render(args: argparse.Namespace) -> int:
+    _check_template(args.template)
+    messages = _read_json(args.messages, "messages")
+    tools = _read_json(args.tools, "tools") if args.tools else None
+    from chatlab.models import load_tokenizer
+    from chatlab.render import resolve
+
+    tokenizer = load_tokenizer(args.model)
+    res = resolve(tokenizer, args.model, args.template)
+    r = res.render(messages, tools=tools, add_generation_prompt=not args.no_generation_prompt)
+    if args.format == "ids":
+        print(" ".join(map(str, r.ids)))
+    elif args.format == "json":
+        data = r.to_json()
+        data["tool_format"] = res.tool_format
+        data["tokenizer"] = getattr(tokenizer, "chatlab_source", None) or getattr(tokenizer, "name_or_path", "")
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(r.text)
+        print(f"--- {len(r.ids)} tokens; {res.explain()}")
+        print(f"--- stop words {r.stop_words}, stop ids {r.stop_ids}")
+    return 0
+
+
+def run_templates(args: argparse.Namespace) -> int:
+    from chatlab.render.builtin import TEMPLATES
+
+    for name, t in TEMPLATES.items():
+        tools = f" [tools: {t.tool_format}]" if t.tool_format else ""
+        print(f"{name}\t{t.description}{tools}")
+    return 0
+
+
+def load_gguf_tokenizer(model: str) -> Any:
+    """The tokenizer transformers builds from the shipped GGUF (wrong in 5.5.4: see reference)."""
+    from transformers import AutoTokenizer
+
+    from chatlab.models.assets import get_asset
+
+    files = get_asset(model).source_files()
+    if not files or not files[0].name.endswith(".gguf"):
+        raise ChatlabError(f"{model} has no single GGUF file here; --gguf works for smollm2-135m-instruct")
+    return AutoTokenizer.from_pretrained(str(files[0].parent), gguf_file=files[0].name)
+
+
+def generation_config_of(model: str) -> dict[str, Any] | None:
+    from chatlab.models.assets import ASSETS
+
+    if model not in ASSETS or ASSETS[model].kind != "chat-model":
+        return None
+    from chatlab.models import asset_path
+
+    path = asset_path(model) / "generation_config.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    _check_template(args.template)
+    from chatlab.models import load_tokenizer
+    from chatlab.render.audit import audit
+
+    tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
+    label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
+    report = audit(tokenizer, args.model, args.template, generation_config_of(args.model))
+    report.model = label
+    print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.format())
+    return 0 if report.ok else 1
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from chatlab.render.export import export_template
+
+    print(export_template(args.name))
+    return 0
