@@ -20,6 +20,10 @@ import numpy as np
 
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
 
+# INFERENCE_PRECISION_HINT values; None keeps the CPU's default (bf16 where the CPU has it,
+# which drifts from PyTorch's greedy tokens after a few dozen tokens; f32 matches them).
+PRECISIONS = ["f32", "bf16", "f16"]
+
 
 def slice_last_position(model: Any) -> bool:
     """Make the `logits` output cover the last position only; False when the graph is unknown."""
@@ -95,8 +99,11 @@ class OpenVINOBackend(Backend):
 def load(model_name: str, weight_format: str = "int8", precision: str | None = None,
          threads: int | None = None, slice_logits: bool = True) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
+    from chatlab.errors import UnknownNameError
     from chatlab.models import load_tokenizer
 
+    if precision is not None and precision not in PRECISIONS:
+        raise UnknownNameError("inference precision", precision, PRECISIONS)
     folder = export_model(model_name, weight_format)
     name = f"openvino-{weight_format}" + (f"-{precision}" if precision else "")
     return OpenVINOBackend(folder, load_tokenizer(model_name), precision=precision,

@@ -1,0 +1,51 @@
+"""`chatlab export` (a cached OpenVINO folder) and `chatlab bench` (chatlab's loop vs engines)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
+    p.add_argument("--model", default="smollm2-135m-instruct",
+                   help="a chat model of the store or a local Hugging Face folder")
+    p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
+    p.add_argument("--force", action="store_true", help="export again even when cached")
+    p.set_defaults(func=run_export)
+
+    b = sub.add_parser("bench", help="time chatlab's loop against hf-generate, optimum and genai")
+    b.add_argument("--model", default="smollm2-135m-instruct")
+    b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
+    b.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    b.add_argument("--engines", default="", help="comma-separated subset of the engines")
+    b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
+    b.add_argument("--tokens", type=int, default=None, help="new tokens per run (default 128, quick 64)")
+    b.add_argument("--plot", default="bench-results/bench.png",
+                   help="where to save the plot ('' for none)")
+    b.set_defaults(func=run_bench)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from chatlab.backends.export import export_dir, export_model, is_exported
+
+    cached = is_exported(export_dir(args.model, args.weight_format)) and not args.force
+    folder = export_model(args.model, args.weight_format, force=args.force)
+    print(f"{'reused' if cached else 'exported'} {args.model} {args.weight_format}: {folder}")
+    return 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from chatlab.bench import BenchConfig, format_table, run_benchmark, save_plot
+
+    config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
+                              engines=[e for e in args.engines.split(",") if e])
+    result = run_benchmark(config, progress=not args.json)
+    if args.plot:
+        result["plot"] = str(save_plot(result, args.plot))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_table(result))
+        if args.plot:
+            print(f"plot: {result['plot']}")
+    return 0

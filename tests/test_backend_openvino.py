@@ -1,0 +1,92 @@
+"""The OpenVINO backend: parity with PyTorch at f32, the last-position slice, state reset."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chatlab.backends import load_backend
+from chatlab.backends.torch import TorchBackend
+from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.generate import SamplingParams, generate
+
+MODEL = "smollm2-135m-instruct"
+QUESTIONS = ["What is the capital of France?", "Write a haiku about rain.",
+             "Explain what a KV cache is in one sentence.", "Count from one to ten in words."]
+
+
+def prompt(tok, question: str) -> list[int]:
+    text = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                   add_generation_prompt=True)
+    return tok.encode(text, add_special_tokens=False)
+
+
+def greedy(backend, ids: list[int], n: int = 48) -> list[int]:
+    return list(generate(backend, ids, SamplingParams(max_new_tokens=n)))[-1].token_ids
+
+
+@pytest.fixture(scope="module")
+def ov_f32():
+    return load_backend(MODEL, "openvino", "fp32", precision="f32")
+
+
+@pytest.fixture(scope="module")
+def torch_backend(smollm2, smollm2_path):
+    return TorchBackend(*smollm2, smollm2_path)
+
+
+def test_parity_with_pytorch_at_f32(ov_f32, torch_backend):
+    """With f32 inference precision the OpenVINO loop's greedy tokens equal PyTorch's."""
+    total = 0
+    for q in QUESTIONS[:3]:
+        ids = prompt(torch_backend.tokenizer, q)
+        tokens = greedy(torch_backend, ids)
+        assert greedy(ov_f32, ids) == tokens, q
+        total += len(tokens)
+    assert total > 60  # real replies, not a token or two each
+
+
+def test_prefill_slice_keeps_the_last_row(ov_f32):
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    assert ov_f32.sliced
+    full = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", slice_logits=False)
+    ids = prompt(ov_f32.tokenizer, QUESTIONS[2])
+    expect = full.prefill(ids).copy()
+    assert full.request.get_output_tensor(0).shape[1] == len(ids)  # every position, unsliced
+    got = ov_f32.prefill(ids)
+    assert ov_f32.request.get_output_tensor(0).shape[1] == 1
+    assert np.allclose(got, expect, atol=1e-4)
+    assert np.allclose(ov_f32.step(13), full.step(13), atol=1e-4)
+
+
+def ov_f32_folder():
+    from chatlab.backends.export import export_dir
+
+    return export_dir(MODEL, "fp32")
+
+
+def test_state_is_reset_between_sequences(ov_f32):
+    a = prompt(ov_f32.tokenizer, QUESTIONS[0])
+    b = prompt(ov_f32.tokenizer, QUESTIONS[1])
+    first = greedy(ov_f32, a, 16)
+    greedy(ov_f32, b, 16)  # a different sequence in between
+    assert greedy(ov_f32, a, 16) == first
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_quantized_backends_answer(fmt):
+    b = load_backend(MODEL, "openvino", fmt)
+    assert b.name == f"openvino-{fmt}" and b.sliced
+    fin = list(generate(b, prompt(b.tokenizer, QUESTIONS[0]), SamplingParams(max_new_tokens=30)))[-1]
+    assert "Paris" in fin.text and fin.finish_reason == "stop"
+
+
+def test_unknown_backend_weight_format_precision():
+    with pytest.raises(UnknownNameError, match="valid choices: torch, openvino"):
+        load_backend(MODEL, "tensorrt")
+    with pytest.raises(UnknownNameError, match="valid choices: fp32, int8, int4"):
+        load_backend(MODEL, "openvino", "int3")
+    with pytest.raises(UnknownNameError, match="fp32"):
+        load_backend(MODEL, "torch", "int8")
+    with pytest.raises(ChatlabError, match="f32"):
+        load_backend(MODEL, "openvino", "int8", precision="f64")
