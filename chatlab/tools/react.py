@@ -26,7 +26,8 @@ class ReActParser(StreamParser):
         super().__init__(tools)
         self.state = "start"
         self.pending = ""
-        self.searched = 0          # thought state: how far markers were already searched for
+        self.thought_parts: list[str] = []   # thought state: the held thought
+        self.thought_tail = ""     # its last characters, where a marker may have begun
         self.thought: str | None = None
         self.said = False          # plain state: content already emitted
         self.call_parts: list[str] = []
@@ -51,18 +52,24 @@ class ReActParser(StreamParser):
         self._in_plain(final)
 
     def _in_thought(self, final: bool) -> None:
-        hit = find_marker(self.pending, MARKERS, max(0, self.searched - len(FINAL)))
-        self.searched = len(self.pending)
+        # The thought can be long: keep it in parts and search only the new text plus a tail
+        # that a marker may straddle, so holding it back stays linear.
+        self.thought_parts.append(self.pending)
+        self.pending = ""
+        tail = self.thought_tail + self.thought_parts[-1]
+        hit = find_marker(tail, MARKERS)
         if hit is None:
+            self.thought_tail = tail[-(len(FINAL) - 1):]
             if final:              # a thought and nothing else: give it back as it was
-                self._content(self.pending)
+                self._content("".join(self.thought_parts))
             return
-        pos, marker = hit
+        held = "".join(self.thought_parts)
+        pos, marker = len(held) - len(tail) + hit[0], hit[1]
         if marker == FINAL:
-            self.state, self.pending = "answer", self.pending[pos + len(FINAL):]
+            self.state, self.pending = "answer", held[pos + len(FINAL):]
             return self._in_answer(final)
-        self.thought = self.pending[:pos]
-        self._to_call(self.pending[pos:])
+        self.thought = held[:pos]
+        self._to_call(held[pos:])
 
     def _in_plain(self, final: bool) -> None:
         hit = find_marker(self.pending, MARKERS)
