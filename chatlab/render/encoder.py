@@ -127,6 +127,13 @@ class Encoder:
         ends = [len(self.tokenizer.decode(ids[:k + 1])) for k in range(len(ids))]
         return ids, list(zip([0] + ends[:-1], ends))
 
+    def encode_many(self, texts: list[str], offsets: list[bool]) -> list[tuple[list[int], Any]]:
+        """encode_plain over several texts; one batched (multi-threaded) call for fast tokenizers."""
+        if self.kind == "fast" and texts:
+            batch = self._plain.encode_batch(texts, add_special_tokens=False)
+            return [(e.ids, e.offsets if want else None) for e, want in zip(batch, offsets)]
+        return [self.encode_plain(t, offsets=want) for t, want in zip(texts, offsets)]
+
     def tokens(self, ids: list[int]) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 

@@ -10,9 +10,10 @@ characters. A `break` piece ends a run early (ChatGLM3 encodes role line and con
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from chatlab.render.encoder import Encoder
 
@@ -36,7 +37,7 @@ class SlotSpan:
 class Rendered:
     ids: list[int]
     text: str
-    slots: list[SlotSpan]
+    slot_map: Callable[[], list[SlotSpan]] = field(repr=False)
     stop_words: list[str]
     stop_ids: list[int]
     rule: str = ""
@@ -44,6 +45,10 @@ class Rendered:
     template: str = ""
     encoder: Encoder | None = field(default=None, repr=False)
     open_turn: bool = False  # the prompt continues an assistant turn (ReAct after a tool result)
+
+    @cached_property
+    def slots(self) -> list[SlotSpan]:
+        return self.slot_map()
 
     @cached_property
     def tokens(self) -> list[str]:
@@ -56,47 +61,31 @@ class Rendered:
                 "template": self.template}
 
 
-def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str, list[SlotSpan]]:
-    """ids, the equivalent rendered text, and the slot map."""
-    ids: list[int] = []
-    owners: list[tuple[int, str]] = []
+def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str, Callable[[], list[SlotSpan]]]:
+    """ids, the equivalent rendered text, and a function that computes the slot map."""
+    items: list[tuple[int, int, str] | list[tuple[str, int, str]]] = []  # an id, or a text run
     texts: list[str] = []
-    run: list[tuple[str, int, str]] = []  # (text, message, slot) of the pending text run
+    run: list[tuple[str, int, str]] = []
 
-    def flush() -> None:
-        if not run:
-            return
-        joined = "".join(t for t, _, _ in run)
-        mixed = len({(m, s) for _, m, s in run}) > 1
-        new, offsets = encoder.encode_plain(joined, offsets=mixed)
-        ids.extend(new)
-        if not mixed:
-            owners.extend([(run[0][1], run[0][2])] * len(new))
-        else:
-            bounds, pos = [], 0
-            for text, m, s in run:
-                pos += len(text)
-                bounds.append((pos, m, s))
-            for start, end in offsets or []:
-                anchor = start if end > start else max(start - 1, 0)
-                owner = next(((m, s) for b, m, s in bounds if anchor < b), bounds[-1][1:])
-                owners.append(owner)
-        run.clear()
+    def close() -> None:
+        nonlocal run
+        if run:
+            items.append(run)
+            run = []
 
     for piece in pieces:
-        if piece.kind == "special":
-            flush()
-            ids.append(piece.value)
-            owners.append((piece.message, piece.slot))
+        kind = piece.kind
+        if kind == "special":
+            close()
+            items.append((piece.value, piece.message, piece.slot))
             texts.append(_special_text(encoder, piece.value))
-        elif piece.kind == "break":
-            flush()
-        elif piece.kind == "text":
+        elif kind == "break":
+            close()
+        elif kind == "text":
             for part in encoder.split_specials(piece.value):
                 if isinstance(part, int):
-                    flush()
-                    ids.append(part)
-                    owners.append((piece.message, piece.slot))
+                    close()
+                    items.append((part, piece.message, piece.slot))
                     texts.append(_special_text(encoder, part))
                 else:
                     run.append((part, piece.message, piece.slot))
@@ -104,8 +93,41 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
         elif piece.value:
             run.append((piece.value, piece.message, piece.slot))
             texts.append(piece.value)
-    flush()
-    return ids, "".join(texts), _spans(owners)
+    close()
+    runs = [item for item in items if isinstance(item, list)]
+    mixed = [len({(m, s) for _, m, s in r}) > 1 for r in runs]
+    encoded = encoder.encode_many(["".join(t for t, _, _ in r) for r in runs], mixed)
+    ids: list[int] = []
+    k = 0
+    for item in items:
+        if isinstance(item, tuple):
+            ids.append(item[0])
+        else:
+            ids.extend(encoded[k][0])
+            k += 1
+    return ids, "".join(texts), lambda: _slot_map(items, encoded)
+
+
+def _slot_map(items: list, encoded: list) -> list[SlotSpan]:
+    """Who owns each id; computed only when asked for (the hot path needs only the ids)."""
+    owners: list[tuple[int, str]] = []
+    runs = iter(encoded)
+    for item in items:
+        if isinstance(item, tuple):
+            owners.append(item[1:])
+            continue
+        new, offsets = next(runs)
+        if offsets is None:
+            owners.extend([(item[0][1], item[0][2])] * len(new))
+            continue
+        ends, pos = [], 0
+        for text, _, _ in item:
+            pos += len(text)
+            ends.append(pos)
+        for start, end in offsets:  # the piece holding the token's first character owns it
+            j = bisect_right(ends, start if end > start else max(start - 1, 0))
+            owners.append(item[min(j, len(item) - 1)][1:])
+    return _spans(owners)
 
 
 def _special_text(encoder: Encoder, token_id: int) -> str:

@@ -95,7 +95,7 @@ class Resolution:
             pieces = jinja_pieces(self.chat_template or "", enc, msgs, tool_list, add_generation_prompt, options)
         ids, text, slots = encode_pieces(enc, pieces)
         words, stop_ids = self.stops(bool(tool_list))
-        return Rendered(ids=ids, text=text, slots=slots, stop_words=words, stop_ids=stop_ids,
+        return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
                         rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
                         open_turn=open_turn)
 
