@@ -68,7 +68,7 @@ def test_named_tool_choice_gives_a_valid_call(chat_engine: Any) -> None:
 
     body = dict(messages=[{"role": "user", "content": "What's the weather in Paris?"}],
                 tools=WEATHER, tool_choice={"type": "function", "function": {"name": "get_weather"}},
-                max_tokens=60)
+                max_tokens=200)
     out = ask(chat_engine, **body)["choices"][0]
     assert out["finish_reason"] == "tool_calls"
     call = out["message"]["tool_calls"][0]
@@ -91,7 +91,7 @@ def test_named_tool_choice_gives_a_valid_call(chat_engine: Any) -> None:
 def test_legacy_functions_answer_in_legacy_shape(chat_engine: Any) -> None:
     fn = WEATHER[0]["function"]
     out = ask(chat_engine, messages=[{"role": "user", "content": "Weather in Rome?"}],
-              functions=[fn], function_call={"name": "get_weather"}, max_tokens=60)["choices"][0]
+              functions=[fn], function_call={"name": "get_weather"}, max_tokens=200)["choices"][0]
     assert out["finish_reason"] == "function_call" and "tool_calls" not in out["message"]
     assert out["message"]["function_call"]["name"] == "get_weather"
     assert json.loads(out["message"]["function_call"]["arguments"])["city"]
@@ -105,7 +105,7 @@ def test_json_schema_response_format(chat_engine: Any) -> None:
     out = ask(chat_engine, messages=[{"role": "user", "content":
               "John had a dog named Harry, who was a brown beagle. Extract the dog as JSON."}],
               response_format={"type": "json_schema", "json_schema": {"name": "Dog", "schema": schema}},
-              max_tokens=60)["choices"][0]
+              max_tokens=200)["choices"][0]
     assert validate_instance(json.loads(out["message"]["content"]), schema) == []
 
 

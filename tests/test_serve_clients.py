@@ -54,7 +54,7 @@ def test_openai_stream_with_usage(client: Any) -> None:
 def test_openai_tool_call_streamed_and_not(client: Any) -> None:
     kw = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo?"}], tools=WEATHER,
               tool_choice={"type": "function", "function": {"name": "get_weather"}},
-              temperature=0, max_tokens=40)
+              temperature=0, max_tokens=200)
     out = client.chat.completions.create(**kw)
     call = out.choices[0].message.tool_calls[0]
     assert out.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
@@ -75,7 +75,7 @@ def test_openai_parse_structured_output(client: Any) -> None:
         color: str
 
     out = client.chat.completions.parse(
-        model=MODEL, response_format=Dog, temperature=0, max_tokens=60,
+        model=MODEL, response_format=Dog, temperature=0, max_tokens=200,
         messages=[{"role": "user", "content": "John had a dog named Harry, who was a brown beagle "
                                               "that loved chicken. Extract the dog."}])
     dog = out.choices[0].message.parsed

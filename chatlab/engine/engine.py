@@ -47,14 +47,10 @@ class ChatEngine:
                 sampling(req, [], [], len(prompt), self.context_length)
 
     def render(self, req: ChatRequest) -> dict[str, Any]:
+        """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
         plan = plan_chat(self.resolution, req)
-        r = plan.rendered
-        return {"model": self.model_name, "template": self.resolution.name,
-                "rule": self.resolution.rule, "reason": self.resolution.reason,
-                "text": r.text, "ids": list(r.ids), "tokens": list(r.tokens),
-                "slots": [s.__dict__ if hasattr(s, "__dict__") else s for s in r.slots],
-                "stop_words": list(r.stop_words), "stop_ids": list(r.stop_ids),
-                "tool_format": plan.tool_format, "prompt_tokens": len(r.ids)}
+        return {"model": self.model_name, **plan.rendered.to_json(),
+                "tool_format": plan.tool_format, "prompt_tokens": len(plan.prompt_ids)}
 
     # -- the event pipeline ------------------------------------------------------------------
     def _events(self, plan: Plan, params: Any, should_stop: StopFn) -> Iterator[Any]:
@@ -69,7 +65,8 @@ class ChatEngine:
 
             processor = build_processor(self.tokenizer, self.backend.vocab_size, tools=plan.tools,
                                         tool_choice=plan.tool_choice,
-                                        response_format=plan.response_format, fmt=plan.tool_format)
+                                        response_format=plan.response_format, fmt=plan.tool_format,
+                                        stop_ids=plan.stop_ids or None)
         parser = get_parser(plan.tool_format, plan.tools) if plan.tool_format and not plan.response_format else None
         finished = None
         with self._lock:

@@ -23,8 +23,8 @@ class Plan:
     stop_ids: list[int]
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_format: str | None = None  # parse calls from the output in this format, None = don't
-    tool_choice: Any = None  # chatlab.tools.schema.ToolChoice
-    constrained: bool = False  # a grammar forces the output (tool call or JSON)
+    tool_choice: Any = None  # as the request sent it (validated), for the grammar
+    constrained: bool = False  # a grammar may shape the output (forced call, lazy call, JSON)
     response_format: dict[str, Any] | None = None
     legacy: bool = False  # answer with function_call / finish_reason "function_call"
     rendered: Any = None
@@ -50,18 +50,17 @@ def plain_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def tool_plan(req: ChatRequest, tool_format: str | None) -> tuple[list[dict], Any, bool]:
-    """(tools to render, ToolChoice, constrained?) from tools/functions and their choices."""
+def tool_plan(req: ChatRequest) -> tuple[list[dict], Any]:
+    """(tools to render, tool_choice) from tools/functions and their choices, validated."""
     from chatlab.render import normalize_tools
-    from chatlab.tools.schema import ToolChoice, validate_tool_choice, validate_tools
+    from chatlab.tools.schema import validate_tool_choice, validate_tools
 
     tools = normalize_tools(tools=req.tools, functions=req.functions) if (req.tools or req.functions) else []
     validate_tools(tools)
     raw_choice = req.tool_choice if req.tool_choice is not None else req.function_call
-    choice = validate_tool_choice(raw_choice, tools)
-    if not tools or choice.mode == "none":
-        return [], ToolChoice("none"), False
-    return tools, choice, choice.mode in ("required", "named")
+    if validate_tool_choice(raw_choice, tools).mode == "none" or not tools:
+        return [], "none"
+    return tools, raw_choice
 
 
 def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_len: int,
@@ -83,12 +82,34 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         temperature=1.0 if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0,
         repetition_penalty=req.repetition_penalty or 1.0, seed=seed,
-        stop=[*stop, *(req.stop or [])], stop_ids=list(stop_ids))
+        stop=[*stop, *(req.stop or [])], stop_ids=[] if req.ignore_eos else list(stop_ids),
+        ignore_eos=req.ignore_eos)
+
+
+def for_tools(resolution: Any) -> Any:
+    """A resolution that can render tools: the model's own if its template knows a tool format,
+    else the built-in template for its model type (e.g. SmolLM2's GGUF chat_template ignores
+    tools; the `smollm2` built-in renders them Hermes-style in the same ChatML layout)."""
+    if resolution.tool_format is not None:
+        return resolution
+    from chatlab.render import TEMPLATES, resolve
+
+    identity = " ".join(filter(None, [resolution.name, str(getattr(resolution.tokenizer, "name_or_path", ""))]))
+    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types if t.tool_format),
+                   key=lambda x: -len(x[0]))
+    name = next((n for h, n in hints if h in identity.lower()), "chatml")
+    chosen = resolve(resolution.tokenizer, template=name)
+    chosen.rule = "tools-fallback"
+    chosen.reason = (f"the {resolution.name!r} template cannot render tools, so the built-in "
+                     f"{name!r} template renders this request ({chosen.tool_format} tool format)")
+    return chosen
 
 
 def plan_chat(resolution: Any, req: ChatRequest) -> Plan:
     messages = plain_messages(req.messages)
-    tools, choice, constrained = tool_plan(req, resolution.tool_format)
+    tools, choice = tool_plan(req)
+    if tools:
+        resolution = for_tools(resolution)
     fmt = req.response_format.model_dump(exclude_none=True) if req.response_format else None
     if fmt and fmt.get("type") == "text":
         fmt = None
@@ -97,6 +118,6 @@ def plan_chat(resolution: Any, req: ChatRequest) -> Plan:
     rendered = resolution.render(messages, tools=tools or None, add_generation_prompt=True)
     return Plan(prompt_ids=list(rendered.ids), stop=list(rendered.stop_words),
                 stop_ids=list(rendered.stop_ids), tools=tools,
-                tool_format=(resolution.tool_format or "hermes") if tools else None,
-                tool_choice=choice, constrained=constrained or fmt is not None,
+                tool_format=resolution.tool_format if tools else None,
+                tool_choice=choice, constrained=bool(tools) or fmt is not None,
                 response_format=fmt, legacy=req.legacy_functions, rendered=rendered)

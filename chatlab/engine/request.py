@@ -47,6 +47,7 @@ class SamplingFields(_Lenient):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    ignore_eos: bool = False  # extension (as in vLLM): benchmarks generate exactly max_tokens
 
     @field_validator("stop")
     @classmethod
