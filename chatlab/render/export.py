@@ -12,6 +12,7 @@ ChatGLM3 tool calls need their arguments as objects, as vLLM passes them.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from chatlab.render import tools_prompt as tp
 from chatlab.render.builtin import get_template
@@ -198,11 +199,17 @@ def tokenizer_for(template: Template, base: str | None = None):  # noqa: ANN201 
     """A fast tokenizer that has every special token `template` needs (SmolLM2's BPE underneath),
     with the exported chat_template: for checking exports of templates whose own tokenizer is not
     shipped offline. Its eos is the template's first stop token, its bos `<s>` when one is used."""
+    return _tokenizer_for(template.name, base)
+
+
+@lru_cache(maxsize=16)
+def _tokenizer_for(name: str, base: str | None):  # noqa: ANN202
     from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
 
     from chatlab.models import asset_path
 
+    template = get_template(name)
     tok = Tokenizer.from_file(str(base or asset_path("smollm2-135m-instruct") / "tokenizer.json"))
     eos = next((s for s in template.stop_tokens if s != "eos"), "</s>")
     bos = "<s>" if template.uses("bos") else None

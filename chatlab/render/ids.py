@@ -124,8 +124,9 @@ def _slot_map(items: list, encoded: list) -> list[SlotSpan]:
         for text, _, _ in item:
             pos += len(text)
             ends.append(pos)
-        for start, end in offsets:  # the piece holding the token's first character owns it
-            j = bisect_right(ends, start if end > start else max(start - 1, 0))
+        for start, end in offsets:  # the piece holding the token's last character owns it, so
+            # a token merged across a boundary (" hi" after "[INST]") counts as the content's
+            j = bisect_right(ends, end - 1 if end > start else max(start - 1, 0))
             owners.append(item[min(j, len(item) - 1)][1:])
     return _spans(owners)
 
