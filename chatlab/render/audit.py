@@ -46,7 +46,8 @@ class AuditReport:
         return not any(f.severity == "problem" for f in self.findings)
 
     def add(self, check: str, severity: str, message: str) -> None:
-        self.findings.append(Finding(check, severity, message))
+        if all((f.check, f.message) != (check, message) for f in self.findings):  # once per probe set
+            self.findings.append(Finding(check, severity, message))
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "ok": self.ok, "rule": self.rule, "template": self.template,
