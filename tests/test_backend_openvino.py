@@ -90,3 +90,18 @@ def test_unknown_backend_weight_format_precision():
         load_backend(MODEL, "torch", "int8")
     with pytest.raises(ChatlabError, match="f32"):
         load_backend(MODEL, "openvino", "int8", precision="f64")
+
+
+def test_light_decoder_matches_the_chat_tokenizer(smollm2_tokenizer):
+    """Generation decodes with `tokenizers` alone (no torch); it must agree with transformers."""
+    from chatlab.backends.export import export_dir
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    b = OpenVINOBackend(export_dir(MODEL, "int4"), None, model_name=MODEL)
+    assert b._tokenizer is None and type(b.decoder).__module__.startswith("tokenizers")
+    text = "café 🌊 — <|im_end|> naïve\n  spaces"
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    for skip in (True, False):
+        assert b.decoder.decode(ids, skip_special_tokens=skip) == smollm2_tokenizer.decode(
+            ids, skip_special_tokens=skip)
+    assert b.tokenizer.decode(ids) == smollm2_tokenizer.decode(ids)  # loaded on demand

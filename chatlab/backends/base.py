@@ -35,7 +35,7 @@ class Backend:
         return f"<{type(self).__name__} {self.name} vocab={self.vocab_size} ctx={self.context_length}>"
 
 
-def eos_ids_from(folder: Path, tokenizer: Any) -> list[int]:
+def eos_ids_from(folder: Path, tokenizer: Any = None) -> list[int]:
     """generation_config's eos ids (int or list), else config's, else the tokenizer's."""
     for fname in ("generation_config.json", "config.json"):
         try:

@@ -43,8 +43,9 @@ def slice_last_position(model: Any) -> bool:
 
 
 class OpenVINOBackend(Backend):
-    def __init__(self, folder: Path, tokenizer: Any, precision: str | None = None,
-                 threads: int | None = None, slice_logits: bool = True, name: str = "openvino") -> None:
+    def __init__(self, folder: Path, tokenizer: Any = None, precision: str | None = None,
+                 threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
+                 model_name: str | None = None) -> None:
         import openvino as ov
 
         core = ov.Core()
@@ -57,11 +58,11 @@ class OpenVINOBackend(Backend):
             config["INFERENCE_NUM_THREADS"] = int(threads)
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
-        self.tokenizer = tokenizer
+        self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
         self.context_length = context_length_from(folder)
         self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
-        self.eos_ids = eos_ids_from(folder, tokenizer)
+        self.eos_ids = eos_ids_from(folder, None)
         # Preallocated inputs; a decode step only writes two numbers into them.
         self._mask = np.ones((1, self.context_length), dtype=np.int64)
         self._ids = np.zeros((1, 1), dtype=np.int64)
@@ -69,6 +70,30 @@ class OpenVINOBackend(Backend):
         self._beam = np.zeros((1,), dtype=np.int32)
         self._logits = self.request.get_output_tensor  # bound method, looked up once
         self.length = 0
+
+    @property
+    def tokenizer(self) -> Any:
+        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
+        and torch, ~450 MB that generation itself does not need (see `decoder`)."""
+        if self._tokenizer is None:
+            from chatlab.models import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
+        return self._tokenizer
+
+    @property
+    def decoder(self) -> Any:
+        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
+        `tokenizers` library straight from tokenizer.json, without transformers or torch."""
+        if getattr(self, "_decoder", None) is None:
+            path = self.folder / "tokenizer.json"
+            if path.is_file() and not _cleans_up_spaces(self.folder):
+                from tokenizers import Tokenizer
+
+                self._decoder = Tokenizer.from_file(str(path))
+            else:
+                self._decoder = self.tokenizer
+        return self._decoder
 
     def reset(self) -> None:
         self.request.reset_state()
@@ -96,15 +121,25 @@ class OpenVINOBackend(Backend):
         return self._run(self._ids, self._pos)
 
 
+def _cleans_up_spaces(folder: Path) -> bool:
+    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
+    import json
+
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return bool(config.get("clean_up_tokenization_spaces", False))
+
+
 def load(model_name: str, weight_format: str = "int8", precision: str | None = None,
          threads: int | None = None, slice_logits: bool = True) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
     from chatlab.errors import UnknownNameError
-    from chatlab.models import load_tokenizer
 
     if precision is not None and precision not in PRECISIONS:
         raise UnknownNameError("inference precision", precision, PRECISIONS)
     folder = export_model(model_name, weight_format)
     name = f"openvino-{weight_format}" + (f"-{precision}" if precision else "")
-    return OpenVINOBackend(folder, load_tokenizer(model_name), precision=precision,
-                           threads=threads, slice_logits=slice_logits, name=name)
+    return OpenVINOBackend(folder, None, precision=precision, threads=threads,
+                           slice_logits=slice_logits, name=name, model_name=model_name)

@@ -59,7 +59,8 @@ def generate(backend: Any, prompt_ids: list[int], params: SamplingParams | None 
     sampler = Sampler(params)
     if params.repetition_penalty != 1.0:
         sampler.seen.extend(prompt_ids)
-    detok = IncrementalDetokenizer(backend.tokenizer)
+    # A backend may offer a lighter `decoder` than its chat tokenizer (OpenVINO: no torch).
+    detok = IncrementalDetokenizer(getattr(backend, "decoder", None) or backend.tokenizer)
     stops = StopMatcher(params.stop)
     terminated = getattr(logits_processor, "is_terminated", None)
 

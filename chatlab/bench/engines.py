@@ -1,0 +1,153 @@
+"""The seven engines of `chatlab bench`, each behind `load()` and `run(ids, n) -> Timing`.
+
+Every engine gets the same rendered prompt ids and must produce exactly `n` new tokens (eos is
+ignored), greedily. Time to first token is measured from the call to the moment the first new
+token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
+after the first divided by the time after the first. chatlab's loop is timed with its full
+per-token work (detokenization and stop checks included); the others only record a timestamp.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
+           "chatlab-openvino-int4", "optimum-int8", "genai-int8"]
+BASELINE = "genai-int8"
+
+
+@dataclass
+class Timing:
+    ttft_s: float
+    decode_tok_s: float
+    tokens: list[int]
+
+
+def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
+    decode = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+    return Timing(stamps[0] - t0, decode, tokens)
+
+
+class ChatlabLoop:
+    """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
+
+    def __init__(self, model: str, backend: str, weight_format: str) -> None:
+        self.args = (model, backend, weight_format)
+
+    def load(self) -> None:
+        from chatlab.backends import load_backend
+
+        self.backend = load_backend(*self.args)
+
+    def run(self, ids: list[int], n: int) -> Timing:
+        from chatlab.generate import SamplingParams, generate
+
+        # The loop clocks itself: from before prefill to the first sampled token, and to the end.
+        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True)))[-1]
+        ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
+        decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
+        return Timing(ttft, decode, fin.token_ids)
+
+
+class StampStreamer:
+    """A transformers streamer that only records when each new token arrives."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+        self.prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self.prompt_seen:  # generate() first "streams" the prompt itself
+            self.prompt_seen = True
+            return
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+class HFGenerate:
+    """`model.generate()` of transformers (PyTorch) or optimum-intel (OpenVINO)."""
+
+    def __init__(self, model: str, optimum_format: str | None = None) -> None:
+        self.model_name, self.optimum_format = model, optimum_format
+
+    def load(self) -> None:
+        if self.optimum_format:
+            from optimum.intel import OVModelForCausalLM
+
+            from chatlab.backends.export import export_model
+
+            self.model = OVModelForCausalLM.from_pretrained(export_model(self.model_name, self.optimum_format))
+        else:
+            from chatlab.models import load_model
+
+            self.model, _ = load_model(self.model_name)
+
+    def run(self, ids: list[int], n: int) -> Timing:
+        import torch
+
+        inputs = torch.tensor([ids])
+        streamer = StampStreamer()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
+                                      max_new_tokens=n, min_new_tokens=n, streamer=streamer,
+                                      pad_token_id=self.model.config.eos_token_id)
+        return from_stamps(t0, streamer.stamps, out[0, len(ids):].tolist())
+
+
+class GenAI:
+    """openvino-genai's `LLMPipeline` on the same int8 export, fed ids (no templating)."""
+
+    def __init__(self, model: str, weight_format: str = "int8") -> None:
+        self.model_name, self.weight_format = model, weight_format
+
+    def load(self) -> None:
+        import openvino_genai as genai
+
+        from chatlab.backends.export import export_model
+
+        self.genai = genai
+        self.pipe = genai.LLMPipeline(str(export_model(self.model_name, self.weight_format)), "CPU")
+
+    def run(self, ids: list[int], n: int) -> Timing:
+        import numpy as np
+        import openvino as ov
+
+        genai = self.genai
+        stamps: list[float] = []
+        tokens: list[int] = []
+
+        class Stamp(genai.StreamerBase):
+            def write(self, token: Any) -> Any:
+                stamps.append(time.perf_counter())
+                tokens.extend(token if isinstance(token, list) else [token])
+                return genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        config = genai.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                        ignore_eos=True, apply_chat_template=False)
+        inputs = ov.Tensor(np.asarray([ids], dtype=np.int64))
+        t0 = time.perf_counter()
+        self.pipe.generate(inputs, config, Stamp())
+        return from_stamps(t0, stamps, tokens)
+
+
+def make_engine(name: str, model: str) -> Any:
+    if name == "chatlab-torch":
+        return ChatlabLoop(model, "torch", "fp32")
+    if name.startswith("chatlab-openvino-"):
+        return ChatlabLoop(model, "openvino", name.rsplit("-", 1)[1])
+    if name == "hf-generate":
+        return HFGenerate(model)
+    if name == "optimum-int8":
+        return HFGenerate(model, "int8")
+    if name == "genai-int8":
+        return GenAI(model, "int8")
+    from chatlab.errors import UnknownNameError
+
+    raise UnknownNameError("benchmark engine", name, ENGINES)

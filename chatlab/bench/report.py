@@ -1,0 +1,94 @@
+"""Ratios, targets, a text table and a matplotlib plot for `chatlab bench` results."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chatlab.bench.engines import BASELINE
+
+# (engine, metric, compared with, bound): the project's speed targets, checked in the output.
+TARGETS = [
+    ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.0),
+    ("chatlab-openvino-int8", "ttft_ms", BASELINE, "<=", 1.1),
+    ("chatlab-openvino-int8", "ttft_long_ms", BASELINE, "<=", 1.1),
+    ("chatlab-torch", "decode_tok_s", "hf-generate", ">=", 1.0),
+]
+
+
+def add_ratios(result: dict[str, Any]) -> None:
+    """Each engine's ratios to the baseline (decode: higher is better; TTFT: lower is)."""
+    by_name = {r["name"]: r for r in result["engines"]}
+    base = by_name.get(result["baseline"])
+    for row in result["engines"]:
+        for metric in ("decode_tok_s", "ttft_ms", "ttft_long_ms"):
+            row[f"{metric}_ratio"] = row[metric] / base[metric] if base and base[metric] else None
+    targets = []
+    for engine, metric, other, op, bound in TARGETS:
+        if engine in by_name and other in by_name and by_name[other][metric]:
+            ratio = by_name[engine][metric] / by_name[other][metric]
+            met = ratio >= bound if op == ">=" else ratio <= bound
+            targets.append({"engine": engine, "metric": metric, "versus": other,
+                            "ratio": round(ratio, 3), "target": f"{op} {bound}", "met": met})
+    result["targets"] = targets
+
+
+def format_table(result: dict[str, Any]) -> str:
+    p = result["prompt_tokens"]
+    lines = [f"{result['model']}: {result['rounds']} interleaved rounds, {result['new_tokens']} new "
+             f"tokens, prompts of {p['short']} and {p['long']} tokens; median [min-max], "
+             f"(ratio to {result['baseline']})",
+             f"{'engine':<24}{'decode tok/s':>28}{'TTFT short ms':>28}{'TTFT long ms':>30}{'RSS MB':>9}"]
+
+    def cell(row: dict[str, Any], metric: str, fmt: str) -> str:
+        lo, hi = row[f"{metric}_range"]
+        ratio = row.get(f"{metric}_ratio")
+        r = f" ({ratio:.2f}x)" if ratio is not None else ""
+        return f"{row[metric]:{fmt}} [{lo:{fmt}}-{hi:{fmt}}]{r}"
+
+    for row in result["engines"]:
+        lines.append(f"{row['name']:<24}{cell(row, 'decode_tok_s', '.1f'):>28}"
+                     f"{cell(row, 'ttft_ms', '.0f'):>28}{cell(row, 'ttft_long_ms', '.0f'):>30}"
+                     f"{row['rss_mb']:>9.0f}")
+    for t in result.get("targets", []):
+        lines.append(f"target {t['engine']} {t['metric']} vs {t['versus']}: {t['ratio']:.2f}x "
+                     f"(want {t['target']}) {'met' if t['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def save_plot(result: dict[str, Any], path: str | Path) -> Path:
+    """Three panels: decode tok/s, TTFT short and long, medians with min–max whiskers."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; the notebook shows the saved image or its own figure
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = plot(result, plt)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot(result: dict[str, Any], plt: Any = None) -> Any:
+    if plt is None:
+        import matplotlib.pyplot as plt
+    rows = result["engines"]
+    names = [r["name"] for r in rows]
+    panels = [("decode_tok_s", "decode tokens/s (higher is better)"),
+              ("ttft_ms", f"TTFT ms, {result['prompt_tokens']['short']}-token prompt"),
+              ("ttft_long_ms", f"TTFT ms, {result['prompt_tokens']['long']}-token prompt")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, (metric, title) in zip(axes, panels):
+        med = [r[metric] for r in rows]
+        err = [[m - r[f"{metric}_range"][0] for m, r in zip(med, rows)],
+               [r[f"{metric}_range"][1] - m for m, r in zip(med, rows)]]
+        colors = ["tab:blue" if n.startswith("chatlab") else "tab:gray" for n in names]
+        ax.barh(names, med, xerr=err, color=colors, capsize=3)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    fig.suptitle(f"{result['model']}: chatlab's loop (blue) vs other engines (gray)")
+    fig.tight_layout()
+    return fig

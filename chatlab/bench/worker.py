@@ -1,0 +1,39 @@
+"""One benchmark engine in its own process, so that its memory can be measured on its own.
+
+Protocol (JSON lines): the worker loads its engine and prints {"ready": true, "load_s": …};
+then, for each request {"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s",
+"tokens"}; on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
+carries nothing else: library chatter is redirected to stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+
+def main() -> None:
+    engine_name, model = sys.argv[1], sys.argv[2]
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
+    from chatlab.bench.engines import make_engine
+
+    t0 = time.perf_counter()
+    engine = make_engine(engine_name, model)
+    engine.load()
+    out.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("quit"):
+            peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+            out.write(json.dumps({"rss_mb": peak_kb / 1024}) + "\n")
+            return
+        timing = engine.run(request["ids"], request["tokens"])
+        out.write(json.dumps({"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s,
+                              "tokens": timing.tokens}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
