@@ -76,7 +76,7 @@ def test_llama_index_rag_with_sources_and_stream(live_server: Any) -> None:
     assert answer.response.strip()
     assert answer.source_nodes[0].metadata["file_name"] == "stop_words.md"
     streamed = index.as_query_engine(llm=llm, similarity_top_k=1, streaming=True).query(
-        "What does constrained decoding do?")
+        "How do small models produce valid tool calls?")
     pieces = list(streamed.response_gen)
     assert len(pieces) > 1 and "".join(pieces).strip()
     assert streamed.source_nodes[0].metadata["file_name"] == "function_calling.md"
