@@ -51,6 +51,9 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
             body[key] = getattr(args, key)
     if args.tools:
         body["tools"] = read_json(args.tools, "tools")
+        if not isinstance(body["tools"], list):  # else pydantic's bare "Input should be a valid list"
+            raise ChatlabError(f"the tools file {args.tools} must hold a JSON list of tools; write "
+                               '[{"type": "function", "function": {"name": ..., "parameters": {...}}}]')
     if args.response_format:
         body["response_format"] = read_json(args.response_format, "response format")
     return body
@@ -58,9 +61,11 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
+    from chatlab.engine.prepare import tool_plan
     from chatlab.engine.request import parse_request
 
     req = parse_request(build_request(args))
+    tool_plan(req)  # bad tools or tool_choice: say so before spending seconds on the model
     engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
     engine.check(req)
     if not args.stream:

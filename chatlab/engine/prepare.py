@@ -108,7 +108,10 @@ def for_tools(resolution: Any) -> Any:
 def plan_chat(resolution: Any, req: ChatRequest) -> Plan:
     messages = plain_messages(req.messages)
     tools, choice = tool_plan(req)
-    if tools:
+    # a template that ignores tools also drops earlier calls and results from the history
+    # (tool_choice "none", or no tools sent): render those with the tool-aware template too
+    if tools or any(m.get("tool_calls") or m.get("function_call") or m["role"] in ("tool", "function")
+                    for m in messages):
         resolution = for_tools(resolution)
     fmt = req.response_format.model_dump(exclude_none=True) if req.response_format else None
     if fmt and fmt.get("type") == "text":
