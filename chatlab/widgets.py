@@ -1,0 +1,108 @@
+"""A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article.
+
+System prompt, max tokens, top-k, top-p and temperature; the reply streams into the page token by
+token as the loop yields text. The conversation is kept as OpenAI-style messages and rendered
+with the model's resolved template on every turn, so what the model sees is exactly what
+`chatlab complete` and the server would send. `chat.send("...")` drives it from code (it also
+prints the stream, so an executed notebook shows the reply even where widgets do not render).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from chatlab.generate import Finished, SamplingParams, TextDelta, generate
+
+
+class ChatWidget:
+    def __init__(self, backend: Any, model_name: str | None = None,
+                 system: str = "You are a helpful assistant. Answer briefly.") -> None:
+        import ipywidgets as w
+
+        from chatlab.render import resolve
+
+        self.backend = backend
+        self.resolution = resolve(backend.tokenizer, model_name)
+        self.history: list[dict[str, Any]] = []
+        self.last: Finished | None = None
+        self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))
+        self.max_tokens = w.IntSlider(value=128, min=1, max=1024, description="Max tokens")
+        self.top_k = w.IntSlider(value=50, min=0, max=200, description="Top-k")
+        self.top_p = w.FloatSlider(value=0.9, min=0.05, max=1.0, step=0.05, description="Top-p")
+        self.temperature = w.FloatSlider(value=0.7, min=0.0, max=2.0, step=0.05,
+                                         description="Temperature")
+        self.prompt = w.Text(placeholder="Ask something and press Enter",
+                             layout=w.Layout(width="70%"))
+        self.button = w.Button(description="Send", button_style="primary")
+        self.clear = w.Button(description="Clear")
+        self.transcript = w.HTML(layout=w.Layout(border="1px solid #ccc", padding="6px",
+                                                 min_height="120px", width="98%"))
+        self.status = w.Label()
+        self.button.on_click(lambda _b: self._send_from_box())
+        self.prompt.on_submit(lambda _t: self._send_from_box())
+        self.clear.on_click(lambda _b: self.reset())
+        controls = w.HBox([w.VBox([self.max_tokens, self.top_k]),
+                           w.VBox([self.top_p, self.temperature])])
+        self.view = w.VBox([self.system, controls, self.transcript,
+                            w.HBox([self.prompt, self.button, self.clear]), self.status])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.view)
+
+    def reset(self) -> None:
+        self.history.clear()
+        self.transcript.value = ""
+
+    def params(self) -> SamplingParams:
+        """The sliders' values (validated: a bad value raises ChatlabError naming the range)."""
+        return SamplingParams(max_new_tokens=self.max_tokens.value, temperature=self.temperature.value,
+                              top_k=self.top_k.value, top_p=self.top_p.value)
+
+    def _rendered(self, extra: list[dict[str, Any]]) -> Any:
+        messages = [{"role": "system", "content": self.system.value}] + self.history + extra
+        return self.resolution.render(messages)
+
+    def stream(self, message: str, seed: int | None = None) -> Iterator[str]:
+        """Add a user turn, yield the reply's text deltas, then record the reply in history."""
+        rendered = self._rendered([{"role": "user", "content": message}])
+        params = self.params()
+        # The template's stop words and ids end the turn (the loop adds the model's eos ids).
+        params.stop, params.stop_ids, params.seed = rendered.stop_words, rendered.stop_ids, seed
+        self.history.append({"role": "user", "content": message})
+        reply = ""
+        for event in generate(self.backend, rendered.ids, params):
+            if isinstance(event, TextDelta):
+                reply += event.text
+                self._show(reply)
+                yield event.text
+            else:
+                self.last = event
+        self.history.append({"role": "assistant", "content": reply})
+        done = self.last
+        if done is not None:
+            self.status.value = (f"{done.completion_tokens} tokens, finish_reason={done.finish_reason}, "
+                                 f"first token after {done.timings['ttft_s'] * 1000:.0f} ms")
+
+    def send(self, message: str, seed: int | None = None, echo: bool = True) -> str:
+        parts = []
+        for delta in self.stream(message, seed):
+            parts.append(delta)
+            if echo:
+                print(delta, end="", flush=True)
+        if echo:
+            print()
+        return "".join(parts)
+
+    def _send_from_box(self) -> None:
+        text, self.prompt.value = self.prompt.value.strip(), ""
+        if text:
+            for _ in self.stream(text):
+                pass
+
+    def _show(self, pending_reply: str) -> None:
+        import html
+
+        rows = [f"<b>{m['role']}</b>: {html.escape(m['content'])}" for m in self.history]
+        rows.append(f"<b>assistant</b>: {html.escape(pending_reply)}▌")
+        self.transcript.value = "<br>".join(rows).replace("\n", "<br>")
