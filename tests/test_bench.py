@@ -48,8 +48,9 @@ def test_table_and_plot(tmp_path):
 def test_config_validation():
     assert BenchConfig.make("m", quick=True).rounds == 3
     assert BenchConfig.make("m").tokens == 128
-    with pytest.raises(UnknownNameError, match="genai-int8"):
+    with pytest.raises(UnknownNameError, match="genai-int8, genai-int8-sdpa"):
         BenchConfig.make("m", engines=["vllm"])
+    assert BenchConfig.make("m", engines=["genai-int8-sdpa"]).engines == ["genai-int8-sdpa"]
     with pytest.raises(ChatlabError, match="rounds"):
         BenchConfig.make("m", rounds=0)
 

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatlab.bench.engines import BASELINE, ENGINES
+from chatlab.bench.engines import BASELINE, ENGINES, EXTRA_ENGINES
 from chatlab.errors import ChatlabError, UnknownNameError
 
 LONG_PROMPT_TOKENS = 1000
@@ -37,8 +37,8 @@ class BenchConfig:
     def make(cls, model: str, quick: bool = False, rounds: int | None = None,
              tokens: int | None = None, engines: list[str] | None = None) -> "BenchConfig":
         for e in engines or []:
-            if e not in ENGINES:
-                raise UnknownNameError("benchmark engine", e, ENGINES)
+            if e not in ENGINES + EXTRA_ENGINES:
+                raise UnknownNameError("benchmark engine", e, ENGINES + EXTRA_ENGINES)
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         return cls(model=model, engines=list(engines or ENGINES),

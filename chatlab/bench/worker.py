@@ -14,6 +14,20 @@ import sys
 import time
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. Not `ru_maxrss`: Linux carries that over `exec`
+    from the parent, so a worker started by a big notebook kernel would report the kernel's
+    peak. VmHWM belongs to the new address space."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
 def main() -> None:
     engine_name, model = sys.argv[1], sys.argv[2]
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -27,8 +41,7 @@ def main() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("quit"):
-            peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-            out.write(json.dumps({"rss_mb": peak_kb / 1024}) + "\n")
+            out.write(json.dumps({"rss_mb": peak_rss_mb()}) + "\n")
             return
         timing = engine.run(request["ids"], request["tokens"])
         out.write(json.dumps({"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s,

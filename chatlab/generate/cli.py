@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model", default="smollm2-135m-instruct")
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    b.add_argument("--engines", default="", help="comma-separated subset of the engines")
+    b.add_argument("--engines", default="", help="comma-separated engines (default: the seven; genai-int8-sdpa "
+                        "can be added)")
     b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
     b.add_argument("--tokens", type=int, default=None, help="new tokens per run (default 128, quick 64)")
     b.add_argument("--plot", default="bench-results/bench.png",
