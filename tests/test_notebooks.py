@@ -2,6 +2,7 @@
 narrative and calls into chatlab, not library code."""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -21,9 +22,10 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code, f"{path.name} has no code"
     assert "version" in code[0].source.lower(), "the first code cell prints versions"
-    assert "import chatlab" in code[0].source or "from chatlab" in code[0].source
-    for cell in code:  # library code belongs in the package, not in a notebook
-        assert "\nclass " not in "\n" + cell.source, f"{path.name} defines a class in a cell"
+    assert re.search(r"^(import|from) .*\bchatlab\b", code[0].source, re.M), "it imports chatlab"
+    for cell in code:  # library code belongs in the package; a pydantic schema is the demo's data
+        for m in re.finditer(r"^class \w+(\(([^)]*)\))?:", cell.source, re.M):
+            assert m.group(2) == "BaseModel", f"{path.name} defines a class in a cell: {m.group(0)}"
     start = time.monotonic()
     NotebookClient(nb, kernel_name="python3", timeout=600,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
