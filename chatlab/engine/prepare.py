@@ -53,10 +53,9 @@ def plain_messages(messages: list[Message]) -> list[dict[str, Any]]:
 def tool_plan(req: ChatRequest) -> tuple[list[dict], Any]:
     """(tools to render, tool_choice) from tools/functions and their choices, validated."""
     from chatlab.render import normalize_tools
-    from chatlab.tools.schema import validate_tool_choice, validate_tools
+    from chatlab.tools.schema import validate_tool_choice
 
     tools = normalize_tools(tools=req.tools, functions=req.functions) if (req.tools or req.functions) else []
-    validate_tools(tools)
     raw_choice = req.tool_choice if req.tool_choice is not None else req.function_call
     if validate_tool_choice(raw_choice, tools).mode == "none" or not tools:
         return [], "none"
