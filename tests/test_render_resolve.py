@@ -100,3 +100,16 @@ def test_modern_and_legacy_calls_render_the_same(name, marker):
     a = res.render(modern, tools=[{"type": "function", "function": fns[0]}])
     b = res.render(legacy, functions=fns)
     assert a.ids == b.ids and marker in a.text
+
+
+def test_for_tools_falls_back_to_a_tool_aware_builtin(smollm2_tokenizer) -> None:  # noqa: ANN001
+    from chatlab.render import resolve
+
+    res = resolve(smollm2_tokenizer, model_name="smollm2-135m-instruct")
+    assert res.rule == "tokenizer-template" and res.tool_format is None  # the GGUF template ignores tools
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    assert "get_weather" not in res.render([{"role": "user", "content": "hi"}], tools=tools).text
+    fallback = res.for_tools()
+    assert (fallback.rule, fallback.name, fallback.tool_format) == ("tools-fallback", "smollm2", "hermes")
+    assert "get_weather" in fallback.render([{"role": "user", "content": "hi"}], tools=tools).text
+    assert fallback.for_tools() is fallback

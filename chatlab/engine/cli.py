@@ -84,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
             continue
         for choice in chunk["choices"]:
             delta = choice["delta"]
-            text = delta.get("content") or "".join(
-                c["function"].get("name", "") and f"[call {c['function']['name']}] " or c["function"].get("arguments", "")
-                for c in delta.get("tool_calls") or [])
-            sys.stdout.write(text)
+            parts = [delta.get("content") or ""]
+            for call in delta.get("tool_calls") or []:  # the name once, then argument pieces
+                fn = call["function"]
+                parts.append(f"[call {fn['name']}] " if fn.get("name") else fn.get("arguments", ""))
+            sys.stdout.write("".join(parts))
             sys.stdout.flush()
     if not args.json:
         print()

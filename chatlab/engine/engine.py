@@ -108,8 +108,7 @@ class ChatEngine:
                     break
             result = fold(collected)
             calls = result.tool_calls[:1] if plan.legacy else result.tool_calls
-            content = result.content if not calls else (result.content or None)
-            choices.append({"index": i, "message": shapes.message(content, calls, plan.legacy),
+            choices.append({"index": i, "message": shapes.message(result.content, calls, plan.legacy),
                             "logprobs": None,
                             "finish_reason": self._finish_reason(finished, calls, plan.legacy)})
             prompt_tokens, completion_tokens = finished.prompt_tokens, completion_tokens + finished.completion_tokens

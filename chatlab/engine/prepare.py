@@ -85,25 +85,6 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         ignore_eos=req.ignore_eos)
 
 
-def for_tools(resolution: Any) -> Any:
-    """A resolution that can render tools: the model's own if its template knows a tool format,
-    else the built-in template for its model type (e.g. SmolLM2's GGUF chat_template ignores
-    tools; the `smollm2` built-in renders them Hermes-style in the same ChatML layout)."""
-    if resolution.tool_format is not None:
-        return resolution
-    from chatlab.render import TEMPLATES, resolve
-
-    identity = " ".join(filter(None, [resolution.name, str(getattr(resolution.tokenizer, "name_or_path", ""))]))
-    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types if t.tool_format),
-                   key=lambda x: -len(x[0]))
-    name = next((n for h, n in hints if h in identity.lower()), "chatml")
-    chosen = resolve(resolution.tokenizer, template=name)
-    chosen.rule = "tools-fallback"
-    chosen.reason = (f"the {resolution.name!r} template cannot render tools, so the built-in "
-                     f"{name!r} template renders this request ({chosen.tool_format} tool format)")
-    return chosen
-
-
 def plan_chat(resolution: Any, req: ChatRequest) -> Plan:
     messages = plain_messages(req.messages)
     tools, choice = tool_plan(req)
@@ -111,7 +92,7 @@ def plan_chat(resolution: Any, req: ChatRequest) -> Plan:
     # (tool_choice "none", or no tools sent): render those with the tool-aware template too
     if tools or any(m.get("tool_calls") or m.get("function_call") or m["role"] in ("tool", "function")
                     for m in messages):
-        resolution = for_tools(resolution)
+        resolution = resolution.for_tools()
     fmt = req.response_format.model_dump(exclude_none=True) if req.response_format else None
     if fmt and fmt.get("type") == "text":
         fmt = None

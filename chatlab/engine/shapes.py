@@ -22,17 +22,12 @@ def usage(prompt: int, completion: int) -> dict[str, int]:
             "total_tokens": prompt + completion}
 
 
-def tool_call(call: Any) -> dict[str, Any]:
-    return {"id": call.id, "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments}}
-
-
 def message(content: str | None, calls: list[Any], legacy: bool) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if calls and legacy:
         msg["function_call"] = {"name": calls[0].name, "arguments": calls[0].arguments}
     elif calls:
-        msg["tool_calls"] = [tool_call(c) for c in calls]
+        msg["tool_calls"] = [c.to_openai() for c in calls]
     return msg
 
 

@@ -102,6 +102,26 @@ class Resolution:
     def explain(self) -> str:
         return f"{self.name} (rule {self.rule}): {self.reason}"
 
+    def for_tools(self) -> "Resolution":
+        """This resolution if it can render tools, else the built-in template for the model's
+        type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
+        them Hermes-style in the same ChatML layout), else ChatML."""
+        if self.tool_format is not None:
+            return self
+        who = " ".join(filter(None, [self.name, _identity(self.tokenizer, None)]))
+        name = (_by_model_type(who, with_tools=True) or ("", "chatml"))[1]
+        return _builtin(self.tokenizer, name, "tools-fallback",
+                        f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
+                        f"template renders this request ({get_template(name).tool_format} tool format)")
+
+
+def _by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:
+    """(hint, template name) of the most specific model-type hint in `who` ("qwen3" before "qwen")."""
+    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types
+                    if t.tool_format or not with_tools), key=lambda x: -len(x[0]))
+    lowered = who.lower()
+    return next(((h, n) for h, n in hints if h in lowered), None)
+
 
 def _builtin(tokenizer: Any, name: str, rule: str, reason: str) -> Resolution:
     t = get_template(name)
@@ -122,12 +142,11 @@ def resolve(tokenizer: Any, model_name: str | None = None, template: str | None 
         return Resolution("tokenizer-template", "the tokenizer ships a chat_template; it is rendered in "
                           "the sandbox and encoded so that content never becomes control ids",
                           "tokenizer", tokenizer, chat_template=source, tool_format=_tool_format_of(source))
-    lowered = who.lower()
-    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types), key=lambda x: -len(x[0]))
-    for hint, name in hints:  # the most specific hint first: "qwen3" before "qwen"
-        if hint in lowered:
-            return _builtin(tokenizer, name, "model-type",
-                            f"no chat_template; the model name/type mentions {hint!r}")
+    found = _by_model_type(who)
+    if found:
+        hint, name = found
+        return _builtin(tokenizer, name, "model-type",
+                        f"no chat_template; the model name/type mentions {hint!r}")
     return _builtin(tokenizer, "chatml", "chatml-fallback",
                     "no explicit template, no model renderer, no chat_template and no known model "
                     "type: ChatML is the common default")
