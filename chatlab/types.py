@@ -1,0 +1,309 @@
+"""The chat domain: messages, tools, tool choice and response format, parsed once.
+
+Everything a client sends is turned into these frozen objects at the edge (the server's request
+models, the CLI, a notebook passing plain dicts) by the `parse_*` functions below, which are the
+only place these rules live. Renderers, constrainers and parsers take the objects and never
+re-check them. Kinds are `Literal`s, so a misspelt mode is a type error, not a silent branch.
+
+Limits are part of parsing: a request that would make the server do unbounded work (a 100k
+character tool name, a schema nested 120 levels) is refused here with the limit in the message.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from chatlab.errors import ChatlabError, UnknownNameError
+
+Role = Literal["system", "user", "assistant", "tool"]
+ChoiceMode = Literal["auto", "none", "required", "named"]
+FormatKind = Literal["text", "json_object", "json_schema"]
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # OpenAI's rule for function names (plus '.')
+MAX_TOOLS = 128
+MAX_SCHEMA_DEPTH = 32
+MAX_SCHEMA_CHARS = 100_000
+MAX_DESCRIPTION_CHARS = 8_192
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text of an object, exactly as the model (or client) wrote it
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # tool results: which call this answers
+    name: str | None = None  # tool results: the tool's name
+    reasoning: str | None = None  # assistant `reasoning_content` (Qwen3's <think>)
+
+    def to_template(self) -> dict[str, Any]:
+        """The dict shape that Jinja chat templates and the built-in renderers read."""
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if self.reasoning is not None:
+            d["reasoning_content"] = self.reasoning
+        for key in ("tool_call_id", "name"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        return d
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_openai(self) -> dict[str, Any]:
+        fn: dict[str, Any] = {"name": self.name}
+        if self.description:
+            fn["description"] = self.description
+        fn["parameters"] = self.parameters
+        return {"type": "function", "function": fn}
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: ChoiceMode = "auto"
+    name: str | None = None  # with mode "named"
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    kind: FormatKind
+    schema: dict[str, Any] | None = None  # json_schema: the schema; json_object: None
+    name: str | None = None
+
+
+# -- strings --------------------------------------------------------------------------------
+def check_text(value: Any, where: str) -> str:
+    """A string that can be encoded: lone UTF-16 surrogates ("\\ud800") cannot be tokenized."""
+    if not isinstance(value, str):
+        raise ChatlabError(f"{where} must be a string, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ChatlabError(f"{where} holds a lone UTF-16 surrogate at character {err.start} "
+                           "(e.g. '\\ud800'); send valid Unicode text") from None
+    return value
+
+
+def check_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        shown = repr(value)[:40] + ("…" if len(repr(value)) > 40 else "")
+        raise ChatlabError(f"{where} {shown} is not a valid name; use 1-64 characters of "
+                           "a-z, A-Z, 0-9, '_', '-' or '.'")
+    return value
+
+
+def check_json(value: Any, where: str, max_chars: int = MAX_SCHEMA_CHARS) -> str:
+    """JSON text of `value`, refusing values too large, too deep or not encodable."""
+    def depth(v: Any, d: int = 0) -> int:
+        if d > MAX_SCHEMA_DEPTH:
+            raise ChatlabError(f"{where} is nested deeper than {MAX_SCHEMA_DEPTH} levels; flatten it")
+        kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        return max((depth(k, d + 1) for k in kids), default=d)
+
+    depth(value)
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > max_chars:
+        raise ChatlabError(f"{where} is {len(text):,} characters of JSON, over the limit of "
+                           f"{max_chars:,}; shorten it")
+    check_text(text, where)
+    return text
+
+
+# -- messages -------------------------------------------------------------------------------
+def _content(i: int, msg: dict[str, Any]) -> str | None:
+    content = msg.get("content")
+    if content is None or isinstance(content, str):
+        return None if content is None else check_text(content, f"messages[{i}].content")
+    if not isinstance(content, list):
+        raise ChatlabError(f"messages[{i}].content must be a string, a list of text parts or null, "
+                           f"not {type(content).__name__}")
+    texts = []
+    for j, part in enumerate(content):
+        if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise ChatlabError(f"messages[{i}].content[{j}] is a {kind!r} part; this model takes "
+                               'text only: send a string or [{"type": "text", "text": "..."}] parts')
+        texts.append(check_text(part["text"], f"messages[{i}].content[{j}].text"))
+    return "".join(texts)
+
+
+def _arguments(where: str, args: Any) -> str:
+    if args is None:
+        return "{}"
+    if isinstance(args, dict):
+        return check_json(args, where)
+    return check_text(args, where)
+
+
+def _tool_calls(i: int, msg: dict[str, Any]) -> tuple[ToolCall, ...]:
+    calls = msg.get("tool_calls")
+    if calls is None and msg.get("function_call") is not None:
+        calls = [{"id": f"call_{i}", "type": "function", "function": msg["function_call"]}]
+    if calls is None:
+        return ()
+    if not isinstance(calls, list):
+        raise ChatlabError(f"messages[{i}].tool_calls must be a list of "
+                           '{"id", "type": "function", "function": {"name", "arguments"}}')
+    out = []
+    for j, call in enumerate(calls):
+        where = f"messages[{i}].tool_calls[{j}]"
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not fn.get("name"):
+            raise ChatlabError(f"{where} has no function name; expected "
+                               '{"type": "function", "function": {"name": ..., "arguments": "{...}"}}')
+        call_id = call.get("id") or f"call_{i}_{j}"
+        out.append(ToolCall(check_text(call_id, f"{where}.id")[:128], check_name(fn["name"], f"{where}.function.name"),
+                            _arguments(f"{where}.function.arguments", fn.get("arguments"))))
+    return tuple(out)
+
+
+def parse_message(i: int, msg: Any) -> Message:
+    if isinstance(msg, Message):
+        return msg
+    if not isinstance(msg, dict):
+        raise ChatlabError(f"messages[{i}] must be an object with role and content, not {type(msg).__name__}")
+    role = msg.get("role")
+    if role not in ROLES:
+        raise ChatlabError(f"messages[{i}] has unknown role {role!r}; valid roles: {', '.join(ROLES)}")
+    content = _content(i, msg)
+    calls = _tool_calls(i, msg) if role == "assistant" else ()
+    if content is None and not calls and role != "assistant":
+        raise ChatlabError(f"messages[{i}] ({role}) has no content; every {role} message needs "
+                           "'content' (a string or a list of text parts)")
+    if role == "assistant" and content is None and not calls:
+        raise ChatlabError(f"messages[{i}] (assistant) has neither content nor tool_calls; send one")
+    tool_call_id = name = reasoning = None
+    if role == "tool":
+        if not isinstance(msg.get("tool_call_id"), str) or not msg["tool_call_id"]:
+            raise ChatlabError(f"messages[{i}] (tool) has no tool_call_id; send the id of the "
+                               "assistant's tool call that this message answers")
+        tool_call_id = check_text(msg["tool_call_id"], f"messages[{i}].tool_call_id")
+    if role in ("tool", "function") and msg.get("name") is not None:
+        name = check_name(msg["name"], f"messages[{i}].name")
+    if role == "function" and name is None:
+        raise ChatlabError(f"messages[{i}] (function) has no name; send the function's name")
+    if role == "assistant" and isinstance(msg.get("reasoning_content"), str):
+        reasoning = check_text(msg["reasoning_content"], f"messages[{i}].reasoning_content")
+    kind: Role = {"developer": "system", "function": "tool"}.get(role, role)  # type: ignore[assignment]
+    return Message(kind, content or "", calls, tool_call_id, name, reasoning)
+
+
+def parse_messages(messages: Any) -> list[Message]:
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise ChatlabError('messages must be a non-empty list of {"role": ..., "content": ...} objects')
+    return [parse_message(i, m) for i, m in enumerate(messages)]
+
+
+# -- tools ----------------------------------------------------------------------------------
+def check_schema(schema: Any, where: str) -> dict[str, Any]:
+    """A usable JSON schema (jsonschema's metaschema check), within the size and depth limits."""
+    import jsonschema
+
+    if not isinstance(schema, dict):
+        raise ChatlabError(f"{where} must be a JSON schema object, not {type(schema).__name__}")
+    check_json(schema, where)
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        at = "/".join(map(str, e.path)) or "the top"
+        raise ChatlabError(f"{where} is not a valid JSON schema: {e.message[:200]} (at {at}); fix the schema") from None
+    return schema
+
+
+def _tool(label: str, i: int, tool: Any, legacy: bool) -> ToolSpec:
+    if isinstance(tool, ToolSpec):
+        return tool
+    fn = tool if legacy else (tool.get("function") if isinstance(tool, dict) else None)
+    if not legacy and isinstance(tool, dict) and tool.get("type", "function") != "function":
+        raise ChatlabError(f"{label}[{i}] has type {tool.get('type')!r}; only 'function' tools are supported")
+    if not isinstance(fn, dict) or not fn.get("name"):
+        raise ChatlabError(f"{label}[{i}] has no name; each tool needs "
+                           '{"type": "function", "function": {"name": "...", "parameters": {...}}}')
+    name = check_name(fn["name"], f"{label}[{i}].function.name")
+    desc = fn.get("description") or ""
+    check_text(desc, f"{label}[{i}].function.description")
+    if len(desc) > MAX_DESCRIPTION_CHARS:
+        raise ChatlabError(f"{label}[{i}].function.description is {len(desc):,} characters, over the "
+                           f"limit of {MAX_DESCRIPTION_CHARS:,}; shorten it")
+    params = fn.get("parameters")
+    params = {"type": "object", "properties": {}} if params is None else params
+    return ToolSpec(name, desc, check_schema(params, f"tool {name!r} parameters"))
+
+
+def parse_tools(tools: Any = None, functions: Any = None) -> list[ToolSpec]:
+    """OpenAI `tools` (or legacy `functions`) as ToolSpecs; names unique, schemas valid."""
+    out: list[ToolSpec] = []
+    for label, value, legacy in (("tools", tools, False), ("functions", functions, True)):
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple)):
+            raise ChatlabError(f"{label} must be a list, got {type(value).__name__}; pass "
+                               '[{"type": "function", "function": {"name": ..., "parameters": {...}}}]')
+        out += [_tool(label, i, t, legacy) for i, t in enumerate(value)]
+    if len(out) > MAX_TOOLS:
+        raise ChatlabError(f"{len(out)} tools is over the limit of {MAX_TOOLS}; send fewer")
+    seen = [t.name for t in out]
+    dup = next((n for n in seen if seen.count(n) > 1), None)
+    if dup:
+        raise ChatlabError(f"the tool name {dup!r} is given twice; tool names must be unique")
+    return out
+
+
+def parse_tool_choice(choice: Any, tools: list[ToolSpec]) -> ToolChoice:
+    """OpenAI `tool_choice` (or legacy `function_call`): "auto" / "none" / "required",
+    {"type": "function", "function": {"name": N}}, legacy {"name": N}, or a bare tool name (the
+    CLI's --tool-choice NAME). "required" with no tools is allowed: llama-index sends it."""
+    if isinstance(choice, ToolChoice):
+        return choice
+    if choice is None:
+        return ToolChoice("auto")
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice)
+    name = choice
+    if isinstance(choice, dict):
+        fn = choice.get("function", choice)
+        name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(name, str):
+        raise ChatlabError(f"tool_choice {str(choice)[:60]!r} is not understood; use 'auto', 'none', "
+                           "'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+    names = [t.name for t in tools]
+    if name not in names:
+        raise UnknownNameError("tool_choice", name[:64], ["auto", "none", "required", *names])
+    return ToolChoice("named", name)
+
+
+def parse_response_format(fmt: Any) -> ResponseFormat | None:
+    """None for plain text; json_object; json_schema with its schema checked."""
+    if fmt is None or isinstance(fmt, ResponseFormat):
+        return None if fmt is None or fmt.kind == "text" else fmt
+    if not isinstance(fmt, dict) or fmt.get("type", "text") not in ("text", "json_object", "json_schema"):
+        raise ChatlabError("response_format must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}")
+    kind = fmt.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object")
+    spec = fmt.get("json_schema") or {}
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        raise ChatlabError("response_format json_schema needs json_schema.schema (a JSON schema object)")
+    name = spec.get("name")
+    return ResponseFormat("json_schema", check_schema(spec["schema"], "response_format.json_schema.schema"),
+                          check_text(name, "response_format.json_schema.name") if isinstance(name, str) else None)
