@@ -93,8 +93,11 @@ class TokenTexts:
         raw = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # HF fast, or `tokenizers`
         self.piece = getattr(raw, "id_to_token", None) or getattr(tokenizer, "convert_ids_to_tokens", None)
         kind = repr(getattr(raw, "decoder", None) or "")
+        # a slow SentencePiece tokenizer (ChatGLM's) holds the processor itself, or one level down
+        has_sp = any(hasattr(t, "sp_model") for t in (tokenizer, getattr(tokenizer, "tokenizer", None)))
         self.mode = ("bytelevel" if "ByteLevel" in kind else
-                     "sentencepiece" if ("Metaspace" in kind or "ByteFallback" in kind) else "decode")
+                     "sentencepiece" if has_sp or "Metaspace" in kind or "ByteFallback" in kind
+                     else "decode")
         self._cache: dict[int, tuple[str, list[int]]] = {}
 
     def __call__(self, token_id: int) -> tuple[str, list[int]]:
