@@ -185,9 +185,10 @@ class Recorder:
         assert stats is not None, "observe() the logits row before record()"
         text, raw = self.texts(token_id)
         top = []
-        for t in stats.top_ids.tolist():
+        lps = (stats.shifted[stats.top_ids] - stats.log_z).tolist()  # one vectorized pass
+        for t, lp in zip(stats.top_ids.tolist(), lps):
             t_text, t_raw = self.texts(t)
-            top.append(TopLogprob(t, t_text, stats.logprob(t), t_raw))
+            top.append(TopLogprob(t, t_text, lp, t_raw))
         return TokenLogprob(token_id, text, stats.logprob(token_id), raw, top, text_offset)
 
 
