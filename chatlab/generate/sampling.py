@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chatlab.errors import ChatlabError
+from chatlab.generate.logprobs import MAX_TOP_LOGPROBS
 
 # Sampling without a top-k still never looks past this many candidates: beyond the best few
 # hundred tokens the probabilities of a chat model are ~1e-9 each, and sorting 49k floats per
@@ -33,12 +34,21 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: do not stop on the model's own eos ids
+    # OpenAI's logit_bias: token id -> bias in [-100, 100], added to the logits before sampling
+    # (after any grammar mask). JSON object keys are strings, so digit strings are accepted.
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    logprobs: bool = False  # report each generated token's logprob (see chatlab.generate.logprobs)
+    top_logprobs: int = 0  # and this many most likely alternatives per token (0..20)
 
     def __post_init__(self) -> None:
         self.validate()
 
-    def validate(self, context_length: int | None = None, prompt_tokens: int = 0) -> None:
-        """Raise ChatlabError naming the valid range for any value outside it."""
+    def validate(self, context_length: int | None = None, prompt_tokens: int = 0,
+                 vocab_size: int | None = None) -> None:
+        """Raise ChatlabError naming the valid range for any value outside it.
+
+        `vocab_size` (the logits row's length) lets logit_bias ids be checked against the model;
+        without it only their form is checked."""
         def bad(name: str, value: object, valid: str) -> ChatlabError:
             return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}")
 
@@ -66,6 +76,14 @@ class SamplingParams:
             raise bad("stop", self.stop, "a list of non-empty strings")
         if not all(isinstance(i, int) and i >= 0 for i in self.stop_ids):
             raise bad("stop_ids", self.stop_ids, "a list of token ids (integers >= 0)")
+        self.logit_bias = _check_logit_bias(self.logit_bias, vocab_size)
+        if not isinstance(self.logprobs, bool):
+            raise bad("logprobs", self.logprobs, "true or false")
+        if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise bad("top_logprobs", self.top_logprobs, f"an integer from 0 to {MAX_TOP_LOGPROBS}")
+        if self.top_logprobs and not self.logprobs:
+            raise ChatlabError(f"top_logprobs={self.top_logprobs} needs logprobs=true; set logprobs "
+                               "to true or drop top_logprobs")
 
     @property
     def greedy(self) -> bool:
@@ -76,6 +94,33 @@ def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_logit_bias(bias: object, vocab_size: int | None) -> dict[int, float]:
+    """The bias map with int keys; ChatlabError for a key or value OpenAI would refuse."""
+    if bias is None:
+        return {}
+    if not isinstance(bias, dict):
+        raise ChatlabError(f"logit_bias={bias!r} is invalid; it must be an object mapping token ids "
+                           "to numbers, like {\"50256\": -100}")
+    out: dict[int, float] = {}
+    for key, value in bias.items():
+        token = int(key) if isinstance(key, str) and key.isascii() and key.isdigit() else key
+        if not _is_int(token) or token < 0 or (vocab_size is not None and token >= vocab_size):
+            valid = f"0..{vocab_size - 1}" if vocab_size is not None else "integers >= 0"
+            raise ChatlabError(f"logit_bias key {key!r} is not a token id of this model; keys must "
+                               f"be token ids ({valid}); encode the text with the model's tokenizer")
+        if token in out:
+            raise ChatlabError(f"logit_bias names token {token} twice; give each token id once")
+        if not _finite(value) or not -100 <= value <= 100:
+            raise ChatlabError(f"logit_bias[{key!r}]={value!r} is invalid; biases must be numbers "
+                               "from -100 (ban the token) to 100 (force it)")
+        out[token] = float(value)
+    return out
+
+
 class Sampler:
     """Picks the next token from a logits row; holds the seeded random generator."""
 
@@ -83,6 +128,19 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
         self.seen: list[int] = []  # ids the repetition penalty applies to (prompt + output)
+        # logit_bias as two arrays, so applying it is one fancy-indexed add per token
+        self.bias_ids = np.fromiter(params.logit_bias, dtype=np.int64, count=len(params.logit_bias))
+        self.bias_values = np.fromiter(params.logit_bias.values(), dtype=np.float32,
+                                       count=len(params.logit_bias))
+
+    def bias(self, logits: np.ndarray) -> np.ndarray:
+        """Add logit_bias in place (a read-only row is copied first); the loop calls this before
+        logprobs are taken, so they describe the biased distribution."""
+        if self.bias_ids.size:
+            if not logits.flags.writeable:
+                logits = logits.copy()
+            logits[self.bias_ids] += self.bias_values
+        return logits
 
     def penalize(self, logits: np.ndarray) -> None:
         """CTRL-style repetition penalty, in place: divide positive logits, multiply negative."""
@@ -94,6 +152,8 @@ class Sampler:
         logits[ids] = np.where(vals > 0, vals / rp, vals * rp)
 
     def __call__(self, logits: np.ndarray) -> int:
+        """Penalty, then greedy or temperature/top-k/top-p. logit_bias is a separate step
+        (`bias`), applied first by the loop so that reported logprobs include it."""
         self.penalize(logits)
         p = self.params
         if p.greedy:

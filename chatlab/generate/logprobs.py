@@ -1,0 +1,221 @@
+"""Log-probabilities of generated tokens, computed from the loop's own logits, and their wire shapes.
+
+Which distribution is reported. Between the model's raw logits and the sampled token the loop
+applies, in order: the grammar mask (constrained decoding), `logit_bias`, the repetition
+penalty, then temperature, top-k and top-p. chatlab reports `log_softmax` of the row *after the
+mask and the bias* and *before* everything else, because:
+
+- mask and bias decide which tokens the request allows at all; a logprob for a token the grammar
+  forbids would describe a reply that could not happen (it is -inf here, sent as -9999.0).
+- temperature, top-k and top-p are a sampling *strategy* over that distribution. Folding them in
+  would make greedy (T = 0) undefined (division by zero) and put -inf on every token outside the
+  top-k / top-p cut, which says nothing about how confident the model was.
+- the repetition penalty is left out for the same reason (it reshapes the row per draw from the
+  history); so with no penalty the greedy token is always the argmax of the reported
+  distribution, and the same text scores the same whatever the sampling settings were.
+
+This is what vLLM calls "raw" logprobs, except that logit_bias and the grammar mask are included.
+
+Token text and bytes. OpenAI's `bytes` are the token's own UTF-8 bytes, which for byte-level BPE
+can be half a character (an emoji split over tokens); `token` is those bytes as text, or
+"bytes:\\xNN..." when they are not valid UTF-8 on their own (OpenAI's own convention).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat `top_logprobs`
+# JSON has no -inf; OpenAI and vLLM send this floor for impossible tokens.
+WIRE_FLOOR = -9999.0
+
+
+class TopLogprob(NamedTuple):
+    token_id: int
+    text: str
+    logprob: float
+    bytes: list[int]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its logprob, and the `top` most likely alternatives (best first)."""
+
+    token_id: int
+    text: str
+    logprob: float
+    bytes: list[int]
+    top: list[TopLogprob]
+    text_offset: int = 0  # where this token's text starts in the reply (legacy completions)
+
+
+class RowStats:
+    """What one logits row tells about any token: log_softmax, computed once per step.
+
+    Only the shifted row and its log-normalizer are kept (one O(vocab) pass); the chosen token's
+    logprob is then one subtraction. The shifted row is a copy, so the sampler may still modify
+    the logits in place (repetition penalty) without changing what is reported.
+    """
+
+    def __init__(self, logits: np.ndarray, top_n: int) -> None:
+        peak = float(np.max(logits))
+        self.shifted = logits - np.float32(peak) if math.isfinite(peak) else logits.copy()
+        self.log_z = float(np.log(np.sum(np.exp(self.shifted))))  # >= 1: the peak adds exp(0)
+        self.top_ids = top_ids(self.shifted, top_n)
+
+    def logprob(self, token_id: int) -> float:
+        return float(self.shifted[token_id]) - self.log_z
+
+
+GROUPS = 64  # top_ids splits the row into this many-strided groups: 49k ids -> 768 groups of 64
+
+
+def top_ids(row: np.ndarray, n: int) -> np.ndarray:
+    """The n largest entries' ids, best first (ties: lower id first).
+
+    A full `argpartition` of a 49k row costs more than everything else logprobs do, so this
+    looks at group maxima first. Group c holds ids c, c + cols, c + 2*cols, ... (the columns of
+    the row seen as a GROUPS x cols matrix, whose column maxima are one fast reduction). The n-th
+    best group maximum m is <= the n-th best entry (the n best maxima are n distinct entries),
+    so every group holding one of the n best entries has a maximum >= m: only those are searched.
+    """
+    if n <= 0:
+        return np.empty(0, dtype=np.int64)
+    size = row.shape[0]
+    cols = -(-size // GROUPS)
+    if cols <= 4 * n:  # a small row: search all of it
+        ids = np.arange(size)
+    else:
+        padded = row  # real vocabularies are usually a multiple of 64: no copy then
+        if size != GROUPS * cols:
+            padded = np.full(GROUPS * cols, -np.inf, dtype=row.dtype)
+            padded[:size] = row
+        maxima = padded.reshape(GROUPS, cols).max(axis=0)
+        m = np.partition(maxima, -n)[-n]
+        chosen = np.flatnonzero(maxima >= m)
+        ids = (np.arange(GROUPS)[:, None] * cols + chosen).ravel()
+        ids = ids[ids < size]
+    values = row[ids]
+    if len(ids) > n:  # keep the n best (and any ties with the n-th) before the exact sort
+        keep = values >= np.partition(values, -n)[-n]
+        ids, values = ids[keep], values[keep]
+    return ids[np.lexsort((ids, -values))][:n]
+
+
+class TokenTexts:
+    """token id -> (text, bytes), cached: the same few thousand ids recur in every reply.
+
+    Byte-level BPE (GPT-2, SmolLM2, Qwen) stores bytes as printable stand-in characters ("Ġ" for
+    a space); SentencePiece marks spaces with "▁" and raw bytes as "<0xE2>". Anything else falls
+    back to decoding the id alone, which is right for whole characters.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        raw = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # HF fast, or `tokenizers`
+        self.piece = getattr(raw, "id_to_token", None) or getattr(tokenizer, "convert_ids_to_tokens", None)
+        kind = repr(getattr(raw, "decoder", None) or "")
+        # a slow SentencePiece tokenizer (ChatGLM's) holds the processor itself, or one level down
+        has_sp = any(hasattr(t, "sp_model") for t in (tokenizer, getattr(tokenizer, "tokenizer", None)))
+        self.mode = ("bytelevel" if "ByteLevel" in kind else
+                     "sentencepiece" if has_sp or "Metaspace" in kind or "ByteFallback" in kind
+                     else "decode")
+        self._cache: dict[int, tuple[str, list[int]]] = {}
+
+    def __call__(self, token_id: int) -> tuple[str, list[int]]:
+        hit = self._cache.get(token_id)
+        if hit is None:
+            raw = self._bytes(token_id)
+            hit = self._cache[token_id] = (token_text(raw), list(raw))
+        return hit
+
+    def _bytes(self, token_id: int) -> bytes:
+        piece = self.piece(token_id) if self.piece is not None and self.mode != "decode" else None
+        if isinstance(piece, str):
+            if self.mode == "bytelevel":
+                decoder = _byte_decoder()
+                if all(ch in decoder for ch in piece):
+                    return bytes(decoder[ch] for ch in piece)
+            elif self.mode == "sentencepiece":
+                byte = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)
+                return bytes([int(byte.group(1), 16)]) if byte else piece.replace("\u2581", " ").encode()
+            return piece.encode()  # an added/special token written out as it is
+        return self.tokenizer.decode([token_id], skip_special_tokens=False).encode()
+
+
+def token_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte <-> printable character table (the inverse direction), rebuilt from its rule."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+class Recorder:
+    """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it."""
+
+    def __init__(self, tokenizer: Any, top_n: int) -> None:
+        self.texts = TokenTexts(tokenizer)
+        self.top_n = top_n
+        self.stats: RowStats | None = None
+
+    def observe(self, logits: np.ndarray) -> None:
+        self.stats = RowStats(logits, self.top_n)
+
+    def record(self, token_id: int, text_offset: int) -> TokenLogprob:
+        stats = self.stats
+        assert stats is not None, "observe() the logits row before record()"
+        text, raw = self.texts(token_id)
+        top = []
+        lps = (stats.shifted[stats.top_ids] - stats.log_z).tolist()  # one vectorized pass
+        for t, lp in zip(stats.top_ids.tolist(), lps):
+            t_text, t_raw = self.texts(t)
+            top.append(TopLogprob(t, t_text, lp, t_raw))
+        return TokenLogprob(token_id, text, stats.logprob(token_id), raw, top, text_offset)
+
+
+# -- wire shapes ---------------------------------------------------------------------------
+def _wire(logprob: float) -> float:
+    return logprob if logprob > WIRE_FLOOR else WIRE_FLOOR
+
+
+def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+    """Chat completions' `choice.logprobs` (or one chunk's): {"content": [...], "refusal": None}."""
+    return {"content": [
+        {"token": e.text, "logprob": _wire(e.logprob), "bytes": list(e.bytes),
+         "top_logprobs": [{"token": t.text, "logprob": _wire(t.logprob), "bytes": list(t.bytes)}
+                          for t in e.top]}
+        for e in entries], "refusal": None}
+
+
+def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> dict[str, Any]:
+    """Legacy completions' `choice.logprobs`. `offset` shifts text_offset (the prompt's length
+    when the prompt is echoed). As in OpenAI's API each `top_logprobs` dict also holds the chosen
+    token ("up to logprobs + 1 entries"); two ids with the same text share one key there."""
+    tops = []
+    for e in entries:
+        top = {t.text: _wire(t.logprob) for t in e.top}
+        top.setdefault(e.text, _wire(e.logprob))
+        tops.append(top)
+    return {"tokens": [e.text for e in entries],
+            "token_logprobs": [_wire(e.logprob) for e in entries],
+            "top_logprobs": tops,
+            "text_offset": [e.text_offset + offset for e in entries]}
