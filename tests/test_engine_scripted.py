@@ -152,3 +152,55 @@ def test_closed_stream_releases_at_once() -> None:
     next(stream), next(stream)
     stream.close()  # what the server does when a client leaves
     assert engine.guard.current is not None and engine.guard.current.done
+
+
+def test_logprobs_one_entry_per_content_token_both_ways() -> None:
+    engine = engine_for("hermes", ["Paris is lovely."])
+    body = {"messages": ASK, "temperature": 0, "logprobs": True, "top_logprobs": 3}
+    whole, merged, chunks = both_ways(engine, body)
+    assert normalized(whole) == normalized(merged)
+    entries = whole["choices"][0]["logprobs"]["content"]
+    assert "".join(e["token"] for e in entries) == "Paris is lovely."
+    assert len(entries) == whole["usage"]["completion_tokens"] - 1  # the eos is a stop: no entry
+    for e in entries:  # the scripted token carries all the mass; alternatives are sorted
+        assert e["logprob"] == pytest.approx(0.0, abs=1e-6)
+        assert len(e["top_logprobs"]) == 3 and e["top_logprobs"][0]["token"] == e["token"]
+    assert any(c["choices"] and c["choices"][0]["logprobs"] for c in chunks[1:-1])
+
+
+def test_logit_bias_bans_the_scripted_token() -> None:
+    engine = engine_for("hermes", ["Paris"])
+    first = engine.backend.replies[0][0]
+    plain = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
+    banned = engine.chat(parse_request({"messages": ASK, "temperature": 0,
+                                        "logit_bias": {str(first): -100}}))
+    assert plain["choices"][0]["message"]["content"] == "Paris"
+    assert banned["choices"][0]["message"]["content"] != "Paris"
+
+
+@pytest.mark.parametrize("body, needle", [
+    ({"logit_bias": {"999999999": 5}}, "logit_bias"),
+    ({"logit_bias": {"5": 101}}, "logit_bias"),
+])
+def test_bad_logit_bias_is_refused_before_generation(body: dict[str, Any], needle: str) -> None:
+    from chatlab.errors import ChatlabError
+
+    engine = engine_for("hermes", ["Paris"])
+    with pytest.raises(ChatlabError, match=needle):
+        engine.check(parse_request({"messages": ASK, **body}))
+    assert engine.backend.calls == 0  # refused before the model ran
+
+
+def test_completion_logprobs_and_merge() -> None:
+    from chatlab.engine import CompletionRequest
+    from chatlab.engine.accumulate import merge_text_chunks
+
+    engine = engine_for("hermes", ["Paris is lovely."])
+    req = parse_request({"prompt": "The capital of France:", "temperature": 0, "logprobs": 2},
+                        CompletionRequest)
+    whole = engine.completion(req)
+    streamed = merge_text_chunks(list(engine.completion_stream(req)))
+    assert whole["choices"] == streamed["choices"]
+    lp = whole["choices"][0]["logprobs"]
+    assert "".join(lp["tokens"]) == whole["choices"][0]["text"] == "Paris is lovely."
+    assert lp["text_offset"][0] == 0 and lp["text_offset"] == sorted(lp["text_offset"])

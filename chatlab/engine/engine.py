@@ -66,8 +66,9 @@ class ChatEngine:
             lease.release()
 
     def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
-        """Parser events for one choice, with the loop's Finished among them: it comes before
-        the parser's final events, so the accumulator knows whether the reply was cut short."""
+        """Parser events for one choice, with two more kinds among them: the tokens' logprobs
+        (a list, when asked for), and the loop's Finished, which comes before the parser's
+        final events so that the accumulator knows whether the reply was cut short."""
         from chatlab.generate import Finished
         from chatlab.tools.events import ContentDelta
 
@@ -76,7 +77,10 @@ class ChatEngine:
         for ev in self._generate(plan.prompt_ids, params, processor, should_stop):
             if isinstance(ev, Finished):
                 yield ev
-            elif parser is not None:
+                continue
+            if ev.logprobs:
+                yield list(ev.logprobs)
+            if parser is not None:
                 yield from parser.feed(ev.text)
             elif ev.text:
                 yield ContentDelta(ev.text)
@@ -90,15 +94,18 @@ class ChatEngine:
         prompt_tokens = completion_tokens = 0
         for i, params in enumerate(plan.params):
             yield shapes.chunk(cid, model, i, {"role": "assistant", "content": ""})
-            acc, finished = Accumulator(plan.legacy), None
+            acc, finished, tokens = Accumulator(plan.legacy), None, []
             for ev in self._choice_events(plan, params, should_stop):
                 if isinstance(ev, Finished):
                     finished = acc.finished = ev
-                    continue
-                for delta in acc.feed(ev):
-                    yield shapes.chunk(cid, model, i, delta)
+                elif isinstance(ev, list):
+                    tokens += ev  # travel with the next chunk (a parser may hold their text)
+                else:
+                    for delta in acc.feed(ev):
+                        yield shapes.chunk(cid, model, i, delta, logprobs=_take(tokens))
             assert finished is not None  # the loop always ends with one
-            yield shapes.chunk(cid, model, i, {}, acc.finish_reason(finished.finish_reason))
+            yield shapes.chunk(cid, model, i, {}, acc.finish_reason(finished.finish_reason),
+                               logprobs=_take(tokens))
             prompt_tokens = finished.prompt_tokens
             completion_tokens += finished.completion_tokens
         if usage:
@@ -116,7 +123,7 @@ class ChatEngine:
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan | CompletionRequest,
                           should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
-        from chatlab.generate import Finished
+        from chatlab.generate import Finished, completion_logprobs
 
         plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
         cid, used = shapes.new_id("cmpl"), [0, 0]
@@ -131,8 +138,9 @@ class ChatEngine:
                         used[0] += ev.prompt_tokens
                         used[1] += ev.completion_tokens
                         choice = _text_choice(index, "", ev.finish_reason)
-                    elif ev.text:
-                        choice = _text_choice(index, ev.text)
+                    elif ev.text or ev.logprobs:
+                        lp = completion_logprobs(ev.logprobs) if ev.logprobs else None
+                        choice = _text_choice(index, ev.text, None, lp)
                     else:
                         continue
                     yield shapes.text_completion(cid, self.model_name, [choice], None)
@@ -145,8 +153,20 @@ class ChatEngine:
         return merge_text_chunks(list(self.completion_stream(full, should_stop)))
 
 
-def _text_choice(index: int, text: str, finish_reason: str | None = None) -> dict[str, Any]:
-    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+def _text_choice(index: int, text: str, finish_reason: str | None = None,
+                 logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def _take(tokens: list[Any]) -> dict[str, Any] | None:
+    """The chat logprobs of the tokens gathered so far (emptying the list), or None."""
+    from chatlab.generate import chat_logprobs
+
+    if not tokens:
+        return None
+    out = chat_logprobs(tokens)
+    tokens.clear()
+    return out
 
 
 def _parser(plan: ChatPlan) -> Any:

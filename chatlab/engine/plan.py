@@ -68,8 +68,9 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         repetition_penalty=req.repetition_penalty or 1.0,
         seed=None if req.seed is None else req.seed + seed_offset,
         stop=[*stop, *(req.stop or [])], stop_ids=[] if req.ignore_eos else list(stop_ids),
-        ignore_eos=req.ignore_eos)
-    params.validate(context_length, prompt_len)
+        ignore_eos=req.ignore_eos, logit_bias=dict(req.logit_bias or {}),
+        logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
+    params.validate(context_length, prompt_len, vocab_size)
     return params
 
 
@@ -122,6 +123,9 @@ def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
 def plan_completion(engine: Any, req: CompletionRequest) -> CompletionPlan:
     from chatlab.types import check_text
 
+    if req.echo and req.logprobs is not None:
+        raise ChatlabError("echo with logprobs would need the prompt tokens' logprobs, which chatlab "
+                           "does not compute; send echo or logprobs, not both")
     texts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
     prompts, params = [], []
     for i, text in enumerate(texts):

@@ -48,6 +48,7 @@ class SamplingFields(_Lenient):
     stream_options: StreamOptions | None = None
     user: str | None = None
     ignore_eos: bool = False  # extension (as in vLLM): benchmarks generate exactly max_tokens
+    logit_bias: dict[str, float] | None = None  # token id (as a string key) -> bias in [-100, 100]
 
     @field_validator("stop")
     @classmethod
@@ -76,6 +77,12 @@ class ChatRequest(SamplingFields):
     functions: list[Any] | None = None
     function_call: str | dict[str, Any] | None = None
     response_format: ResponseFormat | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    @property
+    def token_logprobs(self) -> tuple[bool, int]:
+        return self.logprobs, self.top_logprobs or 0
 
     @property
     def legacy_functions(self) -> bool:
@@ -86,6 +93,11 @@ class ChatRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] = Field(min_length=1)
     echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives
+
+    @property
+    def token_logprobs(self) -> tuple[bool, int]:
+        return self.logprobs is not None, self.logprobs or 0
 
 
 def parse_request(data: Any, cls: type[SamplingFields] = ChatRequest) -> Any:

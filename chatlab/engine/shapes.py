@@ -26,10 +26,10 @@ def completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[st
 
 
 def chunk(cid: str, model: str, index: int, delta: dict[str, Any],
-          finish_reason: str | None = None) -> dict[str, Any]:
+          finish_reason: str | None = None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "system_fingerprint": "chatlab",
-            "choices": [{"index": index, "delta": delta, "logprobs": None,
+            "choices": [{"index": index, "delta": delta, "logprobs": logprobs,
                          "finish_reason": finish_reason}]}
 
 
