@@ -31,6 +31,21 @@ from chatlab.render.encoder import Encoder
 
 # Values under these keys (in tool definitions) are identifiers, see the module docstring.
 IDENT_KEYS = {"name", "type", "required"}
+# Protocol vocabulary, the same words in every request (OpenAI's tool shape, JSON Schema's
+# keywords and type names): templates read them by name, so they are never marked. They are
+# not client text, and a request whose `type` is not one of these names fails the schema check.
+KEYWORDS = {
+    "type", "function", "name", "description", "parameters", "strict", "properties", "required",
+    "items", "prefixItems", "enum", "const", "default", "title", "examples", "format", "pattern",
+    "additionalProperties", "patternProperties", "propertyNames", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems",
+    "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
+    "maxProperties", "dependentRequired", "dependentSchemas", "anyOf", "oneOf", "allOf", "not",
+    "if", "then", "else", "$ref", "$defs", "definitions", "$schema", "$id", "$anchor",
+    "$comment", "nullable", "deprecated", "readOnly", "writeOnly", "unevaluatedItems",
+    "unevaluatedProperties", "contentEncoding", "contentMediaType",
+}
+TYPE_NAMES = {"function", "object", "array", "string", "number", "integer", "boolean", "null"}
 
 # The marks of the render in progress, read by the `tojson` filter (None: a plain render).
 ACTIVE: ContextVar["Marks | None"] = ContextVar("chatlab_jinja_marks", default=None)
@@ -107,7 +122,7 @@ class Marks:
 
     def _share(self, text: str, ident: bool) -> str:
         if not text or (ident and not self.encoder.could_form_special(text)):
-            return text
+            return text  # (protocol words never get here: _tool keeps them as they are)
         if text not in self.shared:
             self.shared[text] = len(self.originals)
             self.originals.append((text, -1, "tools"))
@@ -115,11 +130,13 @@ class Marks:
 
     def _tool(self, value: Any, key: str | None = None) -> Any:
         if isinstance(value, dict):
-            return {self._share(k, True) if isinstance(k, str) else k: self._tool(v, k)
-                    for k, v in value.items()}
+            return {self._share(k, True) if isinstance(k, str) and k not in KEYWORDS else k:
+                    self._tool(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [self._tool(v, key) for v in value]
         if isinstance(value, str):
+            if (key == "type" and value in TYPE_NAMES) or (key == "required" and value in KEYWORDS):
+                return value  # as its key is kept (a property called "name")
             return self._share(value, key in IDENT_KEYS)
         return value
 
