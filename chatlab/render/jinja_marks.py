@@ -13,12 +13,13 @@ sentinel (`JSON_U n CLOSE` or, under ensure_ascii, `JSON_A n CLOSE`), which turn
 JSON-escaped original; `sort_keys` sorts by the original keys. The rendered text is then
 byte-identical to the render of the real strings (jinja_safe checks it).
 
-Identifiers are the exception: names, ids, dict keys, JSON-schema `type` values and `required`
-entries are structure that templates read (`tool.function.name`, `param.type == 'string'`,
-`name in required`, Mistral's 9-character ids), so they are marked only when they could form a
-special token (`Encoder.could_form_special`); a name like `get_weather` stays as it is, and
-cannot become a control id wherever the template writes it. Tool strings share one sentinel per
-distinct string, so equal strings stay equal (`name in required` still holds when both are marked).
+Identifiers are the exception: names, ids, property names and `required` entries are structure
+that templates read (`name in required`, Mistral's check that ids have 9 characters), so they are
+marked only when they could form a special token (`Encoder.could_form_special`); a name like
+`get_weather` stays as it is, and cannot become a control id wherever the template writes it.
+Protocol words (OpenAI's tool keys, JSON Schema's keywords and type names: `tool.function.name`,
+`param.type == 'string'`) are never marked. Tool strings share one sentinel per distinct string,
+so equal strings stay equal (`name in required` holds when both are marked).
 """
 from __future__ import annotations
 
