@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
+from functools import cached_property
 from typing import Any
 
 from chatlab.errors import ChatlabError
@@ -101,6 +102,35 @@ class Encoder:
         if last < len(text):
             out.append(text[last:])
         return out
+
+    @cached_property
+    def _fragments(self) -> tuple[str, set[str], set[str], int, Any]:
+        """Lower-cased special texts: all joined, their proper heads and tails, the longest, a regex."""
+        texts = sorted({t.lower() for t in (*self.added, *self.extra_specials) if t}, key=len, reverse=True)
+        heads = {t[:k] for t in texts for k in range(1, len(t))}
+        tails = {t[k:] for t in texts for k in range(1, len(t))}
+        pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
+        return "\x00".join(texts), heads, tails, max(map(len, texts), default=0), pattern
+
+    def could_form_special(self, text: str) -> bool:
+        """Whether `text`, written into template text, could be (part of) a special-token match.
+
+        True when it holds a special text, lies inside one, or starts with the tail / ends with
+        the head of one (so template text next to it could complete the token). Checked case-
+        insensitively and on its JSON-escaped forms too, since templates may upper-case a
+        string or write it through `tojson`. Strings for which this is False cannot produce a
+        control id wherever a template puts them, so they may be left unmarked."""
+        joined, heads, tails, longest, pattern = self._fragments
+        if pattern is None or not text:
+            return False
+        for form in {text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]}:
+            s = form.lower()
+            if pattern.search(s) or s in joined:
+                return True
+            for k in range(1, min(len(s), longest) + 1):
+                if s[-k:] in heads or s[:k] in tails:
+                    return True
+        return False
 
     def encode_plain(self, text: str, offsets: bool = False) -> tuple[list[int], list[tuple[int, int]] | None]:
         """Content encoding: every character is text, never a control id. Char offsets if asked."""

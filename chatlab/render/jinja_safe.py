@@ -2,18 +2,18 @@
 
 Rendering happens in jinja2's ImmutableSandboxedEnvironment with what Hugging Face templates
 expect (trim_blocks, lstrip_blocks, loop controls, `{% generation %}`, raise_exception, tojson,
-strftime_now, the special-token strings, tools). To keep content from becoming control ids,
-each content string is first replaced by a unique sentinel: what remains between sentinels was
-written by the template (its special-token text may become special ids); the sentinels mark
-content, encoded as plain text. A second render with the real content checks that the template
-did not branch on content; if it did, the content is located in that real render instead, and
-the result is refused if it holds any control token the template did not write itself.
+strftime_now, the special-token strings, tools). To keep client text from becoming control ids,
+every client string (content, reasoning, arguments, tool definitions; names and ids when they
+could form a special token) is first replaced by a sentinel (jinja_marks.py): what remains
+between sentinels was written by the template (its special-token text may become special ids);
+the sentinels mark client text, encoded as plain text. A second render with the real strings
+checks that the template did not branch on them; if it did, the client text is located in that
+real render instead, and the result is refused if it holds any control token the template did
+not write itself.
 """
 from __future__ import annotations
 
-import copy
 import json
-import re
 from collections import Counter
 from datetime import datetime
 from functools import lru_cache
@@ -22,9 +22,7 @@ from typing import Any
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
-
-SENTINEL = "\ue000{}\ue001"
-SENTINEL_RE = re.compile("\ue000(\\d+)\ue001")
+from chatlab.render.jinja_marks import ACTIVE, Marks
 
 
 @lru_cache(maxsize=32)
@@ -51,6 +49,9 @@ def compile_template(source: str) -> Any:
 
     def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
                separators: Any = None, sort_keys: bool = False) -> str:
+        marks = ACTIVE.get()  # a marked render: sentinels must come back JSON-escaped
+        if marks is not None:
+            return marks.tojson(x, ensure_ascii, indent, separators, sort_keys)
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                           sort_keys=sort_keys)
 
@@ -83,45 +84,39 @@ def render_string(source: str, context: dict[str, Any]) -> str:
                            "check the message shapes or use --template") from None
 
 
-def _with_sentinels(messages: list[dict]) -> tuple[list[dict], list[tuple[str, int, str]]]:
-    """A copy of the messages whose content strings are sentinels; the originals in order."""
-    pieces: list[tuple[str, int, str]] = []
-
-    def mark(text: str, index: int, slot: str) -> str:
-        if "\ue000" in text or "\ue001" in text:
-            raise ChatlabError("message content contains the private-use characters U+E000/U+E001, "
-                               "which chatlab reserves; remove them")
-        pieces.append((text, index, slot))
-        return SENTINEL.format(len(pieces) - 1)
-
-    marked = copy.deepcopy(messages)
-    for i, msg in enumerate(marked):
-        msg["content"] = mark(msg["content"], i, "content")
-        if "reasoning_content" in msg:
-            msg["reasoning_content"] = mark(msg["reasoning_content"], i, "reasoning")
-        for call in msg.get("tool_calls", []):
-            call["function"]["arguments"] = mark(call["function"]["arguments"], i, "tool_call")
-    return marked, pieces
+def _render_marked(source: str, context: dict[str, Any], marks: Marks) -> str:
+    token = ACTIVE.set(marks)
+    try:
+        return render_string(source, {**context, "messages": marks.messages, "tools": marks.tools})
+    finally:
+        ACTIVE.reset(token)
 
 
 def jinja_pieces(source: str, encoder: Encoder, messages: list[dict], tools: list[dict] | None,
                  add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
     context = {"bos_token": encoder.bos_token or "", "eos_token": encoder.eos_token or "",
-               "add_generation_prompt": add_generation_prompt, "tools": tools or None, **options}
+               "add_generation_prompt": add_generation_prompt, **options}
     for attr in ("unk_token", "pad_token"):
         context.setdefault(attr, getattr(encoder.tokenizer, attr, None) or "")
-    marked, originals = _with_sentinels(messages)
-    with_marks = render_string(source, {**context, "messages": marked})
-    real = render_string(source, {**context, "messages": messages})
+    tools = tools or None
+    marks = Marks(encoder, messages, tools, source)
+    try:
+        with_marks = _render_marked(source, context, marks)
+    except ChatlabError:
+        render_string(source, {**context, "messages": messages, "tools": tools})  # its own error first
+        raise ChatlabError("the chat template fails once client strings are marked as data (it "
+                           "inspects them, e.g. their length), so chatlab cannot keep them from "
+                           "becoming control tokens; render with a built-in template (--template)") from None
+    real = render_string(source, {**context, "messages": messages, "tools": tools})
     out: list[Piece] = []
     last, owner = 0, -1
-    for m in SENTINEL_RE.finditer(with_marks):
-        text, index, slot = originals[int(m.group(1))]
+    for m in marks.pattern.finditer(with_marks):
+        text, index, slot = marks.form(m.group(1), int(m.group(2)))
         if m.start() > last:
             out.append(Piece("text", with_marks[last:m.start()], index, "template"))
         out.append(Piece("content", text, index, slot))
         last, owner = m.end(), index
-    if last < len(with_marks):
+    if last < len(with_marks):  # the last turn's end, or the generation prompt
         out.append(Piece("text", with_marks[last:], owner if not add_generation_prompt else -1, "template"))
     if "".join(p.value for p in out) == real:
         return out
@@ -135,7 +130,9 @@ def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
     for piece in marked:
         if piece.kind != "content" or not piece.value:
             continue
-        for form in (piece.value, json.dumps(piece.value, ensure_ascii=False)[1:-1]):
+        forms = dict.fromkeys((piece.value, json.dumps(piece.value, ensure_ascii=False)[1:-1],
+                               json.dumps(piece.value)[1:-1]))
+        for form in forms:
             pos = real.find(form, cursor)
             if pos >= 0:
                 if pos > cursor:
