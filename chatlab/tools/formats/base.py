@@ -113,6 +113,7 @@ class ToolFormat:
     stop_words: tuple[str, ...] = ()  # extra stop words while tools are offered
     end_tokens: tuple[str, ...] = ()  # special tokens that end a turn holding a call
     default_system: str | None = None  # the system text when tools are given and none was sent
+    template_marks: tuple[str, ...] = ()  # text that shows a Jinja chat_template writes this format
 
     def __repr__(self) -> str:
         return f"<tool format {self.name}>"
@@ -120,11 +121,14 @@ class ToolFormat:
     # -- detection ------------------------------------------------------------------------
     def matches(self, chat_template: str) -> bool:
         """Whether a Jinja chat_template writes calls in this format."""
-        return False
+        return any(mark in chat_template for mark in self.template_marks)
 
     # -- parsing --------------------------------------------------------------------------
+    parser_class: type[StreamParser]
+
     def parser(self, tools: Sequence[ToolSpec] = ()) -> StreamParser:
-        raise NotImplementedError
+        """A fresh streaming parser for one response (it knows the tools' names)."""
+        return self.parser_class(tools)
 
     # -- prompt (id level) ----------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
@@ -216,6 +220,13 @@ def tools_block(tools: Sequence[ToolSpec], after_text: bool, head: str, tail: st
     if tail:
         bits.append(text(tail, "tools"))
     return bits
+
+
+def json_call_bits(call: ToolCall, lead: str, head: str, args: str, end: str) -> list[Bit]:
+    """One call written as a JSON object with the format's wrapping: `lead + head`, the name,
+    `args` (the arguments key), the arguments text as sent, `end`."""
+    return [text(lead + head, "tool_call"), data(call.name, "tool_call"), text(args, "tool_call"),
+            data(call.arguments, "tool_call"), text(end, "tool_call")]
 
 
 def jinja_tools_block(head: str, tail: str, sep: str, indent: int | None) -> str:

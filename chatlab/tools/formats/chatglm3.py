@@ -103,12 +103,8 @@ class ChatGLM3(ToolFormat):
     content_with_calls = False
     end_tokens = (OBSERVATION,)
     default_system = SYSTEM
-
-    def matches(self, chat_template: str) -> bool:
-        return OBSERVATION in chat_template
-
-    def parser(self, tools: Sequence[ToolSpec] = ()) -> ChatGLM3Parser:
-        return ChatGLM3Parser(tools)
+    parser_class = ChatGLM3Parser
+    template_marks = (OBSERVATION,)
 
     # -- id level -------------------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:

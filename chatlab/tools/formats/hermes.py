@@ -12,7 +12,8 @@ import json
 from typing import Sequence
 
 from chatlab.tools.formats.base import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, data,
-                                        jinja_tools_block, lit, schema_grammar, text, tools_block)
+                                        jinja_tools_block, json_call_bits, lit, schema_grammar, text,
+                                        tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
@@ -36,12 +37,8 @@ class Hermes(ToolFormat):
     name = "hermes"
     description = "Qwen2.5/Qwen3: <tool_call> JSON blocks, results in <tool_response>"
     trigger = OPEN
-
-    def matches(self, chat_template: str) -> bool:
-        return OPEN in chat_template
-
-    def parser(self, tools: Sequence[ToolSpec] = ()) -> HermesParser:
-        return HermesParser(tools)
+    parser_class = HermesParser
+    template_marks = (OPEN,)
 
     # -- id level -------------------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
@@ -51,13 +48,8 @@ class Hermes(ToolFormat):
         return content.startswith(RESULT_OPEN) and content.endswith(RESULT_CLOSE)
 
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        bits: list[Bit] = []
-        for j, call in enumerate(calls):
-            lead = "\n" if (j or has_content) else ""
-            bits += [text(lead + CALL_HEAD, "tool_call"), data(call.name, "tool_call"),
-                     text(CALL_ARGS, "tool_call"), data(call.arguments, "tool_call"),
-                     text(CALL_END, "tool_call")]
-        return bits
+        return [b for j, call in enumerate(calls) for b in json_call_bits(
+            call, "\n" if (j or has_content) else "", CALL_HEAD, CALL_ARGS, CALL_END)]
 
     def result_turns(self, i: int, content: str, prev: str | None,
                      nxt: str | None) -> tuple[list[Turn], bool]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from chatlab.tools.formats.base import (JINJA_ARGS, Bit, ToolFormat, data, jinja_tools_block, lit,
-                                        schema_grammar, text, tools_block)
+from chatlab.tools.formats.base import (JINJA_ARGS, Bit, ToolFormat, jinja_tools_block, json_call_bits,
+                                        lit, schema_grammar, tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
@@ -34,24 +34,15 @@ class Llama3Json(ToolFormat):
     name = "json"
     description = "llama3: the reply is a bare JSON call {\"name\", \"parameters\"}"
     content_with_calls = False
-
-    def matches(self, chat_template: str) -> bool:
-        return "ipython" in chat_template or PYTHON_TAG in chat_template
-
-    def parser(self, tools: Sequence[ToolSpec] = ()) -> JsonStyleParser:
-        return JsonStyleParser(tools)
+    parser_class = JsonStyleParser
+    template_marks = ("ipython", PYTHON_TAG)  # llama3.1's tool role and its code-call tag
 
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
         return tools_block(tools, after_text, HEAD, "", "\n\n", 4)
 
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        bits: list[Bit] = []
-        for j, call in enumerate(calls):
-            lead = SEPARATOR + " " if j else ("\n" if has_content else "")
-            bits += [text(lead + CALL_HEAD, "tool_call"), data(call.name, "tool_call"),
-                     text(CALL_ARGS, "tool_call"), data(call.arguments, "tool_call"),
-                     text(CALL_END, "tool_call")]
-        return bits
+        return [b for j, call in enumerate(calls) for b in json_call_bits(
+            call, SEPARATOR + " " if j else ("\n" if has_content else ""), CALL_HEAD, CALL_ARGS, CALL_END)]
 
     def jinja_system(self) -> str:
         return jinja_tools_block(HEAD, "", "\n\n", 4)

@@ -57,9 +57,7 @@ class ReAct(ToolFormat):
     trigger = ACTION + " "  # the forced call's first words; the parser sees it at a line start
     parallel_calls = False
     stop_words = (OBSERVATION,)
-
-    def parser(self, tools: Sequence[ToolSpec] = ()) -> ReActParser:
-        return ReActParser(tools)
+    parser_class = ReActParser
 
     # -- id level -------------------------------------------------------------------------
     def user_prefix(self, tools: Sequence[ToolSpec]) -> list[Bit]:
@@ -98,7 +96,8 @@ class ReAct(ToolFormat):
     def jinja_prelude(self) -> str:
         line = jinja_format(TOOL_LINE, {"name": "f.name", "human": "f.name",
                                         "description": "(f.description or '')",
-                                        "parameters": "((f.parameters if f.parameters is defined else {}) | tojson)"})
+                                        "parameters": "((f.parameters if f.parameters is defined else {})"
+                                                      " | tojson)"})
         return ("{%- set ns.lines = '' %}{%- set ns.names = '' %}{%- for tool in tools or [] %}"
                 "{%- set f = tool.function %}{%- set ns.lines = ns.lines + ('\\n\\n' if not loop.first else '') + "
                 + line + " %}{%- set ns.names = ns.names + (', ' if not loop.first else '') + f.name %}"
