@@ -79,7 +79,7 @@ def test_id_level_equals_build_chat_input_with_history_and_tools(glm):
     msgs = [{"role": "system", "content": "You are ChatGLM3."}] + history[1:] + [
         {"role": "user", "content": "北京天气怎么样？"}]
     res = resolve(glm, "chatglm3-6b")
-    assert res.rule == "model-renderer" and res.name == "chatglm3" and res.tool_format == "chatglm3"
+    assert res.rule == "model-renderer" and res.name == "chatglm3" and res.tool_format.name == "chatglm3"
     r = res.render(msgs, tools=[{"type": "function", "function": tools[0]}])
     assert r.ids == expected
     assert set(r.stop_ids) == {2, glm.get_command("<|user|>"), glm.get_command("<|observation|>")}

@@ -36,7 +36,7 @@ CONVERSATIONS = {
                               {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 18}"}], TOOLS, True),
     "tool-round-then-user": ([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather?"},
                               {"role": "assistant", "content": "Let me check.", "tool_calls": [CALL]},
-                              {"role": "tool", "content": "18 degrees"},
+                              {"role": "tool", "tool_call_id": "c1", "content": "18 degrees"},
                               {"role": "assistant", "content": "It is 18 degrees."},
                               {"role": "user", "content": "Thanks"}], TOOLS, True),
 }

@@ -7,6 +7,8 @@ from transformers import PreTrainedTokenizerFast
 from chatlab.errors import ChatlabError
 from chatlab.render import get_template, resolve
 from chatlab.render.export import tokenizer_for
+from chatlab.tools.formats import HERMES
+from chatlab.types import parse_tools
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -26,7 +28,7 @@ def test_chain_rules(smollm2_tokenizer, qwen1_tokenizer, bare):
     assert resolve(qwen1_tokenizer, "qwen1-tokenizer").name == "qwen"
     assert resolve(smollm2_tokenizer, "smollm2-135m-instruct").rule == "tokenizer-template"
     typed = resolve(bare, "Qwen/Qwen2.5-7B-Instruct")
-    assert (typed.rule, typed.name, typed.tool_format) == ("model-type", "qwen2.5", "hermes")
+    assert (typed.rule, typed.name, typed.tool_format) == ("model-type", "qwen2.5", HERMES)
     assert resolve(bare, "someone/Qwen3-8B").name == "qwen3"
     fallback = resolve(bare, "my-model")
     assert (fallback.rule, fallback.name) == ("chatml-fallback", "chatml")
@@ -77,7 +79,7 @@ def test_react_renders_legacy_functions_and_keeps_turn_open(qwen1_tokenizer):
             {"role": "assistant", "content": None, "function_call": {"name": "get_weather",
                                                                      "arguments": "{\"city\": \"Paris\"}"}},
             {"role": "function", "name": "get_weather", "content": "18C"}]
-    r = resolve(qwen1_tokenizer, "qwen1-tokenizer").render(msgs, functions=[fn])
+    r = resolve(qwen1_tokenizer, "qwen1-tokenizer").render(msgs, tools=parse_tools(functions=[fn]))
     assert "get_weather: Call this tool to interact with the get_weather API." in r.text
     assert "Begin!\n\nQuestion: Weather?<|im_end|>" in r.text
     assert r.text.endswith("assistant\nThought: \nAction: get_weather\nAction Input: {\"city\": \"Paris\"}"
@@ -93,13 +95,27 @@ def test_modern_and_legacy_calls_render_the_same(name, marker):
     res = resolve(tok, template=name)
     modern = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [
         {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
-              {"role": "tool", "content": "ok"}]
+              {"role": "tool", "tool_call_id": "1", "content": "ok"}]
     legacy = [modern[0], {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{\"a\": 1}"}},
               {"role": "function", "name": "f", "content": "ok"}]
     fns = [{"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}]
     a = res.render(modern, tools=[{"type": "function", "function": fns[0]}])
-    b = res.render(legacy, functions=fns)
+    b = res.render(legacy, tools=parse_tools(functions=fns))
     assert a.ids == b.ids and marker in a.text
+
+
+def test_typed_values_render_as_dicts_do_and_functions_must_be_tools(smollm2_tokenizer):
+    from chatlab.errors import ChatlabError
+    from chatlab.types import Message, ToolCall
+
+    res = resolve(smollm2_tokenizer, template="qwen2.5")
+    dicts = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
+    typed = [Message("user", "x"), Message("assistant", "", (ToolCall("1", "f", "{}"),))]
+    tools = parse_tools([{"type": "function", "function": {"name": "f"}}])
+    assert res.render(typed, tools=tools).ids == res.render(dicts, tools=[t.to_openai() for t in tools]).ids
+    with pytest.raises(ChatlabError, match="parse_tools"):
+        res.render(dicts, functions=[{"name": "f"}])
 
 
 def test_for_tools_falls_back_to_a_tool_aware_builtin(smollm2_tokenizer) -> None:  # noqa: ANN001
@@ -110,6 +126,6 @@ def test_for_tools_falls_back_to_a_tool_aware_builtin(smollm2_tokenizer) -> None
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     assert "get_weather" not in res.render([{"role": "user", "content": "hi"}], tools=tools).text
     fallback = res.for_tools()
-    assert (fallback.rule, fallback.name, fallback.tool_format) == ("tools-fallback", "smollm2", "hermes")
+    assert (fallback.rule, fallback.name, fallback.tool_format) == ("tools-fallback", "smollm2", HERMES)
     assert "get_weather" in fallback.render([{"role": "user", "content": "hi"}], tools=tools).text
     assert fallback.for_tools() is fallback

@@ -84,7 +84,8 @@ QWEN3_CASES = [
     ([{"role": "user", "content": "Weather in Paris?"},
       {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
           "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-      {"role": "tool", "content": "{\"temp\": 18}"}, {"role": "tool", "content": "sunny"}], TOOLS, True, {}),
+      {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 18}"},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"}], TOOLS, True, {}),
     ([{"role": "user", "content": "hi"}], None, True, {"enable_thinking": False}),
     ([{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}], TOOLS, True, {}),
 ]
@@ -96,14 +97,14 @@ def test_qwen3_builtin_and_jinja_equal_real_template(qwen3_tokenizer, case):
     hf = qwen3_tokenizer.apply_chat_template(msgs, tools=tools, add_generation_prompt=gen, tokenize=True, **opts)
     assert resolve(qwen3_tokenizer, template="qwen3").render(msgs, tools, gen, **opts).ids == hf["input_ids"]
     jinja = resolve(qwen3_tokenizer)
-    assert jinja.rule == "tokenizer-template" and jinja.tool_format == "hermes"
+    assert jinja.rule == "tokenizer-template" and jinja.tool_format.name == "hermes"
     assert jinja.render(msgs, tools, gen, **opts).ids == hf["input_ids"]
 
 
 @pytest.mark.parametrize("bad, fragment", [
     ([{"role": "robot", "content": "x"}], "valid roles"),
     ([{"role": "user", "content": 42}], "must be a string"),
-    ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "not text"),
+    ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "text only"),
     ([], "non-empty list"),
     ([{"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": "{}"}}]}], "no function name"),
 ])
@@ -115,7 +116,7 @@ def test_bad_messages(smollm2_tokenizer, bad, fragment):
 @pytest.mark.parametrize("tools, fragment", [
     ({"name": "x"}, "must be a list"),
     ([{"type": "function", "function": {"description": "no name"}}], "has no name"),
-    ([{"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}], "invalid JSON schema"),
+    ([{"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}], "not a valid JSON schema"),
 ])
 def test_bad_tools(smollm2_tokenizer, tools, fragment):
     with pytest.raises(ChatlabError, match=fragment):

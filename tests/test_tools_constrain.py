@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from chatlab.errors import ChatlabError, UnknownNameError
-from chatlab.tools import parse_tool_calls, validate_arguments
-from chatlab.tools.constrain import build_processor
+from chatlab.errors import ChatlabError
+from chatlab.tools import get_format, parse_tool_calls, validate_arguments
+from chatlab.tools.constrain import build_processor, compile_constraint
 from chatlab.tools.schema import validate_instance
+from chatlab.types import parse_response_format, parse_tool_choice, parse_tools
 
 VOCAB = 49152   # SmolLM2's lm_head rows
 WEATHER = {"type": "function", "function": {
@@ -19,7 +20,7 @@ WEATHER = {"type": "function", "function": {
         "required": ["location", "unit"]}}}
 TIME = {"type": "function", "function": {"name": "current_time", "parameters": {"type": "object",
         "properties": {"zone": {"type": "string", "maxLength": 20}}, "required": ["zone"]}}}
-TOOLS = [WEATHER, TIME]
+TOOLS = parse_tools([WEATHER, TIME])
 DOG = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
        "color": {"type": "string", "maxLength": 20}},
        "required": ["name", "color"], "additionalProperties": False}
@@ -27,6 +28,18 @@ DOG = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 
 
 def _accepts(proc, text: str) -> bool:
     return proc.matcher.accept_string(text)
+
+
+def _request(tools, choice, response_format, fmt) -> dict:
+    """The typed arguments of build_processor, parsed from OpenAI shapes as the server does."""
+    tools = parse_tools(tools)
+    return {"tools": tools, "choice": parse_tool_choice(choice, tools),
+            "response_format": parse_response_format(response_format),
+            "fmt": get_format(fmt) if fmt else None}
+
+
+def _proc(tokenizer, tools, choice, response_format=None, fmt="hermes", **kw):
+    return build_processor(tokenizer, VOCAB, **_request(tools, choice, response_format, fmt), **kw)
 
 
 # -- grammar level: no model needed ---------------------------------------------------------
@@ -37,11 +50,11 @@ def _accepts(proc, text: str) -> bool:
      '{"name": "current_time", "parameters": {"zone": "UTC"}}'),
     ("react", 'Action: get_weather\nAction Input: {"location": "Oslo", "unit": "celsius"}\nObservation:',
      'Action: get_weather\nAction Input: {"location": "Oslo", "unit": "kelvin"}'),
-    ("chatglm3", "get_weather\n```python\ntool_call(location=\"Oslo\", unit='celsius')\n```",
+    ("chatglm3", 'get_weather\n```python\ntool_call(location="Oslo", unit="celsius")\n```',
      'get_weather\n```python\ntool_call(unit="celsius")\n```'),
 ])
 def test_named_tool_grammar_accepts_only_valid_calls(smollm2_tokenizer, fmt, good, bad):
-    proc = build_processor(smollm2_tokenizer, VOCAB, TOOLS, "get_weather", None, fmt)
+    proc = _proc(smollm2_tokenizer, TOOLS, "get_weather", None, fmt)
     assert _accepts(proc, good) and proc.matcher.is_completed()
     result = parse_tool_calls(fmt, good, TOOLS)
     assert [c.name for c in result.tool_calls] == ["get_weather"]
@@ -52,7 +65,7 @@ def test_named_tool_grammar_accepts_only_valid_calls(smollm2_tokenizer, fmt, goo
 def test_mask_leaves_only_grammar_tokens(smollm2_tokenizer):
     import numpy as np
 
-    proc = build_processor(smollm2_tokenizer, VOCAB, TOOLS, "current_time", None, "json")
+    proc = _proc(smollm2_tokenizer, TOOLS, "current_time", None, "json")
     logits = np.zeros(VOCAB + 64, dtype=np.float32)          # lm_head padded past the vocab
     allowed = np.flatnonzero(np.isfinite(proc.mask(logits)))
     assert 0 < len(allowed) < 50 and allowed.max() < VOCAB
@@ -61,7 +74,7 @@ def test_mask_leaves_only_grammar_tokens(smollm2_tokenizer):
 
 
 def test_eos_only_after_the_call_and_then_terminated(smollm2_tokenizer):
-    proc = build_processor(smollm2_tokenizer, VOCAB, TOOLS, "required", None, "hermes")
+    proc = _proc(smollm2_tokenizer, TOOLS, "required", None, "hermes")
     assert not _accepts(proc, '<tool_call>\n{"name": "get_time"')     # not one of the tools
     proc.matcher.reset()
     assert _accepts(proc, '<tool_call>\n{"name": "current_time", "arguments": {"zone": "UTC"}}')
@@ -73,7 +86,7 @@ def test_eos_only_after_the_call_and_then_terminated(smollm2_tokenizer):
 
 
 def test_qwen1_tiktoken_tokenizer_is_supported(qwen1_tokenizer):
-    proc = build_processor(qwen1_tokenizer, 151936, TOOLS, "get_weather", None, "react",
+    proc = build_processor(qwen1_tokenizer, 151936, **_request(TOOLS, "get_weather", None, "react"),
                            stop_ids=[151643, 151645])
     for token in qwen1_tokenizer.encode('Action: get_weather\nAction Input: {"location": "北京", '
                                         '"unit": "celsius"}\nObservation:'):
@@ -90,19 +103,46 @@ def test_qwen1_tiktoken_tokenizer_is_supported(qwen1_tokenizer):
     (None, None, None, "hermes"),
 ])
 def test_nothing_to_force_gives_no_processor(smollm2_tokenizer, tools, choice, response_format, fmt):
-    assert build_processor(smollm2_tokenizer, VOCAB, tools, choice, response_format, fmt) is None
+    assert _proc(smollm2_tokenizer, tools, choice, response_format, fmt) is None
 
 
-def test_bad_requests_raise_clear_errors(smollm2_tokenizer):
-    with pytest.raises(UnknownNameError, match="get_time"):
-        build_processor(smollm2_tokenizer, VOCAB, TOOLS, {"type": "function", "function": {"name": "get_time"}})
-    with pytest.raises(ChatlabError, match="invalid JSON schema"):
-        build_processor(smollm2_tokenizer, VOCAB, None, None,
-                        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 5}}})
-    with pytest.raises(ChatlabError, match="not understood"):
-        build_processor(smollm2_tokenizer, VOCAB, None, None, {"type": "yaml"})
-    with pytest.raises(ChatlabError, match="tools must be a list"):
-        build_processor(smollm2_tokenizer, VOCAB, {"get_weather": {}}, "required")
+def _tool(schema: dict) -> list:
+    return parse_tools([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": schema}, "required": ["x"]}}}])
+
+
+# jsonschema accepts these; xgrammar cannot compile them: a 400 before the request is queued
+UNCOMPILABLE = [{"$ref": "#/nope"}, {"type": "string", "enum": []},
+                {"type": "string", "minLength": 5, "maxLength": 2}]
+
+
+@pytest.mark.parametrize("schema", UNCOMPILABLE)
+@pytest.mark.parametrize("fmt", ["hermes", "json", "react"])
+def test_uncompilable_tool_schema_is_a_clear_error(smollm2_tokenizer, fmt, schema):
+    with pytest.raises(ChatlabError, match="tool 'f'.*cannot be turned into a grammar.*fix or simplify"):
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(_tool(schema), "f", None, fmt))
+
+
+def test_uncompilable_response_schema_and_chatglm3_enum_are_clear_errors(smollm2_tokenizer):
+    rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "minLength": 5,
+                                                                         "maxLength": 2}}}
+    with pytest.raises(ChatlabError, match="response_format schema cannot be turned into a grammar"):
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(None, None, rf, "hermes"))
+    with pytest.raises(ChatlabError, match="tool 'f'.*empty enum"):
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(_tool({"enum": []}), "f", None, "chatglm3"))
+
+
+def test_compiled_constraints_are_cached(smollm2_tokenizer):
+    args = _request(TOOLS, "required", None, "hermes")
+    first = compile_constraint(smollm2_tokenizer, VOCAB, **args)
+    again = compile_constraint(smollm2_tokenizer, VOCAB, **_request(TOOLS, "required", None, "hermes"))
+    assert again.compiled is first.compiled and first.description == "hermes call: required"
+    assert compile_constraint(smollm2_tokenizer, VOCAB, **_request(TOOLS, "auto", None, "json")) is None
+
+
+def test_a_forced_call_needs_a_format(smollm2_tokenizer):
+    with pytest.raises(ChatlabError, match="tool-call format"):
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(TOOLS, "required", None, None))
 
 
 # -- real generations from SmolLM2-135M -------------------------------------------------------
@@ -130,8 +170,7 @@ def _greedy(smollm2, user: str, proc, max_new_tokens: int = 150, system: str = "
 
 @pytest.mark.parametrize("fmt", ["hermes", "react", "chatglm3"])
 def test_smollm2_named_tool_choice_gives_a_valid_call(smollm2, fmt):
-    proc = build_processor(smollm2[1], VOCAB, TOOLS,
-                           {"type": "function", "function": {"name": "get_weather"}}, None, fmt)
+    proc = _proc(smollm2[1], TOOLS, {"type": "function", "function": {"name": "get_weather"}}, None, fmt)
     text = _greedy(smollm2, "What's the weather like in Paris?", proc)
     result = parse_tool_calls(fmt, text, TOOLS)
     assert proc.is_terminated() and result.error is None, text
@@ -140,15 +179,15 @@ def test_smollm2_named_tool_choice_gives_a_valid_call(smollm2, fmt):
 
 
 def test_smollm2_required_picks_one_of_the_tools(smollm2):
-    proc = build_processor(smollm2[1], VOCAB, TOOLS, "required", None, "json")
+    proc = _proc(smollm2[1], TOOLS, "required", None, "json")
     text = _greedy(smollm2, "Hello!", proc)
     [call] = parse_tool_calls("json", text, TOOLS).tool_calls
     assert validate_arguments(call.arguments, TOOLS, call.name) == [] and proc.is_terminated()
 
 
 def test_smollm2_json_schema_response(smollm2):
-    proc = build_processor(smollm2[1], VOCAB, None, None,
-                           {"type": "json_schema", "json_schema": {"name": "Dog", "schema": DOG, "strict": True}})
+    proc = _proc(smollm2[1], None, None,
+                 {"type": "json_schema", "json_schema": {"name": "Dog", "schema": DOG, "strict": True}})
     text = _greedy(smollm2, "John had a dog named Harry, who was a brown beagle that loved chicken. "
                    "Give the dog's name and color.", proc)
     assert proc.is_terminated(), text
@@ -156,7 +195,7 @@ def test_smollm2_json_schema_response(smollm2):
 
 
 def test_smollm2_json_object_response(smollm2):
-    proc = build_processor(smollm2[1], VOCAB, None, None, {"type": "json_object"})
+    proc = _proc(smollm2[1], None, None, {"type": "json_object"})
     text = _greedy(smollm2, "Reply in JSON with the keys name and color: Harry is a brown beagle.", proc)
     assert proc.is_terminated(), text
     assert isinstance(json.loads(text), dict)
@@ -164,5 +203,5 @@ def test_smollm2_json_object_response(smollm2):
 
 def test_smollm2_auto_leaves_plain_answers_alone(smollm2):
     free = _greedy(smollm2, "Say hello.", None, 12)
-    proc = build_processor(smollm2[1], VOCAB, TOOLS, "auto", None, "hermes")
+    proc = _proc(smollm2[1], TOOLS, "auto", None, "hermes")
     assert proc is not None and _greedy(smollm2, "Say hello.", proc, 12) == free

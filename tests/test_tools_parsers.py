@@ -8,13 +8,14 @@ import pytest
 
 from chatlab.errors import UnknownNameError
 from chatlab.tools import parse_tool_calls
+from chatlab.types import parse_tools
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather",
     "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
                    "required": ["location"]}}}
 TIME = {"type": "function", "function": {"name": "current_time", "parameters": {"type": "object"}}}
-TOOLS = [WEATHER, TIME]
+TOOLS = parse_tools([WEATHER, TIME])
 
 
 def calls(result):
@@ -172,7 +173,7 @@ def test_chatglm3_name_need_not_start_with_get():
 
 
 def test_chatglm3_unfenced_call_and_python_literals():
-    tools = [{"name": "track", "parameters": {"type": "object"}}]   # legacy `functions` shape
+    tools = parse_tools(functions=[{"name": "track", "parameters": {"type": "object"}}])  # legacy shape
     r = parse_tool_calls("chatglm3", "track\ntool_call(symbol='10111', all=True, limit=None)", tools)
     assert calls(r) == [("track", {"symbol": "10111", "all": True, "limit": None})]
 

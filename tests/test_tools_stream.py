@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from chatlab.tools import (ContentDelta, ToolCallArgs, ToolCallEnd, ToolCallError, ToolCallStart,
                            fold, get_parser, parse_tool_calls)
+from chatlab.types import ToolSpec
 
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
-         for n in ("get_weather", "search")]
+TOOLS = [ToolSpec(n, parameters={"type": "object"}) for n in ("get_weather", "search")]
 NAMES = st.sampled_from(["get_weather", "search", "nope"])
 NOISE = st.text(alphabet="ab <>/{}[]\"\\\n:;,_`()=Ttool_call", max_size=12)
 ARGS = st.dictionaries(st.text(alphabet="xyz é\"\\", min_size=1, max_size=4),

@@ -2,15 +2,13 @@
 
     from chatlab.render import resolve
     res = resolve(tokenizer, model_name="chatglm3-6b")   # which renderer, and why
-    r = res.render(messages, tools=None, add_generation_prompt=True)
+    r = res.render(messages, tools=None, add_generation_prompt=True)   # chatlab.types values
     r.ids, r.text, r.tokens, r.slots, r.stop_words, r.stop_ids
 """
 from chatlab.render.builtin import TEMPLATES, get_template, list_templates
 from chatlab.render.ids import Rendered, SlotSpan
-from chatlab.render.messages import normalize_messages
-from chatlab.render.resolve import Resolution, render_ids, resolve
+from chatlab.render.resolve import Resolution, as_messages, render_ids, resolve
 from chatlab.render.template import Template
-from chatlab.render.tools_prompt import normalize_tools
 
-__all__ = ["TEMPLATES", "Rendered", "Resolution", "SlotSpan", "Template", "get_template",
-           "list_templates", "normalize_messages", "normalize_tools", "render_ids", "resolve"]
+__all__ = ["TEMPLATES", "Rendered", "Resolution", "SlotSpan", "Template", "as_messages", "get_template",
+           "list_templates", "render_ids", "resolve"]

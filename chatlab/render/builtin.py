@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from chatlab.errors import UnknownNameError
 from chatlab.render.template import BOS, BREAK, CONTENT, META, ROUND, S, T, Template
+from chatlab.tools.formats import CHATGLM3, HERMES, JSON, REACT
 
 
 def _chatml(role: str) -> tuple:
@@ -29,26 +30,26 @@ def _llama3(role: str) -> tuple:
 
 _ALL = [
     Template("chatml", "ChatML, the fallback when nothing else applies", CHATML_ROLES,
-             stop_tokens=("<|im_end|>", "eos"), tool_format="hermes"),
+             stop_tokens=("<|im_end|>", "eos"), tool_format=HERMES),
     Template("smollm2", "SmolLM2-Instruct: ChatML with SmolLM's default system prompt", CHATML_ROLES,
              default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face",
-             stop_tokens=("<|im_end|>", "eos"), tool_format="hermes", model_types=("smollm",)),
+             stop_tokens=("<|im_end|>", "eos"), tool_format=HERMES, model_types=("smollm",)),
     Template("qwen", "Qwen-1 chat (make_context): ChatML, ReAct function calling", CHATML_ROLES,
              default_system="You are a helpful assistant.",
-             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format="react",
-             tool_stop_words=("Observation:",), model_types=("qwen1", "qwen-", "qwen_", "qwen")),
+             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format=REACT,
+             model_types=("qwen1", "qwen-", "qwen_", "qwen")),
     Template("qwen2.5", "Qwen2.5-Instruct: ChatML, Hermes tool calls", CHATML_ROLES,
              default_system="You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
-             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format="hermes",
+             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format=HERMES,
              model_types=("qwen2",)),
     Template("qwen3", "Qwen3: ChatML, Hermes tool calls, <think> reasoning", CHATML_ROLES,
-             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format="hermes", think=True,
+             stop_tokens=("<|im_end|>", "<|endoftext|>"), tool_format=HERMES, think=True,
              model_types=("qwen3",)),
-    Template("chatglm3", "ChatGLM3 (build_chat_input): role ids, tools in the system turn, <|observation|>",
+    Template("chatglm3", "ChatGLM3 (build_chat_input): role ids, tools in the system turn, observation turns",
              {"system": _glm3("system"), "user": _glm3("user"), "assistant": _glm3("assistant"),
               "tool": _glm3("observation")},
              prefix=(S("[gMASK]"), S("sop")), generation_prompt=(S("<|assistant|>"),),
-             stop_tokens=("eos", "<|user|>", "<|observation|>"), tool_format="chatglm3",
+             stop_tokens=("eos", "<|user|>", *CHATGLM3.end_tokens), tool_format=CHATGLM3,
              model_types=("chatglm3", "chatglm")),
     Template("chatglm2", "ChatGLM2: [Round n] 问/答 rounds after [gMASK] sop",
              {"user": (T("[Round "), ROUND, T("]\n\n问："), CONTENT, T("\n\n答：")),
@@ -64,7 +65,7 @@ _ALL = [
              {"system": _llama3("system"), "user": _llama3("user"), "assistant": _llama3("assistant"),
               "tool": _llama3("ipython")},
              prefix=(S("<|begin_of_text|>"),), stop_tokens=("<|eot_id|>", "<|eom_id|>", "eos"),
-             tool_format="json", model_types=("llama-3", "llama3", "llama")),
+             tool_format=JSON, model_types=("llama-3", "llama3", "llama")),
     Template("mistral", "Mistral instruct v0.1: [INST] turns, system text before the first question",
              {"user": (T("[INST] "), CONTENT, T(" [/INST]")), "assistant": (CONTENT,)},
              prefix=(BOS,), generation_prompt=(), system_style="first-user",

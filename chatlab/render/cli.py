@@ -65,7 +65,7 @@ def run_render(args: argparse.Namespace) -> int:
         print(" ".join(map(str, r.ids)))
     elif args.format == "json":
         data = r.to_json()
-        data["tool_format"] = res.tool_format
+        data["tool_format"] = res.tool_format.name if res.tool_format else None
         data["tokenizer"] = getattr(tokenizer, "chatlab_source", None) or getattr(tokenizer, "name_or_path", "")
         print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
@@ -79,7 +79,7 @@ def run_templates(args: argparse.Namespace) -> int:
     from chatlab.render.builtin import TEMPLATES
 
     for name, t in TEMPLATES.items():
-        tools = f" [tools: {t.tool_format}]" if t.tool_format else ""
+        tools = f" [tools: {t.tool_format.name}]" if t.tool_format else ""
         print(f"{name}\t{t.description}{tools}")
     return 0
 

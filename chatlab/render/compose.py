@@ -2,24 +2,25 @@
 
 Everything a message carries (content, tool names, arguments, results, tool definitions) goes in
 as `content` pieces, encoded as plain text; only the template's own parts can be control ids.
-The per-format rules (where tools go, how calls and results are written) follow
-`tools_prompt.py`; `export.py` writes the same rules as Jinja, and tests prove the two agree.
+Where tools go and how calls and results are written is the template's tool format's business
+(chatlab.tools.formats): it hands back `Bit`s and `Turn`s, which this class lays out in the
+template's turns. `export.py` writes the same rules as Jinja; tests prove the two agree.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from chatlab.errors import ChatlabError
-from chatlab.render import tools_prompt as tp
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
-from chatlab.render.messages import arguments_object
 from chatlab.render.template import Parts, Template
+from chatlab.tools.formats import Bit, Turn
+from chatlab.types import Message, ToolSpec
 
 
 class Composer:
-    def __init__(self, template: Template, encoder: Encoder, messages: list[dict],
-                 tools: list[dict], options: dict[str, Any]) -> None:
+    def __init__(self, template: Template, encoder: Encoder, messages: Sequence[Message],
+                 tools: Sequence[ToolSpec], options: dict[str, Any]) -> None:
         if tools and not template.tool_format:
             from chatlab.render.builtin import TEMPLATES
 
@@ -79,30 +80,35 @@ class Composer:
         if footer:
             self.parts(self.t.footer(role), msg, "end")
 
+    def bits(self, bits: list[Bit], msg: int) -> list[Piece]:
+        return [Piece(b.kind, b.value, msg, b.slot) for b in bits]
+
+    def write(self, turns: list[Turn], msg: int) -> None:
+        for t in turns:
+            self.turn(t.role, msg, self.bits(t.bits, msg), header=t.header, footer=t.footer, meta=t.meta)
+
     # -- the conversation ---------------------------------------------------------------
     def render(self, add_generation_prompt: bool) -> list[Piece]:
         t, msgs = self.t, self.msgs
         self.parts(t.prefix, -1, "prefix")
         start, pending_system = self.system()
-        last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=-1)
-        self.last_query = max((i for i, m in enumerate(msgs) if m["role"] == "user" and not (
-            m["content"].startswith("<tool_response>") and m["content"].endswith("</tool_response>"))),
-            default=-1)
+        last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
+        is_result = self.call_fmt.is_result_text if self.call_fmt else (lambda _: False)
+        self.last_query = max((i for i, m in enumerate(msgs) if m.role == "user" and not is_result(m.content)),
+                              default=-1)
         for i in range(start, len(msgs)):
             m = msgs[i]
-            prev = msgs[i - 1]["role"] if i > 0 else None
-            nxt = msgs[i + 1]["role"] if i + 1 < len(msgs) else None
-            role = m["role"]
-            if role == "user":
-                body = [self.content(m["content"], i)]
-                if self.fmt == "react" and i == last_user:
-                    body = [self.content(tp.react_instruction(self.tools), i, "tools"),
-                            self.text("\n\nQuestion: ", i)] + body
+            prev = msgs[i - 1].role if i > 0 else None
+            nxt = msgs[i + 1].role if i + 1 < len(msgs) else None
+            if m.role == "user":
+                body = [self.content(m.content, i)]
+                if self.fmt and i == last_user:
+                    body = self.bits(self.fmt.user_prefix(self.tools), i) + body
                 self.turn("user", i, body, system=pending_system)
                 pending_system = None
-            elif role == "system":
-                self.turn("system", i, [self.content(m["content"], i)])
-            elif role == "assistant":
+            elif m.role == "system":
+                self.turn("system", i, [self.content(m.content, i)])
+            elif m.role == "assistant":
                 self.assistant(i, m, prev, nxt)
             else:
                 self.tool(i, m, prev, nxt)
@@ -117,24 +123,13 @@ class Composer:
     def system(self) -> tuple[int, list[Piece] | None]:
         """Render (or stash, for templates that fold it into the first user turn) the system."""
         t, first = self.t, self.msgs[0]
-        has = first["role"] == "system"
-        text, idx = (first["content"], 0) if has else (t.default_system, -1)
-        if self.fmt == "chatglm3" and text is None:
-            text = tp.CHATGLM3_SYSTEM
+        has = first.role == "system"
+        text, idx = (first.content, 0) if has else (t.default_system, -1)
+        if self.fmt and text is None:
+            text = self.fmt.default_system
         body = [] if text is None else [self.content(text, idx, "system" if idx < 0 else "content")]
-        if self.fmt in ("hermes", "json"):
-            if body:
-                body.append(self.text("\n\n", idx))
-            head, tail, sep, indent = ((tp.HERMES_HEAD, tp.HERMES_TAIL, "\n", None) if self.fmt == "hermes"
-                                       else (tp.JSON_HEAD, "", "\n\n", 4))
-            body.append(self.text(head, idx, "tools"))
-            for tool in self.tools:
-                body += [self.text(sep, idx, "tools"), self.content(tp.dumps(tool, indent), idx, "tools")]
-            if tail:
-                body.append(self.text(tail, idx, "tools"))
-        elif self.fmt == "chatglm3":
-            body += [self.text("\n", idx, "tools"),
-                     self.content(tp.dumps(tp.function_defs(self.tools), 4), idx, "tools")]
+        if self.fmt:
+            body += self.bits(self.fmt.system_tools(self.tools, bool(body)), idx)
         if not body:
             return int(has), None
         if t.system_style == "turn":
@@ -145,45 +140,20 @@ class Composer:
             self.parts(t.system_merge, idx, "system", body)
         return int(has), None
 
-    def assistant(self, i: int, m: dict, prev: str | None, nxt: str | None) -> None:
-        content, calls = m["content"], m.get("tool_calls", [])
-        body: list[Piece] = []
-        if self.t.think:
-            content, body = self.think(i, m)
-        else:
-            body = [self.content(content, i)]
-        if calls and not self.call_fmt:
+    def assistant(self, i: int, m: Message, prev: str | None, nxt: str | None) -> None:
+        content, body = self.think(i, m) if self.t.think else (m.content, [self.content(m.content, i)])
+        if m.tool_calls and not self.call_fmt:
             raise ChatlabError(f"messages[{i}] has tool calls, but template {self.t.name} has no "
                                "tool-call format; choose a template with one (`chatlab templates`)")
-        if self.call_fmt == "react":
-            return self.react_assistant(i, content, calls, prev == "tool", nxt)
-        if self.call_fmt == "chatglm3" and calls:
-            if content:
-                self.turn("assistant", i, body)
-            for call in calls:
-                fn = call["function"]
-                text = tp.chatglm3_call(arguments_object(fn["arguments"]))
-                self.turn("assistant", i, [self.content(text, i, "tool_call")], meta=fn["name"])
-            return None
-        for j, call in enumerate(calls):
-            fn = call["function"]
-            if self.call_fmt == "json":
-                lead = ("; " if j else ("\n" if content else "")) + '{"name": "'
-                body += [self.text(lead, i, "tool_call"), self.content(fn["name"], i, "tool_call"),
-                         self.text('", "parameters": ', i, "tool_call"),
-                         self.content(fn["arguments"], i, "tool_call"), self.text("}", i, "tool_call")]
-            else:  # hermes
-                lead = ("\n" if (j or content) else "") + '<tool_call>\n{"name": "'
-                body += [self.text(lead, i, "tool_call"), self.content(fn["name"], i, "tool_call"),
-                         self.text('", "arguments": ', i, "tool_call"),
-                         self.content(fn["arguments"], i, "tool_call"),
-                         self.text("}\n</tool_call>", i, "tool_call")]
-        self.turn("assistant", i, body)
+        if not self.call_fmt:
+            return self.turn("assistant", i, body)
+        body_bits = [Bit(p.kind, p.value, p.slot) for p in body]
+        self.write(self.call_fmt.assistant_turns(i, content, body_bits, m.tool_calls, prev, nxt), i)
         return None
 
-    def think(self, i: int, m: dict) -> tuple[str, list[Piece]]:
+    def think(self, i: int, m: Message) -> tuple[str, list[Piece]]:
         """Qwen3: reasoning is kept only for turns after the last user query."""
-        content, reasoning = m["content"], m.get("reasoning_content")
+        content, reasoning = m.content, m.reasoning
         if reasoning is None and "</think>" in content:
             reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
             content = content.split("</think>")[-1].lstrip("\n")
@@ -195,34 +165,9 @@ class Composer:
                              self.content(content.lstrip("\n"), i)]
         return content, [self.content(content, i)]
 
-    def react_assistant(self, i: int, content: str, calls: list[dict], cont: bool, nxt: str | None) -> None:
-        lead = "\n" if cont else ""
-        if calls or cont:
-            thought = "" if content.startswith("Thought:") else "Thought: "
-            body = [self.text(lead + thought, i), self.content(content, i)]
-        else:
-            body = [self.content(content, i)]
-        for call in calls:
-            fn = call["function"]
-            body += [self.text("\nAction: ", i, "tool_call"), self.content(fn["name"], i, "tool_call"),
-                     self.text("\nAction Input: ", i, "tool_call"),
-                     self.content(fn["arguments"], i, "tool_call")]
-        self.turn("assistant", i, body, header=not cont, footer=nxt != "tool")
-
-    def tool(self, i: int, m: dict, prev: str | None, nxt: str | None) -> None:
-        if self.call_fmt == "react":
-            if prev not in ("assistant", "tool"):
-                raise ChatlabError(f"messages[{i}] is a tool result that follows no assistant tool "
-                                   "call; put the assistant message with tool_calls before it")
-            body = [self.text("\nObservation: ", i, "tool_result"), self.content(m["content"], i)]
-            if nxt is None:
-                body.append(self.text("\nThought:", i, "tool_result"))
-                self.open = True
-            self.turn("assistant", i, body, header=False, footer=nxt not in ("tool", "assistant", None))
-        elif self.call_fmt == "hermes":
-            body = [self.text("\n" if prev == "tool" else "", i, "tool_result"),
-                    self.text("<tool_response>\n", i, "tool_result"), self.content(m["content"], i),
-                    self.text("\n</tool_response>", i, "tool_result")]
-            self.turn("user", i, body, header=prev != "tool", footer=nxt != "tool")
-        else:
-            self.turn("tool", i, [self.content(m["content"], i)])
+    def tool(self, i: int, m: Message, prev: str | None, nxt: str | None) -> None:
+        if not self.call_fmt:
+            return self.turn("tool", i, [self.content(m.content, i)])
+        turns, self.open = self.call_fmt.result_turns(i, m.content, prev, nxt)
+        self.write(turns, i)
+        return None

@@ -11,16 +11,11 @@ ChatGLM3 tool calls need their arguments as objects, as vLLM passes them.
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
-from chatlab.render import tools_prompt as tp
 from chatlab.render.builtin import get_template
 from chatlab.render.template import Parts, Template
-
-
-def lit(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+from chatlab.tools.formats.base import lit
 
 
 def expr(parts: Parts, body: str = "''", meta: str = "''") -> str:
@@ -46,7 +41,13 @@ def out(e: str) -> str:
     return "" if e == "''" else "{{- " + e + " }}"
 
 
+def cond(c: str, s: str) -> str:
+    return s if c == "true" or not s else "{%- if " + c + " %}" + s + "{%- endif %}"
+
+
 class Exporter:
+    """The template's layout as Jinja; its tool format writes the tool parts (JinjaTurns)."""
+
     def __init__(self, t: Template) -> None:
         self.t = t
         self.fmt = t.tool_format
@@ -54,61 +55,40 @@ class Exporter:
     def turn(self, role: str, body: str, meta: str = "''", header: str = "true", footer: str = "true",
              merge: bool = False) -> str:
         t = self.t
-        head, foot = t.header(role), t.footer(role)
+        head = t.header(role)
         broken = bool(head) and head[-1].kind == "break"
-        s = self.cond(header, out(expr(head[:-1] if broken else head, meta=meta)))
+        s = cond(header, out(expr(head[:-1] if broken else head, meta=meta)))
         if merge:
             s += ("{%- if ns.sys is not none %}" + out(expr(t.system_merge, "ns.sys")) +
                   "{%- set ns.sys = none %}{%- endif %}")
         s += out(f"((' ' + {body}) if {body} else '')" if broken else body)
-        return s + self.cond(footer, out(expr(foot)))
+        return s + self.footer(role, footer)
 
-    @staticmethod
-    def cond(c: str, s: str) -> str:
-        return s if c == "true" or not s else "{%- if " + c + " %}" + s + "{%- endif %}"
+    def header(self, role: str, when: str = "true") -> str:
+        return cond(when, out(expr(self.t.header(role))))
+
+    def footer(self, role: str, when: str = "true") -> str:
+        return cond(when, out(expr(self.t.footer(role))))
 
     def system(self) -> str:
-        t, fmt = self.t, self.fmt
+        t = self.t
         default = "none" if t.default_system is None else lit(t.default_system)
         s = ("{%- if messages[0].role == 'system' %}{%- set sys = messages[0].content %}{%- set start = 1 %}"
              "{%- else %}{%- set sys = " + default + " %}{%- set start = 0 %}{%- endif %}")
-        s += "{%- set ns.body = sys %}"
-        if fmt in ("hermes", "json"):
-            head, tail, sep = ((tp.HERMES_HEAD, tp.HERMES_TAIL, "'\\n' + tool | tojson") if fmt == "hermes"
-                               else (tp.JSON_HEAD, "", "'\\n\\n' + tool | tojson(indent=4)"))
-            s += ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + " + lit(head) +
-                  " %}{%- for tool in tools %}{%- set ns.body = ns.body + " + sep + " %}{%- endfor %}"
-                  "{%- set ns.body = ns.body + " + lit(tail) + " %}{%- endif %}")
-        elif fmt == "chatglm3":
-            s += ("{%- if tools %}{%- set ns.body = (sys if sys is not none else " + lit(tp.CHATGLM3_SYSTEM) +
-                  ") + '\\n' + tools | map(attribute='function') | list | tojson(indent=4) %}{%- endif %}")
+        s += "{%- set ns.body = sys %}" + (self.fmt.jinja_system() if self.fmt else "")
         if t.system_style == "turn":
             return s + "{%- if ns.body is not none %}" + self.turn("system", "ns.body") + "{%- endif %}"
         if t.system_style == "first-user":
             return s + "{%- set ns.sys = ns.body %}"
         return s + "{%- if ns.body is not none %}" + out(expr(t.system_merge, "ns.body")) + "{%- endif %}"
 
-    def react_instruction(self) -> str:
-        before, rest = tp.REACT_INSTRUCTION.split("{tools_text}")
-        middle, after = rest.split("{names}")
-        line = ("f.name + ': Call this tool to interact with the ' + f.name + ' API. What is the ' + f.name"
-                " + ' API useful for? ' + (f.description or '') + ' Parameters: ' + "
-                "((f.parameters if f.parameters is defined else {}) | tojson)")
-        return ("{%- set ns.lines = '' %}{%- set ns.names = '' %}{%- for tool in tools or [] %}"
-                "{%- set f = tool.function %}{%- set ns.lines = ns.lines + ('\\n\\n' if not loop.first else '') + "
-                + line + " %}{%- set ns.names = ns.names + (', ' if not loop.first else '') + f.name %}"
-                "{%- endfor %}{%- set instruction = " + lit(before) + " + ns.lines + " + lit(middle) +
-                " + ns.names + " + lit(after) + " %}")
-
     def user(self) -> str:
-        body = "c"
-        if self.fmt == "react":
-            body = "(instruction + '\\n\\nQuestion: ' + c if tools and i == ns.last_user else c)"
+        body = self.fmt.jinja_user() if self.fmt else "c"
         return "{%- set ns.round = ns.round + 1 %}" + self.turn(
             "user", body, merge=self.t.system_style == "first-user")
 
     def assistant(self) -> str:
-        t, fmt = self.t, self.fmt
+        t = self.t
         s = "{%- set ns.c = c %}{%- set ns.body = c %}"
         if t.think:
             s += ("{%- set ns.r = '' %}{%- if m.reasoning_content is string %}{%- set ns.r = m.reasoning_content %}"
@@ -117,59 +97,24 @@ class Exporter:
                   "{%- set ns.body = ns.c %}{%- endif %}{%- if i > ns.last_query and (loop.last or ns.r) %}"
                   "{%- set ns.body = '<think>\\n' + ns.r.strip('\\n') + '\\n</think>\\n\\n' + ns.c.lstrip('\\n') %}"
                   "{%- endif %}")
-        calls = "{%- for call in m.tool_calls or [] %}{%- set f = call.function %}"
-        args = "(f.arguments if f.arguments is string else f.arguments | tojson)"
-        if fmt is None:
+        if self.fmt is None:
             return s + ("{%- if m.tool_calls %}{{- raise_exception('template " + t.name +
                         " has no tool-call format') }}{%- endif %}") + self.turn("assistant", "ns.body")
-        if fmt == "react":
-            return (s + "{%- set cont = prev == 'tool' %}{%- if m.tool_calls or cont %}{%- set ns.body = "
-                    "('\\n' if cont else '') + ('' if ns.c.startswith('Thought:') else 'Thought: ') + ns.c %}"
-                    "{%- endif %}" + calls + "{%- set ns.body = ns.body + '\\nAction: ' + f.name + "
-                    "'\\nAction Input: ' + " + args + " %}{%- endfor %}" +
-                    self.turn("assistant", "ns.body", header="not cont", footer="nxt != 'tool'"))
-        if fmt == "chatglm3":
-            value = ("(('True' if v else 'False') if v is boolean else ('None' if v is none else v | tojson))")
-            return (s + "{%- if m.tool_calls %}{%- if ns.c %}" + self.turn("assistant", "ns.body") +
-                    "{%- endif %}" + calls + "{%- if f.arguments is string %}{{- raise_exception("
-                    "'this template needs tool-call arguments as JSON objects, not strings') }}{%- endif %}"
-                    "{%- set ns.kw = '' %}{%- for k, v in f.arguments.items() %}{%- set ns.kw = ns.kw + "
-                    "(', ' if not loop.first else '') + k + '=' + " + value + " %}{%- endfor %}" +
-                    self.turn("assistant", "'```python\\ntool_call(' + ns.kw + ')\\n```'", meta="f.name") +
-                    "{%- endfor %}{%- else %}" + self.turn("assistant", "ns.body") + "{%- endif %}")
-        if fmt == "json":
-            lead = "('; ' if not loop.first else ('\\n' if ns.c else '')) + '{\"name\": \"'"
-            tail = "'\", \"parameters\": ' + " + args + " + '}'"
-        else:
-            lead = "('\\n' if (not loop.first or ns.c) else '') + '<tool_call>\\n{\"name\": \"'"
-            tail = "'\", \"arguments\": ' + " + args + " + '}\\n</tool_call>'"
-        return (s + calls + "{%- set ns.body = ns.body + " + lead + " + f.name + " + tail + " %}{%- endfor %}"
-                + self.turn("assistant", "ns.body"))
+        return s + self.fmt.jinja_assistant(self)
 
     def tool(self) -> str:
-        if self.fmt == "react":
-            return ("{%- if prev not in ('assistant', 'tool') %}{{- raise_exception('a tool result must follow "
-                    "an assistant tool call') }}{%- endif %}{{- '\\nObservation: ' + c }}{%- if not nxt %}"
-                    "{{- '\\nThought:' }}{%- set ns.open = true %}{%- endif %}" +
-                    self.cond("nxt and nxt not in ('tool', 'assistant')", out(expr(self.t.footer("assistant")))))
-        if self.fmt == "hermes":
-            return (self.cond("prev != 'tool'", out(expr(self.t.header("user")))) +
-                    "{{- ('\\n' if prev == 'tool' else '') + '<tool_response>\\n' + c + '\\n</tool_response>' }}" +
-                    self.cond("nxt != 'tool'", out(expr(self.t.footer("user")))))
-        return self.turn("tool", "c")
+        return self.fmt.jinja_tool(self) if self.fmt else self.turn("tool", "c")
 
     def render(self) -> str:
-        t = self.t
+        t, fmt = self.t, self.fmt
+        query = fmt.jinja_is_query("c") if fmt else "true"
         s = [f"{{#- chatlab template {t.name!r}: {t.description}. Exported by `chatlab export-template`. #}}",
              "{%- set ns = namespace(round=0, sys=none, open=false, last_user=-1, last_query=-1, body='', "
              "c='', r='', kw='', lines='', names='') %}",
              "{%- for m in messages %}{%- if m.role == 'user' %}{%- set ns.last_user = loop.index0 %}"
-             "{%- set c = m.content if m.content is string else '' %}{%- if not (c.startswith('<tool_response>')"
-             " and c.endswith('</tool_response>')) %}{%- set ns.last_query = loop.index0 %}{%- endif %}"
-             "{%- endif %}{%- endfor %}",
-             out(expr(t.prefix)), self.system()]
-        if self.fmt == "react":
-            s.append(self.react_instruction())
+             "{%- set c = m.content if m.content is string else '' %}" +
+             cond(query, "{%- set ns.last_query = loop.index0 %}") + "{%- endif %}{%- endfor %}",
+             out(expr(t.prefix)), self.system(), fmt.jinja_prelude() if fmt else ""]
         s.append("{%- for m in messages %}{%- set i = loop.index0 %}{%- if i >= start %}"
                  "{%- set c = m.content if m.content is string else '' %}"
                  "{%- set prev = messages[i - 1].role if i > 0 else '' %}"

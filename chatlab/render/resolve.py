@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.compose import Composer
 from chatlab.render.encoder import Encoder, encoder_for
 from chatlab.render.ids import Rendered, encode_pieces
 from chatlab.render.jinja_safe import jinja_pieces
-from chatlab.render.messages import normalize_messages
 from chatlab.render.template import Template
-from chatlab.render.tools_prompt import normalize_tools
+from chatlab.tools import as_tools
+from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template
+from chatlab.types import Message, ToolSpec, parse_messages
 
 # (pattern over model name / tokenizer class, template, why its renderer is code)
 MODEL_RENDERERS = [
@@ -34,8 +36,9 @@ MODEL_RENDERERS = [
      "Qwen-1 ships no chat_template; its make_context builds ChatML in code, with ReAct for tools"),
     (r"baichuan2", "baichuan2", "Baichuan2 builds its prompt in code (build_chat_input)"),
 ]
-END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>",
-               "<|observation|>", "<|user|>", "<end_of_turn>"]
+# Tokens that end a turn in common chat_templates (the tool formats add their own).
+END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
+               "<end_of_turn>", *(t for f in FORMATS.values() for t in f.end_tokens)]
 
 
 def _identity(tokenizer: Any, model_name: str | None) -> str:
@@ -43,14 +46,15 @@ def _identity(tokenizer: Any, model_name: str | None) -> str:
                                   type(tokenizer).__name__]))
 
 
-def _tool_format_of(chat_template: str) -> str | None:
-    if "<tool_call>" in chat_template:
-        return "hermes"
-    if "<|observation|>" in chat_template:
-        return "chatglm3"
-    if "ipython" in chat_template or "<|python_tag|>" in chat_template:
-        return "json"
-    return None
+def _tool_format_of(chat_template: str) -> ToolFormat | None:
+    return format_of_chat_template(chat_template)
+
+
+def as_messages(messages: Any) -> list[Message]:
+    """Messages as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
+    if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, Message) for m in messages):
+        return list(messages)
+    return parse_messages(messages)
 
 
 @dataclass
@@ -61,7 +65,7 @@ class Resolution:
     tokenizer: Any = field(repr=False)
     template: Template | None = field(default=None, repr=False)
     chat_template: str | None = field(default=None, repr=False)
-    tool_format: str | None = None
+    tool_format: ToolFormat | None = None
 
     @property
     def encoder(self) -> Encoder:
@@ -70,7 +74,8 @@ class Resolution:
     def stops(self, tools: bool) -> tuple[list[str], list[int]]:
         enc = self.encoder
         if self.template is not None:
-            words = list(self.template.stop_words) + (list(self.template.tool_stop_words) if tools else [])
+            fmt = self.template.tool_format
+            words = list(self.template.stop_words) + (list(fmt.stop_words) if tools and fmt else [])
             names = self.template.stop_tokens
         else:
             words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
@@ -81,10 +86,14 @@ class Resolution:
                 ids.append(tid)
         return words, ids
 
-    def render(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
-               functions: Any = None, **options: Any) -> Rendered:
-        msgs = normalize_messages(messages)
-        tool_list = normalize_tools(tools, functions)
+    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None,
+               add_generation_prompt: bool = True, **options: Any) -> Rendered:
+        """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
+        dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
+        if "functions" in options:  # would reach the Jinja context and be silently ignored
+            raise ChatlabError("render() takes legacy `functions` as tools: pass "
+                               "tools=chatlab.types.parse_tools(functions=...)")
+        msgs, tool_list = as_messages(messages), as_tools(tools)
         enc = self.encoder
         open_turn = False
         if self.template is not None:
@@ -92,7 +101,8 @@ class Resolution:
             pieces = composer.render(add_generation_prompt)
             open_turn = composer.open
         else:
-            pieces = jinja_pieces(self.chat_template or "", enc, msgs, tool_list, add_generation_prompt, options)
+            pieces = jinja_pieces(self.chat_template or "", enc, [m.to_template() for m in msgs],
+                                  [t.to_openai() for t in tool_list], add_generation_prompt, options)
         ids, text, slots = encode_pieces(enc, pieces)
         words, stop_ids = self.stops(bool(tool_list))
         return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
@@ -112,7 +122,7 @@ class Resolution:
         name = (_by_model_type(who, with_tools=True) or ("", "chatml"))[1]
         return _builtin(self.tokenizer, name, "tools-fallback",
                         f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
-                        f"template renders this request ({get_template(name).tool_format} tool format)")
+                        f"template renders this request ({get_template(name).tool_format.name} tool format)")
 
 
 def _by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:

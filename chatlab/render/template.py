@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from chatlab.tools.formats import ToolFormat
+
 
 @dataclass(frozen=True)
 class Part:
@@ -56,8 +58,7 @@ class Template:
     stop_words: tuple[str, ...] = ()
     stop_tokens: tuple[str, ...] = ()  # token strings; "eos" means the tokenizer's eos
     assistant_eos: bool = False  # an assistant turn in the history ends with the eos token
-    tool_format: str | None = None  # "react" | "hermes" | "chatglm3" | "json"
-    tool_stop_words: tuple[str, ...] = ()  # extra stop words when tools are offered (ReAct)
+    tool_format: ToolFormat | None = None  # how tools, calls and results are written and parsed
     think: bool = False  # Qwen3: history reasoning is dropped; enable_thinking=False adds an empty block
     model_types: tuple[str, ...] = ()  # config model_type / name fragments that select it
     notes: str = ""

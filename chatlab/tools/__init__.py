@@ -1,9 +1,10 @@
-"""Tool calls: parse them out of model text (streaming or at once) and constrain them.
+"""Tool calls: the formats, parsing them out of model text (streaming or at once), checking them.
 
-    parser = get_parser("hermes", tools)      # "react" | "hermes" | "chatglm3" | "json"
+    fmt = get_format("hermes")                # "hermes" | "json" | "react" | "chatglm3"
+    parser = get_parser(fmt, tools)           # tools: Sequence[ToolSpec] (chatlab.types)
     for delta in deltas: events = parser.feed(delta)
     events = parser.finish()
-    parse_tool_calls("hermes", text, tools)   # -> ParseResult(content, tool_calls, error)
+    parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
 
 Streaming and one-shot give the same result for every chunking. Malformed model output never
 raises: it comes back as content, with `error` saying why. Constrained decoding lives in
@@ -11,36 +12,38 @@ chatlab.tools.constrain (it imports xgrammar and torch, so it is not imported he
 """
 from __future__ import annotations
 
-from chatlab.errors import UnknownNameError
-from chatlab.tools.chatglm3 import ChatGLM3Parser
+from typing import Any, Sequence
+
 from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCall, ToolCallArgs,
                                   ToolCallEnd, ToolCallError, ToolCallStart, fold)
-from chatlab.tools.hermes import HermesParser
-from chatlab.tools.jsonstyle import JsonStyleParser
-from chatlab.tools.react import ReActParser
-from chatlab.tools.schema import (ToolChoice, validate_arguments, validate_tool_choice,
-                                  validate_tools)
+from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template, get_format
+from chatlab.tools.schema import validate_arguments, validate_instance
 from chatlab.tools.stream import StreamParser
-
-PARSERS: dict[str, type[StreamParser]] = {
-    "react": ReActParser, "hermes": HermesParser, "chatglm3": ChatGLM3Parser, "json": JsonStyleParser,
-}
+from chatlab.types import ToolSpec, parse_tools
 
 
-def get_parser(fmt: str, tools: object = None) -> StreamParser:
+def as_tools(tools: Any) -> list[ToolSpec]:
+    """ToolSpecs as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
+    if tools is None:
+        return []
+    if isinstance(tools, (list, tuple)) and all(isinstance(t, ToolSpec) for t in tools):
+        return list(tools)
+    return parse_tools(tools)
+
+
+def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] = ()) -> StreamParser:
     """A fresh streaming parser for one response in tool-call format `fmt`."""
-    if fmt not in PARSERS:
-        raise UnknownNameError("tool-call format", fmt, list(PARSERS))
-    return PARSERS[fmt](tools)
+    return get_format(fmt).parser(as_tools(tools))
 
 
-def parse_tool_calls(fmt: str, text: str, tools: object = None) -> ParseResult:
+def parse_tool_calls(fmt: str | ToolFormat, text: str, tools: Sequence[ToolSpec] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
 
 
 __all__ = [
-    "get_parser", "parse_tool_calls", "PARSERS", "StreamParser", "ContentDelta", "ToolCallStart",
+    "FORMATS", "ToolFormat", "get_format", "format_of_chat_template", "as_tools",
+    "get_parser", "parse_tool_calls", "StreamParser", "ContentDelta", "ToolCallStart",
     "ToolCallArgs", "ToolCallEnd", "ToolCallError", "ToolCall", "ParseResult", "Event", "fold",
-    "ToolChoice", "validate_tool_choice", "validate_tools", "validate_arguments",
+    "validate_arguments", "validate_instance",
 ]

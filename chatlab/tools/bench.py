@@ -12,34 +12,30 @@ from __future__ import annotations
 import json
 import time
 
-from chatlab.tools import fold, get_parser
+from chatlab.tools import fold
+from chatlab.tools.formats import FORMATS, ToolFormat
+from chatlab.types import ToolCall, ToolSpec
 
 CHARS_PER_TOKEN = 4
-TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+TOOLS = [ToolSpec("search", parameters={"type": "object"})]
 
 
-def sample_output(fmt: str, tokens: int) -> str:
-    """About `tokens` tokens of text in `fmt`: half content/thought, half call arguments."""
+def sample_output(fmt: ToolFormat, tokens: int) -> str:
+    """About `tokens` tokens of text in `fmt`: half content or thought (where the format lets a
+    reply hold text with its call, else inside the arguments), half the call's arguments."""
     half = tokens * CHARS_PER_TOKEN // 2
     prose = ("the quick brown fox jumps over the lazy dog " * (half // 44 + 1))[:half]
-    args = json.dumps({"query": prose, "limit": 5})
-    if fmt == "hermes":
-        return f'{prose}\n<tool_call>\n{{"name": "search", "arguments": {args}}}\n</tool_call>'
-    if fmt == "json":
-        return f'{{"name": "search", "parameters": {args}}}; ' + prose[: half // 2]
-    if fmt == "react":
-        return f"Thought: {prose}\nAction: search\nAction Input: {args}\n"
-    if fmt == "chatglm3":
-        return f"search\n```python\ntool_call(query={prose!r}, limit=5)\n```"
-    raise ValueError(fmt)
+    extra = {} if fmt.content_with_calls else {"note": prose}
+    call = ToolCall("call_0", "search", json.dumps({"query": prose, "limit": 5, **extra}))
+    return fmt.reply_text(prose if fmt.content_with_calls else "", [call])
 
 
-def stream_seconds(fmt: str, text: str, repeats: int = 3) -> float:
+def stream_seconds(fmt: ToolFormat, text: str, repeats: int = 3) -> float:
     """Best time to stream `text` through a fresh parser, delta by delta, plus finish()."""
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        parser, events = get_parser(fmt, TOOLS), []
+        parser, events = fmt.parser(TOOLS), []
         for i in range(0, len(text), CHARS_PER_TOKEN):
             events += parser.feed(text[i:i + CHARS_PER_TOKEN])
         events += parser.finish()
@@ -50,11 +46,11 @@ def stream_seconds(fmt: str, text: str, repeats: int = 3) -> float:
 
 def main() -> None:
     print(f"{'format':<10}{'1k tokens':>14}{'10k tokens':>14}{'ratio':>8}   (ms per 1k chars)")
-    for fmt in ("hermes", "json", "react", "chatglm3"):
+    for fmt in FORMATS.values():
         small, large = sample_output(fmt, 1_000), sample_output(fmt, 10_000)
         per_small = stream_seconds(fmt, small) / len(small) * 1e6
         per_large = stream_seconds(fmt, large) / len(large) * 1e6
-        print(f"{fmt:<10}{per_small:>14.3f}{per_large:>14.3f}{per_large / per_small:>8.2f}")
+        print(f"{fmt.name:<10}{per_small:>14.3f}{per_large:>14.3f}{per_large / per_small:>8.2f}")
 
 
 if __name__ == "__main__":

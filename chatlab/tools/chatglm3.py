@@ -1,4 +1,4 @@
-"""ChatGLM3 tool calls: `{name}\n` then a fenced python block `tool_call(k=v, ...)`.
+"""The ChatGLM3 parsing machine: `{name}\n` then a (fenced) python call `FUNC(k=v, ...)`.
 
 The assistant's first line is its "metadata": empty for a normal reply (the reply then starts
 with a newline), a tool name for a call. The official demo `eval`s the call, which runs
@@ -6,24 +6,27 @@ whatever the model wrote, and assumed every tool name starts with `get_`. Here t
 parsed with `ast` and only literal values are accepted; the name must be one of the tools.
 A first line that is a name-like word but no known tool is a call only if the next line
 starts the call body (then it is reported as an unknown tool); otherwise it is content.
+The fence and the call's function name are the format's (chatlab.tools.formats.chatglm3).
 """
 from __future__ import annotations
 
 import ast
 import json
 import re
+from typing import Sequence
 
 from chatlab.tools.stream import StreamParser
+from chatlab.types import ToolSpec
 
 NAME_SO_FAR = re.compile(r"[A-Za-z_][\w.\-]*[ \t]*")
-BODY_STARTS = ("```", "tool_call(")
 
 
-class ChatGLM3Parser(StreamParser):
-    fmt = "chatglm3"
+class ChatGLM3Machine(StreamParser):
+    FENCE = FUNC = ""  # set by the format: the code fence and the call's function name
 
-    def __init__(self, tools: object = None) -> None:
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
+        self.body_starts = (self.FENCE, self.FUNC + "(")
         self.state = "start"
         self.pending = ""
         self.name = ""
@@ -59,9 +62,9 @@ class ChatGLM3Parser(StreamParser):
 
     def _in_maybe(self, final: bool) -> None:
         body = self.pending[self.pending.find("\n") + 1:].lstrip()
-        if any(body.startswith(b) for b in BODY_STARTS):
+        if any(body.startswith(b) for b in self.body_starts):
             return self._to_call()
-        if final or not any(b.startswith(body) for b in BODY_STARTS):
+        if final or not any(b.startswith(body) for b in self.body_starts):
             self._to_content(self.pending)
 
     def _to_content(self, text: str) -> None:
@@ -73,7 +76,7 @@ class ChatGLM3Parser(StreamParser):
 
     def _parse_call(self) -> None:
         original = "".join(self.call_parts)
-        arguments, error = parse_call_body(original[original.find("\n") + 1:])
+        arguments, error = parse_call_body(original[original.find("\n") + 1:], self.FUNC, self.FENCE)
         if error is None and self.name not in self.names:
             error = self.unknown_tool(self.name)
         if error is not None:
@@ -81,31 +84,31 @@ class ChatGLM3Parser(StreamParser):
         self._call(self.name, arguments)
 
 
-def parse_call_body(body: str) -> tuple[str | None, str | None]:
-    """(arguments JSON, None) for a safe `tool_call(k=literal, ...)`, else (None, reason)."""
+def parse_call_body(body: str, func: str, fence: str) -> tuple[str | None, str | None]:
+    """(arguments JSON, None) for a safe `func(k=literal, ...)`, else (None, reason)."""
     src = body.strip()
-    if src.startswith("```"):
+    if src.startswith(fence):
         src = src[src.find("\n") + 1:] if "\n" in src else ""
-        close = src.rfind("```")
+        close = src.rfind(fence)
         src = src[:close] if close >= 0 else src   # a missing closing fence is tolerated
     src = src.strip()
     if not src:
-        return None, "the tool call has no body (expected tool_call(...))"
+        return None, f"the tool call has no body (expected {func}(...))"
     try:
         tree = ast.parse(src, mode="eval").body
     except SyntaxError as e:
         return None, f"the tool call is not a Python call expression ({e.msg})"
-    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "tool_call"):
-        return None, "the tool call body must be tool_call(name=value, ...)"
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == func):
+        return None, f"the tool call body must be {func}(name=value, ...)"
     if tree.args or any(kw.arg is None for kw in tree.keywords):
-        return None, "tool_call(...) takes keyword arguments only"
+        return None, f"{func}(...) takes keyword arguments only"
     values = {}
     for kw in tree.keywords:
         try:   # literal_eval: strings, numbers, tuples, lists, dicts, sets, True/False/None only
             values[kw.arg] = ast.literal_eval(kw.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return None, f"tool_call argument {kw.arg!r} is not a plain literal (code is never run)"
+            return None, f"{func} argument {kw.arg!r} is not a plain literal (code is never run)"
     try:
         return json.dumps(values, ensure_ascii=False), None
     except (TypeError, ValueError):
-        return None, "tool_call(...) arguments must be JSON-like literals (no sets, bytes, complex)"
+        return None, f"{func}(...) arguments must be JSON-like literals (no sets, bytes, complex)"

@@ -1,27 +1,47 @@
 """Constrained decoding with xgrammar: forced calls and JSON answers that always parse.
 
-    proc = build_processor(tokenizer, vocab_size, tools, tool_choice, response_format, fmt)
-    generate(backend, ids, params, logits_processor=proc)     # proc is None: nothing to force
+    constraint = compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
+                                    response_format=fmt_or_none, fmt=tool_format, stop_ids=ids)
+    proc = build_processor(...same arguments...)     # None: nothing to force
+    generate(backend, ids, params, logits_processor=proc)
 
-Before each sampled token the processor sets the logits of every token the grammar forbids to
--inf; after it, the matcher accepts the token. Once the grammar is complete only a stop token
-is allowed, and accepting it terminates the matcher (the loop then finishes with "stop").
-What is forced:
-  - tool_choice naming a tool: exactly one call to it, arguments valid for its schema;
+Inputs are the typed values of chatlab.types, already checked by its parse_* functions; nothing
+is re-validated here. What is forced:
+  - a named tool_choice: exactly one call to it, arguments valid for its schema;
   - tool_choice "required": exactly one call to one of the tools;
   - response_format json_object / json_schema: a JSON object / JSON matching the schema;
-  - tool_choice "auto" (hermes, react): free text, but once the model writes the call opener
-    (`<tool_call>`, `Action: `) the rest of the call is constrained (a lazy trigger).
+  - tool_choice "auto": free text, but once the model writes the format's trigger the rest of
+    the call is constrained (formats whose calls open the reply have no trigger: nothing).
+A forced call wins over response_format (the call's arguments are the structured output).
+
+`compile_constraint` is the check a server runs before queueing a request: a schema that
+jsonschema accepts but xgrammar cannot compile (a dangling $ref, an empty enum, minLength above
+maxLength) raises ChatlabError there, so the client gets a 400 instead of a failed stream.
+Compiled grammars are cached per tokenizer and grammar, so the second compile is a lookup.
 """
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from chatlab.errors import ChatlabError
-from chatlab.tools.grammars import forced_structure, lazy_structure
-from chatlab.tools.schema import check_schema, validate_tool_choice, validate_tools
+from chatlab.tools.formats.base import ToolFormat, grammar_error
+from chatlab.tools.processor import GrammarProcessor
+from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 
 _COMPILERS: dict[tuple, tuple[Any, Any]] = {}
+_GRAMMARS: OrderedDict[tuple, Any] = OrderedDict()
+CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A compiled grammar, shareable by any number of requests (each gets its own matcher)."""
+
+    compiled: Any  # xgrammar.CompiledGrammar
+    description: str  # e.g. "hermes call: named", "json_schema"
 
 
 def compiler_for(tokenizer: Any, vocab_size: int, stop_ids: list[int] | None = None) -> Any:
@@ -42,104 +62,73 @@ def compiler_for(tokenizer: Any, vocab_size: int, stop_ids: list[int] | None = N
     return _COMPILERS[key][1]
 
 
-class GrammarProcessor:
-    """The logits_processor of chatlab.generate: mask(logits), accept(token), is_terminated()."""
-
-    def __init__(self, compiled: Any, vocab_size: int, description: str) -> None:
-        import xgrammar as xgr
-
-        self.xgr = xgr
-        self.matcher = xgr.GrammarMatcher(compiled)
-        self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)
-        self.vocab_size = vocab_size
-        self.description = description
-        self.rejected: list[int] = []    # tokens the matcher refused (only if masking was skipped)
-
-    def mask(self, logits: Any) -> Any:
-        import numpy as np
-        import torch
-
-        if isinstance(logits, np.ndarray) and not logits.flags.writeable:
-            logits = logits.copy()
-        tensor = logits if isinstance(logits, torch.Tensor) else torch.from_numpy(logits)
-        self.matcher.fill_next_token_bitmask(self.bitmask)
-        self.xgr.apply_token_bitmask_inplace(tensor, self.bitmask[0], vocab_size=self.vocab_size)
-        tensor[self.vocab_size:] = float("-inf")    # padded rows of lm_head are never valid
-        return logits
-
-    def accept(self, token_id: int) -> None:
-        if not self.matcher.accept_token(int(token_id)):
-            self.rejected.append(int(token_id))
-
-    def is_terminated(self) -> bool:
-        return self.matcher.is_terminated()
-
-    def __repr__(self) -> str:
-        return f"GrammarProcessor({self.description})"
-
-
-def response_schema(response_format: Any) -> dict | None:
-    """The JSON schema an OpenAI response_format asks for (None for text/absent)."""
-    if response_format is None:
-        return None
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
-    if kind in (None, "text") and isinstance(response_format, dict):
-        return None
-    if kind == "json_object":
-        return {"type": "object"}
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        if not isinstance(schema, dict):
-            raise ChatlabError("response_format json_schema needs {\"json_schema\": {\"name\": ..., "
-                               "\"schema\": {...}}}")
-        try:
-            check_schema(schema)
-        except ChatlabError as e:
-            raise ChatlabError(f"response_format has an invalid JSON schema: {e}; fix the schema") from None
-        return schema
-    raise ChatlabError(f"response_format {response_format!r} is not understood; use "
-                       '{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", ...}')
-
-
-def build_processor(tokenizer: Any, vocab_size: int, tools: Any = None, tool_choice: Any = None,
-                    response_format: Any = None, fmt: str | None = "hermes",
-                    stop_ids: list[int] | None = None, lazy: bool = True) -> GrammarProcessor | None:
-    """A processor forcing what the request asks for, or None when nothing is forced.
-
-    A forced call wins over response_format (the call's arguments are the structured output).
-    `stop_ids` are the tokens that may end the output (default: the tokenizer's eos).
-    """
-    fns = validate_tools(tools)
-    choice = validate_tool_choice(tool_choice, tools)
-    schema = response_schema(response_format)
-    structure, what = None, ""
-    if choice.mode == "named" or (choice.mode == "required" and fns):
-        chosen = [f for f in fns if choice.mode != "named" or f["name"] == choice.name]
-        structure, what = forced_structure(fmt or "hermes", chosen), f"{fmt} call: {choice.mode}"
-    elif schema is None and choice.mode == "auto" and fns and lazy and fmt:
-        structure, what = lazy_structure(fmt, fns), f"{fmt} call when triggered"
-    compiler = None
-    if structure is not None:
-        compiler = compiler_for(tokenizer, vocab_size, stop_ids)
-        compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": structure})
-    elif schema is not None:
-        compiler = compiler_for(tokenizer, vocab_size, stop_ids)
-        strict = response_format.get("type") == "json_schema"
-        compiled = compiler.compile_json_schema(schema, any_whitespace=False, strict_mode=strict)
-        what = "json_schema" if strict else "json_object"
-    if compiler is None:
-        return None
-    return GrammarProcessor(compiled, vocab_size, what)
-
-
-def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Any, choice: Any,
-                       response_format: Any, fmt: Any, stop_ids: list[int] | None) -> None:
-    """Build the processor once so that a grammar that cannot compile is refused up front."""
-    rf = None
+def _plan(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
+          fmt: ToolFormat | None) -> tuple[str, Any, str] | None:
+    """(kind, what to compile, description), or None when nothing is forced."""
+    forced = choice.mode == "named" or (choice.mode == "required" and tools)
+    if forced:
+        if fmt is None:
+            raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
+                               "format to force the call in; choose one (`chatlab templates`)")
+        chosen = [t for t in tools if choice.mode != "named" or t.name == choice.name]
+        if not chosen:
+            raise ChatlabError(f"tool_choice names {choice.name!r}, which is not among the tools; "
+                               "name one of the tools sent")
+        return "tag", fmt.forced_structure(chosen), f"{fmt.name} call: {choice.mode}"
     if response_format is not None:
-        rf = ({"type": "json_object"} if response_format.kind == "json_object" else
-              {"type": "json_schema", "json_schema": {"schema": response_format.schema}})
-    build_processor(tokenizer, vocab_size, tools=[t.to_openai() for t in tools] or None,
-                    tool_choice=choice.name if choice.mode == "named" else choice.mode,
-                    response_format=rf, fmt=fmt, stop_ids=stop_ids or None)
+        strict = response_format.kind == "json_schema"
+        schema = response_format.schema if strict else {"type": "object"}
+        return "schema", (json.dumps(schema), strict), response_format.kind
+    if choice.mode == "auto" and fmt is not None:
+        lazy = fmt.lazy_structure(tools)
+        if lazy is not None:
+            return "tag", lazy, f"{fmt.name} call when triggered"
+    return None
+
+
+def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec],
+                       choice: ToolChoice, response_format: ResponseFormat | None,
+                       fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
+    """The compiled grammar a request asks for (cached), or None when nothing is forced.
+
+    Raises ChatlabError when a schema cannot be compiled; call it before queueing a request."""
+    rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
+    key = (id(tokenizer), vocab_size, tuple(stop_ids or ()), fmt.name if fmt else None, choice, rf,
+           json.dumps([t.to_openai() for t in tools]))
+    if key in _GRAMMARS:
+        _GRAMMARS.move_to_end(key)
+        return _GRAMMARS[key]
+    plan = _plan(tools, choice, response_format, fmt)
+    constraint = None if plan is None else _compile(compiler_for(tokenizer, vocab_size, stop_ids), *plan)
+    _GRAMMARS[key] = constraint
+    if len(_GRAMMARS) > CACHE_SIZE:
+        _GRAMMARS.popitem(last=False)
+    return constraint
+
+
+def _compile(compiler: Any, kind: str, spec: Any, description: str) -> Constraint:
+    try:
+        if kind == "tag":
+            compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
+        else:
+            compiled = compiler.compile_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1])
+    except RuntimeError as err:
+        what = "the response_format schema" if kind == "schema" else "the tools' parameter schemas"
+        raise grammar_error(what, err) from None
+    return Constraint(compiled, description)
+
+
+def build_processor(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
+                    response_format: ResponseFormat | None, fmt: ToolFormat | None,
+                    stop_ids: list[int] | None = None) -> GrammarProcessor | None:
+    """A fresh logits processor forcing what the request asks for, or None when nothing is.
+
+    `stop_ids` are the tokens that may end the output (default: the tokenizer's eos)."""
+    constraint = compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
+                                    response_format=response_format, fmt=fmt, stop_ids=stop_ids)
+    if constraint is None:
+        return None
+    return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
+
+
+__all__ = ["Constraint", "GrammarProcessor", "build_processor", "compile_constraint", "compiler_for"]

@@ -10,6 +10,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
+from chatlab.types import ToolCall
+
 
 @dataclass(frozen=True)
 class ContentDelta:
@@ -54,17 +56,6 @@ class ToolCallError:
 
 
 Event = Union[ContentDelta, ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallError]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text of an object, exactly as the model wrote it
-
-    def to_openai(self) -> dict:
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass

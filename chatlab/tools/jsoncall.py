@@ -1,6 +1,6 @@
 """One tool call written as a JSON object: {"name": ..., "arguments" | "parameters": {...}}.
 
-Shared by the Hermes (`<tool_call>` tags) and llama3 JSON formats. The call is announced
+Shared by the Hermes (tagged) and llama3 (bare) JSON formats. The call is announced
 (ToolCallStart) as soon as its name is complete and known and its arguments object has begun;
 the arguments' raw text is then streamed as it arrives. If the object later proves malformed
 (cut off, invalid JSON), the parser withdraws the call with ToolCallError and its text becomes
@@ -23,7 +23,7 @@ class JsonCall:
     def __init__(self, parser: StreamParser, prefix: str, tagged: bool) -> None:
         self.parser = parser
         self.prefix = prefix          # text before the object (tag, whitespace): content if rejected
-        self.tagged = tagged          # inside <tool_call> tags: a call whatever it turns out to be
+        self.tagged = tagged          # inside open/close tags: a call whatever it turns out to be
         self.committed = tagged       # bare JSON is a call only once it has name and arguments keys
         self.scan = JsonObjectScanner()
         self.index: int | None = None

@@ -1,18 +1,22 @@
-"""Calls written as JSON objects, with or without wrapping tags; llama3's JSON style.
+"""The parsing machine for calls written as JSON objects, with or without wrapping tags.
 
 States of the machine:
   start   beginning of the output, or right after a call: whitespace (and a lead tag such as
-          llama3's `<|python_tag|>`) is held; a `{` here may be a bare JSON call.
-  content plain text, scanned for the open tag (`<tool_call>`), partial tags held back.
+          llama3's python tag) is held; a `{` here may be a bare JSON call.
+  content plain text, scanned for the open tag (Hermes'), partial tags held back.
   call    inside a JSON object (see jsoncall.JsonCall).
   close   a tagged object ended: optional whitespace and the close tag are eaten.
   bad     a tagged call that is not JSON: collected up to the close tag, then given back as
           content with the reason.
+The tags and separators are the format's: chatlab.tools.formats sets them on subclasses.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from chatlab.tools.jsoncall import JsonCall
 from chatlab.tools.stream import WHITESPACE, StreamParser, find_marker, split_safe
+from chatlab.types import ToolSpec
 
 
 class JsonCallParser(StreamParser):
@@ -21,8 +25,9 @@ class JsonCallParser(StreamParser):
     lead_tags: tuple[str, ...] = ()
     separators = ""                    # between bare calls, e.g. llama3's ';'
 
-    def __init__(self, tools: object = None) -> None:
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
+        self.opener = self.open_tag
         self.state = "start"
         self.after_call = False
         self.pending = ""              # held text (always short, except inside bad calls)
@@ -134,11 +139,3 @@ class JsonCallParser(StreamParser):
         self.call.reject(self.call.scan.error or "invalid JSON", self.pending[:end])
         self.pending, self.state, self.searched = self.pending[end:], "content", 0
 
-
-class JsonStyleParser(JsonCallParser):
-    """llama3's JSON tool calls: the message is `{"name": ..., "parameters": {...}}`, maybe
-    after `<|python_tag|>`, several calls separated by ';'."""
-
-    fmt = "json"
-    lead_tags = ("<|python_tag|>",)
-    separators = ";"

@@ -1,29 +1,31 @@
-"""Qwen-1 ReAct: `Thought: ... \nAction: name\nAction Input: {json}` then `Observation:`.
+"""The ReAct parsing machine (Qwen-1): Thought / Action / Action Input lines, then Observation.
 
-The article's streaming answer: hold back a small buffer, and once `\nAction:` appears collect
-everything until the end (the engine stops at the stop word `Observation:`) and parse it with
-the *last* `\nAction:` and `\nAction Input:`. What the user sees:
-  - a call: the Thought before it (without the `Thought:` label) is the content;
-  - `Final Answer:`: only the answer is content; the scratchpad before it is dropped;
+The article's streaming answer: hold back a small buffer, and once the action marker appears
+collect everything until the end (the engine stops at the observation stop word) and parse it
+with the *last* action and action-input markers. What the user sees:
+  - a call: the Thought before it (without its label) is the content;
+  - a final answer: only the answer is content; the scratchpad before it is dropped;
   - text that is not ReAct at all is streamed as plain content.
-A leading Thought is held back until it is clear which of these it belongs to.
+A leading Thought is held back until it is clear which of these it belongs to. The marker
+words are the format's (chatlab.tools.formats.react sets them on its subclass).
 """
 from __future__ import annotations
 
 import json
+from typing import Sequence
 
 from chatlab.tools.stream import StreamParser, find_marker, split_safe
-
-THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
-    "Thought:", "\nAction:", "\nAction Input:", "\nObservation:", "\nFinal Answer:")
-MARKERS = (ACTION, FINAL)
+from chatlab.types import ToolSpec
 
 
-class ReActParser(StreamParser):
-    fmt = "react"
+class ReActMachine(StreamParser):
+    # line markers, set by the format: THOUGHT starts the reply, the others start a line
+    THOUGHT = ACTION = INPUT = OBSERVATION = FINAL = ""
 
-    def __init__(self, tools: object = None) -> None:
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
+        self.MARKERS = (self.ACTION, self.FINAL)
+        self.opener = self.ACTION
         self.state = "start"
         self.pending = ""
         self.thought_parts: list[str] = []   # thought state: the held thought
@@ -33,7 +35,7 @@ class ReActParser(StreamParser):
         self.call_parts: list[str] = []
 
     def _consume(self, text: str, final: bool) -> None:
-        if self.state == "call":   # everything after `\nAction:` is the call: just collect
+        if self.state == "call":   # everything after the action marker is the call: collect
             self.call_parts.append(text)
         else:
             self.pending += text
@@ -42,12 +44,12 @@ class ReActParser(StreamParser):
             self._parse_call()
 
     def _in_start(self, final: bool) -> None:
-        if THOUGHT.startswith(self.pending) and not final:
+        if self.THOUGHT.startswith(self.pending) and not final:
             return
-        if self.pending.startswith(THOUGHT):
+        if self.pending.startswith(self.THOUGHT):
             self.state = "thought"
             return self._in_thought(final)
-        # a virtual newline lets `Action:` / `Final Answer:` match at the very start
+        # a virtual newline lets the line markers match at the very start
         self.pending, self.state = "\n" + self.pending, "plain"
         self._in_plain(final)
 
@@ -57,33 +59,33 @@ class ReActParser(StreamParser):
         self.thought_parts.append(self.pending)
         self.pending = ""
         tail = self.thought_tail + self.thought_parts[-1]
-        hit = find_marker(tail, MARKERS)
+        hit = find_marker(tail, self.MARKERS)
         if hit is None:
-            self.thought_tail = tail[-(len(FINAL) - 1):]
+            self.thought_tail = tail[-(len(self.FINAL) - 1):]
             if final:              # a thought and nothing else: give it back as it was
                 self._content("".join(self.thought_parts))
             return
         held = "".join(self.thought_parts)
         pos, marker = len(held) - len(tail) + hit[0], hit[1]
-        if marker == FINAL:
-            self.state, self.pending = "answer", held[pos + len(FINAL):]
+        if marker == self.FINAL:
+            self.state, self.pending = "answer", held[pos + len(self.FINAL):]
             return self._in_answer(final)
         self.thought = held[:pos]
         self._to_call(held[pos:])
 
     def _in_plain(self, final: bool) -> None:
-        hit = find_marker(self.pending, MARKERS)
+        hit = find_marker(self.pending, self.MARKERS)
         if hit is None:
-            safe, held = split_safe(self.pending, MARKERS)
+            safe, held = split_safe(self.pending, self.MARKERS)
             if final:
                 safe, held = self.pending, ""
             self._say(safe)
             self.pending = held
             return
         pos, marker = hit
-        if marker == FINAL:
+        if marker == self.FINAL:
             self._say(self.pending[:pos] + ("\n" if self.said or pos > 1 else ""))
-            self.state, self.pending = "answer", self.pending[pos + len(FINAL):]
+            self.state, self.pending = "answer", self.pending[pos + len(self.FINAL):]
             return self._in_answer(final)
         kept = self.pending[:pos].rstrip()
         self._say(kept)
@@ -98,7 +100,7 @@ class ReActParser(StreamParser):
 
     def _in_answer(self, final: bool) -> None:
         text = self.pending.lstrip(" ")
-        if text or final:          # leading spaces after `Final Answer:` are the label's
+        if text or final:          # leading spaces after the final-answer label are the label's
             self.state = "answer_body"
             self._content(text)
         self.pending = ""
@@ -113,14 +115,15 @@ class ReActParser(StreamParser):
     def _parse_call(self) -> None:
         region = "".join(self.call_parts)
         original = (self.thought or "") + region
-        body = "\n" + region.lstrip("\n")    # the region starts at `Action:`, newline or not
-        stop = body.find(OBSERVATION)         # a hallucinated observation is not the call's
+        body = "\n" + region.lstrip("\n")   # the region starts at the action marker, newline or not
+        stop = body.find(self.OBSERVATION)   # a hallucinated observation is not the call's
         body = body if stop < 0 else body[:stop]
-        name_at, input_at = body.rfind(ACTION), body.rfind(INPUT)
+        name_at, input_at = body.rfind(self.ACTION), body.rfind(self.INPUT)
         if input_at < name_at:
-            return self._reject(None, "the model wrote `Action:` without `Action Input:`", original)
-        name = body[name_at + len(ACTION):input_at].strip()
-        arguments = body[input_at + len(INPUT):].strip()
+            why = f"the model wrote `{self.ACTION.strip()}` without `{self.INPUT.strip()}`"
+            return self._reject(None, why, original)
+        name = body[name_at + len(self.ACTION):input_at].strip()
+        arguments = body[input_at + len(self.INPUT):].strip()
         if name not in self.names:
             return self._reject(None, self.unknown_tool(name), original)
         try:
@@ -128,7 +131,7 @@ class ReActParser(StreamParser):
         except ValueError:
             ok = False
         if not ok:
-            return self._reject(None, f"`Action Input:` is not a JSON object: {arguments[:80]!r}", original)
+            return self._reject(None, f"`{self.INPUT.strip()}` is not a JSON object: {arguments[:80]!r}", original)
         if self.thought is not None:
-            self._content(self.thought[len(THOUGHT):].strip())
+            self._content(self.thought[len(self.THOUGHT):].strip())
         self._call(name, arguments)

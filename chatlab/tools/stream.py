@@ -2,7 +2,7 @@
 
 A parser is fed text deltas of any size. It emits content as soon as that text can no longer
 be the beginning of a call, and holds back the rest: a suffix that is a proper prefix of a
-marker such as `<tool_call>`, plus the whitespace just before it (whitespace next to a call is
+marker such as a format's open tag, plus the whitespace just before it (whitespace next to a call is
 not content). Every piece of text is looked at a bounded number of times, so the cost is
 linear in the output length, whatever the chunking.
 
@@ -11,9 +11,11 @@ The one-shot parse is the same machine fed the whole text at once, folded with
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCallArgs, ToolCallEnd,
                                   ToolCallError, ToolCallStart, fold, new_call_id)
-from chatlab.tools.schema import tool_names
+from chatlab.types import ToolSpec
 
 WHITESPACE = " \t\r\n"
 
@@ -49,10 +51,11 @@ def split_safe(text: str, markers: tuple[str, ...], hold_space: bool = True) -> 
 class StreamParser:
     """Base of the format parsers: event bookkeeping, feed/finish, one-shot parse."""
 
-    fmt = "base"
+    fmt = "base"  # the format's name, for display
+    opener: str | None = None  # the marker that starts a call mid-reply (None: calls open the reply)
 
-    def __init__(self, tools: object = None) -> None:
-        self.names = set(tool_names(tools))
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
+        self.names = {t.name for t in tools}
         self._events: list[Event] = []
         self._history: list[Event] = []
         self._next_index = 0

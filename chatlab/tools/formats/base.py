@@ -1,0 +1,243 @@
+"""A tool-call format: one object holds everything a model family's tool calling is made of.
+
+A format answers, from its own strings only:
+  - prompt:  how tool definitions are written into the system or user turn;
+  - render:  how an assistant call and a tool result are written back into the history
+             (as `Bit`s and `Turn`s that the id-level Composer turns into pieces);
+  - export:  the same rules as Jinja (what `chatlab export-template` writes);
+  - parse:   a fresh streaming parser for one response;
+  - grammar: the xgrammar structural tag of one call, and the lazy trigger for tool_choice auto.
+Keeping them together is what ties the grammar's trigger to the parser's tag and to the text
+the renderer writes; tests/test_tool_formats.py checks those ties for every format.
+
+Renderer and exporter never ask a format's name: they call these methods. A format that does
+not need a step inherits the plain behaviour below (no tools in the system turn, a tool result
+is a turn of the template's `tool` role, ...).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Sequence
+
+from chatlab.errors import ChatlabError
+from chatlab.types import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from chatlab.tools.stream import StreamParser
+
+
+class Bit(NamedTuple):
+    """One piece of a turn body: `text` is the format's own words (encoded like template
+    text), `content` is client data (tool names, arguments, results: always plain text)."""
+
+    kind: str  # "text" | "content"
+    value: str
+    slot: str = "content"
+
+
+def text(value: str, slot: str = "content") -> Bit:
+    return Bit("text", value, slot)
+
+
+def data(value: str, slot: str = "content") -> Bit:
+    return Bit("content", value, slot)
+
+
+class Turn(NamedTuple):
+    """A turn to write in the template's layout for `role`; `header`/`footer` False continue
+    or leave open a turn (ReAct results), `meta` is ChatGLM3's metadata line."""
+
+    role: str
+    bits: list[Bit]
+    header: bool = True
+    footer: bool = True
+    meta: str = ""
+
+
+class JinjaTurns(Protocol):
+    """What a format needs from the exporter: Jinja for a whole turn or its ends."""
+
+    def turn(self, role: str, body: str, meta: str = "''", header: str = "true",
+             footer: str = "true") -> str: ...
+
+    def header(self, role: str, when: str = "true") -> str: ...
+
+    def footer(self, role: str, when: str = "true") -> str: ...
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """JSON exactly as Hugging Face's `tojson` filter writes it (so exports match)."""
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def lit(value: str) -> str:
+    """A Jinja string literal."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+# Jinja for a call's arguments: the string as sent, or an object as JSON.
+JINJA_ARGS = "(f.arguments if f.arguments is string else f.arguments | tojson)"
+JINJA_CALLS = "{%- for call in m.tool_calls or [] %}{%- set f = call.function %}"
+_XGR_PREFIX = re.compile(r"^\[[^\]]*\] \S+:\d+: ")
+
+
+def schema_grammar(tool: ToolSpec) -> dict:
+    """The arguments as compact JSON for the tool's schema (xgrammar's schema grammar). No free
+    whitespace: a tiny model left free can spend its whole budget on newlines."""
+    import xgrammar as xgr
+
+    try:
+        ebnf = str(xgr.Grammar.from_json_schema(json.dumps(tool.parameters), any_whitespace=False))
+    except RuntimeError as err:
+        raise grammar_error(f"the parameters schema of tool {tool.name!r}", err) from None
+    return {"type": "grammar", "grammar": ebnf}
+
+
+def grammar_error(what: str, err: Exception) -> ChatlabError:
+    """xgrammar's refusal of a schema that jsonschema accepted, as a user error."""
+    why = _XGR_PREFIX.sub("", str(err).strip()).splitlines()[0][:200]
+    return ChatlabError(f"{what} cannot be turned into a grammar for constrained decoding ({why}); "
+                        "fix or simplify the schema (no dangling $ref, no empty enum, no "
+                        "minimum/minLength above maximum/maxLength)")
+
+
+class ToolFormat:
+    """The base: subclasses set the strings and override the steps their format changes."""
+
+    name = "base"
+    description = ""
+    trigger: str | None = None  # text that starts a call mid-reply; None: calls open the reply
+    parallel_calls = True  # several calls in one reply (ReAct and ChatGLM3 make one per step)
+    content_with_calls = True  # a reply may hold text and calls (a llama3 call is the whole reply)
+    stop_words: tuple[str, ...] = ()  # extra stop words while tools are offered
+    end_tokens: tuple[str, ...] = ()  # special tokens that end a turn holding a call
+    default_system: str | None = None  # the system text when tools are given and none was sent
+    template_marks: tuple[str, ...] = ()  # text that shows a Jinja chat_template writes this format
+
+    def __repr__(self) -> str:
+        return f"<tool format {self.name}>"
+
+    # -- detection ------------------------------------------------------------------------
+    def matches(self, chat_template: str) -> bool:
+        """Whether a Jinja chat_template writes calls in this format."""
+        return any(mark in chat_template for mark in self.template_marks)
+
+    # -- parsing --------------------------------------------------------------------------
+    parser_class: type[StreamParser]
+
+    def parser(self, tools: Sequence[ToolSpec] = ()) -> StreamParser:
+        """A fresh streaming parser for one response (it knows the tools' names)."""
+        return self.parser_class(tools)
+
+    # -- prompt (id level) ----------------------------------------------------------------
+    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
+        """Bits appended to the system turn's body (after its text, if `after_text`)."""
+        return []
+
+    def user_prefix(self, tools: Sequence[ToolSpec]) -> list[Bit]:
+        """Bits written before the last user message's content."""
+        return []
+
+    def is_result_text(self, content: str) -> bool:
+        """A user message that is really a tool result (Qwen3 counts queries without them)."""
+        return False
+
+    # -- history (id level) ---------------------------------------------------------------
+    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
+        """The calls of one assistant message, written after its content."""
+        raise NotImplementedError
+
+    def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
+                        prev: str | None, nxt: str | None) -> list[Turn]:
+        return [Turn("assistant", body + self.call_bits(calls, bool(content)))]
+
+    def result_turns(self, i: int, content: str, prev: str | None,
+                     nxt: str | None) -> tuple[list[Turn], bool]:
+        """The turns of a tool result, and whether they leave the assistant turn open."""
+        return [Turn("tool", [data(content)])], False
+
+    def reply_text(self, content: str, calls: Sequence[ToolCall]) -> str:
+        """The text a model generates for such a reply: what `parser()` reads back."""
+        turns = self.assistant_turns(-1, content, [data(content)], calls, None, None)
+        return "".join(b.value for t in turns for b in t.bits)
+
+    # -- export (Jinja) -------------------------------------------------------------------
+    def jinja_system(self) -> str:
+        """Statements that add the tools to `ns.body` (the system text, `sys`)."""
+        return ""
+
+    def jinja_prelude(self) -> str:
+        """Statements run once before the messages loop."""
+        return ""
+
+    def jinja_user(self) -> str:
+        """The expression for a user turn's body (`c` is its content, `i` its index)."""
+        return "c"
+
+    def jinja_is_query(self, c: str) -> str:
+        """A Jinja test that a user message's content `c` is a query, not a tool result."""
+        return "true"
+
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        """An assistant message (`ns.c` content, `ns.body` content with reasoning)."""
+        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + self.jinja_call() + " %}{%- endfor %}"
+                + w.turn("assistant", "ns.body"))
+
+    def jinja_call(self) -> str:
+        """The expression of one call `f` inside the loop over m.tool_calls."""
+        raise NotImplementedError
+
+    def jinja_tool(self, w: JinjaTurns) -> str:
+        return w.turn("tool", "c")
+
+    # -- grammar --------------------------------------------------------------------------
+    def call_tag(self, tool: ToolSpec) -> dict:
+        """The xgrammar structural tag of one call to `tool`."""
+        raise NotImplementedError
+
+    def forced_structure(self, tools: Sequence[ToolSpec]) -> dict:
+        """Exactly one call to one of `tools` (one: a named tool_choice; several: "required")."""
+        tags = [self.call_tag(t) for t in tools]
+        return tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+
+    def lazy_structure(self, tools: Sequence[ToolSpec]) -> dict | None:
+        """Free text until the model writes the trigger, then a constrained call (auto)."""
+        if self.trigger is None or not tools:
+            return None
+        return {"type": "triggered_tags", "triggers": [self.trigger],
+                "tags": [self.call_tag(t) for t in tools]}
+
+
+# -- tool lists written into the system turn (Hermes and llama3 JSON share the shape) --------
+def tools_block(tools: Sequence[ToolSpec], after_text: bool, head: str, tail: str, sep: str,
+                indent: int | None) -> list[Bit]:
+    """`head`, then each tool's OpenAI JSON after `sep`, then `tail`; "\\n\\n" after system text."""
+    bits = [text("\n\n")] if after_text else []
+    bits.append(text(head, "tools"))
+    for tool in tools:
+        bits += [text(sep, "tools"), data(dumps(tool.to_openai(), indent), "tools")]
+    if tail:
+        bits.append(text(tail, "tools"))
+    return bits
+
+
+def json_call_bits(call: ToolCall, lead: str, head: str, args: str, end: str) -> list[Bit]:
+    """One call written as a JSON object with the format's wrapping: `lead + head`, the name,
+    `args` (the arguments key), the arguments text as sent, `end`."""
+    return [text(lead + head, "tool_call"), data(call.name, "tool_call"), text(args, "tool_call"),
+            data(call.arguments, "tool_call"), text(end, "tool_call")]
+
+
+def jinja_tools_block(head: str, tail: str, sep: str, indent: int | None) -> str:
+    """`tools_block` as Jinja statements over `sys` and `tools`, into `ns.body`."""
+    dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
+    return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + " + lit(head) +
+            " %}{%- for tool in tools %}{%- set ns.body = ns.body + " + lit(sep) + " + " + dump +
+            " %}{%- endfor %}{%- set ns.body = ns.body + " + lit(tail) + " %}{%- endif %}")
+
+
+def jinja_format(template: str, exprs: dict[str, str]) -> str:
+    """A `str.format` template as a Jinja expression: literals joined with the `exprs` of its fields."""
+    parts = re.split(r"\{(\w+)\}", template)  # literal, field, literal, field, ...
+    return " + ".join(exprs[p] if k % 2 else lit(p) for k, p in enumerate(parts) if k % 2 or p)

@@ -1,0 +1,83 @@
+"""Hermes tool calls (Qwen2.5, Qwen3, and ChatML models without a format of their own).
+
+Tools are JSON lines inside `<tools></tools>` in the system turn; a call is
+`<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (several blocks: parallel
+calls); results go back in a user turn inside `<tool_response>`, consecutive results sharing
+it. The parser also takes a bare JSON call at the start (small models drop the tags) and a
+missing close tag once the object is complete.
+"""
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from chatlab.tools.formats.base import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, data,
+                                        jinja_tools_block, json_call_bits, lit, schema_grammar, text,
+                                        tools_block)
+from chatlab.tools.jsonstyle import JsonCallParser
+from chatlab.types import ToolCall, ToolSpec
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
+HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and "
+        f"arguments within {OPEN}{CLOSE} XML tags:\n{OPEN}\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n' + CLOSE)
+CALL_HEAD, CALL_ARGS, CALL_END = OPEN + '\n{"name": "', '", "arguments": ', "}\n" + CLOSE
+
+
+class HermesParser(JsonCallParser):
+    fmt = "hermes"
+    open_tag = OPEN
+    close_tag = CLOSE
+
+
+class Hermes(ToolFormat):
+    name = "hermes"
+    description = "Qwen2.5/Qwen3: <tool_call> JSON blocks, results in <tool_response>"
+    trigger = OPEN
+    parser_class = HermesParser
+    template_marks = (OPEN,)
+
+    # -- id level -------------------------------------------------------------------------
+    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
+        return tools_block(tools, after_text, HEAD, TAIL, "\n", None)
+
+    def is_result_text(self, content: str) -> bool:
+        return content.startswith(RESULT_OPEN) and content.endswith(RESULT_CLOSE)
+
+    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
+        return [b for j, call in enumerate(calls) for b in json_call_bits(
+            call, "\n" if (j or has_content) else "", CALL_HEAD, CALL_ARGS, CALL_END)]
+
+    def result_turns(self, i: int, content: str, prev: str | None,
+                     nxt: str | None) -> tuple[list[Turn], bool]:
+        bits = [text("\n" if prev == "tool" else "", "tool_result"),
+                text(RESULT_OPEN + "\n", "tool_result"), data(content),
+                text("\n" + RESULT_CLOSE, "tool_result")]
+        return [Turn("user", bits, header=prev != "tool", footer=nxt != "tool")], False
+
+    # -- Jinja ----------------------------------------------------------------------------
+    def jinja_system(self) -> str:
+        return jinja_tools_block(HEAD, TAIL, "\n", None)
+
+    def jinja_is_query(self, c: str) -> str:
+        return f"not ({c}.startswith({lit(RESULT_OPEN)}) and {c}.endswith({lit(RESULT_CLOSE)}))"
+
+    def jinja_call(self) -> str:
+        return ("('\\n' if (not loop.first or ns.c) else '') + " + lit(CALL_HEAD) + " + f.name + " +
+                lit(CALL_ARGS) + " + " + JINJA_ARGS + " + " + lit(CALL_END))
+
+    def jinja_tool(self, w: JinjaTurns) -> str:
+        return (w.header("user", "prev != 'tool'") + "{{- ('\\n' if prev == 'tool' else '') + " +
+                lit(RESULT_OPEN + "\n") + " + c + " + lit("\n" + RESULT_CLOSE) + " }}" +
+                w.footer("user", "nxt != 'tool'"))
+
+    # -- grammar --------------------------------------------------------------------------
+    def call_tag(self, tool: ToolSpec) -> dict:
+        return {"type": "tag", "begin": f'{OPEN}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
+                "content": schema_grammar(tool), "end": CALL_END}
+
+
+HERMES = Hermes()
