@@ -170,24 +170,12 @@ def _take(tokens: list[Any]) -> dict[str, Any] | None:
 
 
 def _parser(plan: ChatPlan) -> Any:
-    from chatlab.tools import get_parser
-
-    return get_parser(plan.tool_format, [t.to_openai() for t in plan.tools])
+    return plan.tool_format.parser(plan.tools)
 
 
 def _processor(engine: ChatEngine, plan: ChatPlan) -> Any:
     from chatlab.tools.constrain import build_processor
 
-    return build_processor(engine.tokenizer, engine.vocab_size,
-                           tools=[t.to_openai() for t in plan.tools] or None,
-                           tool_choice=plan.choice.name if plan.choice.mode == "named" else plan.choice.mode,
-                           response_format=_format_dict(plan.response_format),
-                           fmt=plan.tool_format, stop_ids=list(plan.rendered.stop_ids) or None)
-
-
-def _format_dict(rf: Any) -> dict[str, Any] | None:
-    if rf is None:
-        return None
-    if rf.kind == "json_object":
-        return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"name": rf.name, "schema": rf.schema}}
+    return build_processor(engine.tokenizer, engine.vocab_size, tools=plan.tools, choice=plan.choice,
+                           response_format=plan.response_format, fmt=plan.call_format,
+                           stop_ids=list(plan.rendered.stop_ids) or None)

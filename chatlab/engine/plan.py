@@ -14,6 +14,7 @@ from typing import Any
 
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError
+from chatlab.tools.formats import ToolFormat
 from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
                            parse_response_format, parse_tool_choice, parse_tools)
 
@@ -28,7 +29,8 @@ class ChatPlan:
     response_format: ResponseFormat | None
     prompt_ids: tuple[int, ...]
     params: tuple[Any, ...]  # one SamplingParams per choice (n)
-    tool_format: Any = None  # parse calls from the output in this format; None = plain text
+    tool_format: ToolFormat | None = None  # parse calls from the output in this format; None = text
+    call_format: ToolFormat | None = None  # the template's format, for the grammar (even for JSON)
     constrained: bool = False  # a grammar shapes the output (forced call, lazy call, JSON)
     legacy: bool = False  # answer with function_call / finish_reason "function_call"
     stream: bool = False
@@ -100,8 +102,7 @@ def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
     # (tool_choice "none", or no tools sent): render those with the tool-aware template too
     if tools or any(m.tool_calls or m.role == "tool" for m in messages):
         resolution = resolution.for_tools()
-    rendered = resolution.render([m.to_template() for m in messages],
-                                 [t.to_openai() for t in tools] or None, add_generation_prompt=True)
+    rendered = resolution.render(messages, tools or None, add_generation_prompt=True)
     fmt = resolution.tool_format if tools else None
     constrained = bool(tools) or response_format is not None
     if constrained:
@@ -109,13 +110,15 @@ def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
 
         # compiled (and cached) now, so a schema the grammar engine cannot take is a 400 here
         compile_constraint(engine.tokenizer, engine.vocab_size, tools=tools, choice=choice,
-                           response_format=response_format, fmt=fmt, stop_ids=list(rendered.stop_ids))
+                           response_format=response_format, fmt=fmt,
+                           stop_ids=list(rendered.stop_ids) or None)
     ids = list(rendered.ids)
     params = tuple(sampling(req, list(rendered.stop_words), list(rendered.stop_ids), len(ids),
                             engine.context_length, engine.vocab_size, seed_offset=i)
                    for i in range(req.n))
     return ChatPlan(tuple(messages), tuple(tools), choice, response_format, tuple(ids), params,
-                    tool_format=fmt if response_format is None else None, constrained=constrained,
+                    tool_format=fmt if response_format is None else None, call_format=fmt,
+                    constrained=constrained,
                     legacy=req.legacy_functions, stream=req.stream,
                     include_usage=req.include_usage, user=req.user, rendered=rendered)
 
