@@ -71,7 +71,7 @@ def test_an_interrupted_export_leaves_no_folder(tmp_path, monkeypatch, smollm2_p
     monkeypatch.setenv("CHATLAB_HOME", str(tmp_path))
     monkeypatch.setattr(export, "source_folder", lambda _m: smollm2_path)
 
-    def half_written(args, desc):
+    def half_written(args, desc, out=None):
         out = Path(args[-1])
         (out / "openvino_model.xml").write_text("<net>")  # partial output, then the interrupt
         raise error("interrupted")
@@ -110,14 +110,17 @@ def test_unknown_weight_format_and_model():
     assert main(["export", "--model", MODEL, "--weight-format", "int2"]) == 2
 
 
-def test_export_progress_is_shown_on_stderr(capsys):
-    """The stage bar follows optimum-cli's log and keeps ticking while the child is silent."""
-    script = ("import time; print('Applying Weight Compression', flush=True); time.sleep(1.2); "
-              "print('Converting tokenizer', flush=True)")
-    export.run_cli([sys.executable, "-c", script], "export m int8")
+def test_export_progress_is_shown_on_stderr(tmp_path, capsys):
+    """The stage bar follows optimum-cli's log and output folder, and keeps ticking while the
+    child is silent."""
+    script = ("import pathlib, sys, time; print('Applying Weight Compression', flush=True); "
+              "time.sleep(1.2); pathlib.Path(sys.argv[1], 'openvino_model.xml').write_text('<net/>'); "
+              "time.sleep(1.2)")
+    export.run_cli([sys.executable, "-c", script, str(tmp_path)], "export m int8", tmp_path)
     err = capsys.readouterr().err
-    assert "export m int8: stage 1/3, exporting graph" in err
-    assert "stage 2/3, compressing weights" in err and "stage 3/3, done" in err
+    assert "export m int8: stage 1/3, converting the graph" in err
+    assert "stage 2/3, compressing weights" in err and "stage 3/3, converting the tokenizer" in err
+    assert "stage 3/3, done" in err
     assert err.count("compressing weights") >= 2  # refreshed during the silent second
 
 

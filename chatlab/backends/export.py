@@ -20,26 +20,20 @@ import fcntl
 import hashlib
 import json
 import os
-import queue
 import shutil
-import subprocess
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from chatlab.backends.child import run_cli
 from chatlab.errors import ChatlabError, UnknownNameError
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
 MANIFEST = "chatlab-export.json"
 EXPORT_VERSION = 1  # bump when the export recipe changes, so old cache entries are rebuilt
 PARTIAL = ".partial-"  # prefix of an export being written
-# What optimum-cli's log says as it moves on; the progress bar counts these stages.
-STAGES = [("exporting graph", ()), ("compressing weights", ("weight compression", "bitwidth")),
-          ("converting tokenizer", ("tokenizer",))]
 
 
 def _is_store_model(model: str) -> bool:
@@ -145,58 +139,6 @@ def cli_args(src: Path, weight_format: str, out: Path) -> list[str]:
     return args + [str(out)]
 
 
-def run_cli(args: list[str], desc: str) -> None:
-    """Run optimum-cli (dying with us), with a stage bar on stderr that ticks every half second
-    even while the child is silent; on failure raise with the end of its log."""
-    from tqdm.auto import tqdm
-
-    from chatlab.backends import child
-
-    tail: deque[str] = deque(maxlen=15)
-    lines: queue.Queue[str | None] = queue.Queue()
-    stage = 0
-    proc = subprocess.Popen(child.command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
-
-    def pump() -> None:  # a thread, so that the main loop can refresh the clock meanwhile
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    fmt = "{desc}: stage {n}/{total}{postfix} [{elapsed}]"
-    with tqdm(desc=desc, total=len(STAGES), initial=1, bar_format=fmt, file=sys.stderr) as bar:
-        bar.set_postfix_str(STAGES[0][0])
-        try:
-            while True:
-                try:
-                    line = lines.get(timeout=0.5)
-                except queue.Empty:
-                    bar.refresh()
-                    continue
-                if line is None:
-                    break
-                tail.append(line.rstrip())
-                for i, (name, needles) in enumerate(STAGES):
-                    if i > stage and any(n in line.lower() for n in needles):
-                        stage = i
-                        bar.n = i + 1
-                        bar.set_postfix_str(name)
-            code = proc.wait()
-            if code == 0:
-                bar.n = len(STAGES)
-                bar.set_postfix_str("done")
-        finally:
-            if proc.poll() is None:  # interrupted: do not leave the child writing
-                proc.kill()
-                proc.wait()
-    if code != 0:
-        log = "\n".join(tail)
-        raise ChatlabError(f"optimum-cli export failed (exit {code}); the last lines were:\n{log}\n"
-                           "Check that the model folder is a complete Hugging Face model.")
-
-
 def is_exported(folder: Path) -> bool:
     try:
         data = json.loads((folder / MANIFEST).read_text())
@@ -225,7 +167,8 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
         partial.mkdir(parents=True)
         try:
-            run_cli(cli_args(src, weight_format, partial), f"export {Path(model).name} {weight_format}")
+            run_cli(cli_args(src, weight_format, partial), f"export {Path(model).name} {weight_format}",
+                    partial)
             verify(partial)
             (partial / MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "source": str(src),
