@@ -60,7 +60,9 @@ def complete(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, 
     from chatlab.cli import main
 
     capsys.readouterr()  # drop anything printed before this call
-    rc = main(["complete", *map(str, args)])
+    # These tests pin the wire shape, not a backend: PyTorch, whose greedy tokens they were
+    # written against (the default backend is OpenVINO int8; test_engine covers it).
+    rc = main(["complete", "--backend", "torch", *map(str, args)])
     captured = capsys.readouterr()
     return rc, captured.out, captured.err
 

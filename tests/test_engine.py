@@ -124,6 +124,7 @@ def test_bad_requests_are_clear_errors(chat_engine: Any, body: dict[str, Any], n
 
 
 def test_complete_cli_json_and_stream(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    """The default path of `chatlab complete`: OpenVINO int8 at f32 (exported on first use)."""
     from chatlab.cli import main
 
     msgs = tmp_path / "m.json"

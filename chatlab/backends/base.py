@@ -21,6 +21,8 @@ class Backend:
     context_length: int
     vocab_size: int
     eos_ids: list[int]  # the model's own end ids (generation_config), merged by the loop
+    precision: str = "f32"  # the arithmetic the runtime really uses ("f32" or "bf16")
+    threads: int | None = None  # compute threads the runtime really uses, when it says
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         raise NotImplementedError
@@ -32,7 +34,8 @@ class Backend:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name} vocab={self.vocab_size} ctx={self.context_length}>"
+        return (f"<{type(self).__name__} {self.name} {self.precision} vocab={self.vocab_size} "
+                f"ctx={self.context_length}>")
 
 
 def eos_ids_from(folder: Path, tokenizer: Any = None) -> list[int]:

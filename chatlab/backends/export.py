@@ -2,25 +2,44 @@
 
 The conversion itself is optimum-intel's (`optimum-cli export openvino --task
 text-generation-with-past`, which also converts the tokenizer for openvino-genai); it runs in a
-child process so that an interrupt stops it cleanly and its memory is returned afterwards.
-chatlab adds the cache discipline of the model store: the export is written to a temporary
-folder next to its final place and renamed only once it is complete and readable, and a
-manifest records what it was built from, so a half-written export is never reused.
+child process so that an interrupt stops it cleanly and its memory is returned afterwards, and
+the child dies with chatlab even on `kill -9` (see `chatlab.backends.child`). chatlab adds the
+cache discipline of the model store:
+
+* one export per (source, weight format) at a time: a lock file, so two processes sharing the
+  cache wait for each other instead of exporting twice;
+* the export is written to `.partial-<format>` next to its final place and renamed only once it
+  is complete and readable; a partial folder whose lock is free belongs to a dead export and is
+  swept at the start of the next one;
+* a store model is cached under its name; a local folder under its name plus a hash of its
+  resolved path and its files' sizes and times, so two folders called `model` never share one.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
-import subprocess
+import os
+import shutil
 import sys
 import time
-from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from chatlab.backends.child import run_cli
 from chatlab.errors import ChatlabError, UnknownNameError
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
 MANIFEST = "chatlab-export.json"
 EXPORT_VERSION = 1  # bump when the export recipe changes, so old cache entries are rebuilt
+PARTIAL = ".partial-"  # prefix of an export being written
+
+
+def _is_store_model(model: str) -> bool:
+    from chatlab.models.assets import ASSETS
+
+    return model in ASSETS and ASSETS[model].kind == "chat-model"
 
 
 def source_folder(model: str) -> Path:
@@ -28,7 +47,7 @@ def source_folder(model: str) -> Path:
     from chatlab.models import asset_path
     from chatlab.models.assets import ASSETS
 
-    if model in ASSETS and ASSETS[model].kind == "chat-model":
+    if _is_store_model(model):
         return asset_path(model)
     if (Path(model) / "config.json").is_file():
         return Path(model).resolve()
@@ -36,11 +55,69 @@ def source_folder(model: str) -> Path:
     raise UnknownNameError("model to export", model, chat + ["a local Hugging Face model folder"])
 
 
-def export_dir(model: str, weight_format: str) -> Path:
+def source_key(model: str) -> str:
+    """The cache key of a source: a store name as is (the store pins its bytes by sha256); a
+    local folder by its name, resolved path and the size and mtime of its files — cheap to
+    compute on every load, unlike hashing gigabytes of weights, and it changes when the folder
+    is moved or its files are rewritten."""
+    if _is_store_model(model):
+        return model
+    src = source_folder(model)
+    digest = hashlib.sha256(str(src).encode())
+    for f in sorted(src.iterdir()):
+        if f.is_file():
+            st = f.stat()
+            digest.update(f"\0{f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return f"{src.name}-{digest.hexdigest()[:12]}"
+
+
+def export_root() -> Path:
     from chatlab.models import chatlab_home
 
-    key = model if "/" not in model and "\\" not in model else Path(model).resolve().name
-    return chatlab_home() / "openvino" / key / weight_format
+    return chatlab_home() / "openvino"
+
+
+def export_dir(model: str, weight_format: str) -> Path:
+    return export_root() / source_key(model) / weight_format
+
+
+def lock_path(final: Path) -> Path:
+    """Lock files live apart from the exports, so an export's folder holds only the export."""
+    return final.parent.parent / ".locks" / f"{final.parent.name}-{final.name}.lock"
+
+
+@contextmanager
+def export_lock(final: Path, blocking: bool = True) -> Iterator[bool]:
+    """Hold the export's lock (yields False if `blocking` is off and someone else holds it).
+    flock is released by the kernel when its holder dies, even on SIGKILL."""
+    path = lock_path(final)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not blocking:
+                yield False
+                return
+            print(f"chatlab: waiting for another process exporting {final} ...", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def sweep_partials() -> list[Path]:
+    """Remove the partial folders of dead exports (their lock is free); return what went."""
+    removed = []
+    for partial in sorted(export_root().glob(f"*/{PARTIAL}*")):
+        final = partial.with_name(partial.name[len(PARTIAL):])
+        with export_lock(final, blocking=False) as ours:
+            if ours and partial.exists():
+                shutil.rmtree(partial, ignore_errors=True)
+                removed.append(partial)
+    return removed
 
 
 def int4_group_size(folder: Path) -> int:
@@ -62,35 +139,6 @@ def cli_args(src: Path, weight_format: str, out: Path) -> list[str]:
     return args + [str(out)]
 
 
-def run_cli(args: list[str], desc: str) -> None:
-    """Run optimum-cli, showing a progress line; on failure raise with the end of its log."""
-    from tqdm.auto import tqdm
-
-    tail: deque[str] = deque(maxlen=15)
-    stage = "exporting graph"
-    with tqdm(desc=desc, bar_format="{desc}: {elapsed} {postfix}", postfix=stage) as bar:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                tail.append(line.rstrip())
-                if "Weight Compression" in line or "bitwidth" in line:
-                    stage = "compressing weights"
-                elif "tokenizer" in line.lower():
-                    stage = "converting tokenizer"
-                bar.set_postfix_str(stage)
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:  # interrupted: do not leave the child writing
-                proc.kill()
-                proc.wait()
-    if code != 0:
-        log = "\n".join(tail)
-        raise ChatlabError(f"optimum-cli export failed (exit {code}); the last lines were:\n{log}\n"
-                           "Check that the model folder is a complete Hugging Face model.")
-
-
 def is_exported(folder: Path) -> bool:
     try:
         data = json.loads((folder / MANIFEST).read_text())
@@ -102,22 +150,35 @@ def is_exported(folder: Path) -> bool:
 def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int8",
                  force: bool = False) -> Path:
     """The cached export folder, building it first when it is missing (or `force`)."""
-    from chatlab.models.store import atomic_folder
-
     if weight_format not in WEIGHT_FORMATS:
         raise UnknownNameError("weight format", weight_format, WEIGHT_FORMATS)
     final = export_dir(model, weight_format)
     if is_exported(final) and not force:
         return final
-    src = source_folder(model)
-    t0 = time.perf_counter()
-    with atomic_folder(final) as tmp:
-        run_cli(cli_args(src, weight_format, tmp), f"export {Path(model).name} {weight_format}")
-        verify(tmp)
-        (tmp / MANIFEST).write_text(json.dumps({
-            "model": model, "weight_format": weight_format, "source": str(src),
-            "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
-            indent=2))
+    sweep_partials()
+    with export_lock(final):
+        if is_exported(final) and not force:  # another process built it while we waited
+            return final
+        src = source_folder(model)
+        print(f"chatlab: exporting {model} to OpenVINO {weight_format} (once; about half a minute "
+              f"on 2 cores) into {final}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        partial = final.with_name(PARTIAL + final.name)
+        shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
+        partial.mkdir(parents=True)
+        try:
+            run_cli(cli_args(src, weight_format, partial), f"export {Path(model).name} {weight_format}",
+                    partial)
+            verify(partial)
+            (partial / MANIFEST).write_text(json.dumps({
+                "model": model, "weight_format": weight_format, "source": str(src),
+                "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
+                indent=2))
+            if final.exists():  # stale (old recipe) or forced: replaced only by a complete one
+                shutil.rmtree(final)
+            os.replace(partial, final)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return final
 
 

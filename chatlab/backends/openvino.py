@@ -19,10 +19,8 @@ from typing import Any
 import numpy as np
 
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
-
-# INFERENCE_PRECISION_HINT values; None keeps the CPU's default (bf16 where the CPU has it,
-# which drifts from PyTorch's greedy tokens after a few dozen tokens; f32 matches them).
-PRECISIONS = ["f32", "bf16", "f16"]
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
+from chatlab.errors import ChatlabError
 
 
 def slice_last_position(model: Any) -> bool:
@@ -43,20 +41,24 @@ def slice_last_position(model: Any) -> bool:
 
 
 class OpenVINOBackend(Backend):
-    def __init__(self, folder: Path, tokenizer: Any = None, precision: str | None = None,
+    def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None) -> None:
         import openvino as ov
 
+        precision = check_precision(precision)
         core = ov.Core()
         model = core.read_model(folder / "openvino_model.xml")
         self.sliced = slice_logits and slice_last_position(model)
-        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
-        if precision:
-            config["INFERENCE_PRECISION_HINT"] = precision
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
+        # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
+        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", **ov_config(precision, threads)}
         self.compiled = core.compile_model(model, "CPU", config)
+        # What the plugin actually applied, not what we asked for: tests and the bench read these.
+        facts = compiled_facts(self.compiled)
+        self.precision, self.threads = facts["precision"], facts["threads"]
+        if self.precision != precision:
+            raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
+                               f"{precision} was asked for; use --precision {self.precision}")
         self.request = self.compiled.create_infer_request()
         self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
@@ -132,14 +134,12 @@ def _cleans_up_spaces(folder: Path) -> bool:
     return bool(config.get("clean_up_tokenization_spaces", False))
 
 
-def load(model_name: str, weight_format: str = "int8", precision: str | None = None,
+def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, slice_logits: bool = True) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
-    from chatlab.errors import UnknownNameError
 
-    if precision is not None and precision not in PRECISIONS:
-        raise UnknownNameError("inference precision", precision, PRECISIONS)
+    precision = check_precision(precision)  # before a first-use export of half a minute
     folder = export_model(model_name, weight_format)
-    name = f"openvino-{weight_format}" + (f"-{precision}" if precision else "")
+    name = f"openvino-{weight_format}"
     return OpenVINOBackend(folder, None, precision=precision, threads=threads,
                            slice_logits=slice_logits, name=name, model_name=model_name)

@@ -13,17 +13,23 @@ from typing import Any
 import numpy as np
 
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision
 
 
 class TorchBackend(Backend):
     def __init__(self, model: Any, tokenizer: Any, folder: Path | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, precision: str = DEFAULT_PRECISION) -> None:
         import torch
 
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        self.model = model.eval()
+        self.precision = check_precision(precision)
+        self.threads = torch.get_num_threads()
+        # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does, so
+        # the bench can compare engines at one precision; f32 leaves the model as loaded.
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        self.model = model.to(dtype).eval()
         self.tokenizer = tokenizer
         config = model.config
         self.vocab_size = int(config.vocab_size)
@@ -65,11 +71,13 @@ class TorchBackend(Backend):
         return self._forward(self._one)
 
 
-def load(model_name: str, threads: int | None = None) -> TorchBackend:
+def load(model_name: str, threads: int | None = None,
+         precision: str = DEFAULT_PRECISION) -> TorchBackend:
     from chatlab.models import asset_path, load_model
     from chatlab.models.assets import ASSETS
 
+    precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
     folder = asset_path(model_name) if model_name in ASSETS else (
         Path(model_name) if Path(model_name).exists() else None)
-    return TorchBackend(model, tokenizer, folder, threads=threads)
+    return TorchBackend(model, tokenizer, folder, threads=threads, precision=precision)

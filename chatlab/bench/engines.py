@@ -1,7 +1,10 @@
-"""The seven engines of `chatlab bench`, each behind `load()` and `run(ids, n) -> Timing`.
+"""The seven engines of `chatlab bench`, each behind `load()`, `run(ids, n) -> Timing` and
+`facts()` (the precision and threads it really runs with).
 
 Every engine gets the same rendered prompt ids and must produce exactly `n` new tokens (eos is
-ignored), greedily. Time to first token is measured from the call to the moment the first new
+ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf16`): left to
+its default, OpenVINO computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table
+would compare different arithmetic. Time to first token is measured from the call to the moment the first new
 token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
 after the first divided by the time after the first. chatlab's loop is timed with its full
 per-token work (detokenization and stop checks included); the others only record a timestamp.
@@ -11,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
            "chatlab-openvino-int4", "optimum-int8", "genai-int8"]
@@ -35,13 +40,19 @@ def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
 class ChatlabLoop:
     """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
 
-    def __init__(self, model: str, backend: str, weight_format: str) -> None:
+    def __init__(self, model: str, backend: str, weight_format: str,
+                 precision: str = DEFAULT_PRECISION) -> None:
         self.args = (model, backend, weight_format)
+        self.precision = precision
 
     def load(self) -> None:
         from chatlab.backends import load_backend
 
-        self.backend = load_backend(*self.args)
+        self.backend = load_backend(*self.args, precision=self.precision)
+
+    def facts(self) -> dict[str, Any]:
+        # read back from the runtime (the compiled model's property, torch's dtype)
+        return {"precision": self.backend.precision, "threads": self.backend.threads}
 
     def run(self, ids: list[int], n: int) -> Timing:
         from chatlab.generate import SamplingParams, generate
@@ -73,8 +84,9 @@ class StampStreamer:
 class HFGenerate:
     """`model.generate()` of transformers (PyTorch) or optimum-intel (OpenVINO)."""
 
-    def __init__(self, model: str, optimum_format: str | None = None) -> None:
-        self.model_name, self.optimum_format = model, optimum_format
+    def __init__(self, model: str, optimum_format: str | None = None,
+                 precision: str = DEFAULT_PRECISION) -> None:
+        self.model_name, self.optimum_format, self.precision = model, optimum_format, precision
 
     def load(self) -> None:
         if self.optimum_format:
@@ -82,11 +94,25 @@ class HFGenerate:
 
             from chatlab.backends.export import export_model
 
-            self.model = OVModelForCausalLM.from_pretrained(export_model(self.model_name, self.optimum_format))
+            self.model = OVModelForCausalLM.from_pretrained(
+                export_model(self.model_name, self.optimum_format), ov_config=ov_config(self.precision))
         else:
+            import torch
+
             from chatlab.models import load_model
 
             self.model, _ = load_model(self.model_name)
+            if self.precision == "bf16":
+                self.model = self.model.to(torch.bfloat16)
+
+    def facts(self) -> dict[str, Any]:
+        if self.optimum_format:
+            return compiled_facts(self.model.request.get_compiled_model())
+        import torch
+
+        dtype = next(self.model.parameters()).dtype
+        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32",
+                "threads": torch.get_num_threads()}
 
     def run(self, ids: list[int], n: int) -> Timing:
         import torch
@@ -104,8 +130,10 @@ class HFGenerate:
 class GenAI:
     """openvino-genai's `LLMPipeline` on the same int8 export, fed ids (no templating)."""
 
-    def __init__(self, model: str, weight_format: str = "int8", attention: str | None = None) -> None:
+    def __init__(self, model: str, weight_format: str = "int8", attention: str | None = None,
+                 precision: str = DEFAULT_PRECISION) -> None:
         self.model_name, self.weight_format, self.attention = model, weight_format, attention
+        self.precision = precision
 
     def load(self) -> None:
         import openvino_genai as genai
@@ -113,9 +141,16 @@ class GenAI:
         from chatlab.backends.export import export_model
 
         self.genai = genai
-        options = {"ATTENTION_BACKEND": self.attention} if self.attention else {}
+        # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
+        options: dict[str, Any] = ov_config(self.precision)
+        if self.attention:
+            options["ATTENTION_BACKEND"] = self.attention
         self.pipe = genai.LLMPipeline(str(export_model(self.model_name, self.weight_format)), "CPU",
                                       **options)
+
+    def facts(self) -> dict[str, Any]:
+        # LLMPipeline does not expose its compiled model: this is the property it was given.
+        return {"precision": self.precision, "threads": None}
 
     def run(self, ids: list[int], n: int) -> Timing:
         import numpy as np
@@ -142,19 +177,19 @@ class GenAI:
         return from_stamps(t0, stamps, tokens)
 
 
-def make_engine(name: str, model: str) -> Any:
+def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION) -> Any:
     if name == "chatlab-torch":
-        return ChatlabLoop(model, "torch", "fp32")
+        return ChatlabLoop(model, "torch", "fp32", precision)
     if name.startswith("chatlab-openvino-"):
-        return ChatlabLoop(model, "openvino", name.rsplit("-", 1)[1])
+        return ChatlabLoop(model, "openvino", name.rsplit("-", 1)[1], precision)
     if name == "hf-generate":
-        return HFGenerate(model)
+        return HFGenerate(model, None, precision)
     if name == "optimum-int8":
-        return HFGenerate(model, "int8")
+        return HFGenerate(model, "int8", precision)
     if name == "genai-int8":
-        return GenAI(model, "int8")
+        return GenAI(model, "int8", precision=precision)
     if name == "genai-int8-sdpa":
-        return GenAI(model, "int8", attention="SDPA")
+        return GenAI(model, "int8", attention="SDPA", precision=precision)
     from chatlab.errors import UnknownNameError
 
     raise UnknownNameError("benchmark engine", name, ENGINES + EXTRA_ENGINES)

@@ -32,12 +32,25 @@ def add_ratios(result: dict[str, Any]) -> None:
     result["targets"] = targets
 
 
+def cpu_line(cpu: dict[str, Any] | None) -> str:
+    """The CPU line of the table: model, notable flags, threads. bf16 support decides
+    OpenVINO's speed at bf16 and whether bf16 can be asked for at all."""
+    if not cpu:
+        return "CPU: not recorded"
+    flags = cpu.get("flags") or []
+    bf16 = "bf16 native" if {"avx512_bf16", "amx_bf16"} & set(flags) else "no bf16"
+    return (f"CPU: {cpu.get('model')}; flags: {' '.join(flags) or 'none of note'} ({bf16}); "
+            f"{cpu.get('threads')} threads available")
+
+
 def format_table(result: dict[str, Any]) -> str:
     p = result["prompt_tokens"]
     lines = [f"{result['model']}: {result['rounds']} interleaved rounds, {result['new_tokens']} new "
              f"tokens, prompts of {p['short']} and {p['long']} tokens; median [min-max], "
-             f"(ratio to {result['baseline']})",
-             f"{'engine':<24}{'decode tok/s':>28}{'TTFT short ms':>28}{'TTFT long ms':>30}{'RSS MB':>9}"]
+             f"(ratio to {result['baseline']}); precision asked: {result.get('precision', '?')}",
+             cpu_line(result.get("cpu")),
+             f"{'engine':<24}{'prec':>6}{'thr':>5}{'decode tok/s':>29}{'TTFT short ms':>28}"
+             f"{'TTFT long ms':>30}{'RSS MB':>9}"]
 
     def cell(row: dict[str, Any], metric: str, fmt: str) -> str:
         lo, hi = row[f"{metric}_range"]
@@ -46,7 +59,9 @@ def format_table(result: dict[str, Any]) -> str:
         return f"{row[metric]:{fmt}} [{lo:{fmt}}-{hi:{fmt}}]{r}"
 
     for row in result["engines"]:
-        lines.append(f"{row['name']:<24}{cell(row, 'decode_tok_s', '.1f'):>28}"
+        threads = row.get("threads") or "-"  # genai does not say
+        lines.append(f"{row['name']:<24}{row.get('precision') or '?':>6}{threads:>5}"
+                     f"{cell(row, 'decode_tok_s', '.1f'):>29}"
                      f"{cell(row, 'ttft_ms', '.0f'):>28}{cell(row, 'ttft_long_ms', '.0f'):>30}"
                      f"{row['rss_mb']:>9.0f}")
     for t in result.get("targets", []):
@@ -89,6 +104,7 @@ def plot(result: dict[str, Any], plt: Any = None) -> Any:
         ax.set_title(title, fontsize=10)
     for ax in axes[1:]:
         ax.set_yticklabels([])
-    fig.suptitle(f"{result['model']}: chatlab's loop (blue) vs other engines (gray)")
+    fig.suptitle(f"{result['model']} at {result.get('precision', '?')}: chatlab's loop (blue) vs "
+                 "other engines (gray)")
     fig.tight_layout()
     return fig

@@ -5,6 +5,9 @@ so a slow stretch of the machine (other processes, thermal limits) spreads over 
 instead of penalizing whichever came last. Each round times a short chat prompt (time to first
 token and decode speed over `tokens` new tokens) and a ~1,000-token prompt (time to first
 token). Medians are reported with the min–max range, and ratios to openvino-genai int8.
+Every engine runs at the one precision of the config (f32 by default), and the result says
+what each engine actually ran at, on which CPU (model, bf16/AMX flags) and with how many threads:
+a number without those is not comparable across machines.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
 from chatlab.bench.engines import BASELINE, ENGINES, EXTRA_ENGINES
 from chatlab.errors import ChatlabError, UnknownNameError
 
@@ -32,17 +36,20 @@ class BenchConfig:
     rounds: int = 5
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
+    precision: str = DEFAULT_PRECISION  # the same for every engine
 
     @classmethod
     def make(cls, model: str, quick: bool = False, rounds: int | None = None,
-             tokens: int | None = None, engines: list[str] | None = None) -> "BenchConfig":
+             tokens: int | None = None, engines: list[str] | None = None,
+             precision: str | None = None) -> "BenchConfig":
         for e in engines or []:
             if e not in ENGINES + EXTRA_ENGINES:
                 raise UnknownNameError("benchmark engine", e, ENGINES + EXTRA_ENGINES)
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         return cls(model=model, engines=list(engines or ENGINES),
-                   rounds=rounds or (3 if quick else 5), tokens=tokens or (64 if quick else 128))
+                   rounds=rounds or (3 if quick else 5), tokens=tokens or (64 if quick else 128),
+                   precision=check_precision(precision))
 
 
 def bench_prompts(model: str) -> dict[str, list[int]]:
@@ -60,13 +67,16 @@ def bench_prompts(model: str) -> dict[str, list[int]]:
 
 
 class Worker:
-    def __init__(self, engine: str, model: str) -> None:
+    def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION) -> None:
         self.engine = engine
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "chatlab.bench.worker", engine, model],
+        self.proc = subprocess.Popen([sys.executable, "-m", "chatlab.bench.worker", engine, model,
+                                      precision],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1)
-        self.load_s = float(self.ask(None)["load_s"])
+        ready = self.ask(None)
+        self.load_s = float(ready["load_s"])
+        self.precision, self.threads = ready.get("precision"), ready.get("threads")
 
     def ask(self, request: dict[str, Any] | None) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -108,7 +118,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     first_tokens: dict[str, list[int]] = {}
     try:
         for e in tqdm(config.engines, desc="loading engines", disable=not progress):
-            workers[e] = Worker(e, config.model)
+            workers[e] = Worker(e, config.model, config.precision)
             workers[e].ask({"ids": prompts["short"], "tokens": 4})  # warm-up, not timed
         steps = config.rounds * len(config.engines)
         with tqdm(total=steps, desc="interleaved rounds", disable=not progress) as bar:
@@ -135,10 +145,11 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
             "ttft_ms": ttft[0], "ttft_ms_range": ttft[1:],
             "ttft_long_ms": ttft_long[0], "ttft_long_ms_range": ttft_long[1:],
             "rss_mb": rss[e], "load_s": workers[e].load_s,
+            "precision": workers[e].precision, "threads": workers[e].threads,
             "first_tokens": first_tokens[e][:16],
         })
     result = {"model": config.model, "rounds": config.rounds, "new_tokens": config.tokens,
               "prompt_tokens": {"short": len(prompts["short"]), "long": len(prompts["long"])},
-              "baseline": BASELINE, "engines": rows}
+              "baseline": BASELINE, "precision": config.precision, "cpu": cpu_info(), "engines": rows}
     add_ratios(result)
     return result

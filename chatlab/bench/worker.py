@@ -1,6 +1,7 @@
 """One benchmark engine in its own process, so that its memory can be measured on its own.
 
-Protocol (JSON lines): the worker loads its engine and prints {"ready": true, "load_s": …};
+Protocol (JSON lines): `python -m chatlab.bench.worker ENGINE MODEL PRECISION` loads its engine
+and prints {"ready": true, "load_s": …, "precision": …, "threads": …} (as the runtime reports them);
 then, for each request {"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s",
 "tokens"}; on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
 carries nothing else: library chatter is redirected to stderr.
@@ -29,15 +30,15 @@ def peak_rss_mb() -> float:
 
 
 def main() -> None:
-    engine_name, model = sys.argv[1], sys.argv[2]
+    engine_name, model, precision = sys.argv[1], sys.argv[2], sys.argv[3]
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
     from chatlab.bench.engines import make_engine
 
     t0 = time.perf_counter()
-    engine = make_engine(engine_name, model)
+    engine = make_engine(engine_name, model, precision)
     engine.load()
-    out.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0}) + "\n")
+    out.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0, **engine.facts()}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("quit"):

@@ -15,8 +15,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
     p.add_argument("--template", help="a template name (default: the resolution chain)")
-    p.add_argument("--backend", default="torch", help="torch or openvino")
-    p.add_argument("--weight-format", default="fp32", help="fp32, int8 or int4 (openvino)")
+    p.add_argument("--backend", default="openvino",
+                   help="openvino (default: int8 weights at f32, exported on first use) or torch")
+    p.add_argument("--weight-format", default=None,
+                   help="fp32, int8 or int4 (default: int8 on openvino, fp32 on torch)")
+    p.add_argument("--precision", default="f32",
+                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float, help="0 = greedy (default 1.0, as OpenAI)")
     p.add_argument("--top-p", type=float)
@@ -66,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     req = parse_request(build_request(args))
     parse_chat(req)  # bad messages or tools: say so before spending seconds on the model
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
+    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
+                             precision=args.precision)
     plan = engine.check(req)
     if not args.stream:
         answer = engine.chat(plan)

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
     b.add_argument("--engines", default="", help="comma-separated engines (default: the seven; genai-int8-sdpa "
                         "can be added)")
+    b.add_argument("--precision", default="f32",
+                   help="arithmetic of every engine: f32 (default) or bf16 (CPUs with bf16 only)")
     b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
     b.add_argument("--tokens", type=int, default=None, help="new tokens per run (default 128, quick 64)")
     b.add_argument("--plot", default="bench-results/bench.png",
@@ -39,7 +41,8 @@ def run_bench(args: argparse.Namespace) -> int:
     from chatlab.bench import BenchConfig, format_table, run_benchmark, save_plot
 
     config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
-                              engines=[e for e in args.engines.split(",") if e])
+                              engines=[e for e in args.engines.split(",") if e],
+                              precision=args.precision)
     result = run_benchmark(config, progress=not args.json)
     if args.plot:
         result["plot"] = str(save_plot(result, args.plot))

@@ -10,8 +10,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--template", help="a template name (default: the resolution chain)")
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--backend", default="torch", help="torch or openvino")
-    p.add_argument("--weight-format", default="fp32", help="fp32, int8 or int4 (openvino)")
+    p.add_argument("--backend", default="openvino",
+                   help="openvino (default: int8 weights at f32, exported on first use) or torch")
+    p.add_argument("--weight-format", default=None,
+                   help="fp32, int8 or int4 (default: int8 on openvino, fp32 on torch)")
+    p.add_argument("--precision", default="f32",
+                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
     p.add_argument("--max-waiting", type=int, default=32, help="queued requests before 429")
     p.add_argument("--max-body-bytes", type=int, default=2_000_000)
@@ -24,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
     from chatlab.serve.app import create_app
 
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
+    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
+                             precision=args.precision)
     app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
                      max_body_bytes=args.max_body_bytes)
     print(f"chatlab: serving {args.model} at http://{args.host}:{args.port}/v1 "

@@ -1,0 +1,111 @@
+"""Inference precision: explicit, checked, and reported as the runtime actually applied it.
+
+OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions
+(avx512_bf16, AMX). That is faster there, but greedy answers drift from PyTorch's fp32 after a
+few dozen tokens and can change outright (SmolLM2 int8 stops answering "Paris"). So chatlab
+always passes the precision it wants: f32 unless the caller asks for bf16, which is an opt-in
+that only makes sense — and is only accepted — on a CPU that computes bf16 natively.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+from chatlab.errors import ChatlabError, UnknownNameError
+
+PRECISIONS = ["f32", "bf16"]
+DEFAULT_PRECISION = "f32"
+# Spellings people use for the same thing (`fp32` is also chatlab's weight-format name).
+ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32",
+           "bf16": "bf16", "bfloat16": "bf16"}
+# The /proc/cpuinfo flags that decide bf16 speed and OpenVINO's default precision.
+BF16_FLAGS = ["avx512_bf16", "amx_bf16"]
+REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16",
+                  "amx_int8"]
+
+
+def normalize_precision(precision: str | None) -> str:
+    """The canonical name ("f32" or "bf16"); None means the default, f32."""
+    if precision is None:
+        return DEFAULT_PRECISION
+    name = ALIASES.get(str(precision).strip().lower())
+    if name is None:
+        raise UnknownNameError("inference precision", str(precision), PRECISIONS)
+    return name
+
+
+@lru_cache(maxsize=1)
+def cpu_info() -> dict[str, Any]:
+    """This CPU's model name, the bf16/AMX/VNNI flags it has, and the threads we may use."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:  # not Linux: report what we can, OpenVINO still knows the capabilities
+        import platform
+
+        model = platform.processor() or model
+    try:
+        threads = len(os.sched_getaffinity(0))  # the cores this process may run on
+    except AttributeError:
+        threads = os.cpu_count() or 1
+    return {"model": model, "flags": [f for f in REPORTED_FLAGS if f in flags], "threads": threads}
+
+
+@lru_cache(maxsize=1)
+def cpu_has_bf16() -> bool:
+    """Whether OpenVINO's CPU plugin can compute in bf16 here (its own capability list, which
+    follows the avx512_bf16 / amx_bf16 flags)."""
+    try:
+        import openvino as ov
+
+        return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    except Exception:  # noqa: BLE001 - no OpenVINO: fall back to the kernel's flags
+        return any(f in cpu_info()["flags"] for f in BF16_FLAGS)
+
+
+def check_precision(precision: str | None) -> str:
+    """Normalize and refuse bf16 on a CPU without it.
+
+    We refuse rather than fall back to f32: a user asking for bf16 wants its speed (or wants
+    to see its drift); silently measuring f32 instead would make benchmarks lie.
+    """
+    name = normalize_precision(precision)
+    if name == "bf16" and not cpu_has_bf16():
+        info = cpu_info()
+        raise ChatlabError(
+            f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
+            f"({info['model']}) has neither, so bf16 would only be emulated. Use --precision f32 "
+            "(the default) here, or run on a CPU with bf16 support.")
+    return name
+
+
+def type_name(value: Any) -> str:
+    """OpenVINO reports precisions as `ov.Type` (<Type: 'float32'>); chatlab says f32 / bf16."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return normalize_precision(name) if name.lower() in ALIASES else name
+
+
+def ov_config(precision: str, threads: int | None = None) -> dict[str, Any]:
+    """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai)."""
+    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": precision}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    return config
+
+
+def compiled_facts(compiled: Any) -> dict[str, Any]:
+    """What a compiled model really runs at: its precision and thread count."""
+    facts: dict[str, Any] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+    try:
+        facts["threads"] = int(compiled.get_property("INFERENCE_NUM_THREADS"))
+    except Exception:  # noqa: BLE001 - a plugin without the property
+        facts["threads"] = None
+    return facts

@@ -1,0 +1,92 @@
+"""Inference precision: names, the bf16 capability check, the CLI flags and defaults."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatlab.backends import load_backend, precision
+from chatlab.cli import build_parser, main
+from chatlab.errors import ChatlabError, UnknownNameError
+
+
+def test_names_and_aliases() -> None:
+    assert precision.normalize_precision(None) == "f32"  # the default
+    for spelling in ("f32", "FP32", "float32"):
+        assert precision.normalize_precision(spelling) == "f32"
+    for spelling in ("bf16", "bfloat16"):
+        assert precision.normalize_precision(spelling) == "bf16"
+    with pytest.raises(UnknownNameError, match="inference precision 'f64'; valid choices: f32, bf16"):
+        precision.normalize_precision("f64")
+
+
+def test_openvino_type_names_are_chatlab_names() -> None:
+    import openvino as ov
+
+    assert precision.type_name(ov.Type.f32) == "f32"
+    assert precision.type_name(ov.Type.bf16) == "bf16"
+    assert precision.type_name(ov.Type.f16) == "f16"  # reported as is, never asked for
+
+
+def test_bf16_without_cpu_support_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    with pytest.raises(ChatlabError, match="avx512_bf16 or amx_bf16") as err:
+        precision.check_precision("bf16")
+    assert "--precision f32" in str(err.value)  # the fix
+    assert precision.check_precision("f32") == "f32"
+    # refused before any model is loaded or exported (no such model exists)
+    for backend in ("openvino", "torch"):
+        with pytest.raises(ChatlabError, match="--precision f32"):
+            load_backend("no-such-model", backend, precision="bf16")
+
+
+def test_bf16_accepted_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    assert precision.check_precision("bfloat16") == "bf16"
+
+
+def test_cpu_capability_agrees_with_proc_cpuinfo() -> None:
+    """OpenVINO's own capability list and the kernel's flags tell the same story."""
+    info = precision.cpu_info()
+    assert info["model"] and info["threads"] >= 1
+    flagged = any(f in info["flags"] for f in precision.BF16_FLAGS)
+    assert precision.cpu_has_bf16() == flagged
+
+
+def test_cli_defaults_are_the_fast_exact_path() -> None:
+    parser = build_parser()
+    for command in (["complete", "--messages", "m.json"], ["serve"]):
+        args = parser.parse_args(command)
+        assert (args.backend, args.weight_format, args.precision) == ("openvino", None, "f32")
+    args = parser.parse_args(["serve", "--backend", "torch", "--precision", "bf16"])
+    assert (args.backend, args.precision) == ("torch", "bf16")
+    assert parser.parse_args(["bench"]).precision == "f32"
+    assert parser.parse_args(["bench", "--precision", "bf16"]).precision == "bf16"
+
+
+def test_default_weight_format_follows_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--backend torch` alone must not inherit OpenVINO's int8 default."""
+    from chatlab.backends import openvino, torch
+
+    seen = {}
+    monkeypatch.setattr(torch, "load", lambda model, **kw: seen.setdefault("torch", kw))
+    monkeypatch.setattr(openvino, "load", lambda model, fmt, **kw: seen.setdefault("openvino", (fmt, kw)))
+    load_backend("m", "torch")
+    load_backend("m")
+    assert seen["torch"] == {"precision": "f32"}
+    assert seen["openvino"] == ("int8", {"precision": "f32"})
+
+
+def test_cli_rejects_bad_precision_and_backend(tmp_path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    assert main(["complete", "--messages", str(msgs), "--precision", "f64"]) == 2
+    assert "valid choices: f32, bf16" in capsys.readouterr().err
+    assert main(["complete", "--messages", str(msgs), "--backend", "genai"]) == 2
+    assert "unknown backend 'genai'; valid choices: torch, openvino" in capsys.readouterr().err
+    assert main(["bench", "--precision", "half"]) == 2
+    assert "valid choices: f32, bf16" in capsys.readouterr().err
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    assert main(["bench", "--precision", "bf16"]) == 2
+    assert "--precision f32" in capsys.readouterr().err
