@@ -37,14 +37,16 @@ class ChatEngine:
         return cls(load_backend(model, backend, weight_format, **options), model, template)
 
     # -- validation before anything is queued ------------------------------------------------
-    def check(self, req: ChatRequest | CompletionRequest) -> None:
-        """Raise ChatlabError for anything wrong with the request (the server's 400s)."""
+    def check(self, req: ChatRequest | CompletionRequest) -> Any:
+        """Raise ChatlabError for anything wrong with the request (the server's 400s).
+        Stand-in for the lead's Plan: returns the request, which the run methods take."""
         if isinstance(req, ChatRequest):
             plan = plan_chat(self.resolution, req)
             sampling(req, plan.stop, plan.stop_ids, len(plan.prompt_ids), self.context_length)
         else:
             for prompt in self._prompts(req):
                 sampling(req, [], [], len(prompt), self.context_length)
+        return req
 
     def render(self, req: ChatRequest) -> dict[str, Any]:
         """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
