@@ -203,18 +203,22 @@ def test_history_calls_survive_tool_choice_none(smollm2_tokenizer: Any) -> None:
     """Feeding a result back with tool_choice "none" (or without tools): SmolLM2's own template
     ignores tools, and would drop the earlier call and its result from the prompt."""
     from chatlab.engine import parse_request
-    from chatlab.engine.prepare import plan_chat
+    from types import SimpleNamespace
+
+    from chatlab.engine.plan import plan_chat
     from chatlab.render import resolve
 
     res = resolve(smollm2_tokenizer, "smollm2-135m-instruct")
+    engine = SimpleNamespace(resolution=res, tokenizer=smollm2_tokenizer, vocab_size=49152,
+                             context_length=8192)
     call = {"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}
     history = [{"role": "user", "content": "Weather in Paris?"},
                {"role": "assistant", "content": None, "tool_calls": [call]},
                {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees and cloudy"}]
     for extra in ({}, {"tools": TOOLS, "tool_choice": "none"}):
-        plan = plan_chat(res, parse_request({"messages": history, **extra}))
+        plan = plan_chat(engine, parse_request({"messages": history, **extra}))
         text = plan.rendered.text
         assert '"name": "get_weather"' in text and '"city": "Paris"' in text
         assert "18 degrees and cloudy" in text
-        assert plan.tools == [] and plan.tool_format is None and not plan.constrained
+        assert plan.tools == () and plan.tool_format is None and not plan.constrained

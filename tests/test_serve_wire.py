@@ -47,7 +47,7 @@ class ScriptedEngine:
         self.gate.wait(10)
         if req.user == "boom":
             raise RuntimeError("secret internal detail")
-        msg = shapes.message(" ".join(self.words), [], False)
+        msg = {"role": "assistant", "content": " ".join(self.words), "refusal": None}
         return shapes.completion("chatcmpl-1", self.model_name,
                                  [{"index": 0, "message": msg, "finish_reason": "stop"}],
                                  shapes.usage(3, len(self.words)))

@@ -61,15 +61,15 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
-    from chatlab.engine.prepare import tool_plan
+    from chatlab.engine.plan import parse_chat
     from chatlab.engine.request import parse_request
 
     req = parse_request(build_request(args))
-    tool_plan(req)  # bad tools or tool_choice: say so before spending seconds on the model
+    parse_chat(req)  # bad messages or tools: say so before spending seconds on the model
     engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template)
-    engine.check(req)
+    plan = engine.check(req)
     if not args.stream:
-        answer = engine.chat(req)
+        answer = engine.chat(plan)
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             for call in msg.get("tool_calls") or []:
                 print(f"tool call: {call['function']['name']}({call['function']['arguments']})")
         return 0
-    for chunk in engine.chat_stream(req):
+    for chunk in engine.chat_stream(plan):
         if args.json:
             print(json.dumps(chunk, ensure_ascii=False), flush=True)
             continue

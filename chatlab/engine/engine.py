@@ -1,18 +1,20 @@
-"""ChatEngine: render → generate → parse, answered in OpenAI's shapes.
+"""ChatEngine: a Plan in, OpenAI's shapes out.
 
-One engine wraps one backend (one model, one KV cache), so generations take a lock. `chat` and
-`chat_stream` run the same event pipeline — the loop's text deltas go through the tool-call
-parser, whose events become either a folded message or stream deltas — which is what makes a
-streamed answer equal the non-streamed one, tool calls included.
+`check(request)` builds the Plan (parse, render, validate: everything before the queue). The
+chat path then runs one pipeline — the loop's text deltas go through the format's streaming
+parser, whose events the Accumulator turns into deltas — and `chat` is literally the merge of
+`chat_stream`'s chunks, so the two cannot disagree. The model is driven under a lease
+(chatlab.engine.lease), never a lock held across `yield`.
 """
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Callable, Iterator
 
 from chatlab.engine import shapes
-from chatlab.engine.prepare import Plan, plan_chat, sampling
+from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
+from chatlab.engine.lease import ModelGuard
+from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
 
 StopFn = Callable[[], bool] | None
@@ -24,10 +26,11 @@ class ChatEngine:
 
         self.backend, self.model_name = backend, model_name
         self.tokenizer = backend.tokenizer
+        self.vocab_size = int(backend.vocab_size)
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        self._lock = threading.Lock()
+        self.guard = ModelGuard(backend)
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
@@ -36,158 +39,135 @@ class ChatEngine:
 
         return cls(load_backend(model, backend, weight_format, **options), model, template)
 
-    # -- validation before anything is queued ------------------------------------------------
-    def check(self, req: ChatRequest | CompletionRequest) -> Any:
-        """Raise ChatlabError for anything wrong with the request (the server's 400s).
-        Stand-in for the lead's Plan: returns the request, which the run methods take."""
+    # -- before the queue ---------------------------------------------------------------------
+    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
+        """The request's Plan; ChatlabError for anything wrong with it (the server's 400s)."""
         if isinstance(req, ChatRequest):
-            plan = plan_chat(self.resolution, req)
-            sampling(req, plan.stop, plan.stop_ids, len(plan.prompt_ids), self.context_length)
-        else:
-            for prompt in self._prompts(req):
-                sampling(req, [], [], len(prompt), self.context_length)
-        return req
+            return plan_chat(self, req)
+        return plan_completion(self, req)
 
     def render(self, req: ChatRequest) -> dict[str, Any]:
         """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
-        plan = plan_chat(self.resolution, req)
+        plan = plan_chat(self, req)
+        fmt = plan.tool_format
         return {"model": self.model_name, **plan.rendered.to_json(),
-                "tool_format": plan.tool_format, "prompt_tokens": len(plan.prompt_ids)}
+                "tool_format": getattr(fmt, "name", fmt), "prompt_tokens": len(plan.prompt_ids)}
 
-    # -- the event pipeline ------------------------------------------------------------------
-    def _events(self, plan: Plan, params: Any, should_stop: StopFn) -> Iterator[Any]:
-        """Parser events for one choice; the generator's return value is the loop's Finished."""
-        from chatlab.generate import Finished, generate
-        from chatlab.tools import get_parser
+    # -- running a plan -----------------------------------------------------------------------
+    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
+                  should_stop: StopFn) -> Iterator[Any]:
+        """The loop's events under a lease, released when the generator ends or is closed."""
+        from chatlab.generate import generate
+
+        lease = self.guard.acquire()
+        try:
+            yield from generate(lease, list(prompt_ids), params, processor, should_stop)
+        finally:
+            lease.release()
+
+    def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
+        """Parser events for one choice, with the loop's Finished among them: it comes before
+        the parser's final events, so the accumulator knows whether the reply was cut short."""
+        from chatlab.generate import Finished
         from chatlab.tools.events import ContentDelta
 
-        processor = None
-        if plan.constrained:
-            from chatlab.tools.constrain import build_processor
-
-            processor = build_processor(self.tokenizer, self.backend.vocab_size, tools=plan.tools,
-                                        tool_choice=plan.tool_choice,
-                                        response_format=plan.response_format, fmt=plan.tool_format,
-                                        stop_ids=plan.stop_ids or None)
-        parser = get_parser(plan.tool_format, plan.tools) if plan.tool_format and not plan.response_format else None
-        finished = None
-        with self._lock:
-            for ev in generate(self.backend, plan.prompt_ids, params, processor, should_stop):
-                if isinstance(ev, Finished):
-                    finished = ev
-                elif parser is not None:
-                    yield from parser.feed(ev.text)
-                elif ev.text:
-                    yield ContentDelta(ev.text)
+        processor = _processor(self, plan) if plan.constrained else None
+        parser = _parser(plan) if plan.tool_format is not None else None
+        for ev in self._generate(plan.prompt_ids, params, processor, should_stop):
+            if isinstance(ev, Finished):
+                yield ev
+            elif parser is not None:
+                yield from parser.feed(ev.text)
+            elif ev.text:
+                yield ContentDelta(ev.text)
         if parser is not None:
             yield from parser.finish()
-        return finished
 
-    def _plans(self, req: ChatRequest) -> Iterator[tuple[int, Plan, Any]]:
-        plan = plan_chat(self.resolution, req)
-        for i in range(req.n):
-            yield i, plan, sampling(req, plan.stop, plan.stop_ids, len(plan.prompt_ids),
-                                    self.context_length, seed_offset=i)
-
-    @staticmethod
-    def _finish_reason(finished: Any, calls: list[Any], legacy: bool) -> str:
-        if calls:
-            return "function_call" if legacy else "tool_calls"
-        return finished.finish_reason
-
-    def chat(self, req: ChatRequest, should_stop: StopFn = None) -> dict[str, Any]:
-        from chatlab.tools.events import fold
-
-        choices, prompt_tokens, completion_tokens = [], 0, 0
-        for i, plan, params in self._plans(req):
-            events = self._events(plan, params, should_stop)
-            collected = []
-            while True:
-                try:
-                    collected.append(next(events))
-                except StopIteration as stop:
-                    finished = stop.value
-                    break
-            result = fold(collected)
-            calls = result.tool_calls[:1] if plan.legacy else result.tool_calls
-            choices.append({"index": i, "message": shapes.message(result.content, calls, plan.legacy),
-                            "logprobs": None,
-                            "finish_reason": self._finish_reason(finished, calls, plan.legacy)})
-            prompt_tokens, completion_tokens = finished.prompt_tokens, completion_tokens + finished.completion_tokens
-        return shapes.completion(shapes.new_id("chatcmpl"), self.model_name, choices,
-                                 shapes.usage(prompt_tokens, completion_tokens))
-
-    def chat_stream(self, req: ChatRequest, should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
-        from chatlab.tools.events import ContentDelta, ToolCallArgs, ToolCallError, ToolCallStart
+    def _chunks(self, plan: ChatPlan, should_stop: StopFn, usage: bool) -> Iterator[dict[str, Any]]:
+        from chatlab.generate import Finished
 
         cid, model = shapes.new_id("chatcmpl"), self.model_name
         prompt_tokens = completion_tokens = 0
-        for i, plan, params in self._plans(req):
+        for i, params in enumerate(plan.params):
             yield shapes.chunk(cid, model, i, {"role": "assistant", "content": ""})
-            events, calls, finished = self._events(plan, params, should_stop), [], None
-            while True:
-                try:
-                    ev = next(events)
-                except StopIteration as stop:
-                    finished = stop.value
-                    break
-                if isinstance(ev, ContentDelta | ToolCallError) and ev.text:
-                    yield shapes.chunk(cid, model, i, {"content": ev.text})
-                elif isinstance(ev, ToolCallStart) and not (plan.legacy and calls):
-                    calls.append(ev)
-                    yield shapes.chunk(cid, model, i, shapes.call_start_delta(ev.index, ev.id, ev.name, plan.legacy))
-                elif isinstance(ev, ToolCallArgs) and (not plan.legacy or ev.index == calls[0].index):
-                    yield shapes.chunk(cid, model, i, shapes.call_args_delta(ev.index, ev.fragment, plan.legacy))
-                elif isinstance(ev, ToolCallError) and ev.index is not None:
-                    calls = [c for c in calls if c.index != ev.index]
-            yield shapes.chunk(cid, model, i, {}, self._finish_reason(finished, calls, plan.legacy))
-            prompt_tokens, completion_tokens = finished.prompt_tokens, completion_tokens + finished.completion_tokens
-        if req.include_usage:
+            acc, finished = Accumulator(plan.legacy), None
+            for ev in self._choice_events(plan, params, should_stop):
+                if isinstance(ev, Finished):
+                    finished = acc.finished = ev
+                    continue
+                for delta in acc.feed(ev):
+                    yield shapes.chunk(cid, model, i, delta)
+            assert finished is not None  # the loop always ends with one
+            yield shapes.chunk(cid, model, i, {}, acc.finish_reason(finished.finish_reason))
+            prompt_tokens = finished.prompt_tokens
+            completion_tokens += finished.completion_tokens
+        if usage:
             yield shapes.usage_chunk(cid, model, shapes.usage(prompt_tokens, completion_tokens))
 
-    # -- /v1/completions: raw text in, text out, no template -------------------------------
-    def _prompts(self, req: CompletionRequest) -> list[list[int]]:
-        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-        return [list(self.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
+    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
+        plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
+        return self._chunks(plan, should_stop, plan.include_usage)
 
-    def _completion_events(self, req: CompletionRequest, should_stop: StopFn) -> Iterator[tuple[int, str, Any]]:
-        """(choice index, prompt text, loop event) for every prompt × n."""
-        from chatlab.generate import generate
+    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> dict[str, Any]:
+        """The non-streamed answer: by construction, the merge of the streamed chunks."""
+        plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
+        return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
-        texts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
-        for p, (text, prompt) in enumerate(zip(texts, self._prompts(req))):
-            for k in range(req.n):
-                params = sampling(req, [], [], len(prompt), self.context_length, seed_offset=k)
-                with self._lock:
-                    for ev in generate(self.backend, prompt, params, None, should_stop):
-                        yield p * req.n + k, text, ev
-
-    def completion_stream(self, req: CompletionRequest, should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
+    # -- /v1/completions: raw text in, text out, no template ----------------------------------
+    def completion_stream(self, plan: CompletionPlan | CompletionRequest,
+                          should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
         from chatlab.generate import Finished
 
+        plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
         cid, used = shapes.new_id("cmpl"), [0, 0]
-        for index, prompt, ev in self._completion_events(req, should_stop):
-            if isinstance(ev, Finished):
-                used[0] += ev.prompt_tokens
-                used[1] += ev.completion_tokens
-                choice = {"index": index, "text": "", "logprobs": None, "finish_reason": ev.finish_reason}
-            elif ev.text:
-                choice = {"index": index, "text": ev.text, "logprobs": None, "finish_reason": None}
-            else:
-                continue
-            yield shapes.text_completion(cid, self.model_name, [choice], None)
-        if req.include_usage:
+        n = len(plan.params[0])
+        for p, ((text, ids), per_choice) in enumerate(zip(plan.prompts, plan.params)):
+            for k, params in enumerate(per_choice):
+                index = p * n + k
+                if plan.echo:
+                    yield shapes.text_completion(cid, self.model_name, [_text_choice(index, text)], None)
+                for ev in self._generate(ids, params, None, should_stop):
+                    if isinstance(ev, Finished):
+                        used[0] += ev.prompt_tokens
+                        used[1] += ev.completion_tokens
+                        choice = _text_choice(index, "", ev.finish_reason)
+                    elif ev.text:
+                        choice = _text_choice(index, ev.text)
+                    else:
+                        continue
+                    yield shapes.text_completion(cid, self.model_name, [choice], None)
+        if plan.include_usage:
             yield shapes.text_completion(cid, self.model_name, [], shapes.usage(*used))
 
-    def completion(self, req: CompletionRequest, should_stop: StopFn = None) -> dict[str, Any]:
-        from chatlab.generate import Finished
+    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn = None) -> dict[str, Any]:
+        plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
+        full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
+        return merge_text_chunks(list(self.completion_stream(full, should_stop)))
 
-        choices, used = [], [0, 0]
-        for index, prompt, ev in self._completion_events(req, should_stop):
-            if isinstance(ev, Finished):
-                used[0] += ev.prompt_tokens
-                used[1] += ev.completion_tokens
-                choices.append({"index": index, "text": (prompt if req.echo else "") + ev.text,
-                                "logprobs": None, "finish_reason": ev.finish_reason})
-        return shapes.text_completion(shapes.new_id("cmpl"), self.model_name, choices,
-                                      shapes.usage(*used))
+
+def _text_choice(index: int, text: str, finish_reason: str | None = None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+
+def _parser(plan: ChatPlan) -> Any:
+    from chatlab.tools import get_parser
+
+    return get_parser(plan.tool_format, [t.to_openai() for t in plan.tools])
+
+
+def _processor(engine: ChatEngine, plan: ChatPlan) -> Any:
+    from chatlab.tools.constrain import build_processor
+
+    return build_processor(engine.tokenizer, engine.vocab_size,
+                           tools=[t.to_openai() for t in plan.tools] or None,
+                           tool_choice=plan.choice.name if plan.choice.mode == "named" else plan.choice.mode,
+                           response_format=_format_dict(plan.response_format),
+                           fmt=plan.tool_format, stop_ids=list(plan.rendered.stop_ids) or None)
+
+
+def _format_dict(rf: Any) -> dict[str, Any] | None:
+    if rf is None:
+        return None
+    if rf.kind == "json_object":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": rf.name, "schema": rf.schema}}

@@ -1,10 +1,8 @@
 """OpenAI's response shapes, built in one place so the CLI and the server cannot drift apart.
 
-Subtle wire details that real clients depend on (reference §4): a non-streamed message always
-has `role`; a streamed tool call sends `id`, `type` and `function.name` once, in its first
-delta, and later deltas carry only `index` and argument fragments (repeating the name makes
-clients concatenate it); the last choice chunk has an empty delta and the finish_reason; the
-optional usage chunk has `choices: []`.
+Subtle wire details that real clients depend on (reference §4): the last choice chunk has an
+empty delta and the finish_reason; the optional usage chunk has `choices: []`. The deltas
+themselves (a tool call's id and name once, then argument pieces) are chatlab.engine.accumulate's.
 """
 from __future__ import annotations
 
@@ -20,15 +18,6 @@ def new_id(prefix: str) -> str:
 def usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}
-
-
-def message(content: str | None, calls: list[Any], legacy: bool) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls and legacy:
-        msg["function_call"] = {"name": calls[0].name, "arguments": calls[0].arguments}
-    elif calls:
-        msg["tool_calls"] = [c.to_openai() for c in calls]
-    return msg
 
 
 def completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int]) -> dict[str, Any]:
@@ -47,19 +36,6 @@ def chunk(cid: str, model: str, index: int, delta: dict[str, Any],
 def usage_chunk(cid: str, model: str, use: dict[str, int]) -> dict[str, Any]:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "choices": [], "usage": use}
-
-
-def call_start_delta(index: int, call_id: str, name: str, legacy: bool) -> dict[str, Any]:
-    if legacy:
-        return {"function_call": {"name": name, "arguments": ""}}
-    return {"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                            "function": {"name": name, "arguments": ""}}]}
-
-
-def call_args_delta(index: int, fragment: str, legacy: bool) -> dict[str, Any]:
-    if legacy:
-        return {"function_call": {"arguments": fragment}}
-    return {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
 
 
 def text_completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int] | None,

@@ -22,13 +22,11 @@ PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse k
 
 
 def raw_rate(engine: ChatEngine, tokens: int) -> float:
-    from chatlab.engine.prepare import plan_chat, sampling
     from chatlab.generate import TextDelta, generate
 
-    req = parse_request({"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
-    plan = plan_chat(engine.resolution, req)
-    params = sampling(req, plan.stop, plan.stop_ids, len(plan.prompt_ids), engine.context_length)
-    stamps = [time.perf_counter() for ev in generate(engine.backend, plan.prompt_ids, params)
+    plan = engine.check(parse_request({"messages": PROMPT, "max_tokens": tokens, "temperature": 0,
+                                       "ignore_eos": True}))
+    stamps = [time.perf_counter() for ev in generate(engine.backend, list(plan.prompt_ids), plan.params[0])
               if isinstance(ev, TextDelta)]
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 

@@ -131,3 +131,15 @@ def build_processor(tokenizer: Any, vocab_size: int, tools: Any = None, tool_cho
     if compiler is None:
         return None
     return GrammarProcessor(compiled, vocab_size, what)
+
+
+def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Any, choice: Any,
+                       response_format: Any, fmt: Any, stop_ids: list[int] | None) -> None:
+    """Build the processor once so that a grammar that cannot compile is refused up front."""
+    rf = None
+    if response_format is not None:
+        rf = ({"type": "json_object"} if response_format.kind == "json_object" else
+              {"type": "json_schema", "json_schema": {"schema": response_format.schema}})
+    build_processor(tokenizer, vocab_size, tools=[t.to_openai() for t in tools] or None,
+                    tool_choice=choice.name if choice.mode == "named" else choice.mode,
+                    response_format=rf, fmt=fmt, stop_ids=stop_ids or None)

@@ -1,0 +1,139 @@
+"""One accumulator: parser events in, OpenAI deltas out; the final message is their merge.
+
+A non-streamed reply is not assembled by separate code: the engine runs the same stream and
+`merge_chunks` adds its chunks up, so streamed and non-streamed answers cannot disagree.
+
+The one subtle rule is a tool call that breaks after it was announced. Its first deltas (id,
+name, argument pieces) have already gone to the client, and a stream cannot take them back.
+So, as with OpenAI's own API, an announced call stays a call: a call cut off by `max_tokens`
+keeps the arguments it has and the reply ends with finish_reason "length"; the raw markup of a
+withdrawn call is never put into `content`. A call cut off before it was even announced (its
+name not yet complete) is dropped: its markup is not an answer. Text that the model ended on
+its own and that never got as far as a call (a lone `<tool_call>` followed by prose) is
+content, as the parser says.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chatlab.tools.events import ContentDelta, ToolCallArgs, ToolCallEnd, ToolCallError, ToolCallStart
+
+
+class Accumulator:
+    """Turns one choice's parser events into `delta` dicts (OpenAI's streaming shape)."""
+
+    def __init__(self, legacy: bool = False) -> None:
+        self.legacy = legacy  # old `functions` requests: one call, as `function_call`
+        self.wire: dict[int, int] = {}  # parser's call index -> index on the wire
+        self.complete: set[int] = set()
+        self.finished: Any = None  # the loop's Finished, set before the parser's final events
+
+    def feed(self, ev: Any) -> list[dict[str, Any]]:
+        if isinstance(ev, ContentDelta):
+            return [{"content": ev.text}] if ev.text else []
+        if isinstance(ev, ToolCallStart):
+            if self.legacy and self.wire:
+                return []  # the old shape carries one call: later ones are dropped
+            i = self.wire[ev.index] = len(self.wire)
+            if self.legacy:
+                return [{"function_call": {"name": ev.name, "arguments": ""}}]
+            return [{"tool_calls": [{"index": i, "id": ev.id, "type": "function",
+                                     "function": {"name": ev.name, "arguments": ""}}]}]
+        if isinstance(ev, ToolCallArgs):
+            if ev.index not in self.wire or not ev.fragment:
+                return []
+            if self.legacy:
+                return [{"function_call": {"arguments": ev.fragment}}]
+            return [{"tool_calls": [{"index": self.wire[ev.index], "function": {"arguments": ev.fragment}}]}]
+        if isinstance(ev, ToolCallEnd):
+            self.complete.add(ev.index)
+            return []
+        if isinstance(ev, ToolCallError):
+            # announced: the call stands as sent; cut off by the length limit: not an answer
+            cut = self.finished is not None and self.finished.finish_reason == "length"
+            return [] if ev.index is not None or cut or not ev.text else [{"content": ev.text}]
+        raise TypeError(f"not a parser event: {ev!r}")
+
+    def finish_reason(self, loop_reason: str) -> str:
+        """The loop's reason ("stop" / "length"), or the call reason when calls were made."""
+        if loop_reason == "length" or not self.wire:
+            return loop_reason
+        return "function_call" if self.legacy else "tool_calls"
+
+
+def _merge_choice(deltas: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    legacy: dict[str, Any] | None = None
+    for delta in deltas:
+        text.append(delta.get("content") or "")
+        for c in delta.get("tool_calls") or []:
+            call = calls.setdefault(c["index"], {"id": c.get("id"), "type": "function",
+                                                 "function": {"name": "", "arguments": ""}})
+            call["function"]["name"] += c.get("function", {}).get("name") or ""
+            call["function"]["arguments"] += c.get("function", {}).get("arguments") or ""
+        if delta.get("function_call"):
+            fc = delta["function_call"]
+            legacy = legacy or {"name": "", "arguments": ""}
+            legacy["name"] += fc.get("name") or ""
+            legacy["arguments"] += fc.get("arguments") or ""
+    content = "".join(text)
+    message: dict[str, Any] = {"role": "assistant",
+                               "content": None if (calls or legacy) and not content else content,
+                               "refusal": None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    if legacy:
+        message["function_call"] = legacy
+    return message
+
+
+def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A `chat.completion` equal to what a client gets by adding up the streamed chunks."""
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    reasons: dict[int, str | None] = {}
+    logprobs: dict[int, list[Any]] = {}
+    usage = None
+    for chunk in chunks:
+        usage = chunk.get("usage") or usage
+        for choice in chunk["choices"]:
+            i = choice["index"]
+            delta = dict(choice["delta"])
+            if choice.get("logprobs"):
+                logprobs.setdefault(i, []).extend(choice["logprobs"].get("content") or [])
+            by_index.setdefault(i, []).append(delta)
+            if choice.get("finish_reason"):
+                reasons[i] = choice["finish_reason"]
+    choices = []
+    for i in sorted(by_index):
+        lp = {"content": logprobs[i], "refusal": None} if i in logprobs else None
+        choices.append({"index": i, "message": _merge_choice(by_index[i]), "logprobs": lp,
+                        "finish_reason": reasons.get(i)})
+    first = chunks[0]
+    return {"id": first["id"], "object": "chat.completion", "created": first["created"],
+            "model": first["model"], "choices": choices, "usage": usage,
+            "system_fingerprint": first.get("system_fingerprint")}
+
+
+def merge_text_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same for `/v1/completions`: text pieces per choice index, concatenated."""
+    texts: dict[int, list[str]] = {}
+    reasons: dict[int, str | None] = {}
+    logprobs: dict[int, dict[str, list[Any]]] = {}
+    usage = None
+    for chunk in chunks:
+        usage = chunk.get("usage") or usage
+        for choice in chunk["choices"]:
+            i = choice["index"]
+            texts.setdefault(i, []).append(choice.get("text") or "")
+            if choice.get("finish_reason"):
+                reasons[i] = choice["finish_reason"]
+            if choice.get("logprobs"):
+                into = logprobs.setdefault(i, {})
+                for key, value in choice["logprobs"].items():
+                    into.setdefault(key, []).extend(value)
+    first = chunks[0]
+    choices = [{"index": i, "text": "".join(texts[i]), "logprobs": logprobs.get(i),
+                "finish_reason": reasons.get(i)} for i in sorted(texts)]
+    return {"id": first["id"], "object": "text_completion", "created": first["created"],
+            "model": first["model"], "choices": choices, "usage": usage}

@@ -1,0 +1,76 @@
+"""Who may drive the model now: a lease instead of a lock held across `yield`.
+
+A backend holds one KV cache, so one generation runs at a time. Holding a lock for a whole
+stream looks right but fails in a notebook: a half-read `chat_stream` generator left in a
+variable keeps the lock forever, and the next call hangs (or, with a re-entrant lock, both
+write into the same cache). Here the lock is held only for each backend call. A generation
+takes a *lease*; a new generation waits while the current one is being read, but a lease left
+unread for `idle_s` seconds is taken over: the new call resets the cache with its own prefill,
+and the abandoned generator, if ever resumed, ends with a clear error instead of reading a
+cache that is no longer its own.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from chatlab.errors import ChatlabError
+
+
+class Superseded(ChatlabError):
+    """An unfinished generation whose model was taken over by a newer call."""
+
+
+class Lease:
+    """One generation's claim on the backend; quacks like the backend for the loop."""
+
+    def __init__(self, guard: "ModelGuard") -> None:
+        self._guard, self.backend = guard, guard.backend
+        self.touched = time.monotonic()
+        self.done = self.superseded = False
+
+    def __getattr__(self, name: str) -> Any:  # tokenizer, decoder, eos_ids, vocab_size, ...
+        return getattr(self.backend, name)
+
+    def _call(self, fn: str, arg: Any) -> np.ndarray:
+        with self._guard.cond:
+            if self.superseded:
+                raise Superseded("this generation sat unread and a newer call on the same engine "
+                                 "took over the model; read a stream to its end (or close it) "
+                                 "before starting another")
+            out = getattr(self.backend, fn)(arg)
+            self.touched = time.monotonic()
+            return out
+
+    def prefill(self, ids: list[int]) -> np.ndarray:
+        return self._call("prefill", ids)
+
+    def step(self, token_id: int) -> np.ndarray:
+        return self._call("step", token_id)
+
+    def release(self) -> None:
+        with self._guard.cond:
+            self.done = True
+            self._guard.cond.notify_all()
+
+
+class ModelGuard:
+    def __init__(self, backend: Any, idle_s: float = 2.0) -> None:
+        self.backend, self.idle_s = backend, idle_s
+        self.cond = threading.Condition()
+        self.current: Lease | None = None
+
+    def acquire(self) -> Lease:
+        """Wait while the current generation is being read; take over one left idle."""
+        with self.cond:
+            while (cur := self.current) is not None and not cur.done:
+                idle = time.monotonic() - cur.touched
+                if idle >= self.idle_s:
+                    cur.superseded = True
+                    break
+                self.cond.wait(timeout=self.idle_s - idle)
+            lease = self.current = Lease(self)
+            return lease

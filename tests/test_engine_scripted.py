@@ -1,0 +1,154 @@
+"""The engine on a scripted backend: streamed == non-streamed by construction, for every format.
+
+No model is loaded: ScriptedBackend replays text through the real loop, parser and accumulator.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chatlab.backends.scripted import ScriptedBackend
+from chatlab.engine import ChatEngine, parse_request
+from chatlab.engine.accumulate import merge_chunks
+from chatlab.engine.lease import Superseded
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
+
+# format -> (a built-in template that uses it, a well-formed call as the model writes it,
+#            the same call broken: invalid arguments)
+FORMATS = {
+    "hermes": ("qwen2.5", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+               '<tool_call>\n{"name": "get_weather", "arguments": {"city": }\n</tool_call>'),
+    "react": ("qwen", 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\n',
+              'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": \n'),
+    "chatglm3": ("chatglm3", 'get_weather\n```python\ntool_call(city="Paris")\n```',
+                 'get_weather\n```python\ntool_call(city=\n```'),
+    "json": ("llama3", '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+             '{"name": "get_weather", "parameters": {"city": }'),
+}
+
+
+def engine_for(fmt: str, replies: list[str]) -> ChatEngine:
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+
+    template = FORMATS[fmt][0]
+    backend = ScriptedBackend(tokenizer_for(get_template(template)), replies)
+    return ChatEngine(backend, "scripted", template=template)
+
+
+def normalized(answer: dict[str, Any]) -> dict[str, Any]:
+    """Call ids are random per run: compare everything else."""
+    out = json.loads(json.dumps({k: answer[k] for k in ("choices", "usage")}))
+    for choice in out["choices"]:
+        for call in choice["message"].get("tool_calls") or []:
+            call["id"] = "call_x"
+    return out
+
+
+def both_ways(engine: ChatEngine, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list]:
+    whole = engine.chat(parse_request(body))
+    chunks = list(engine.chat_stream(parse_request({**body, "stream": True,
+                                                    "stream_options": {"include_usage": True}})))
+    return whole, merge_chunks(chunks), chunks
+
+
+@pytest.mark.parametrize("max_tokens", [3, 8, 14, 20])
+def test_forced_call_cut_by_length_is_the_same_both_ways(max_tokens: int) -> None:
+    """The issue's reproduction: a named tool_choice cut off by max_tokens, temperature 0."""
+    engine = engine_for("hermes", [FORMATS["hermes"][1]])
+    body = {"messages": ASK, "tools": WEATHER, "temperature": 0, "max_tokens": max_tokens,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    whole, merged, chunks = both_ways(engine, body)
+    assert normalized(whole) == normalized(merged)
+    choice = whole["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert "<tool_call>" not in (choice["message"]["content"] or "")
+    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert "<tool_call>" not in streamed
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_well_formed_call_in_every_format(fmt: str) -> None:
+    engine = engine_for(fmt, [FORMATS[fmt][1]])
+    whole, merged, _ = both_ways(engine, {"messages": ASK, "tools": WEATHER, "temperature": 0})
+    assert normalized(whole) == normalized(merged)
+    choice = whole["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    assert choice["message"]["refusal"] is None and choice["message"]["role"] == "assistant"
+
+
+SEGMENTS = st.one_of(
+    st.text(alphabet="abc xyz.,!?\n", min_size=1, max_size=12),
+    st.sampled_from(["good", "bad", "Sure, ", "END"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fmt=st.sampled_from(list(FORMATS)), parts=st.lists(SEGMENTS, min_size=1, max_size=4),
+       max_tokens=st.integers(min_value=1, max_value=60), stop=st.sampled_from([None, "END", "xy"]))
+def test_stream_merge_equals_non_stream(fmt: str, parts: list[str], max_tokens: int,
+                                        stop: str | None) -> None:
+    """Plain text, one or several calls, malformed calls, calls cut by the length limit, stop
+    strings across chunk borders: the non-streamed answer is the merged stream, every time."""
+    _, good, bad = FORMATS[fmt]
+    reply = "".join(good if p == "good" else bad if p == "bad" else p for p in parts)
+    engine = engine_for(fmt, [reply])
+    body = {"messages": ASK, "tools": WEATHER, "temperature": 0, "max_tokens": max_tokens}
+    if stop:
+        body["stop"] = [stop]
+    whole, merged, chunks = both_ways(engine, body)
+    assert normalized(whole) == normalized(merged)
+    choice = whole["choices"][0]
+    calls = choice["message"].get("tool_calls") or []
+    assert choice["finish_reason"] in ("stop", "length", "tool_calls")
+    if choice["finish_reason"] == "tool_calls":
+        assert calls
+    if choice["finish_reason"] == "length":
+        assert whole["usage"]["completion_tokens"] == max_tokens
+    if calls:  # an announced call never leaves its markup in the content
+        assert good not in (choice["message"]["content"] or "")
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole["usage"]
+
+
+def test_plain_text_and_usage_without_tools() -> None:
+    engine = engine_for("hermes", ["Paris is the capital of France."])
+    whole, merged, chunks = both_ways(engine, {"messages": ASK, "temperature": 0})
+    assert whole["choices"][0]["message"]["content"] == "Paris is the capital of France."
+    assert whole["choices"][0]["finish_reason"] == "stop"
+    assert normalized(whole) == normalized(merged)
+    assert whole["usage"]["completion_tokens"] == len(engine.backend.replies[0]) + 1  # + eos
+
+
+def test_abandoned_stream_does_not_block_the_next_call() -> None:
+    engine = engine_for("hermes", ["one two three four five six seven eight nine ten"])
+    engine.guard.idle_s = 0.5
+    solo = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
+    left = engine.chat_stream(parse_request({"messages": ASK, "temperature": 0, "stream": True}))
+    next(left), next(left)  # two chunks, then the notebook moves on
+    t0 = time.monotonic()
+    again = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
+    assert time.monotonic() - t0 < 5
+    assert normalized(again) == normalized(solo)
+    with pytest.raises(Superseded, match="took over the model"):
+        list(left)  # resumed after the takeover: a clear error, not a corrupted cache
+
+
+def test_closed_stream_releases_at_once() -> None:
+    engine = engine_for("hermes", ["one two three four"])
+    stream = engine.chat_stream(parse_request({"messages": ASK, "temperature": 0, "stream": True}))
+    next(stream), next(stream)
+    stream.close()  # what the server does when a client leaves
+    assert engine.guard.current is not None and engine.guard.current.done
