@@ -90,7 +90,8 @@ def test_health_models_and_chat(engine: ScriptedEngine) -> None:
         models = httpx.get(srv.url + "/models").json()
         assert models["object"] == "list" and models["data"][0]["id"] == "scripted"
         r = httpx.post(srv.url + "/chat/completions", json=body())
-        assert r.json()["choices"][0]["message"] == {"role": "assistant", "content": "one two three"}
+        assert r.json()["choices"][0]["message"] == {"role": "assistant", "content": "one two three",
+                                                     "refusal": None}
 
 
 def test_api_key(engine: ScriptedEngine) -> None:
