@@ -11,7 +11,7 @@ import socket
 from typing import Callable, TypeVar
 from urllib.parse import urlparse
 
-from chatlab.errors import HubUnavailableError
+from chatlab.errors import ChatlabError, HubUnavailableError
 from chatlab.models.assets import ASSETS
 
 T = TypeVar("T")
@@ -51,4 +51,9 @@ def from_hub(loader: Callable[..., T], hub_id: str, **kwargs: object) -> T:
         raise HubUnavailableError(
             f"{hub_id!r} needs the Hugging Face hub, which is not reachable ({why}); "
             f"{offline_alternatives(hub_id)}")
-    return loader(hub_id, **kwargs)
+    try:
+        return loader(hub_id, **kwargs)
+    except (OSError, ValueError) as err:  # no such repo, gated, no weights: the user's to fix
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise ChatlabError(f"cannot load {hub_id!r} from the Hugging Face hub: {first}; check the "
+                           "hub id (or use a store name, see `chatlab models`)") from None

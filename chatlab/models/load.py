@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chatlab.errors import UnknownNameError
+from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.assets import ASSETS
 from chatlab.models.hub import from_hub
 from chatlab.models.store import asset_path
@@ -15,10 +15,34 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts)
 
 
+# what a Hugging Face model or tokenizer folder holds at least one of
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+
+def _exists(name: str) -> bool:
+    """Path.exists, but a 100k-character or NUL-holding name is simply not a path."""
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def _check_name(name: str) -> None:
-    if name not in ASSETS and not Path(name).exists() and not _looks_like_hub_id(name):
+    """A store name, a folder holding a model, or a hub id; anything else is a one-line error
+    (a folder like /etc used to reach transformers and end in a traceback)."""
+    if name in ASSETS:
+        return
+    if _exists(name):
+        folder = Path(name)
+        if not folder.is_dir() or not any((folder / f).is_file() for f in MODEL_FILES):
+            what = "folder" if folder.is_dir() else "file"
+            raise ChatlabError(f"{name[:200]!r} is a {what} but holds no model (none of "
+                               f"{', '.join(MODEL_FILES)}); pass a Hugging Face model folder, a "
+                               "store name (see `chatlab models`) or a hub id like Qwen/Qwen2.5-0.5B-Instruct")
+        return
+    if not _looks_like_hub_id(name):
         raise UnknownNameError(
-            "model", name, list(ASSETS) + ["a local folder", "a hub id like Qwen/Qwen2.5-0.5B-Instruct"])
+            "model", name[:200], list(ASSETS) + ["a local folder", "a hub id like Qwen/Qwen2.5-0.5B-Instruct"])
 
 
 def load_tokenizer(name: str) -> Any:
@@ -37,8 +61,8 @@ def load_tokenizer(name: str) -> Any:
 
             return standins.load_tokenizer(asset)
         return AutoTokenizer.from_pretrained(asset_path(name))
-    if Path(name).exists():
-        return AutoTokenizer.from_pretrained(name)
+    if _exists(name):
+        return _from_folder(AutoTokenizer.from_pretrained, name)
     return from_hub(AutoTokenizer.from_pretrained, name, trust_remote_code=True)
 
 
@@ -57,9 +81,19 @@ def load_model(name: str, dtype: str = "float32") -> tuple[Any, Any]:
         folder = asset_path(name)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
         return model.eval(), load_tokenizer(name)
-    if Path(name).exists():
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype)
+    if _exists(name):
+        model = _from_folder(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype)
         return model.eval(), load_tokenizer(name)
     model = from_hub(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype,
                      trust_remote_code=True)
     return model.eval(), load_tokenizer(name)
+
+
+def _from_folder(loader: Any, folder: str, **kwargs: Any) -> Any:
+    """transformers on a local folder; a folder it cannot read is the user's error, in one line."""
+    try:
+        return loader(folder, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise ChatlabError(f"cannot load a model from the folder {folder!r}: {first}; check that "
+                           "it holds a complete Hugging Face model (config.json, weights, tokenizer)") from None

@@ -1,61 +1,51 @@
 """The OpenAI-compatible HTTP surface: routes, auth, limits. Generation is the engine's job.
 
-Every route validates first (so bad input is a 4xx before anything is queued), then hands the
-work to the fair queue. Streams are Server-Sent Events through sse-starlette, one
-`chat.completion.chunk` per event and a final `data: [DONE]`, as the openai client expects.
+Every route checks everything checkable first — the body (middleware.BodyLimit), the wire
+shape (chatlab.engine.request), then `engine.check`, which parses, renders and compiles the
+request into a plan — so a bad request is a 400 before it costs a place in the queue. The checks
+that render or compile run on a worker thread, off the event loop, so `/health` and other
+clients are not stalled by one large request. Only then is the plan handed to the fair queue
+(serve.jobs), which cancels it whenever its client leaves.
+
+Model names follow RTP-LLM, not vLLM: with one model served, a request naming any model is
+answered by it, and the response names the model that answered (clients such as langchain's
+`ChatOpenAI(model="anything-you-like")` just work). `strict_model_name=True` restores vLLM's 404.
 """
 from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
-from sse_starlette.sse import EventSourceResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.concurrency import run_in_threadpool
 
-from chatlab.errors import ChatlabError
-from chatlab.engine.request import ChatRequest, CompletionRequest
-from chatlab.serve.errors import APIError, error_response, install_handlers
+from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
+from chatlab.serve.errors import APIError, install_handlers
+from chatlab.serve.docs import body_doc, openapi_schema
+from chatlab.serve.jobs import run
+from chatlab.serve.middleware import BodyLimit, CatchAll
 from chatlab.serve.queue import FairQueue
 
 
-class BodyLimit:
-    """ASGI middleware: refuse bodies over `max_bytes` with 413, counted as they arrive."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or {}).get(b"content-length")
-        too_big = error_response(413, f"request body over {self.max_bytes:,} bytes; send fewer or "
-                                 "shorter messages (the limit is set with --max-body-bytes)")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await too_big(scope, receive, send)
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise APIError(413, "request body too large")
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except APIError:
-            await too_big(scope, receive, send)
+def read_request(raw: bytes, cls: type[SamplingFields]) -> Any:
+    """JSON text to a validated request (on a worker thread: a 2 MB body takes a while)."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise APIError(400, "the request body is nested too deeply to parse; flatten it") from None
+    except ValueError:  # also bad UTF-8 and integers over 4,300 digits
+        raise APIError(400, "the request body is not valid JSON; send a JSON object") from None
+    return parse_request(data, cls)
 
 
 def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32,
-               max_messages: int = 256, max_body_bytes: int = 2_000_000) -> FastAPI:
-    app = FastAPI(title="chatlab", docs_url=None, redoc_url=None)
+               max_messages: int = 256, max_body_bytes: int = 2_000_000,
+               strict_model_name: bool = False) -> Any:
+    app = FastAPI(title="chatlab", docs_url=None, redoc_url=None, openapi_url=None)
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(CatchAll)  # outermost: whatever escapes below ends here
     queue = FairQueue(max_waiting=max_waiting)
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
@@ -69,78 +59,58 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
                            "'Authorization: Bearer <key>' with the key the server was started with",
                            code="invalid_api_key")
 
-    def check_model(name: str | None) -> None:
-        if name not in (None, "", engine.model_name):
-            raise APIError(404, f"the model {name!r} is not served here; use "
-                           f"{engine.model_name!r} (see GET /v1/models)", "model", "model_not_found")
+    def not_served(name: str) -> APIError:
+        return APIError(404, f"the model {name[:80]!r} is not served here; use "
+                        f"{engine.model_name!r} (see GET /v1/models)", "model", "model_not_found")
 
-    def client_of(request: Request, user: str | None) -> str:
-        return user or (request.client.host if request.client else "anonymous")
+    async def accept(request: Request, cls: type[SamplingFields]) -> Any:
+        req = await run_in_threadpool(read_request, await request.body(), cls)
+        if strict_model_name and req.model not in (None, "", engine.model_name):
+            raise not_served(req.model)
+        if isinstance(req, ChatRequest) and len(req.messages) > max_messages:
+            raise APIError(400, f"{len(req.messages)} messages is over the limit of {max_messages}; "
+                           "drop or summarise earlier turns", "messages")
+        return req
 
-    async def run(request: Request, req: Any, work: Callable[..., Iterator[dict] | dict]) -> Any:
-        job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled),
-                           client_of(request, req.user))
-        if not req.stream:
-            async for item in job:
-                return JSONResponse(item)
-            raise APIError(500, "generation produced no response")
-
-        async def events() -> AsyncIterator[str]:
-            try:
-                async for chunk in job:
-                    yield json.dumps(chunk, ensure_ascii=False)
-            except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
-                body = {"message": str(err) if isinstance(err, ChatlabError)
-                        else "internal error while generating", "type": "server_error",
-                        "param": None, "code": None}
-                yield json.dumps({"error": body})
-            yield "[DONE]"
-
-        return EventSourceResponse(events(), sep="\n", ping=600)
+    def card() -> dict[str, Any]:
+        return {"id": engine.model_name, "object": "model", "created": engine.created,
+                "owned_by": "chatlab", "max_model_len": engine.context_length}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": engine.model_name, "waiting": queue.waiting}
 
+    @app.get("/openapi.json", dependencies=[Depends(auth)], include_in_schema=False)
+    async def openapi() -> dict[str, Any]:
+        return openapi_schema(app)
+
     @app.get("/v1/models", dependencies=[Depends(auth)])
     async def models() -> dict[str, Any]:
-        card = {"id": engine.model_name, "object": "model", "created": engine.created,
-                "owned_by": "chatlab", "max_model_len": engine.context_length}
-        return {"object": "list", "data": [card]}
+        return {"object": "list", "data": [card()]}
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(auth)])
-    async def chat(request: Request, req: ChatRequest) -> Any:
-        check_model(req.model)
-        if len(req.messages) > max_messages:
-            raise APIError(400, f"{len(req.messages)} messages is over the limit of {max_messages}; "
-                           "drop or summarise earlier turns", "messages")
-        engine.check(req)
-        stream = engine.chat_stream if req.stream else engine.chat
-        return await run(request, req, lambda cancelled: stream(req, should_stop=cancelled))
+    @app.get("/v1/models/{model_id:path}", dependencies=[Depends(auth)])
+    async def model(model_id: str) -> dict[str, Any]:
+        if model_id != engine.model_name:
+            raise not_served(model_id)
+        return card()
 
-    @app.post("/v1/completions", dependencies=[Depends(auth)])
-    async def completions(request: Request, req: CompletionRequest) -> Any:
-        check_model(req.model)
-        engine.check(req)
-        stream = engine.completion_stream if req.stream else engine.completion
-        return await run(request, req, lambda cancelled: stream(req, should_stop=cancelled))
+    @app.post("/v1/chat/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
+    async def chat(request: Request) -> Any:
+        req = await accept(request, ChatRequest)
+        plan = await run_in_threadpool(engine.check, req)
+        work = engine.chat_stream if req.stream else engine.chat
+        return await run(request, queue, req, lambda stop: work(plan, stop))
 
-    @app.post("/v1/chat/render", dependencies=[Depends(auth)])
-    async def render(req: ChatRequest) -> dict[str, Any]:
-        check_model(req.model)
-        return engine.render(req)
+    @app.post("/v1/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(CompletionRequest))
+    async def completions(request: Request) -> Any:
+        req = await accept(request, CompletionRequest)
+        plan = await run_in_threadpool(engine.check, req)
+        work = engine.completion_stream if req.stream else engine.completion
+        return await run(request, queue, req, lambda stop: work(plan, stop))
+
+    @app.post("/v1/chat/render", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
+    async def render(request: Request) -> dict[str, Any]:
+        req = await accept(request, ChatRequest)
+        return await run_in_threadpool(engine.render, req)
 
     return app
-
-
-def _drive(work: Callable[[Callable[[], bool]], Iterator[dict] | dict],
-           emit: Callable[[Any], None], cancelled: Callable[[], bool]) -> None:
-    """Run one engine call on the worker thread, emitting its dict or each of its chunks."""
-    result = work(cancelled)
-    if isinstance(result, dict):
-        emit(result)
-        return
-    for chunk in result:
-        if cancelled():
-            break
-        emit(chunk)

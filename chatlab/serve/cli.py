@@ -19,6 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
     p.add_argument("--max-waiting", type=int, default=32, help="queued requests before 429")
     p.add_argument("--max-body-bytes", type=int, default=2_000_000)
+    p.add_argument("--max-messages", type=int, default=256, help="messages per request before 400")
+    p.add_argument("--strict-model-name", action="store_true",
+                   help="answer 404 to a request naming another model (vLLM's behaviour); by "
+                        "default any requested model is answered by the one served (RTP-LLM's)")
     p.set_defaults(func=run)
 
 
@@ -31,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
                              precision=args.precision)
     app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
-                     max_body_bytes=args.max_body_bytes)
+                     max_messages=args.max_messages, max_body_bytes=args.max_body_bytes,
+                     strict_model_name=args.strict_model_name)
     print(f"chatlab: serving {args.model} at http://{args.host}:{args.port}/v1 "
           f"(template {engine.resolution.name}: {engine.resolution.reason})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")

@@ -1,77 +1,92 @@
 """OpenAI's error body for every failure, and the handlers that make sure nothing else leaks.
 
-`{"error": {"message", "type", "param", "code"}}`. A bad request is never a 500 and never shows a
-stack trace: validation errors name the field, ChatlabError messages name the fix, and an
-unexpected exception is logged on the server and answered with a short generic message.
+`{"error": {"message", "type", "param", "code"}}`. A bad request is a 400 (never a 422, never a
+500) whose `param` names the field when one is to blame; ChatlabError messages name the fix. An
+unexpected exception is answered by middleware.CatchAll, not by a handler here: Starlette
+re-raises after running an `Exception` handler, and uvicorn then drops the kept-alive connection
+under the client's next request.
 """
 from __future__ import annotations
 
-import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from chatlab.engine.request import param_of
 from chatlab.errors import ChatlabError, UnknownNameError
 
-log = logging.getLogger("chatlab.serve")
-
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-         413: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error",
+         405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
          500: "server_error", 503: "server_error"}
+
+# the request's top-level fields, for reading the param out of a ChatlabError's message
+FIELDS = ("messages", "tools", "functions", "tool_choice", "function_call", "response_format",
+          "prompt", "stop", "model", "user", "seed", "n", "max_tokens", "max_completion_tokens",
+          "temperature", "top_p", "top_k", "repetition_penalty", "stream_options")
+_LEADING_PATH = re.compile(r"(?:%s)(?:\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*(?![A-Za-z0-9_])" % "|".join(FIELDS))
 
 
 class APIError(Exception):
     """An error with its HTTP status, raised by routes and the queue."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers or {}
 
 
-def error_response(status: int, message: str, param: str | None = None,
-                   code: str | None = None) -> JSONResponse:
-    body = {"error": {"message": message, "type": TYPES.get(status, "invalid_request_error"),
-                      "param": param, "code": code}}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body, status_code=status, headers=headers)
+def _encodable(text: str | None) -> str | None:
+    """Messages may quote what the client sent; a lone surrogate in them would make the error
+    response itself fail to encode (a 500 while reporting a 400)."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
-    first = err.errors()[0] if err.errors() else {}
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(loc) or None
-    if first.get("type") == "json_invalid":
-        return "the request body is not valid JSON; send a JSON object", None
-    msg = first.get("msg", "invalid request")
-    return (f"{param}: {msg}" if param else msg), param
+def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
+                      "param": _encodable(param), "code": code}}
+    extra = dict(headers or {})
+    if status == 401:
+        extra["WWW-Authenticate"] = "Bearer"
+    if status >= 500 or status == 413:  # the connection's state is unknown (or unread): end it
+        extra["Connection"] = "close"
+    return JSONResponse(body, status_code=status, headers=extra or None)
+
+
+def param_in(message: str) -> str | None:
+    """`messages[2]` from "messages[2] (tool) has no tool_call_id ...": chatlab.types names the
+    field at the start of its messages, and OpenAI's body wants it in `param`."""
+    m = _LEADING_PATH.match(message)
+    if m:
+        return m.group(0)
+    return "tools" if message.startswith("tool ") else None  # "tool 'f' parameters is not ..."
 
 
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api(_: Request, exc: APIError) -> JSONResponse:
-        return error_response(exc.status, exc.message, exc.param, exc.code)
+        return error_response(exc.status, exc.message, exc.param, exc.code, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
-        status = 400 if param is None or "json" in message else 422
-        return error_response(status, message, param)
-
-    @app.exception_handler(UnknownNameError)
-    async def _unknown(_: Request, exc: UnknownNameError) -> JSONResponse:
-        return error_response(400, str(exc))
+        first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            return error_response(400, "the request body is not valid JSON; send a JSON object")
+        param = param_of(tuple(p for p in first.get("loc", ()) if p != "body"))
+        msg = first.get("msg", "invalid request")
+        return error_response(400, f"{param}: {msg}" if param else msg, param)
 
     @app.exception_handler(ChatlabError)
     async def _chatlab(_: Request, exc: ChatlabError) -> JSONResponse:
-        return error_response(400, str(exc))
+        message = str(exc)
+        kind = exc.kind if isinstance(exc, UnknownNameError) and exc.kind in FIELDS else None
+        return error_response(400, message, getattr(exc, "param", None) or param_in(message) or kind)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error while serving a request")
-        return error_response(500, "internal error while generating; the server log has details")
+        # keep the exception's headers: a 405 must say which methods are allowed (Allow)
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)

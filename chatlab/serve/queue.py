@@ -4,13 +4,17 @@ The backend holds one KV cache, so generations run one at a time on a worker thr
 event loop keeps accepting requests. Waiting jobs are grouped by client (the request's `user`,
 else its address) and taken round-robin, so one client sending twenty requests cannot starve
 another who sent one. When `max_waiting` jobs wait, new ones get 429 at once instead of
-piling up. A job's results travel to its request through an asyncio queue; a request that goes
-away (client disconnect) sets the job's cancel flag, which the generation loop checks per token.
+piling up, with a `Retry-After` of about one job's duration (when the next place frees up).
+A job's results travel to its request through an asyncio queue. A request that goes away
+(client disconnect, streamed or not) cancels its job: a waiting job leaves the queue at once, so
+abandoned requests cannot fill it; a running one sees its cancel flag, checked per token.
 """
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
+import time
 from collections import OrderedDict, deque
 from typing import Any, AsyncIterator, Callable
 
@@ -21,8 +25,8 @@ _DONE = object()
 
 
 class Job:
-    def __init__(self, work: Work, loop: asyncio.AbstractEventLoop) -> None:
-        self.work, self.loop = work, loop
+    def __init__(self, work: Work, loop: asyncio.AbstractEventLoop, queue: "FairQueue") -> None:
+        self.work, self.loop, self.queue = work, loop, queue
         self.results: asyncio.Queue[Any] = asyncio.Queue()
         self.cancelled = threading.Event()
 
@@ -30,7 +34,19 @@ class Job:
         self.loop.call_soon_threadsafe(self.results.put_nowait, item)
 
     def cancel(self) -> None:
-        self.cancelled.set()
+        if not self.cancelled.is_set():
+            self.cancelled.set()
+            self.queue.withdraw(self)
+
+    async def first(self) -> Any:
+        """The job's first result (a non-streamed answer); None if it ended with none."""
+        try:
+            item = await self.results.get()
+            if isinstance(item, BaseException):
+                raise item
+            return None if item is _DONE else item
+        finally:  # done, failed, or the awaiting request was cancelled: nothing more to run
+            self.cancel()
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         try:
@@ -49,6 +65,7 @@ class FairQueue:
         self._count = 0
         self._cond = threading.Condition()
         self._closed = False
+        self._seconds_per_job = 1.0  # running average, for Retry-After
         self._thread = threading.Thread(target=self._run, name="chatlab-worker", daemon=True)
         self._thread.start()
 
@@ -56,17 +73,37 @@ class FairQueue:
     def waiting(self) -> int:
         return self._count
 
+    def retry_after(self) -> int:
+        """Seconds until a place is likely free: the next waiting job starts after about one
+        job's duration. Clamped to what clients honour (openai's waits up to 60 s)."""
+        return max(1, min(60, math.ceil(self._seconds_per_job)))
+
     def submit(self, work: Work, client: str) -> Job:
-        job = Job(work, asyncio.get_running_loop())
+        job = Job(work, asyncio.get_running_loop(), self)
         with self._cond:
             if self._count >= self.max_waiting:
+                wait = self.retry_after()
                 raise APIError(429, f"the server queue is full ({self.max_waiting} requests "
-                               "waiting); retry after a moment or send fewer requests at once",
-                               code="queue_full")
+                               f"waiting); retry after {wait} s or send fewer requests at once",
+                               code="queue_full", headers={"Retry-After": str(wait)})
             self._waiting.setdefault(client, deque()).append(job)
             self._count += 1
             self._cond.notify()
         return job
+
+    def withdraw(self, job: Job) -> None:
+        """Take a cancelled job out of the waiting line (no-op once it runs or has run)."""
+        with self._cond:
+            for client, jobs in self._waiting.items():
+                if job in jobs:
+                    jobs.remove(job)
+                    self._count -= 1
+                    if not jobs:
+                        del self._waiting[client]
+                    break
+            else:
+                return
+        job.emit(_DONE)
 
     def _next(self) -> Job | None:
         with self._cond:
@@ -87,11 +124,13 @@ class FairQueue:
             if job.cancelled.is_set():
                 job.emit(_DONE)
                 continue
+            started = time.monotonic()
             try:
                 job.work(job.emit, job.cancelled.is_set)
             except BaseException as err:  # noqa: BLE001 - handed to the request, not lost
                 job.emit(err)
             job.emit(_DONE)
+            self._seconds_per_job += 0.2 * (time.monotonic() - started - self._seconds_per_job)
 
     def close(self) -> None:
         with self._cond:

@@ -1,0 +1,80 @@
+"""One request's generation: queued, driven on the worker thread, cancelled when the client leaves.
+
+A streamed request's client leaving is heard by sse-starlette, which closes the event generator
+(and so the job). A non-streamed request has no such listener: without one, an abandoned request
+ran to completion, and 32 gone clients filled the queue. Here a watcher task waits for the
+connection's `http.disconnect` while the answer is awaited and cancels the job — which leaves
+the queue at once if it was waiting, or stops at the next token if it was running.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Callable, Iterator
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette.sse import EventSourceResponse
+
+from chatlab.errors import ChatlabError
+from chatlab.serve.errors import APIError
+from chatlab.serve.queue import FairQueue, Job
+
+StopFn = Callable[[], bool]
+Work = Callable[[StopFn], Iterator[dict] | dict]  # should_stop -> an answer or its chunks
+CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
+
+
+def client_of(request: Request, user: str | None) -> str:
+    return user or (request.client.host if request.client else "anonymous")
+
+
+async def run(request: Request, queue: FairQueue, req: Any, work: Work) -> Any:
+    job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled), client_of(request, req.user))
+    if req.stream:
+        return EventSourceResponse(_events(job), sep="\n", ping=600)
+    watcher = asyncio.create_task(_cancel_when_gone(request, job))
+    try:
+        answer = await job.first()
+    finally:
+        watcher.cancel()
+    if answer is not None:
+        return JSONResponse(answer)
+    if job.cancelled.is_set() and await request.is_disconnected():
+        return Response(status_code=CLIENT_GONE)
+    raise APIError(500, "generation produced no response; the server log has details")
+
+
+async def _cancel_when_gone(request: Request, job: Job) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    job.cancel()
+
+
+async def _events(job: Job) -> AsyncIterator[str]:
+    try:
+        async for chunk in job:
+            yield json.dumps(chunk, ensure_ascii=False)
+    except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
+        body = {"message": str(err) if isinstance(err, ChatlabError)
+                else "internal error while generating", "type": "server_error",
+                "param": None, "code": None}
+        yield json.dumps({"error": body})
+    yield "[DONE]"
+
+
+def _drive(work: Work, emit: Callable[[Any], None], cancelled: StopFn) -> None:
+    """Run one engine call on the worker thread, emitting its dict or each of its chunks."""
+    result = work(cancelled)
+    if isinstance(result, dict):
+        emit(result)
+        return
+    try:
+        for chunk in result:
+            if cancelled():
+                break
+            emit(chunk)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # a generator left early releases the model now, not at garbage collection

@@ -1,0 +1,453 @@
+"""The server against OpenAI's contract and against hostile clients — one test per probe finding.
+
+No model: the real ChatEngine runs on ScriptedBackend (real plan, render, loop and shapes), and
+a FakeEngine whose generation waits on `should_stop` times cancellation and queueing.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from chatlab.engine import shapes
+from chatlab.serve import start_server
+
+SERVED = "served-model"
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    """The real engine, scripted: every reply is 'Hello there.' unless a test scripts another."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+
+    backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hello there."])
+    return ChatEngine(backend, SERVED, template="qwen2.5")
+
+
+@pytest.fixture(scope="module")
+def server(engine: Any) -> Iterator[Any]:
+    with start_server(engine) as srv:
+        yield srv
+
+
+class FakeEngine:
+    """Generation that runs until `should_stop` (or `hold` seconds); records when it stopped."""
+
+    model_name, context_length, created = SERVED, 4096, 0
+
+    def __init__(self, hold: float = 10.0, check_seconds: float = 0.0) -> None:
+        self.hold, self.check_seconds = hold, check_seconds
+        self.stopped = threading.Event()  # set when a run saw should_stop() become true
+        self.release = threading.Event()  # ends every run now, as a finished generation would
+        self.runs = 0
+
+    def check(self, req: Any) -> Any:
+        time.sleep(self.check_seconds)  # stands for rendering / grammar compilation
+        return req
+
+    def render(self, req: Any) -> dict[str, Any]:
+        return {"model": SERVED, "text": "x", "ids": [1]}
+
+    def _wait(self, should_stop: Any) -> None:
+        self.runs += 1
+        deadline = time.monotonic() + self.hold
+        while time.monotonic() < deadline and not self.release.is_set():
+            if should_stop():
+                self.stopped.set()
+                return
+            time.sleep(0.01)
+
+    def chat(self, plan: Any, should_stop: Any) -> dict[str, Any]:
+        if plan.user == "boom":
+            raise RuntimeError("secret internal detail")
+        self._wait(should_stop)
+        msg = {"role": "assistant", "content": "done", "refusal": None}
+        return shapes.completion("chatcmpl-1", SERVED, [{"index": 0, "message": msg, "logprobs": None,
+                                                         "finish_reason": "stop"}], shapes.usage(1, 1))
+
+    def chat_stream(self, plan: Any, should_stop: Any) -> Iterator[dict[str, Any]]:
+        yield shapes.chunk("c", SERVED, 0, {"role": "assistant", "content": ""})
+        self._wait(should_stop)
+        yield shapes.chunk("c", SERVED, 0, {}, "stop")
+
+    completion = chat
+    completion_stream = chat_stream
+
+
+def post(srv: Any, body: Any, path: str = "/chat/completions", **kw: Any) -> httpx.Response:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()  # ASCII: \ud800 escaped
+    return httpx.post(srv.url + path, content=raw, headers={"content-type": "application/json"},
+                      timeout=kw.pop("timeout", 30), **kw)
+
+
+def error_of(r: httpx.Response, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and "Traceback" not in r.text
+    return err
+
+
+# -- model names ----------------------------------------------------------------------------
+def test_any_model_name_is_answered_by_the_served_model(server: Any) -> None:
+    r = post(server, {"model": "anything-you-like", "messages": HI})
+    assert r.status_code == 200 and r.json()["model"] == SERVED
+    r = post(server, {"model": "gpt-4o", "prompt": "Once", "max_tokens": 3}, "/completions")
+    assert r.status_code == 200 and r.json()["model"] == SERVED
+
+
+def test_strict_model_name_restores_404(engine: Any) -> None:
+    with start_server(engine, strict_model_name=True) as srv:
+        err = error_of(post(srv, {"model": "gpt-4o", "messages": HI}), 404)
+        assert err["param"] == "model" and err["code"] == "model_not_found" and SERVED in err["message"]
+        assert post(srv, {"model": SERVED, "messages": HI}).status_code == 200
+        assert post(srv, {"messages": HI}).status_code == 200  # no model named: the served one
+
+
+def test_article_langchain_snippet_with_any_model_name(engine: Any, monkeypatch: Any) -> None:
+    """The RTP-LLM article's §5.1 as written, but for the imports langchain 1.x moved."""
+    engine.backend.replies = [engine.backend.tokenizer.encode(
+        '<tool_call>\n{"name": "_OutputFormatter", "arguments": {"output": {"name": "Harry", '
+        '"color": "brown"}}}\n</tool_call>', add_special_tokens=False)]
+    engine.backend.calls = 0
+    try:
+        with start_server(engine) as srv:
+            monkeypatch.setenv("OPENAI_API_KEY", "xxxx")  # the article's os.environ lines
+            monkeypatch.setenv("OPENAI_API_BASE", srv.url)
+            import warnings
+
+            from langchain_classic.chains.openai_functions import create_structured_output_chain
+            from langchain_core.prompts import ChatPromptTemplate
+            from langchain_openai import ChatOpenAI
+            from pydantic import BaseModel, Field
+
+            class Dog(BaseModel):
+                """Identifying information about a dog."""
+                name: str = Field(..., description="The dog's name")
+                color: str = Field(..., description="The dog's color")
+
+            llm = ChatOpenAI(model="anything-you-like", temperature=0.2)
+            prompt = ChatPromptTemplate.from_messages([
+                ("system", "You are an algorithm for extracting information into structured formats, "
+                           "and respond with function call."),
+                ("user", "extract information from the following input: {input}")])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the chain and .run are deprecated, still shipped
+                chain = create_structured_output_chain(Dog, llm, prompt)
+                output = chain.run("John had a dog named Harry, who was a brown beagle that loved chicken")
+            assert output == Dog(name="Harry", color="brown")
+    finally:
+        engine.backend.replies = [engine.backend.tokenizer.encode("Hello there.", add_special_tokens=False)]
+
+
+# -- OpenAI's response shapes ---------------------------------------------------------------
+def test_responses_validate_against_openai_types(server: Any) -> None:
+    from openai.types import Completion, Model
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    whole = post(server, {"model": SERVED, "messages": HI}).json()
+    ChatCompletion.model_validate(whole)
+    choice = whole["choices"][0]
+    # required by the spec though nullable; pydantic's Optional would not notice them missing
+    assert choice["message"]["refusal"] is None and "logprobs" in choice and choice["finish_reason"]
+    r = post(server, {"model": SERVED, "messages": HI, "stream": True,
+                      "stream_options": {"include_usage": True}})
+    events = [e[6:] for e in r.text.split("\n\n") if e.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    for event in events[:-1]:
+        ChatCompletionChunk.model_validate(json.loads(event))
+    Completion.model_validate(post(server, {"prompt": "Once", "max_tokens": 3}, "/completions").json())
+    Model.model_validate(httpx.get(server.url + "/models").json()["data"][0])
+
+
+def test_get_model_by_id(server: Any) -> None:
+    from openai.types import Model
+
+    assert Model.model_validate(httpx.get(f"{server.url}/models/{SERVED}").json()).id == SERVED
+    err = error_of(httpx.get(server.url + "/models/other/model"), 404)
+    assert err["param"] == "model" and SERVED in err["message"]
+
+
+# -- validation: 400, param set, the message names the fix -----------------------------------
+@pytest.mark.parametrize("extra,param,needle", [
+    ({"temperature": 5}, "temperature", "less than or equal to 2"),
+    ({"n": 9}, "n", "8"),
+    ({"seed": 2**63}, "seed", "64-bit"),
+    ({"stop": ["x"] * 17}, "stop", "up to 16"),
+    ({"stream": "maybe"}, "stream", "boolean"),
+    ({"max_tokens": "lots"}, "max_tokens", "integer"),
+    ({"max_tokens": 10**6}, "max_tokens", "context window"),
+    ({"repetition_penalty": 1e-310}, "repetition_penalty", "0.01"),
+    ({"messages": [{"role": "user"}]}, "messages[0]", "has no content"),
+    ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0]", "has no content"),
+    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1]", "tool_call_id"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]", "unknown role"),
+    ({"messages": []}, "messages", "at least 1"),
+    ({"tools": {"name": "f"}}, "tools", "must be a list"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}]},
+     "tools", "not a valid JSON schema"),
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
+    ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_validation_errors_are_400_with_param(server: Any, extra: dict, param: str, needle: str) -> None:
+    err = error_of(post(server, {"model": SERVED, "messages": HI, **extra}), 400)
+    assert err["param"] == param and needle in err["message"], err
+    assert err["type"] == "invalid_request_error"
+
+
+def test_seed_any_int64_and_tiny_temperature_is_greedy(server: Any) -> None:
+    from chatlab.engine import parse_request
+
+    for seed in (-1, -(2**63), 2**63 - 1):
+        assert post(server, {"messages": HI, "seed": seed, "temperature": 1}).status_code == 200
+    assert parse_request({"messages": HI, "seed": -1}).seed == 2**64 - 1  # same bits, unsigned
+    assert parse_request({"messages": HI, "temperature": 1e-310}).temperature == 0.0
+    r = post(server, {"messages": HI, "temperature": 1e-310, "top_k": 50})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello there."
+
+
+# -- hostile strings, sizes and depths --------------------------------------------------------
+SURROGATE = "a\ud800b"
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"messages": [{"role": "user", "content": SURROGATE}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": SURROGATE}]}]},
+     "messages[0].content[0].text"),
+    ({"stop": [SURROGATE]}, "stop[0]"),
+    ({"user": SURROGATE}, "user"),
+    ({"model": SURROGATE}, "model"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "description": SURROGATE}}]},
+     "tools[0].function.description"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "enum": [SURROGATE]}}}}}]},
+     "tools[0].function.parameters.properties.x.enum[0]"),
+    ({"unknown_field": {SURROGATE: 1}}, "unknown_field"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_lone_surrogate_anywhere_is_400_naming_the_field(server: Any, extra: dict, param: str) -> None:
+    err = error_of(post(server, {"model": SERVED, "messages": HI, **extra}), 400)
+    assert err["param"] == param and "surrogate" in err["message"], err
+
+
+@pytest.mark.parametrize("extra,status,needle", [
+    ({"messages": [{"role": "user", "content": "a\x00b\x1b[31m\x7f"}]}, 200, None),
+    ({"model": "\x00\x01" * 10}, 200, None),
+    ({"model": "m" * 100_000}, 400, "limit of 256"),
+    ({"user": "u" * 100_000}, 400, "limit of 256"),
+    ({"tools": [{"type": "function", "function": {"name": "f" * 100_000}}]}, 400, "1-64 characters"),
+    ({"messages": [*HI, {"role": "tool", "tool_call_id": "c", "name": "n" * 100_000, "content": "x"}]},
+     400, "1-64 characters"),
+    ({"stop": ["s" * 5_000]}, 400, "1,000 characters"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"x": json.loads('{"items":' * 40 + '{}' + '}' * 40)}}}}]}, 400, "32 levels"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema":
+      json.loads('{"a":' * 100 + '1' + '}' * 100)}}}, 400, "64 levels"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {f"p{i}": {"type": "string", "description": "d" * 100} for i in range(1_000)}}}}]},
+     400, "100,000"),
+], ids=["control-chars", "control-model", "long-model", "long-user", "long-tool-name",
+        "long-message-name", "long-stop", "deep-schema", "deep-body", "big-schema"])
+def test_hostile_strings_get_200_or_4xx(server: Any, extra: dict, status: int, needle: str | None) -> None:
+    r = post(server, {"model": SERVED, "messages": HI, "max_tokens": 4, **extra})
+    if status == 200:
+        assert r.status_code == 200, r.text
+    else:
+        assert needle in error_of(r, status)["message"]
+
+
+def bad_bodies() -> Iterator[bytes]:
+    """200 malformed requests: broken JSON, wrong types, surrogates, huge names, deep schemas."""
+    deep = '{"type":"object","properties":{"x":' * 50 + '{}' + '}}' * 50
+    kinds = [
+        b"{not json", b"", b"[]", b"null", b'"messages"', b"[" * 100_000, b"\xff\xfe{}",
+        json.dumps({"messages": "hi"}).encode(), json.dumps({"messages": [1, 2]}).encode(),
+        json.dumps({"messages": HI, "n": "many"}).encode(),
+        json.dumps({"messages": HI, "temperature": "NaN"}).encode(),
+        b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+        json.dumps({"messages": HI, "max_tokens": "9" * 5000}).encode(),
+        b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"9" * 5000 + b"}",
+        json.dumps({"messages": [{"role": "user", "content": "\ud800"}]}).encode(),
+        json.dumps({"messages": HI, "stop": "\udfff"}).encode(),
+        json.dumps({"messages": HI, "tools": [{"type": "function", "function": {"name": "x" * 100_000}}]}).encode(),
+        ('{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+         '"function": {"name": "f", "parameters": ' + deep + '}}]}').encode(),
+        json.dumps({"messages": [{"role": "tool", "content": "x"}]}).encode(),
+        json.dumps({"prompt": ""}).encode(),
+    ]
+    for i in range(200):
+        yield kinds[i % len(kinds)]
+
+
+def test_burst_of_malformed_requests_all_4xx_and_connection_usable(server: Any) -> None:
+    with httpx.Client(timeout=30) as client:
+        for raw in bad_bodies():
+            path = "/completions" if b'"prompt"' in raw else "/chat/completions"
+            r = client.post(server.url + path, content=raw, headers={"content-type": "application/json"})
+            assert 400 <= r.status_code < 500, (raw[:80], r.status_code, r.text[:200])
+            assert r.json()["error"]["message"]
+        assert client.post(server.url + "/chat/completions", json={"messages": HI}).status_code == 200
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+def test_memory_returns_to_baseline_after_bursts_of_bad_requests(server: Any) -> None:
+    import gc
+
+    def burst() -> None:
+        with httpx.Client(timeout=30) as client:
+            for raw in bad_bodies():
+                client.post(server.url + "/chat/completions", content=raw)
+
+    burst()  # warm-up: caches, thread pool, allocator arenas
+    gc.collect()
+    baseline = rss_mb()
+    for _ in range(3):
+        burst()
+    gc.collect()
+    assert rss_mb() - baseline < 25, f"RSS grew from {baseline:.0f} MB to {rss_mb():.0f} MB"
+
+
+# -- limits on every endpoint, checked before the queue ---------------------------------------
+def test_limits_on_every_endpoint(server: Any) -> None:
+    many = [{"role": "user", "content": "x"}] * 300
+    for path in ("/chat/completions", "/chat/render"):
+        err = error_of(post(server, {"messages": many}, path), 400)
+        assert err["param"] == "messages" and "limit of 256" in err["message"]
+    err = error_of(post(server, {"prompt": ["p"] * 40}, "/completions"), 400)
+    assert err["param"] == "prompt" and "limit of 32" in err["message"]
+    err = error_of(post(server, {"prompt": ["p"] * 5, "n": 8}, "/completions"), 400)
+    assert "40 completions" in err["message"]
+    for prompt in ("", [""], [], ["ok", ""]):
+        assert error_of(post(server, {"prompt": prompt}, "/completions"), 400)["param"] == "prompt"
+    assert error_of(post(server, {"messages": [{"role": "user", "content": "\ud800"}]}, "/chat/render"),
+                    400)["param"] == "messages[0].content"
+
+
+def test_bad_request_is_400_even_when_the_queue_is_full() -> None:
+    fake = FakeEngine(hold=5)
+    with start_server(fake, max_waiting=1) as srv:
+        with httpx.Client(timeout=0.3) as c:
+            for _ in range(2):  # one running, one waiting: the queue is full
+                with pytest.raises(httpx.TimeoutException):
+                    c.post(srv.url + "/chat/completions", json={"messages": HI, "user": "a"})
+        err = error_of(post(srv, {"messages": HI, "temperature": 7}), 400)
+        assert err["param"] == "temperature"
+
+
+def test_checks_run_off_the_event_loop() -> None:
+    fake = FakeEngine(hold=0, check_seconds=2.0)
+    with start_server(fake) as srv:
+        slow = threading.Thread(target=post, args=(srv, {"messages": HI}))
+        slow.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert httpx.get(srv.base + "/health", timeout=5).status_code == 200
+        assert time.monotonic() - started < 1.0  # not behind the 2 s check
+        slow.join(10)
+
+
+# -- cancellation and the queue --------------------------------------------------------------
+def test_non_streamed_request_is_cancelled_when_its_client_leaves() -> None:
+    fake = FakeEngine(hold=30)
+    with start_server(fake) as srv:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(srv.url + "/chat/completions", json={"messages": HI}, timeout=0.5)
+        gone = time.monotonic()
+        assert fake.stopped.wait(5), "generation ran on for a client that left"
+        assert time.monotonic() - gone < 1.0
+
+
+def test_abandoned_queued_requests_leave_the_queue() -> None:
+    fake = FakeEngine(hold=30)
+    with start_server(fake, max_waiting=2) as srv:
+        done: list[int] = []
+        running = threading.Thread(target=lambda: done.append(post(srv, {"messages": HI}).status_code))
+        running.start()
+        time.sleep(0.3)
+
+        def leave_early(i: int) -> None:
+            with pytest.raises(httpx.TimeoutException):
+                post(srv, {"messages": HI, "user": f"gone{i}"}, timeout=0.5)
+
+        for _ in range(3):  # three rounds of clients that fill the queue and leave
+            leavers = [threading.Thread(target=leave_early, args=(i,)) for i in range(2)]
+            for t in leavers:
+                t.start()
+            for t in leavers:
+                t.join(5)
+            deadline = time.monotonic() + 2
+            while httpx.get(srv.base + "/health").json()["waiting"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert httpx.get(srv.base + "/health").json()["waiting"] == 0  # not 429 for the next
+        assert fake.runs == 1 and not fake.stopped.is_set()  # they never ran; the first runs on
+        fake.release.set()
+        running.join(5)
+        assert done == [200]
+
+
+def test_queue_full_429_carries_retry_after() -> None:
+    fake = FakeEngine(hold=30)
+    with start_server(fake, max_waiting=1) as srv:
+        threads = [threading.Thread(target=post, args=(srv, {"messages": HI, "user": f"u{i}"}))
+                   for i in range(2)]
+        for t in threads:
+            t.start()
+            time.sleep(0.2)
+        r = post(srv, {"messages": HI})
+        assert error_of(r, 429)["code"] == "queue_full"
+        assert int(r.headers["retry-after"]) >= 1
+        fake.release.set()
+        for t in threads:
+            t.join(5)
+
+
+# -- HTTP details the probes found -----------------------------------------------------------
+def test_500_closes_the_connection_and_the_next_request_succeeds() -> None:
+    fake = FakeEngine(hold=0)
+    with start_server(fake) as srv, httpx.Client(timeout=10) as client:
+        for _ in range(10):
+            r = client.post(srv.url + "/chat/completions", json={"messages": HI, "user": "boom"})
+            assert error_of(r, 500)["message"].startswith("internal error")
+            assert r.headers["connection"] == "close" and "secret" not in r.text
+            assert client.post(srv.url + "/chat/completions", json={"messages": HI}).status_code == 200
+
+
+def test_chunked_body_over_the_limit_is_413(server: Any) -> None:
+    def chunks(total: int) -> Iterator[bytes]:
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * total}]}).encode()
+        for i in range(0, len(body), 65_536):
+            yield body[i:i + 65_536]
+
+    r = httpx.post(server.url + "/chat/completions", content=chunks(3_000_000), timeout=30)
+    assert "over 2,000,000 bytes" in error_of(r, 413)["message"]
+    r = httpx.post(server.url + "/chat/completions", content=chunks(1_000), timeout=30)
+    assert r.status_code == 200
+
+
+def test_405_carries_allow(server: Any) -> None:
+    r = httpx.get(server.url + "/chat/completions")
+    error_of(r, 405)
+    assert r.headers["allow"] == "POST"
+    r = httpx.post(server.url + "/models")
+    assert error_of(r, 405) and r.headers["allow"] == "GET"
+
+
+def test_openapi_needs_the_api_key_when_one_is_set(engine: Any) -> None:
+    with start_server(engine, api_key="sekret") as srv:
+        error_of(httpx.get(srv.base + "/openapi.json"), 401)
+        doc = httpx.get(srv.base + "/openapi.json", headers={"Authorization": "Bearer sekret"}).json()
+        assert "/v1/chat/completions" in doc["paths"] and "ChatRequest" in doc["components"]["schemas"]
+        error_of(httpx.get(f"{srv.url}/models/{SERVED}"), 401)
+    with start_server(engine) as srv:
+        assert httpx.get(srv.base + "/openapi.json").status_code == 200
