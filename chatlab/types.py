@@ -196,7 +196,7 @@ def parse_message(i: int, msg: Any) -> Message:
             raise ChatlabError(f"messages[{i}] (tool) has no tool_call_id; send the id of the "
                                "assistant's tool call that this message answers")
         tool_call_id = check_text(msg["tool_call_id"], f"messages[{i}].tool_call_id")
-    if role in ("tool", "function") and msg.get("name") is not None:
+    if msg.get("name") is not None:  # a participant's or a tool's name: bounded, plain
         name = check_name(msg["name"], f"messages[{i}].name")
     if role == "function" and name is None:
         raise ChatlabError(f"messages[{i}] (function) has no name; send the function's name")

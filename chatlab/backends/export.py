@@ -49,10 +49,12 @@ def source_folder(model: str) -> Path:
 
     if _is_store_model(model):
         return asset_path(model)
-    if (Path(model) / "config.json").is_file():
+    from chatlab.models.load import _exists
+
+    if _exists(str(Path(model) / "config.json")):  # OSError-safe: a 100k-character name is no path
         return Path(model).resolve()
     chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
-    raise UnknownNameError("model to export", model, chat + ["a local Hugging Face model folder"])
+    raise UnknownNameError("model to export", model[:80], chat + ["a local Hugging Face model folder"])
 
 
 def source_key(model: str) -> str:

@@ -34,7 +34,7 @@ class ChatEngine:
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str = "fp32", template: str | None = None, **options: Any) -> "ChatEngine":
+             weight_format: str | None = None, template: str | None = None, **options: Any) -> "ChatEngine":
         from chatlab.backends import load_backend
 
         return cls(load_backend(model, backend, weight_format, **options), model, template)

@@ -45,12 +45,13 @@ def http_rate(url: str, model: str, tokens: int) -> float:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--backend", default="torch")
-    ap.add_argument("--weight-format", default="fp32")
+    ap.add_argument("--backend", default="openvino", help="openvino (int8 by default) or torch")
+    ap.add_argument("--weight-format", default=None, help="fp32, int8 or int4 (default per backend)")
+    ap.add_argument("--precision", default="f32", help="f32 or bf16 (a CPU with bf16 only)")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format)
+    engine = ChatEngine.load(args.model, args.backend, args.weight_format, precision=args.precision)
     raw, http = [], []
     with start_server(engine) as srv:
         raw_rate(engine, 8)  # warm-up both paths
