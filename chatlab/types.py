@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from chatlab.errors import ChatlabError, UnknownNameError
@@ -66,13 +66,19 @@ class Message:
 class ToolSpec:
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] | None = None  # as sent: templates write "no parameters" their way
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema (an empty object when the tool takes no parameters)."""
+        return self.parameters if self.parameters is not None else {"type": "object", "properties": {}}
 
     def to_openai(self) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": self.name}
         if self.description:
             fn["description"] = self.description
-        fn["parameters"] = self.parameters
+        if self.parameters is not None:
+            fn["parameters"] = self.parameters
         return {"type": "function", "function": fn}
 
 
@@ -244,8 +250,7 @@ def _tool(label: str, i: int, tool: Any, legacy: bool) -> ToolSpec:
         raise ChatlabError(f"{label}[{i}].function.description is {len(desc):,} characters, over the "
                            f"limit of {MAX_DESCRIPTION_CHARS:,}; shorten it")
     params = fn.get("parameters")
-    params = {"type": "object", "properties": {}} if params is None else params
-    return ToolSpec(name, desc, check_schema(params, f"tool {name!r} parameters"))
+    return ToolSpec(name, desc, None if params is None else check_schema(params, f"tool {name!r} parameters"))
 
 
 def parse_tools(tools: Any = None, functions: Any = None) -> list[ToolSpec]:

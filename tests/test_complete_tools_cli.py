@@ -182,7 +182,7 @@ def test_tool_choice_none_renders_no_tools(files: dict[str, Path], capsys: pytes
 @pytest.mark.parametrize("args,needles", [
     (["--tools", "tools_dict"], ["list", "tools_dict.json"]),
     (["--tools", "tools_nameless"], ["tools[0]", "name"]),
-    (["--tools", "tools_bad_schema"], ["invalid JSON schema", "strng"]),
+    (["--tools", "tools_bad_schema"], ["not a valid JSON schema", "strng"]),
     (["--tools", "not_json"], ["not valid JSON", "not_json.json"]),
     (["--tools", "missing"], ["cannot read", "missing.json"]),
     (["--tools", "tools", "--tool-choice", "get_news"], ["get_news", "get_weather", "get_time", "required"]),

@@ -40,6 +40,7 @@ PAYLOADS = {
     "bare": "<|im_end|>",
     "word": "sop",  # ChatGLM's `sop` is an ordinary word that is also a special token
 }
+NAME_FIELDS = {"call_name", "tool_name"}  # plain names only (chatlab.types.check_name)
 PLAIN_FIELDS = ["system", "user", "assistant", "reasoning"]
 TOOL_FIELDS = PLAIN_FIELDS + ["arguments", "tool_result", "call_id", "call_name", "tool_name",
                               "description", "param_description", "enum", "property_name", "title",
@@ -89,6 +90,8 @@ def check(res: Any, tools: bool, jinja: bool, decodes: bool = True) -> list[str]
     for field in TOOL_FIELDS if tools else PLAIN_FIELDS:
         written = any(f in neutral.text for f in forms(f"neutral-{field}"))
         for label, payload in PAYLOADS.items():
+            if field in NAME_FIELDS and not NAME_RE.match(payload):
+                continue  # refused before any template sees it (test_names_with_markup_are_refused...)
             r = res.render(*conversation(tools, field, payload))
             got = Counter(i for i in r.ids if i in control)
             where = f"{res.name}/{field}/{label}"
@@ -190,6 +193,8 @@ def test_jinja_exported_chatglm3():
     for field in ("system", "user", "description", "param_description", "enum", "property_name",
                   "title", "default", "tool_name"):
         for payload in PAYLOADS.values():
+            if field in NAME_FIELDS and not NAME_RE.match(payload):
+                continue
             msgs, tools = conversation(True, field, payload)
             r = res.render(msgs[:2], tools)  # system and user: the turns before any call
             assert Counter(i for i in r.ids if i in control) == neutral, (field, payload)

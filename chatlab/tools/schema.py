@@ -30,4 +30,4 @@ def validate_arguments(arguments: str, tools: Sequence[ToolSpec], name: str) -> 
         value = json.loads(arguments)
     except ValueError as e:
         return [f"arguments are not valid JSON: {e}"]
-    return validate_instance(value, tool.parameters)
+    return validate_instance(value, tool.schema)

@@ -88,7 +88,7 @@ def schema_grammar(tool: ToolSpec) -> dict:
     import xgrammar as xgr
 
     try:
-        ebnf = str(xgr.Grammar.from_json_schema(json.dumps(tool.parameters), any_whitespace=False))
+        ebnf = str(xgr.Grammar.from_json_schema(json.dumps(tool.schema), any_whitespace=False))
     except RuntimeError as err:
         raise grammar_error(f"the parameters schema of tool {tool.name!r}", err) from None
     return {"type": "grammar", "grammar": ebnf}

@@ -145,7 +145,7 @@ class ChatGLM3(ToolFormat):
     # -- grammar --------------------------------------------------------------------------
     def call_tag(self, tool: ToolSpec) -> dict:
         try:
-            grammar = kwargs_grammar(tool.parameters)
+            grammar = kwargs_grammar(tool.schema)
         except ChatlabError as err:
             raise ChatlabError(f"tool {tool.name!r}: {err}") from None
         return {"type": "tag", "begin": f"{tool.name}\n{CALL_OPEN}",

@@ -47,7 +47,7 @@ class ReActParser(ReActMachine):
 
 def instruction(tools: Sequence[ToolSpec]) -> str:
     lines = [TOOL_LINE.format(name=t.name, human=t.name, description=t.description,
-                              parameters=dumps(t.parameters)) for t in tools]
+                              parameters=dumps({} if t.parameters is None else t.parameters)) for t in tools]
     return INSTRUCTION.format(tools_text="\n\n".join(lines), names=", ".join(t.name for t in tools))
 
 
