@@ -9,7 +9,7 @@ So, as with OpenAI's own API, an announced call stays a call: a call cut off by 
 keeps the arguments it has and the reply ends with finish_reason "length"; the raw markup of a
 withdrawn call is never put into `content`. A call cut off before it was even announced (its
 name not yet complete) is dropped: its markup is not an answer. Text that the model ended on
-its own and that never got as far as a call (a lone `<tool_call>` followed by prose) is
+its own and that never got as far as a call (a lone opening tag followed by prose) is
 content, as the parser says.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why by hand: transformers 5.5.4 converts these GGUFs into the wrong tokenizer (SmolLM2 becomes a
 CodeLlamaTokenizer with eos `<|im_start|>` and an added BOS; Qwen2.5 keeps only 3 added tokens,
-so `<tool_call>` splits into four pieces). Everything needed is in the metadata:
+so the tool-call tag splits into four pieces). Everything needed is in the metadata:
 `tokenizer.ggml.tokens/.merges/.token_type`, the eos/bos ids, `add_bos_token` and the
 chat_template. We rebuild exactly that: a byte-level BPE with the pre-tokenizer llama.cpp names
 in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token registered as one special id.

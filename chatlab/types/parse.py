@@ -1,139 +1,22 @@
-"""The chat domain: messages, tools, tool choice and response format, parsed once.
+"""The one set of parse rules: OpenAI-shaped dicts in, chat domain objects out.
 
-Everything a client sends is turned into these frozen objects at the edge (the server's request
-models, the CLI, a notebook passing plain dicts) by the `parse_*` functions below, which are the
-only place these rules live. Renderers, constrainers and parsers take the objects and never
-re-check them. Kinds are `Literal`s, so a misspelt mode is a type error, not a silent branch.
-
-Limits are part of parsing: a request that would make the server do unbounded work (a 100k
-character tool name, a schema nested 120 levels) is refused here with the limit in the message.
+Everything a client sends is turned into chatlab.types objects here (by the server's request
+path, the CLI, a notebook passing plain dicts); renderers, constrainers and parsers take the
+objects and never re-check them.
 """
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from chatlab.errors import ChatlabError, UnknownNameError
-
-Role = Literal["system", "user", "assistant", "tool"]
-ChoiceMode = Literal["auto", "none", "required", "named"]
-FormatKind = Literal["text", "json_object", "json_schema"]
+from chatlab.types.checks import check_json, check_name, check_schema, check_text
+from chatlab.types.objects import Message, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # OpenAI's rule for function names (plus '.')
 MAX_TOOLS = 128
-MAX_SCHEMA_DEPTH = 32
-MAX_SCHEMA_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 8_192
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text of an object, exactly as the model (or client) wrote it
-
-    def to_openai(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
-
-
-@dataclass(frozen=True)
-class Message:
-    role: Role
-    content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None  # tool results: which call this answers
-    name: str | None = None  # tool results: the tool's name
-    reasoning: str | None = None  # assistant `reasoning_content` (Qwen3's <think>)
-
-    def to_template(self) -> dict[str, Any]:
-        """The dict shape that Jinja chat templates and the built-in renderers read."""
-        d: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            d["tool_calls"] = [c.to_openai() for c in self.tool_calls]
-        if self.reasoning is not None:
-            d["reasoning_content"] = self.reasoning
-        for key in ("tool_call_id", "name"):
-            if getattr(self, key) is not None:
-                d[key] = getattr(self, key)
-        return d
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] | None = None  # as sent: templates write "no parameters" their way
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The arguments' JSON schema (an empty object when the tool takes no parameters)."""
-        return self.parameters if self.parameters is not None else {"type": "object", "properties": {}}
-
-    def to_openai(self) -> dict[str, Any]:
-        fn: dict[str, Any] = {"name": self.name}
-        if self.description:
-            fn["description"] = self.description
-        if self.parameters is not None:
-            fn["parameters"] = self.parameters
-        return {"type": "function", "function": fn}
-
-
-@dataclass(frozen=True)
-class ToolChoice:
-    mode: ChoiceMode = "auto"
-    name: str | None = None  # with mode "named"
-
-
-@dataclass(frozen=True)
-class ResponseFormat:
-    kind: FormatKind
-    schema: dict[str, Any] | None = None  # json_schema: the schema; json_object: None
-    name: str | None = None
-
-
-# -- strings --------------------------------------------------------------------------------
-def check_text(value: Any, where: str) -> str:
-    """A string that can be encoded: lone UTF-16 surrogates ("\\ud800") cannot be tokenized."""
-    if not isinstance(value, str):
-        raise ChatlabError(f"{where} must be a string, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ChatlabError(f"{where} holds a lone UTF-16 surrogate at character {err.start} "
-                           "(e.g. '\\ud800'); send valid Unicode text") from None
-    return value
-
-
-def check_name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not NAME_RE.match(value):
-        shown = repr(value)[:40] + ("…" if len(repr(value)) > 40 else "")
-        raise ChatlabError(f"{where} {shown} is not a valid name; use 1-64 characters of "
-                           "a-z, A-Z, 0-9, '_', '-' or '.'")
-    return value
-
-
-def check_json(value: Any, where: str, max_chars: int = MAX_SCHEMA_CHARS) -> str:
-    """JSON text of `value`, refusing values too large, too deep or not encodable."""
-    def depth(v: Any, d: int = 0) -> int:
-        if d > MAX_SCHEMA_DEPTH:
-            raise ChatlabError(f"{where} is nested deeper than {MAX_SCHEMA_DEPTH} levels; flatten it")
-        kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
-        return max((depth(k, d + 1) for k in kids), default=d)
-
-    depth(value)
-    text = json.dumps(value, ensure_ascii=False)
-    if len(text) > max_chars:
-        raise ChatlabError(f"{where} is {len(text):,} characters of JSON, over the limit of "
-                           f"{max_chars:,}; shorten it")
-    check_text(text, where)
-    return text
-
-
-# -- messages -------------------------------------------------------------------------------
 def _content(i: int, msg: dict[str, Any]) -> str | None:
     content = msg.get("content")
     if content is None or isinstance(content, str):
@@ -216,22 +99,6 @@ def parse_messages(messages: Any) -> list[Message]:
     if not isinstance(messages, (list, tuple)) or not messages:
         raise ChatlabError('messages must be a non-empty list of {"role": ..., "content": ...} objects')
     return [parse_message(i, m) for i, m in enumerate(messages)]
-
-
-# -- tools ----------------------------------------------------------------------------------
-def check_schema(schema: Any, where: str) -> dict[str, Any]:
-    """A usable JSON schema (jsonschema's metaschema check), within the size and depth limits."""
-    import jsonschema
-
-    if not isinstance(schema, dict):
-        raise ChatlabError(f"{where} must be a JSON schema object, not {type(schema).__name__}")
-    check_json(schema, where)
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        at = "/".join(map(str, e.path)) or "the top"
-        raise ChatlabError(f"{where} is not a valid JSON schema: {e.message[:200]} (at {at}); fix the schema") from None
-    return schema
 
 
 def _tool(label: str, i: int, tool: Any, legacy: bool) -> ToolSpec:
