@@ -93,9 +93,8 @@ def is_disk_full(err: BaseException) -> bool:
 
 def disk_error(err: BaseException, where: Path) -> AssetError | None:
     """An AssetError explaining `err` when it is a disk problem, else None."""
-    if is_disk_full(err):
-        free = shutil.disk_usage(where).free if where.exists() else 0
-        return AssetError(f"the disk holding {where} is full ({free / 1e6:,.0f} MB free); "
+    if is_disk_full(err):  # the partial build is removed; the space it took is free again
+        return AssetError(f"the disk holding {where} ran out of space during the build; "
                           f"free some space or {FIX_HOME}")
     if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return AssetError(f"cannot write the chatlab cache at {where} ({err.strerror}); {FIX_HOME}")

@@ -192,8 +192,9 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
 
 
 def describe(asset: Asset) -> dict[str, object]:
-    """One row of `chatlab models`. `state`: built, not built, damaged, unchecked (built before
-    file records) or missing (not installed); `problems` lists what is damaged."""
+    """One row of `chatlab models`. `state`: shipped (used as installed), built, not built,
+    damaged, unchecked (built before file records) or missing (not installed); `problems`
+    lists what is damaged."""
     available = is_available(asset)
     path: str | None = None
     state, problems = ("not built" if available else "missing"), []
@@ -206,8 +207,9 @@ def describe(asset: Asset) -> dict[str, object]:
                 state, problems = "unchecked", [f"{LEGACY}; the next use checks and records it"]
             elif found:
                 state, problems = "damaged", found
-        else:
-            path, state = str(asset_path(asset, build=False)), "built"
+        else:  # shipped files used as they are, or a stand-in built in a blink
+            path = str(asset_path(asset, build=False))
+            state = "shipped" if asset.build == "none" else "built"
     size = asset.size or sum(p.stat().st_size for p in asset.source_files() or [])
     return {
         "name": asset.name, "kind": asset.kind, "available": available, "path": path,
