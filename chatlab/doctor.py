@@ -184,7 +184,9 @@ def collect(cpuinfo: str | None = None) -> dict[str, Any]:
     cpu["openvino"] = {**openvino_meaning(cpu["flags"]), "default_precision": openvino_default_precision()}
     report: dict[str, Any] = {
         "versions": versions(), "pins": {k: v for k, v in pinned().items() if k in PACKAGES},
-        "cpu": cpu, "memory": memory(), "models": models_report(), "cache": cache_report(),
+        "cpu": cpu, "memory": memory(),
+        # The cache first: listing the models may build the ChatGLM3 stand-in, which sweeps.
+        "cache": cache_report(), "models": models_report(),
     }
     report["problems"] = find_problems(report)
     return report
