@@ -22,8 +22,8 @@ find_python() {
     echo "$exe"
     return 0
   fi
-  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
-  exe=$(ls -d "$root"/versions/"$version".*/bin/"$name" 2>/dev/null | sort -V | tail -n 1)
+  root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+  exe=$(ls -d "$root"/versions/"$version".*/bin/"$name" 2>/dev/null | sort -V | tail -n 1 || true)
   [[ -n $exe && -x $exe ]] && "$exe" -c '' 2>/dev/null && echo "$exe"
 }
 
