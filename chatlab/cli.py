@@ -1,5 +1,5 @@
 """The `chatlab` command. Each part of the package registers its own subcommands here, so this
-file stays a table of contents: models, render, generate, serve."""
+file stays a table of contents: models, render, generate, serve, doctor."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "chatlab.generate.cli",
     "chatlab.engine.cli",
     "chatlab.serve.cli",
+    "chatlab.doctor",
 ]
 
 

@@ -55,3 +55,39 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci/run").read_text()
     command = "./run.sh test"
     assert command in readme and command in ci
+
+
+TORCH_RUNTIME = re.compile(r"^(triton|nvidia-.*|cuda-.*)$")  # what torch's registry build brings
+
+
+def test_python_312_lock_is_the_311_lock_plus_torch_runtime() -> None:
+    """Python 3.12 installs the same versions as 3.11; only torch's own libraries differ (the
+    registry's build of torch 2.13.0 needs its nvidia/cuda packages and triton 3.7.1)."""
+    lock = _pins((ROOT / "requirements/lock.txt").read_text().splitlines())
+    lock312 = _pins((ROOT / "requirements/lock-py312.txt").read_text().splitlines())
+    assert lock312["torch"] == lock["torch"] == "2.13.0"
+    extra = set(lock312) - set(lock)
+    assert extra and all(TORCH_RUNTIME.match(n) for n in extra), extra
+    assert not set(lock) - set(lock312), "a 3.11 pin is missing from the 3.12 lock"
+    changed = {n for n in lock if lock[n] != lock312[n]}
+    assert all(TORCH_RUNTIME.match(n) for n in changed), changed
+    nodeps = _pins((ROOT / "requirements/nodeps.txt").read_text().splitlines())
+    assert not set(nodeps) & set(lock312), "asset packages belong in nodeps.txt only"
+
+
+def test_requires_python_admits_311_and_312_only() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert {"3.11.7", "3.12.1"} <= set(spec.filter(["3.10.13", "3.11.7", "3.12.1", "3.13.0"]))
+    assert "3.13.0" not in spec and "3.10.13" not in spec
+
+
+def test_run_sh_runs_the_312_leg_in_ci_and_lab_as_root() -> None:
+    run = (ROOT / "run.sh").read_text()
+    assert "lock-py$1.txt" in run and ".venv$1" in run  # one venv and lock per version
+    assert 'CI:-} == true' in run and "CHATLAB_PY312" in run
+    assert "02_id_level_rendering" in run and "01_chat_templates_break" in run
+    assert "--allow-root" in run and "id -u" in run
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert ".venv/" in ignored and ".venv3*/" in ignored

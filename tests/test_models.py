@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -173,3 +174,271 @@ def test_models_cli_unknown_build_name_is_a_clean_error(capsys: pytest.CaptureFi
     assert main(["models", "--build", "nope"]) == 2
     err = capsys.readouterr().err
     assert "unknown model 'nope'" in err and "Traceback" not in err
+
+
+# --- The cache verifies what it serves -------------------------------------------------------
+# Each test damages a COPY of the built default model in its own CHATLAB_HOME; the conversion
+# itself is replaced by a stub where a test only needs to see that a rebuild was started.
+
+SMOL = "smollm2-135m-instruct"
+
+
+@pytest.fixture
+def built_copy(smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the built default model (modification times kept, as a build's are)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHATLAB_HOME", str(home))
+    folder = home / "models" / SMOL
+    shutil.copytree(smollm2_path, folder)
+    return folder
+
+
+@pytest.fixture
+def rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Replace the minute-long conversion with a stub that records the folders it builds."""
+    import chatlab.models.convert as convert
+
+    built: list[Path] = []
+
+    def stub(asset: Asset, paths: list[Path], out: Path) -> None:
+        (out / "config.json").write_text("{}")
+        built.append(out)
+
+    monkeypatch.setattr(convert, "convert_gguf", stub)
+    return built
+
+
+def _overwrite(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def _nan_embeddings(folder: Path) -> None:
+    """Write NaNs over the start of the embedding matrix: same size, a model that answers ''."""
+    import struct
+
+    weights = folder / "model.safetensors"
+    with open(weights, "rb") as f:
+        header_len = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(header_len))
+    name = next(k for k in header if "embed_tokens" in k)
+    start = 8 + header_len + header[name]["data_offsets"][0]
+    _overwrite(weights, start, struct.pack("<f", float("nan")) * 16384)
+
+
+DAMAGE = {
+    "0xff-in-weights": (lambda d: _overwrite(d / "model.safetensors", 100_000_000, b"\xff" * 65536),
+                        "model.safetensors was changed since the build"),
+    "nan-embeddings": (_nan_embeddings, "model.safetensors was changed since the build"),
+    "truncated-weights": (lambda d: os.truncate(d / "model.safetensors", 1_000_000),
+                          "model.safetensors has 1,000,000 bytes"),
+    "deleted-weights": (lambda d: (d / "model.safetensors").unlink(), "model.safetensors is missing"),
+    "truncated-tokenizer": (lambda d: os.truncate(d / "tokenizer.json", 1000),
+                            "tokenizer.json has 1,000 bytes"),
+    "unparseable-config": (lambda d: (d / "config.json").write_text("{" * 816),
+                           "config.json was changed since the build"),
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damaged_build_is_reported_and_rebuilt(
+        built_copy: Path, rebuilds: list[Path], kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from chatlab.models.store import cache_problems, describe
+
+    damage, expected = DAMAGE[kind]
+    assert cache_problems(get_asset(SMOL)) == []
+    damage(built_copy)
+    problems = cache_problems(get_asset(SMOL))
+    assert problems and expected in problems[0]
+    row = describe(get_asset(SMOL))  # `chatlab models --json` no longer says built
+    assert row["built"] is False and row["state"] == "damaged" and row["path"] is None
+    assert asset_path(SMOL) == built_copy and len(rebuilds) == 1  # served only after a rebuild
+    err = capsys.readouterr().err
+    assert "is damaged" in err and expected in err and "rebuilding it" in err
+    assert json.loads((built_copy / "config.json").read_text()) == {}  # the stub's build
+
+
+def test_damaged_build_on_read_only_cache_is_explained(
+        built_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+    import tempfile
+
+    from chatlab.cli import main
+
+    os.truncate(built_copy / "model.safetensors", 1_000_000)
+
+    def read_only(*args: object, **kwargs: object) -> str:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    assert main(["models", "--build", SMOL]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "is damaged" in err and "truncated" in err
+    assert "Read-only file system" in err and "set CHATLAB_HOME to a writable folder" in err
+
+
+def test_read_only_cache_is_a_clean_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+    import tempfile
+
+    from chatlab.cli import main
+
+    monkeypatch.setenv("CHATLAB_HOME", str(tmp_path / "home"))
+
+    def read_only(*args: object, **kwargs: object) -> str:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    assert main(["models", "--build", SMOL]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Read-only file system" in err and "CHATLAB_HOME" in err
+    with pytest.raises(AssetError, match="cannot write the chatlab cache"):  # `complete`'s path
+        load_model(SMOL)
+
+
+@pytest.mark.parametrize("error", ["oserror", "safetensors"])
+def test_full_disk_during_build_is_a_clean_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str) -> None:
+    import errno
+
+    from safetensors import SafetensorError
+
+    import chatlab.models.convert as convert
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHATLAB_HOME", str(home))
+
+    def disk_full(asset: Asset, paths: list[Path], out: Path) -> None:
+        (out / "model.safetensors").write_bytes(b"partial")
+        if error == "oserror":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                              'message: "No space left on device" })')
+
+    monkeypatch.setattr(convert, "convert_gguf", disk_full)
+    with pytest.raises(AssetError, match="ran out of space") as err:
+        asset_path(SMOL)
+    assert "CHATLAB_HOME" in str(err.value)
+    assert list((home / "models").iterdir()) == []  # the partial build is gone
+
+
+def test_too_little_space_is_refused_before_building(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rebuilds: list[Path]) -> None:
+    import chatlab.models.atomic as atomic
+
+    monkeypatch.setenv("CHATLAB_HOME", str(tmp_path / "home"))
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda p: SimpleNamespace(free=50_000_000))
+    with pytest.raises(AssetError, match=r"needs about 689 MB .* only 50 MB are free"):
+        asset_path(SMOL)
+    assert rebuilds == []
+
+
+def test_stale_temp_folders_are_swept(built_copy: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from chatlab.models.atomic import OWNER
+
+    models = built_copy.parent
+    host = socket.gethostname()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+    def leftover(name: str, owner: dict[str, object] | None, age_s: float = 0) -> Path:
+        folder = models / f".tmp-{SMOL}-{name}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"x" * 1000)
+        if owner is not None:
+            (folder / OWNER).write_text(json.dumps(owner))
+        old = time.time() - age_s
+        os.utime(folder, (old, old))
+        return folder
+
+    killed = leftover("killed", {"pid": int(dead), "host": host})
+    running = leftover("running", {"pid": os.getpid(), "host": host})
+    old_unowned = leftover("old", None, age_s=2 * 3600)
+    fresh_unowned = leftover("fresh", None, age_s=60)
+    other_host_old = leftover("nfs", {"pid": 1, "host": host + "-elsewhere"}, age_s=2 * 3600)
+    assert asset_path(SMOL) == built_copy  # any load next to them sweeps
+    assert not killed.exists() and not old_unowned.exists() and not other_host_old.exists()
+    assert running.exists() and fresh_unowned.exists()
+
+
+def test_build_folder_names_its_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a build runs, its only trace is one temporary folder naming its owner process
+    (what a SIGKILL leaves for the sweep to judge); the conversion's scratch lives inside it."""
+    import chatlab.models.convert as convert
+    from chatlab.models.atomic import OWNER
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHATLAB_HOME", str(home))
+    seen: dict[str, object] = {}
+
+    def interrupted(asset: Asset, paths: list[Path], out: Path) -> None:
+        seen["entries"] = [p.name for p in (home / "models").iterdir()]
+        seen["owner"] = json.loads((out / OWNER).read_text())
+        raise SystemExit(1)
+
+    monkeypatch.setattr(convert, "convert_gguf", interrupted)
+    with pytest.raises(SystemExit):
+        asset_path(SMOL)
+    entries = seen["entries"]
+    assert isinstance(entries, list) and len(entries) == 1 and entries[0].startswith(f".tmp-{SMOL}-")
+    assert seen["owner"]["pid"] == os.getpid()  # type: ignore[index]
+    assert list((home / "models").iterdir()) == []  # an ordinary exit cleans up itself
+
+
+def test_copied_cache_is_hashed_once_then_trusted_by_size(
+        smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import chatlab.models.integrity as integrity
+    from chatlab.models.store import cache_problems
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHATLAB_HOME", str(home))
+    shutil.copytree(smollm2_path, home / "models" / SMOL, copy_function=shutil.copyfile)  # new times
+    hashed: list[Path] = []
+    real = integrity.file_sha256
+    monkeypatch.setattr(integrity, "file_sha256", lambda p: hashed.append(p) or real(p))
+    assert cache_problems(get_asset(SMOL)) == []
+    assert {p.name for p in hashed} >= {"model.safetensors", "tokenizer.json", "config.json"}
+    hashed.clear()
+    assert cache_problems(get_asset(SMOL)) == [] and hashed == []  # the new times were recorded
+    assert cache_problems(get_asset(SMOL), full=True) == [] and len(hashed) == 6  # --verify hashes all
+
+
+def test_models_verify_cli(built_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from chatlab.cli import main
+
+    assert main(["models", "--verify"]) == 0
+    assert f"{SMOL}: ok" in capsys.readouterr().out
+    # Restore the recorded time after the write: only the full hash of --verify can see this.
+    stat = (built_copy / "model.safetensors").stat()
+    _overwrite(built_copy / "model.safetensors", 200_000_000, b"\x00\x01" * 100)
+    os.utime(built_copy / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert main(["models", "--verify"]) == 1
+    out = capsys.readouterr().out
+    assert "damaged" in out and "model.safetensors was changed" in out
+    assert f"fix: chatlab models --build {SMOL}" in out
+
+
+def test_build_from_before_file_records_is_checked_once_and_recorded(
+        built_copy: Path, monkeypatch: pytest.MonkeyPatch, rebuilds: list[Path]) -> None:
+    import chatlab.models.convert as convert
+    from chatlab.models.store import LEGACY, cache_problems, describe
+
+    manifest = json.loads((built_copy / MANIFEST).read_text())
+    del manifest["files"]
+    (built_copy / MANIFEST).write_text(json.dumps(manifest))
+    assert cache_problems(get_asset(SMOL)) == [LEGACY]
+    assert describe(get_asset(SMOL))["state"] == "unchecked"
+    checked: list[Path] = []
+    monkeypatch.setattr(convert, "verify_folder", lambda folder: checked.append(folder) or {})
+    assert asset_path(SMOL) == built_copy and checked == [built_copy] and rebuilds == []
+    assert cache_problems(get_asset(SMOL)) == []
+    assert "model.safetensors" in json.loads((built_copy / MANIFEST).read_text())["files"]

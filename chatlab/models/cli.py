@@ -1,4 +1,5 @@
-"""`chatlab models`: what assets exist, which are available here, and where they live."""
+"""`chatlab models`: what assets exist, which are available here, where they live, and whether
+their cached builds are intact."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list the model store's assets")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.add_argument("--build", metavar="NAME", action="append", default=[],
-                   help="convert an asset into the cache now (repeatable)")
+                   help="convert an asset into the cache now, or rebuild a damaged one (repeatable)")
+    p.add_argument("--verify", action="store_true",
+                   help="hash every file of every built asset against its build record; "
+                        "exit 1 when one is damaged")
     p.set_defaults(func=run)
 
 
@@ -17,19 +21,41 @@ def _size(n: object) -> str:
     return f"{n / 1e6:,.0f} MB" if isinstance(n, int) and n else "-"
 
 
+def verify() -> int:
+    from chatlab.models.store import verify_cache
+
+    results = verify_cache()
+    for name, problems in results.items():
+        if not problems:
+            print(f"{name}: ok (every file matches its sha256 from the build)")
+            continue
+        print(f"{name}: damaged")
+        for problem in problems:
+            print(f"    {problem}")
+        print(f"    fix: chatlab models --build {name}")
+    if not results:
+        print("nothing is built yet; `chatlab models --build NAME` builds one")
+    return 1 if any(results.values()) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     from chatlab.models.store import all_assets, asset_path, describe
 
     for name in args.build:
         print(f"{name}: {asset_path(name)}")
+    if args.verify:
+        return verify()
     rows = [describe(a) for a in all_assets()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         state = "available" if r["available"] else "missing"
-        if r["available"] and not r["path"]:
+        if r["state"] == "not built":
             state += " (not built yet: chatlab models --build " + str(r["name"]) + ")"
+        elif r["state"] in ("damaged", "unchecked"):
+            state += f" ({r['state']}: " + "; ".join(map(str, r["problems"]))  # type: ignore[arg-type]
+            state += f"; fix: chatlab models --build {r['name']})"
         print(f"{r['name']:<28} {state}")
         print(f"    {r['kind']}, {_size(r['size'])}, licence: {r['licence']}")
         print(f"    offline: {r['source']}; online: {r['hub_id']}")

@@ -36,7 +36,9 @@ def convert_gguf(asset: Asset, paths: list[Path], out: Path) -> None:
     from tqdm.auto import tqdm
 
     steps = tqdm(total=4, desc=f"building {asset.name}", unit="step")
-    with tempfile.TemporaryDirectory(dir=out.parent) as work:
+    # Scratch space (the concatenated parts) lives inside `out`, the build's temporary folder, so
+    # a killed build leaves one folder for the store's sweep to remove, not a second one.
+    with tempfile.TemporaryDirectory(dir=out, prefix=".work-") as work:
         gguf = _single_gguf(paths, Path(work))
         steps.set_postfix_str("tokenizer from GGUF metadata")
         meta = read_metadata(gguf)

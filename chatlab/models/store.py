@@ -3,21 +3,28 @@
 The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is written to
 a temporary folder next to its final place and renamed into place only once it is complete and
 verified, so an interrupted or failed build never leaves a half-written model that a later run
-would trust. A `chatlab-asset.json` manifest records what it was built from.
+would trust (atomic.py; it also sweeps what killed builds left). A `chatlab-asset.json`
+manifest records what it was built from and each file's size and sha256, and a build is served
+only while its files match (integrity.py: sizes on every load, hashes when a file was written
+to since, every hash on `chatlab models --verify`); a damaged build is rebuilt, or explained
+when it cannot be.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-from contextlib import contextmanager
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from chatlab.errors import AssetError
 from chatlab.models.assets import ASSETS, Asset, get_asset
+from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
+from chatlab.models.integrity import check_files, record_files
+
+__all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
+           "check_source", "describe", "is_available", "verify_cache"]
 
 MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
@@ -58,28 +65,87 @@ def check_source(asset: Asset, paths: list[Path]) -> None:
         )
 
 
-def _manifest_ok(folder: Path, asset: Asset) -> bool:
+LEGACY = "it was built by an older chatlab that did not record its files"
+# A conversion dequantizes ~4.5-bit GGUF weights to fp32 (about 6.5x larger); 7x leaves margin.
+FP32_GROWTH = 7
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
-        return False
-    return data.get("sha256") == asset.sha256 and data.get("build_version") == BUILD_VERSION
+        return None
+    return data if isinstance(data, dict) else None
 
 
-@contextmanager
-def atomic_folder(final: Path) -> Iterator[Path]:
-    """Yield a temporary folder; rename it to `final` only if the block succeeds."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+def _write_manifest(folder: Path, data: dict[str, Any]) -> bool:
+    """Replace the manifest atomically (another process may be reading it); False when the
+    cache is read-only, which only means the next load checks again."""
+    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     try:
-        yield tmp
-        if final.exists():  # a stale or half-built entry without a valid manifest
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, folder / MANIFEST)
+        return True
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return False
 
+
+def _records_ok(records: object) -> bool:
+    return isinstance(records, dict) and all(
+        isinstance(r, dict) and isinstance(r.get("size"), int) and isinstance(r.get("sha256"), str)
+        for r in records.values())
+
+
+def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
+    """None when the asset is not built (or was built from another source or recipe: it will be
+    rebuilt); [] when its build is complete and every file matches its record; otherwise what
+    is damaged. `full` hashes every file (`chatlab models --verify`); see integrity.py."""
+    folder = cache_dir(asset)
+    data = read_manifest(folder)
+    if data is None or data.get("sha256") != asset.sha256 or data.get("build_version") != BUILD_VERSION:
+        return None
+    if "files" not in data:
+        return [LEGACY]
+    if not _records_ok(data["files"]):
+        return [f"its manifest {MANIFEST} is damaged"]
+    problems, refreshed = check_files(folder, data["files"], full=full)
+    if refreshed and not problems:
+        _write_manifest(folder, data)
+    return problems
+
+
+def _record_legacy(asset: Asset, folder: Path) -> bool:
+    """Adopt a build from before file records: run the checks a build ends with, then record
+    its files. Cheaper than a rebuild, and it never deletes a folder others may be reading."""
+    from chatlab.models.convert import verify_folder
+
+    data = read_manifest(folder) or {}
+    try:
+        verify_folder(folder)
+    except Exception:  # damaged in any way: rebuild instead
+        return False
+    data["files"] = record_files(folder, skip=frozenset({MANIFEST}))
+    _write_manifest(folder, data)
+    return True
+
+
+def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
+    from chatlab.models.convert import convert_gguf
+
+    check_source(asset, paths)
+    source_bytes = sum(p.stat().st_size for p in paths)
+    need = FP32_GROWTH * source_bytes + (source_bytes if len(paths) > 1 else 0)
+    check_free_space(folder.parent, need, asset.name)
+    with atomic_folder(folder) as tmp:
+        convert_gguf(asset, paths, tmp)
+        files = record_files(tmp, skip=frozenset({MANIFEST, OWNER}))
+        (tmp / MANIFEST).write_text(json.dumps(
+            {"name": asset.name, "sha256": asset.sha256, "build_version": BUILD_VERSION,
+             "source": [str(p) for p in paths], "files": files}, indent=2))
 
 def is_available(asset: Asset) -> bool:
     """Whether the asset can be used here without the hub (built or buildable)."""
@@ -91,7 +157,8 @@ def is_available(asset: Asset) -> bool:
 
 
 def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
-    """The local folder (or file) of an asset, converting it into the cache on first use."""
+    """The local folder (or file) of an asset, converting it into the cache on first use and
+    rebuilding a cached build whose files no longer match what was recorded."""
     asset = name_or_asset if isinstance(name_or_asset, Asset) else get_asset(name_or_asset)
     if asset.build == "stand-in":
         from chatlab.models import standins
@@ -107,37 +174,56 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
     if asset.build == "none":
         return paths[0].parent if len(paths) > 1 or asset.kind != "tokenizer" else paths[0]
     folder = cache_dir(asset)
-    if _manifest_ok(folder, asset) or not build:
+    sweep_stale(folder.parent)
+    problems = cache_problems(asset)
+    if problems == [] or not build:
         return folder
-    from chatlab.models.convert import convert_gguf
-
-    check_source(asset, paths)
-    with atomic_folder(folder) as tmp:
-        convert_gguf(asset, paths, tmp)
-        (tmp / MANIFEST).write_text(json.dumps(
-            {"name": asset.name, "sha256": asset.sha256, "build_version": BUILD_VERSION,
-             "source": [str(p) for p in paths]}, indent=2))
+    if problems == [LEGACY] and _record_legacy(asset, folder):
+        return folder
+    damage = f"the cached build in {folder} is damaged: {'; '.join(problems)}" if problems else ""
+    if damage:
+        print(f"chatlab: {asset.name}: {damage}; rebuilding it", file=sys.stderr)
+    try:
+        _build(asset, paths, folder)
+    except AssetError as err:
+        raise AssetError(f"{asset.name}: {damage}, and rebuilding it failed: {err}"
+                         if damage else str(err)) from err
     return folder
 
 
 def describe(asset: Asset) -> dict[str, object]:
-    """One row of `chatlab models`."""
+    """One row of `chatlab models`. `state`: shipped (used as installed), built, not built,
+    damaged, unchecked (built before file records) or missing (not installed); `problems`
+    lists what is damaged."""
     available = is_available(asset)
     path: str | None = None
+    state, problems = ("not built" if available else "missing"), []
     if available:
         if asset.build in ("gguf", "concat-gguf"):
-            folder = cache_dir(asset)
-            path = str(folder) if _manifest_ok(folder, asset) else None
-        elif asset.build == "none":
+            found = cache_problems(asset)
+            if found == []:
+                path, state = str(cache_dir(asset)), "built"
+            elif found == [LEGACY]:
+                state, problems = "unchecked", [f"{LEGACY}; the next use checks and records it"]
+            elif found:
+                state, problems = "damaged", found
+        else:  # shipped files used as they are, or a stand-in built in a blink
             path = str(asset_path(asset, build=False))
+            state = "shipped" if asset.build == "none" else "built"
     size = asset.size or sum(p.stat().st_size for p in asset.source_files() or [])
     return {
         "name": asset.name, "kind": asset.kind, "available": available, "path": path,
-        "built": path is not None, "size": size or None, "licence": asset.licence,
+        "built": path is not None, "state": state, "problems": problems, "size": size or None,
+        "licence": asset.licence,
         "source": f"pip: {asset.package}=={asset.package_version}" if asset.package else "none offline",
         "hub_id": asset.hub_id, "optional": asset.optional, "note": asset.note,
     }
 
+
+def verify_cache() -> dict[str, list[str]]:
+    """Hash every file of every built asset (`chatlab models --verify`): name -> problems."""
+    return {a.name: found for a in ASSETS.values()
+            if a.build in ("gguf", "concat-gguf") and (found := cache_problems(a, full=True)) is not None}
 
 def all_assets() -> list[Asset]:
     return list(ASSETS.values())
