@@ -9,6 +9,19 @@ import pytest
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
+# What loads model weights or exports is `slow`: the Python 3.12 leg of CI runs `-m "not slow"`.
+SLOW_FIXTURES = {"smollm2", "chat_engine", "live_server"}
+SLOW_MODULES = {"test_backend_openvino", "test_export_openvino", "test_precision", "test_bench",
+                "test_complete_tools_cli", "test_serve_clients", "test_clients_langchain_llamaindex",
+                "test_finetune", "test_serve_genai"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
