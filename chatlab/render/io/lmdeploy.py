@@ -12,6 +12,7 @@ Both directions go through a chatlab Template, so the import renders at id level
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from chatlab.errors import ChatlabError
@@ -86,8 +87,8 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     user, eoh = around(t.turn("user"), "user turn", t, target)
     assistant, end = around(t.turn("assistant"), "assistant turn", t, target)
     # eoa is the end-of-turn marker, separator what follows it ("<|im_end|>" + "\n")
-    cut = max((k for k, p in enumerate(t.footer("assistant")) if p.kind == "special"), default=-1) + 1
-    eoa = "".join(p.value for p in t.footer("assistant")[:cut])
+    marks = list(re.finditer(r"<[^<>\s]+>", end))
+    eoa = end[:marks[-1].end()] if marks else end
     data = {"model_name": t.name, "system": system, "meta_instruction": t.default_system or "",
             "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
             "separator": end[len(eoa):], "capability": "chat", "stop_words": stop_strings(t)}
