@@ -139,7 +139,10 @@ def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
     if isinstance(source, str) and source in TEMPLATES and fmt is None:
         return from_template(get_template(source), "builtin")
     path = Path(source)
-    is_file = len(str(source)) < 4096 and "\n" not in str(source) and path.is_file()
+    try:  # text passed with fmt is not a path (and may be too long to be one)
+        is_file = "\n" not in str(source) and path.is_file()
+    except OSError:
+        is_file = False
     if not is_file:
         if fmt is not None and isinstance(source, str):
             return parse(source, fmt, "<text>", fmt)
