@@ -32,8 +32,9 @@ class TemplateDiff:
         span = next((s for s in r.slots if s.start <= k < s.end), None)
         if span is None:
             return "?"
-        who = "prompt" if span.message_index < 0 else f"message {span.message_index}"
-        return f"{who} / {span.slot}"
+        if span.message_index < 0:  # prefix, default system prompt, generation prompt
+            return "the default system prompt" if span.slot == "system" else f"the template / {span.slot}"
+        return f"message {span.message_index} / {span.slot}"
 
     def side(self, label: str, r: Rendered) -> list[str]:
         k = self.index or 0
