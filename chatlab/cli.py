@@ -13,6 +13,7 @@ from chatlab.errors import ChatlabError
 COMMAND_MODULES = [
     "chatlab.models.cli",
     "chatlab.render.cli",
+    "chatlab.render.io.cli",
     "chatlab.generate.cli",
     "chatlab.engine.cli",
     "chatlab.serve.cli",

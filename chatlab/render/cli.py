@@ -8,11 +8,17 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 
+FORMATS = ("jinja", "lmdeploy", "ollama", "llamafactory")  # chatlab.render.io.FORMATS (kept light)
+TARGETS = ("jinja", "lmdeploy", "ollama")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("render", help="render a chat to token ids (id-level, injection-safe)")
     p.add_argument("--model", required=True, help="a store name (chatlab models), a folder or a hub id")
-    p.add_argument("--template", help="a built-in template name (chatlab templates); default: resolved")
+    p.add_argument("--template", help="a built-in template name (chatlab templates) or a template file "
+                   "(.jinja, LMDeploy/LLaMA-Factory .json, Modelfile); default: resolved")
+    p.add_argument("--template-format", choices=FORMATS, help="the format of the --template file "
+                   "(default: from its name, then its content)")
     p.add_argument("--messages", required=True, metavar="FILE.json", help="a JSON list of messages")
     p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
     p.add_argument("--format", choices=["text", "ids", "json"], default="text")
@@ -30,8 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_audit)
 
-    p = sub.add_parser("export-template", help="print a built-in template as a Jinja chat_template")
-    p.add_argument("name")
+    p = sub.add_parser("export-template", help="print a template as a Jinja chat_template, an LMDeploy "
+                       "JSON config or an Ollama Modelfile")
+    p.add_argument("name", help="a built-in template name or a template file (LMDeploy/LLaMA-Factory JSON)")
+    p.add_argument("--format", choices=TARGETS, default="jinja", help="the output format (default jinja)")
+    p.add_argument("--template-format", choices=FORMATS, help="the format of NAME when it is a file")
+    p.add_argument("--drop-tools", action="store_true",
+                   help="export a tool-capable template's chat layout to a format without tool support")
     p.set_defaults(func=run_export)
 
 
@@ -51,15 +62,35 @@ def _check_template(name: str | None) -> None:
         get_template(name)  # an unknown name fails before any model loads
 
 
+def load_cli_template(name: str | None, fmt: str | None) -> Any:
+    """A built-in name as it is (its resolution reads as before); a file loaded now, so that a bad
+    file fails before any model loads."""
+    from chatlab.render.builtin import TEMPLATES
+
+    if name is None:
+        if fmt:
+            raise ChatlabError("--template-format needs --template FILE")
+        return None
+    if name in TEMPLATES and fmt is None:
+        return name
+    if not Path(name).is_file():
+        if fmt:
+            raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
+        _check_template(name)  # an unknown name: the list of valid ones
+    from chatlab.render.io import load_template
+
+    return load_template(name, fmt)
+
+
 def run_render(args: argparse.Namespace) -> int:
-    _check_template(args.template)
+    template = load_cli_template(args.template, args.template_format)
     messages = _read_json(args.messages, "messages")
     tools = _read_json(args.tools, "tools") if args.tools else None
     from chatlab.models import load_tokenizer
     from chatlab.render import resolve
 
     tokenizer = load_tokenizer(args.model)
-    res = resolve(tokenizer, args.model, args.template)
+    res = resolve(tokenizer, args.model, template)
     r = res.render(messages, tools=tools, add_generation_prompt=not args.no_generation_prompt)
     if args.format == "ids":
         print(" ".join(map(str, r.ids)))
@@ -121,7 +152,9 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from chatlab.render.export import export_template
+    from chatlab.render.io import export_template
 
-    print(export_template(args.name))
+    text = export_template(load_cli_template(args.name, args.template_format), args.format,
+                           drop_tools=args.drop_tools)
+    print(text, end="" if text.endswith("\n") else "\n")
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
@@ -66,6 +66,10 @@ class Resolution:
     template: Template | None = field(default=None, repr=False)
     chat_template: str | None = field(default=None, repr=False)
     tool_format: ToolFormat | None = None
+    # An imported format with its own evaluator (Ollama's Go templates): (encoder, messages, tools,
+    # add_generation_prompt, options) -> pieces; its stop strings become ids or stop words.
+    renderer: Callable[..., list] | None = field(default=None, repr=False)
+    stop_strings: tuple[str, ...] = ()
 
     @property
     def encoder(self) -> Encoder:
@@ -79,6 +83,9 @@ class Resolution:
             names = self.template.stop_tokens
         else:
             words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
+        if self.renderer is not None:
+            names = ["eos", *(w for w in self.stop_strings if w in enc.added or w in enc.extra_specials)]
+            words = [w for w in self.stop_strings if w not in names]
         ids: list[int] = []
         for name in names:
             tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
@@ -96,7 +103,9 @@ class Resolution:
         msgs, tool_list = as_messages(messages), as_tools(tools)
         enc = self.encoder
         open_turn = False
-        if self.template is not None:
+        if self.renderer is not None:
+            pieces = self.renderer(enc, msgs, tool_list, add_generation_prompt, options)
+        elif self.template is not None:
             composer = Composer(self.template, enc, msgs, tool_list, options)
             pieces = composer.render(add_generation_prompt)
             open_turn = composer.open
@@ -138,7 +147,13 @@ def _builtin(tokenizer: Any, name: str, rule: str, reason: str) -> Resolution:
     return Resolution(rule, reason, name, tokenizer, template=t, tool_format=t.tool_format)
 
 
-def resolve(tokenizer: Any, model_name: str | None = None, template: str | None = None) -> Resolution:
+def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None) -> Resolution:
+    """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
+    LLaMA-Factory slots: chatlab.render.io) or a LoadedTemplate; None resolves by the chain."""
+    if template is not None and (not isinstance(template, str) or template not in TEMPLATES):
+        from chatlab.render.io import load_template
+
+        return load_template(template).resolve(tokenizer)
     if template:
         return _builtin(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
     who = _identity(tokenizer, model_name)
@@ -163,6 +178,6 @@ def resolve(tokenizer: Any, model_name: str | None = None, template: str | None 
 
 
 def render_ids(tokenizer: Any, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
-               template: str | None = None, model_name: str | None = None, **options: Any) -> Rendered:
+               template: Any = None, model_name: str | None = None, **options: Any) -> Rendered:
     """Resolve, then render: the one-call form."""
     return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)

@@ -1,0 +1,14 @@
+"""Chat templates in and out of other engines' formats, each proven id-equal to chatlab's renderer.
+
+    from chatlab.render.io import load_template, export_template, diff_templates
+    t = load_template("Modelfile")                      # or a .jinja, LMDeploy / LLaMA-Factory JSON
+    t.resolve(tokenizer).render(messages).ids
+    export_template("smollm2", "lmdeploy", drop_tools=True)
+    print(diff_templates(tokenizer, messages, "chatml", t))
+"""
+from chatlab.render.io.diff import TemplateDiff, diff_templates
+from chatlab.render.io.exporting import TARGETS, export_template
+from chatlab.render.io.loaded import FORMATS, LoadedTemplate, detect, load_template
+
+__all__ = ["FORMATS", "TARGETS", "LoadedTemplate", "TemplateDiff", "detect", "diff_templates",
+           "export_template", "load_template"]

@@ -1,0 +1,75 @@
+"""Render one chat with two templates and report where their ids first differ, and whose they are.
+
+    d = diff_templates(tokenizer, messages, "chatml", "data/templates/x.json")
+    d.equal, d.index, print(d)   # "first difference at token 12", context, message/slot owners
+
+`a` and `b` are anything load_template accepts, or Resolutions. The report names, for each
+side, the token at the difference with a few tokens around it, and the message index and slot
+(header, content, end, system, ...) that token was rendered from (Rendered.slots).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chatlab.render.ids import Rendered
+from chatlab.render.io.loaded import load_template
+
+CONTEXT = 4  # tokens shown before the difference (and as many after)
+
+
+@dataclass
+class TemplateDiff:
+    equal: bool
+    index: int | None  # the first differing token; None when equal
+    a: Rendered
+    b: Rendered
+    names: tuple[str, str] = ("a", "b")
+
+    def owner(self, r: Rendered, k: int) -> str:
+        if k >= len(r.ids):
+            return "past the end"
+        span = next((s for s in r.slots if s.start <= k < s.end), None)
+        if span is None:
+            return "?"
+        if span.message_index < 0:  # prefix, default system prompt, generation prompt
+            return "the default system prompt" if span.slot == "system" else f"the template / {span.slot}"
+        return f"message {span.message_index} / {span.slot}"
+
+    def side(self, label: str, r: Rendered) -> list[str]:
+        k = self.index or 0
+        toks = r.tokens
+        before = " ".join(repr(t) for t in toks[max(0, k - CONTEXT):k])
+        at = repr(toks[k]) if k < len(toks) else "<end>"
+        after = " ".join(repr(t) for t in toks[k + 1:k + 1 + CONTEXT])
+        return [f"  {label} ({len(r.ids)} tokens): ... {before} [{at}] {after} ...",
+                f"      token {k} is from {self.owner(r, k)}" + (f", id {r.ids[k]}" if k < len(r.ids) else "")]
+
+    def __str__(self) -> str:
+        a, b = self.names
+        if self.equal:
+            return f"{a} and {b} give the same {len(self.a.ids)} ids"
+        return "\n".join([f"first difference at token {self.index} ({a} vs {b})",
+                          *self.side(a, self.a), *self.side(b, self.b)])
+
+
+def _resolution(x: Any, tokenizer: Any) -> tuple[Any, str]:
+    from chatlab.render.resolve import Resolution
+
+    if isinstance(x, Resolution):
+        return x, x.name
+    loaded = load_template(x)
+    return loaded.resolve(tokenizer), loaded.source or loaded.name
+
+
+def diff_templates(tokenizer: Any, messages: Any, a: Any, b: Any, tools: Any = None,
+                   add_generation_prompt: bool = True) -> TemplateDiff:
+    (ra, na), (rb, nb) = _resolution(a, tokenizer), _resolution(b, tokenizer)
+    if na == nb:
+        na, nb = f"a:{na}", f"b:{nb}"
+    x = ra.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+    y = rb.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+    k = next((i for i, (p, q) in enumerate(zip(x.ids, y.ids)) if p != q), None)
+    if k is None and len(x.ids) != len(y.ids):
+        k = min(len(x.ids), len(y.ids))  # one is a prefix of the other
+    return TemplateDiff(k is None, k, x, y, (na, nb))

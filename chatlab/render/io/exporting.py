@@ -1,0 +1,45 @@
+"""`export_template(name_or_loaded, fmt)`: a template written for another engine.
+
+jinja: vLLM `--chat-template`, llama.cpp `--jinja --chat-template-file`, openvino-genai, or
+tokenizer_config's chat_template (chatlab.render.export writes every Template rule as Jinja);
+lmdeploy: `lmdeploy serve api_server --chat-template FILE.json`; ollama: a Modelfile for
+`ollama create`. Anything a target cannot express is refused with a ChatlabError that names it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from chatlab.errors import ChatlabError
+from chatlab.render.io.loaded import load_template
+
+TARGETS = ("jinja", "lmdeploy", "ollama")
+
+
+def export_template(name_or_loaded: Any, fmt: str = "jinja", *, drop_tools: bool = False) -> str:
+    """The template as text in `fmt`; `drop_tools` exports a tool-capable template's chat layout
+    to a format that has no tool support (its tool calls and results are then not rendered)."""
+    if fmt not in TARGETS:
+        raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(TARGETS)}")
+    loaded = load_template(name_or_loaded)
+    if loaded.template is not None:
+        t = loaded.template
+        if fmt == "jinja":
+            from chatlab.render.export import Exporter
+
+            return Exporter(t).render()
+        if fmt == "lmdeploy":
+            from chatlab.render.io.lmdeploy import export_lmdeploy
+
+            return export_lmdeploy(t, drop_tools)
+        from chatlab.render.io.ollama import export_ollama
+
+        return export_ollama(t, drop_tools)
+    if loaded.fmt == fmt:  # a Jinja file as Jinja, a Modelfile as a Modelfile: unchanged
+        if fmt == "jinja":
+            return loaded.jinja or ""
+        if loaded.source and loaded.source != "<text>":
+            with open(loaded.source, encoding="utf-8") as f:
+                return f.read()
+    raise ChatlabError(f"{loaded.name!r} is a {loaded.fmt} template, which chatlab renders but cannot "
+                       f"convert to {fmt} (it is code, not slots); export a built-in, LMDeploy or "
+                       "LLaMA-Factory template instead, or use the file as it is")

@@ -1,0 +1,81 @@
+"""Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold.
+
+Those formats write a turn as text around the content; the engine then encodes that text with
+its special tokens parsed, so a chatlab `S("<|im_start|>")` and the text "<|im_start|>" give the
+same id (for tokenizers that treat the token as special text: not ChatGLM3, whose template uses
+parts these formats cannot hold anyway). Everything else a chatlab template can say (the
+tokenizer's own bos/eos, encoding breaks, round numbers, metadata lines, a system folded into the
+first user turn, reasoning handling, tool formats) has no string form, and saying so is the job
+of `check_flat`: the error names the part and the fix.
+"""
+from __future__ import annotations
+
+from chatlab.errors import ChatlabError
+from chatlab.render.template import CONTENT, Parts, T, Template
+
+NAMES = {"bos": "the tokenizer's bos token", "eos": "the tokenizer's eos token",
+         "break": "an encoding break (BREAK)", "round": "a round number (ROUND)",
+         "meta": "a metadata line (META)"}
+
+
+def flat(parts: Parts, where: str, t: Template, target: str) -> str:
+    """The parts as one string, or an error naming the part the target cannot write."""
+    out: list[str] = []
+    for p in parts:
+        if p.kind in ("text", "special"):
+            out.append(p.value)
+        else:
+            raise ChatlabError(f"template {t.name!r} writes {NAMES.get(p.kind, p.kind)} in its {where}, "
+                               f"which an {target} template cannot express (it has only text around the "
+                               "content); export it as Jinja instead (--format jinja)")
+    return "".join(out)
+
+
+def around(parts: Parts, where: str, t: Template, target: str) -> tuple[str, str]:
+    """(text before CONTENT, text after CONTENT) of a turn."""
+    k = parts.index(CONTENT)
+    return flat(parts[:k], where, t, target), flat(parts[k + 1:], where, t, target)
+
+
+def text_parts(*texts: str) -> Parts:
+    """Strings as template text parts (special-token text in them becomes the special id)."""
+    return tuple(T(x) for x in texts if x)
+
+
+def turn(before: str, after: str) -> Parts:
+    return (*text_parts(before), CONTENT, *text_parts(after))
+
+
+def check_flat(t: Template, target: str, drop_tools: bool) -> None:
+    """Refuse what no string-slot format can hold, before any field is written."""
+    fix = "export it as Jinja instead (--format jinja)"
+    if t.tool_format is not None and not drop_tools:
+        raise ChatlabError(f"template {t.name!r} has the {t.tool_format.name} tool format (tool definitions, "
+                           f"calls and results), which an {target} template cannot express; {fix}, or "
+                           "export the chat layout without tools (drop_tools=True, CLI --drop-tools)")
+    if t.think:
+        raise ChatlabError(f"template {t.name!r} drops earlier reasoning (<think>) from the history, which "
+                           f"a {target} template cannot express; {fix}")
+    if t.system_style == "first-user":
+        raise ChatlabError(f"template {t.name!r} folds the system prompt into the first user turn, which a "
+                           f"{target} template cannot express; {fix}")
+    if t.assistant_eos:
+        raise ChatlabError(f"template {t.name!r} ends assistant turns with the tokenizer's eos token, which "
+                           f"a {target} template cannot name; {fix}")
+
+
+def stop_strings(t: Template) -> list[str]:
+    """Stop words plus named stop tokens ("eos" is implied by every engine)."""
+    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
+
+
+def looks_special(word: str) -> bool:
+    """`<|im_end|>`, `</s>`, `<eoa>`: a token name, not a phrase the model types."""
+    return word.startswith("<") and word.endswith(">") and " " not in word and len(word) > 2
+
+
+def stops_of(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(stop_words, stop_tokens) of a chatlab Template built from a file's stop list: special-looking
+    ones stop on their id (when the tokenizer has one), the rest on text."""
+    tokens = tuple(dict.fromkeys(["eos", *(w for w in words if looks_special(w))]))
+    return tuple(w for w in words if not looks_special(w)), tokens

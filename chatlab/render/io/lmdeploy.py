@@ -1,0 +1,95 @@
+"""LMDeploy's JSON chat-template config (`lmdeploy serve api_server --chat-template FILE.json`).
+
+LMDeploy renders a conversation as
+`{system}{meta_instruction}{eosys}` (only when the first message is not a system message: the
+meta_instruction is the default system prompt), then per message `{box}{content}{eox}` with
+box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool, then `{assistant}` to
+open the reply. An unknown model_name is registered on LMDeploy's BaseChatTemplate, whose
+defaults are '' for every string, including meta_instruction: so a config without one still
+writes an (empty) system turn, and a template with no default system prompt cannot be written.
+Both directions go through a chatlab Template, so the import renders at id level.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from chatlab.errors import ChatlabError
+from chatlab.render.io.flat import around, check_flat, stop_strings, stops_of, turn
+from chatlab.render.template import Template
+
+STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
+           "tool", "eotool")
+FIELDS = ("model_name", *STRINGS, "capability", "stop_words")
+CAPABILITIES = ("completion", "infilling", "chat", "python")
+
+
+def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Any]]:
+    """A chatlab Template from an LMDeploy JSON config; errors name the field."""
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ChatlabError(f"{origin} is not valid JSON ({err}); fix the LMDeploy chat-template file") from None
+    if not isinstance(data, dict):
+        raise ChatlabError(f"{origin}: an LMDeploy chat template is a JSON object with model_name, user, eoh, ...")
+    unknown = [k for k in data if k not in FIELDS]
+    if unknown:  # LMDeploy's ChatTemplateConfig(**json) refuses them too
+        raise ChatlabError(f"{origin}: unknown LMDeploy field(s) {', '.join(map(repr, unknown))}; "
+                           f"the fields are {', '.join(FIELDS)}")
+    if not isinstance(data.get("model_name"), str) or not data["model_name"]:
+        raise ChatlabError(f"{origin}: field 'model_name' is required (a non-empty string naming the template)")
+    for key in STRINGS:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ChatlabError(f"{origin}: field {key!r} must be a string (or null), not "
+                               f"{type(data[key]).__name__}")
+    cap = data.get("capability")
+    if cap is not None and cap not in CAPABILITIES:
+        raise ChatlabError(f"{origin}: field 'capability' must be one of {', '.join(CAPABILITIES)}, not {cap!r}")
+    if cap not in (None, "chat"):
+        raise ChatlabError(f"{origin}: capability {cap!r} is not a chat template; chatlab imports "
+                           "capability 'chat' (or none)")
+    stops = data.get("stop_words") or []
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
+    f = {k: data.get(k) or "" for k in STRINGS}  # null and missing are BaseChatTemplate's ''
+    words, tokens = stops_of(stops)
+    roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
+             "assistant": turn(f["assistant"], f["eoa"] + f["separator"])}
+    if f["tool"] or f["eotool"]:
+        roles["tool"] = turn(f["tool"], f["eotool"])
+    meta = data.get("meta_instruction")
+    t = Template(data["model_name"], f"imported from {origin} (LMDeploy JSON)", roles,
+                 default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
+    return t, data
+
+
+def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
+    """The LMDeploy JSON config that renders like `t` (conversations ending with a user turn)."""
+    target = "LMDeploy JSON"
+    check_flat(t, target, drop_tools)
+    if t.prefix:
+        raise ChatlabError(f"template {t.name!r} starts every prompt with {''.join(p.value or p.kind for p in t.prefix)!r}, which an {target} "
+                           "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
+                           "export it as Jinja instead (--format jinja)")
+    if t.gen_prompt() != t.header("assistant"):
+        raise ChatlabError(f"template {t.name!r} opens the reply differently from an assistant turn's "
+                           f"header, which an {target} template cannot express (it writes {{assistant}})")
+    if t.system_style == "turn":
+        system, eosys = around(t.turn("system"), "system turn", t, target)
+    else:  # "none": plain text before the first turn, no header of its own
+        system, eosys = around((*t.system_merge,), "system text", t, target)
+    if t.default_system is None and (system or eosys):
+        raise ChatlabError(f"template {t.name!r} has no default system prompt; LMDeploy writes "
+                           "{system}{meta_instruction}{eosys} whenever the conversation has no system "
+                           "message, so it would add an empty system turn. Give the template a default "
+                           "system prompt (LLaMA-Factory default_system), or export as Jinja")
+    user, eoh = around(t.turn("user"), "user turn", t, target)
+    assistant, end = around(t.turn("assistant"), "assistant turn", t, target)
+    # eoa is the end-of-turn marker, separator what follows it ("<|im_end|>" + "\n")
+    marks = list(re.finditer(r"<[^<>\s]+>", end))
+    eoa = end[:marks[-1].end()] if marks else end
+    data = {"model_name": t.name, "system": system, "meta_instruction": t.default_system or "",
+            "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
+            "separator": end[len(eoa):], "capability": "chat", "stop_words": stop_strings(t)}
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"

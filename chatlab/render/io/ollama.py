@@ -1,0 +1,182 @@
+'''Ollama Modelfiles: export a chatlab template as one (`ollama create NAME -f Modelfile`), and read
+the template of one back, rendering it at id level with the Go-template subset (gotemplate.py).
+
+A Modelfile is instructions, one per line: `FROM`, `TEMPLATE """…"""` (Go template syntax),
+`SYSTEM """…"""` (the default system prompt: Ollama prepends it as a system message when the
+request has none), `PARAMETER stop "…"` (repeatable), and others (ADAPTER, LICENSE, MESSAGE,
+REQUIRES) that do not change the prompt. The export writes system messages in place
+(`range .Messages` with `eq .Role "system"`), as chatlab does, and opens the reply at the end,
+as Ollama's chat always does.
+'''
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from chatlab.errors import ChatlabError
+from chatlab.render.encoder import Encoder
+from chatlab.render.ids import Piece
+from chatlab.render.io.flat import around, check_flat, flat, stop_strings
+from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
+from chatlab.render.io.gotemplate import Node, Parser, Val
+from chatlab.render.template import Template
+from chatlab.types import Message, ToolSpec
+
+INSTRUCTIONS = ("FROM", "TEMPLATE", "SYSTEM", "PARAMETER", "ADAPTER", "LICENSE", "MESSAGE", "REQUIRES")
+
+
+@dataclass
+class Modelfile:
+    template: str
+    template_line: int
+    system: str | None = None
+    stops: list[str] = field(default_factory=list)
+    parameters: dict[str, list[str]] = field(default_factory=dict)
+    base: str | None = None
+    nodes: list[Node] = field(default_factory=list, repr=False)
+
+
+def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
+    """Instructions and the parsed TEMPLATE; errors name the line."""
+    values: dict[str, tuple[str, int]] = {}
+    params: dict[str, list[str]] = {}
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines):
+        line, start = lines[k].strip(), k + 1
+        k += 1
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        word, rest = word.upper(), rest.strip()
+        if word not in INSTRUCTIONS:
+            raise ChatlabError(f"{origin} line {start}: unknown instruction {word!r}; a Modelfile line starts "
+                               f"with one of {', '.join(INSTRUCTIONS)} (or # for a comment)")
+        if word == "PARAMETER":
+            name, _, rest = rest.partition(" ")
+            rest = rest.strip()
+            if not name or not rest:
+                raise ChatlabError(f"{origin} line {start}: PARAMETER needs a name and a value "
+                                   '(e.g. PARAMETER stop "<|im_end|>")')
+        if rest.startswith('"""'):  # a multi-line value runs to the next """
+            body = rest[3:]
+            while '"""' not in body:
+                if k >= len(lines):
+                    raise ChatlabError(f'{origin} line {start}: {word} opens """ that is never closed; add the closing """')
+                body += "\n" + lines[k]
+                k += 1
+            body, _, after = body.partition('"""')
+            if after.strip():
+                raise ChatlabError(f'{origin} line {k}: text {after.strip()!r} after the closing """ of {word}')
+            value = body
+        elif rest.startswith('"') and rest.endswith('"') and len(rest) >= 2:
+            value = rest[1:-1].replace('\\"', '"')
+        else:
+            value = rest
+        if word == "PARAMETER":
+            params.setdefault(name.lower(), []).append(value)
+        elif word in ("TEMPLATE", "SYSTEM", "FROM"):
+            values[word] = (value, start)
+    if "TEMPLATE" not in values:
+        raise ChatlabError(f"{origin} has no TEMPLATE instruction; chatlab imports the prompt template "
+                           '(add TEMPLATE """…""" or export one with chatlab export-template --format ollama)')
+    source, line = values["TEMPLATE"]
+    nodes = Parser(source, line).parse()
+    return Modelfile(source, line, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
+                     values.get("FROM", (None, 0))[0], nodes)
+
+
+def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]]:
+    """Ollama's collate(): all system texts joined; consecutive same-role messages merged."""
+    system = [(i, m.content) for i, m in msgs if m.role == "system"]
+    out: list[dict[str, Any]] = []
+    for i, m in msgs:
+        if out and out[-1]["Role"] == m.role and m.role != "tool":
+            prev = out[-1]["Content"]
+            out[-1]["Content"] = Val(prev + "\n\n" + m.content, prev.msg, prev.slot)
+        else:
+            out.append({"Role": m.role, "Content": Val(m.content, i, "system" if i < 0 else "content"),
+                        "ToolCalls": [], "_index": i})
+    joined = Val("\n\n".join(c for _, c in system), system[0][0] if system else -1,
+                 "system" if system and system[0][0] < 0 else "content")
+    return joined, out
+
+
+def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
+                     add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
+    """The pieces Ollama's template would produce for this chat (the Resolution renderer hook)."""
+    if tools or any(m.tool_calls for m in messages):
+        raise ChatlabError("an imported Ollama template renders plain chats only (chatlab does not read its "
+                           "tool fields); render tools with a built-in template or a Jinja chat_template")
+    if not add_generation_prompt:
+        raise ChatlabError("an Ollama template always decides itself how the reply opens; "
+                           "add_generation_prompt=False cannot be honoured, render with a Jinja or built-in template")
+    indexed = list(enumerate(messages))
+    if mf.system and (not messages or messages[0].role != "system"):
+        indexed.insert(0, (-1, Message(role="system", content=mf.system)))
+    system, collated = _collate(indexed)
+    ev = Evaluator({})
+    if mentions(mf.nodes, "Messages"):
+        ev.root = {"System": system, "Messages": collated, "Tools": [], "Response": "", "Prompt": ""}
+        ev.run(mf.nodes, ev.root, [{"$": ev.root}], -1)
+        return ev.out
+    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
+    vals: dict[str, Any] = {"System": "", "Prompt": "", "Response": ""}
+
+    def execute(tree: list[Node]) -> None:
+        ev.root = dict(vals)
+        ev.run(tree, ev.root, [{"$": ev.root}], -1)
+        vals.update(System="", Prompt="", Response="")
+
+    for m in collated:  # the legacy loop of Ollama's Template.Execute
+        role = m["Role"]
+        if role == "system" and (vals["Prompt"] or vals["Response"]) or role == "user" and vals["Response"]:
+            execute(nodes)
+        if role in ("system", "user", "assistant"):
+            vals[{"system": "System", "user": "Prompt", "assistant": "Response"}[role]] = m["Content"]
+    execute(cut_after_response(nodes)[0])
+    return ev.out
+
+
+def _quote(value: str, what: str) -> str:
+    if '"""' in value:
+        raise ChatlabError(f'the {what} contains """, which a Modelfile cannot quote; export it as Jinja')
+    return f'"""{value}"""'
+
+
+def export_ollama(t: Template, drop_tools: bool = False) -> str:
+    """A Modelfile whose TEMPLATE renders like `t`; FROM is a placeholder to point at the model."""
+    target = "Ollama Modelfile"
+    check_flat(t, target, drop_tools)
+    texts: list[str] = []
+
+    def branch(role: str, parts: Any) -> str:
+        before, after = around(parts, f"{role} turn", t, target)
+        texts.extend([before, after])
+        return f'if eq .Role "{role}" }}}}{before}{{{{ .Content }}}}{after}'
+
+    system = t.turn("system") if t.system_style == "turn" else t.system_merge
+    arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]
+    if "tool" in t.roles and t.tool_format is None:
+        arms.append(branch("tool", t.turn("tool")))
+    if t.default_system == "":
+        raise ChatlabError(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
+                           "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
+                           "system prompt or export it as Jinja")
+    head, gen = flat(t.prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
+    if any(re.search(r"\{\{|\}\}", x) for x in [head, gen, *texts]):
+        raise ChatlabError(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
+                           "actions; export it as Jinja instead")
+    body = head + "{{ range .Messages }}{{ " + "{{ else ".join(arms) + "{{ end }}{{ end }}" + gen
+    out = [f"# chatlab template {t.name!r}: {t.description}",
+           "# Exported by `chatlab export-template --format ollama`. Point FROM at your model (a GGUF",
+           "# file or an Ollama model name), then: ollama create NAME -f Modelfile",
+           "FROM ./model.gguf", f"TEMPLATE {_quote(body, 'template text')}"]
+    if t.default_system is not None:
+        out.append(f"SYSTEM {_quote(t.default_system, 'default system prompt')}")
+    for stop in stop_strings(t):  # JSON quoting is Go's for plain strings; newlines need """
+        quoted = _quote(stop, "stop word") if "\n" in stop else json.dumps(stop, ensure_ascii=False)
+        out.append(f"PARAMETER stop {quoted}")
+    return "\n".join(out) + "\n"

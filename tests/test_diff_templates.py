@@ -1,0 +1,108 @@
+"""diff_templates and `chatlab diff-templates`, `render --template FILE`, `export-template --format`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatlab.cli import main
+from chatlab.render import get_template
+from chatlab.render.export import tokenizer_for
+from chatlab.render.io import diff_templates, load_template
+
+DATA = "data/templates/"
+CHAT = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Bye"}]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def msgs(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(CHAT), encoding="utf-8")
+    return str(path)
+
+
+def test_diff_api_equal_and_different():
+    tok = tokenizer_for(get_template("smollm2"))
+    same = diff_templates(tok, CHAT, "smollm2", DATA + "Modelfile")
+    assert same.equal and same.index is None and same.a.ids == same.b.ids and "same" in str(same)
+    d = diff_templates(tok, CHAT, "chatml", load_template(DATA + "chatml-assistant.lmdeploy.json"))
+    assert not d.equal and d.index == 1  # chatml opens with the user turn, the file with its default system
+    report = str(d)
+    assert report.startswith("first difference at token 1")
+    assert "'user'" in report and "'system'" in report
+    assert "token 1 is from message 0 / header" in report and "token 1 is from the template / header" in report
+    d = diff_templates(tok, CHAT, "smollm2", "qwen2.5")  # same layout, other default system prompt
+    assert d.index == 5 and str(d).count("token 5 is from the default system prompt") == 2
+
+
+def test_diff_api_takes_resolutions_and_reports_a_prefix():
+    from chatlab.render import resolve
+
+    tok = tokenizer_for(get_template("chatml"))
+    d = diff_templates(tok, CHAT, resolve(tok, template="chatml"), "chatml")
+    assert d.equal
+    longer = diff_templates(tok, CHAT + [{"role": "assistant", "content": "x"}], "chatml", "chatml")
+    assert longer.equal
+
+
+def test_cli_diff_exit_codes(capsys, msgs):
+    code, out, _ = run(capsys, "diff-templates", "--model", "smollm2-135m-instruct", "--messages", msgs,
+                       "smollm2", DATA + "chatml-assistant.llamafactory.json")
+    assert code == 0 and "same" in out
+    code, out, _ = run(capsys, "diff-templates", "--model", "smollm2-135m-instruct", "--messages", msgs,
+                       "chatml", DATA + "Modelfile")
+    assert code == 1 and out.startswith("first difference at token 1") and "token 1 is from message 0" in out
+    code, _, err = run(capsys, "diff-templates", "--model", "smollm2-135m-instruct", "--messages", msgs,
+                       "chatml", "nope.jinja")
+    assert code == 2 and "valid choices" in err and "Traceback" not in err
+
+
+def test_cli_render_with_a_template_file(capsys, msgs):
+    code, out, _ = run(capsys, "render", "--model", "smollm2-135m-instruct", "--messages", msgs,
+                       "--template", DATA + "Modelfile", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["rule"] == "explicit" and "You are a helpful AI assistant" in data["text"]
+    code, out2, _ = run(capsys, "render", "--model", "smollm2-135m-instruct", "--messages", msgs,
+                        "--template", "smollm2", "--format", "json")
+    assert json.loads(out2)["ids"] == data["ids"]
+
+
+def test_cli_export_formats(capsys, tmp_path):
+    code, out, _ = run(capsys, "export-template", "smollm2", "--format", "lmdeploy", "--drop-tools")
+    assert code == 0 and json.loads(out)["meta_instruction"].startswith("You are a helpful AI")
+    code, out, _ = run(capsys, "export-template", DATA + "chatml-assistant.llamafactory.json", "--format", "ollama")
+    assert code == 0 and out.startswith("# chatlab template") and 'PARAMETER stop "<|im_end|>"' in out
+    code, out, _ = run(capsys, "export-template", "chatml")
+    assert code == 0 and out.startswith("{#- chatlab template 'chatml'")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{bad}"], "none of the template formats"),
+    (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "chatml",
+      "--template-format", "jinja"], "--template-format needs a file"),
+    (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{raises}"], "roles must alternate"),
+    (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{go}"], "line 1: the 'with' action"),
+    (["export-template", "qwen2.5", "--format", "ollama"], "--drop-tools"),
+    (["export-template", "chatml", "--format", "lmdeploy", "--drop-tools"], "no default system prompt"),
+])
+def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):
+    files = {"{m}": msgs, "{bad}": tmp_path / "notes.txt", "{raises}": tmp_path / "strict.jinja",
+             "{go}": tmp_path / "Modelfile"}
+    files["{bad}"].write_text("just words")
+    files["{raises}"].write_text("{{ raise_exception('roles must alternate') }}")
+    files["{go}"].write_text('TEMPLATE """{{ with .System }}{{ . }}{{ end }}"""')
+    code, _, err = run(capsys, *[str(files.get(a, a)) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_unknown_template_format_is_refused(capsys, msgs):
+    with pytest.raises(SystemExit) as exc:
+        main(["render", "--model", "smollm2-135m-instruct", "--messages", msgs, "--template", "x.j2",
+              "--template-format", "toml"])
+    assert exc.value.code == 2 and "invalid choice: 'toml'" in capsys.readouterr().err
