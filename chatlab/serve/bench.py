@@ -124,6 +124,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def load_main(args: argparse.Namespace) -> dict[str, Any]:
+    from chatlab.backends import DEFAULT_WEIGHT_FORMAT
+
+    args.weight_format = args.weight_format or DEFAULT_WEIGHT_FORMAT.get(args.backend)
     engine = load_engine(args.model, args.backend, args.weight_format, args.precision, args.clients)
     solo, many, ttfts = [], [], []
     import multiprocessing
@@ -149,7 +152,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Any]:
         print(json.dumps(result, indent=2))
         return result
     n = args.clients
-    print(f"{args.backend}/{args.weight_format or 'default'} at {args.precision}, {args.tokens} tokens "
+    print(f"{args.backend}/{args.weight_format} at {args.precision}, {args.tokens} tokens "
           f"per client, {args.rounds} rounds (medians)")
     print(f"{'clients':>8} {'aggregate tok/s':>16}")
     print(f"{1:>8} {result['one_client_tok_s']:>16.1f}")
