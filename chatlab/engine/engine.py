@@ -65,6 +65,11 @@ class ChatEngine:
         finally:
             lease.release()
 
+    def _constraint(self, plan: ChatPlan) -> Any:
+        """What `_generate` gets to enforce the plan's grammar (a subclass with another token
+        source hands over its own kind; chatlab's loop takes a logits processor)."""
+        return _processor(self, plan)
+
     def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
         """Parser events for one choice, with two more kinds among them: the tokens' logprobs
         (a list, when asked for), and the loop's Finished, which comes before the parser's
@@ -72,7 +77,7 @@ class ChatEngine:
         from chatlab.generate import Finished
         from chatlab.tools.events import ContentDelta
 
-        processor = _processor(self, plan) if plan.constrained else None
+        processor = self._constraint(plan) if plan.constrained else None
         parser = _parser(plan) if plan.tool_format is not None else None
         for ev in self._generate(plan.prompt_ids, params, processor, should_stop):
             if isinstance(ev, Finished):

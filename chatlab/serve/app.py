@@ -46,7 +46,8 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(CatchAll)  # outermost: whatever escapes below ends here
-    queue = FairQueue(max_waiting=max_waiting)
+    # an engine that batches sequences itself says how many it runs at once; the loop runs one
+    queue = FairQueue(max_waiting=max_waiting, workers=int(getattr(engine, "max_concurrency", 1)))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
 

@@ -1,17 +1,28 @@
-"""Streamed tokens/s through HTTP vs the raw loop, side by side on one model and prompt.
+"""Streamed tokens/s through HTTP vs the raw loop; or N concurrent clients on one server.
 
     python -m chatlab.serve.bench [--backend torch|openvino] [--tokens 128] [--rounds 5]
+    python -m chatlab.serve.bench --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
 
-Both sides generate exactly `--tokens` tokens (ignore_eos) from the same rendered prompt, in
-interleaved rounds so that a noisy machine slows both alike. Decode rate = (tokens - 1) / (time
-from the first token to the last); the HTTP side counts chunks as the client receives them.
-Target: HTTP ≥ 0.9× the raw loop.
+Without --clients: both sides generate exactly `--tokens` tokens (ignore_eos) from the same
+rendered prompt, in interleaved rounds so that a noisy machine slows both alike. Decode rate =
+(tokens - 1) / (time from the first token to the last); the HTTP side counts chunks as the
+client receives them. Target: HTTP ≥ 0.9× the raw loop.
+
+With --clients N: one server; per round, one streaming client alone, then N at once (different
+prompts, `--tokens` each, ignore_eos, greedy). Aggregate tok/s = all completion tokens / wall
+time from the first request sent to the last reply done; TTFT is per client, from sending to
+its first content chunk. Target on the genai backend: N clients ≥ 4× one. `--equal K` then
+compares K greedy replies token by token: chatlab's OpenVINO loop at f32 vs the served engine.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import httpx
 
@@ -42,15 +53,136 @@ def http_rate(url: str, model: str, tokens: int) -> float:
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
+PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bicycle works.",
+           "Write a poem about the sea at night.", "Describe a day in the life of a baker.",
+           "What should I pack for a hiking trip?", "Explain photosynthesis to a child.",
+           "Write a letter to a friend about moving to a new city.", "How do airplanes fly?"]
+
+
+def load_engine(model: str, backend: str, weight_format: str | None, precision: str,
+                max_seqs: int = 8) -> ChatEngine:
+    if backend == "genai":
+        from chatlab.engine.batched import BatchedEngine
+
+        return BatchedEngine.load(model, "genai", weight_format, precision=precision, max_seqs=max_seqs)
+    return ChatEngine.load(model, backend, weight_format, precision=precision)
+
+
+def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, float]:
+    """One streamed greedy reply: when it was sent, its first content, its end; its tokens."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
+            "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    t0, first, used = time.time(), 0.0, 0  # wall clock: comparable across client processes
+    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=600) as r:
+        for line in r.iter_lines():
+            if not first and line.startswith("data: ") and '"content": "' in line \
+                    and '"content": ""' not in line:
+                first = time.time()
+            if line.startswith("data: {") and '"usage": {' in line:
+                used = json.loads(line[6:])["usage"]["completion_tokens"]
+    return {"start": t0, "ttft": first - t0, "end": time.time(), "tokens": used}
+
+
+def _client(job: tuple[str, str, str, int]) -> dict[str, float]:
+    return one_client(*job)
+
+
+def concurrent(pool: Any, url: str, model: str, clients: int, tokens: int) -> dict[str, Any]:
+    """`clients` streams at once, each in its own process: client threads in the server's
+    process would compete with it for the GIL and measure Python, not the server."""
+    runs = list(pool.map(_client, [(url, model, PROMPTS[i % len(PROMPTS)], tokens)
+                                   for i in range(clients)]))
+    wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    return {"tok_s": sum(r["tokens"] for r in runs) / wall, "ttft": [r["ttft"] for r in runs]}
+
+
+def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Any]:
+    """K prompts, greedy, `--tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
+    from chatlab.generate import Finished, generate
+
+    loop = ChatEngine.load(args.model, "openvino", args.weight_format, precision="f32")
+    same, firsts = 0, []
+    for prompt in PROMPTS[:args.equal]:
+        plan = engine.check(parse_request({"messages": [{"role": "user", "content": prompt}],
+                                           "max_tokens": args.tokens, "temperature": 0}))
+        ours = [e for e in generate(loop.backend, list(plan.prompt_ids), plan.params[0])][-1]
+        served = [e for e in engine._generate(plan.prompt_ids, plan.params[0], None, None)][-1]
+        assert isinstance(ours, Finished) and isinstance(served, Finished)
+        a, b = ours.token_ids, served.token_ids
+        diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        if diff is None and len(a) != len(b):
+            diff = min(len(a), len(b))
+        same += diff is None
+        firsts.append(diff)
+    return {"prompts": args.equal, "identical": same, "first_difference": firsts}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def load_main(args: argparse.Namespace) -> dict[str, Any]:
+    from chatlab.backends import DEFAULT_WEIGHT_FORMAT
+
+    args.weight_format = args.weight_format or DEFAULT_WEIGHT_FORMAT.get(args.backend)
+    engine = load_engine(args.model, args.backend, args.weight_format, args.precision, args.clients)
+    solo, many, ttfts = [], [], []
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process running OpenVINO threads
+    with start_server(engine, max_waiting=max(32, 2 * args.clients)) as srv, \
+            ProcessPoolExecutor(args.clients, mp_context=ctx) as pool:
+        concurrent(pool, srv.url, args.model, args.clients, 8)  # warm-up (and start the processes)
+        for _ in range(args.rounds):
+            solo.append(concurrent(pool, srv.url, args.model, 1, args.tokens)["tok_s"])
+            run = concurrent(pool, srv.url, args.model, args.clients, args.tokens)
+            many.append(run["tok_s"])
+            ttfts += run["ttft"]
+    result: dict[str, Any] = {
+        "backend": args.backend, "weight_format": args.weight_format, "precision": args.precision,
+        "clients": args.clients, "tokens": args.tokens, "rounds": args.rounds,
+        "one_client_tok_s": statistics.median(solo), "n_clients_tok_s": statistics.median(many),
+        "ttft_p50_s": statistics.median(ttfts), "ttft_p95_s": pct(ttfts, 0.95)}
+    result["ratio"] = result["n_clients_tok_s"] / result["one_client_tok_s"]
+    if args.equal:
+        result["greedy_equality"] = greedy_equality(engine, args)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return result
+    n = args.clients
+    print(f"{args.backend}/{args.weight_format} at {args.precision}, {args.tokens} tokens "
+          f"per client, {args.rounds} rounds (medians)")
+    print(f"{'clients':>8} {'aggregate tok/s':>16}")
+    print(f"{1:>8} {result['one_client_tok_s']:>16.1f}")
+    print(f"{n:>8} {result['n_clients_tok_s']:>16.1f}")
+    print(f"ratio {result['ratio']:.2f}x (target >= 4x); TTFT at {n} clients: p50 "
+          f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms")
+    if args.equal:
+        eq = result["greedy_equality"]
+        print(f"greedy equality vs chatlab's OpenVINO loop at f32: {eq['identical']}/{eq['prompts']} "
+              f"identical; first differing position per prompt: {eq['first_difference']}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--backend", default="openvino", help="openvino (int8 by default) or torch")
     ap.add_argument("--weight-format", default=None, help="fp32, int8 or int4 (default per backend)")
     ap.add_argument("--precision", default="f32", help="f32 or bf16 (a CPU with bf16 only)")
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=None, help="default 5; 2 with --clients")
+    ap.add_argument("--clients", type=int, default=0, help="N concurrent streaming clients")
+    ap.add_argument("--equal", type=int, default=4,
+                    help="with --clients: greedy replies compared with the OpenVINO loop (0: skip)")
+    ap.add_argument("--json", action="store_true", help="with --clients: print the result as JSON")
     args = ap.parse_args(argv)
+    if args.clients:
+        args.rounds = args.rounds or 2
+        return load_main(args)
+    args.rounds = args.rounds or 5
     engine = ChatEngine.load(args.model, args.backend, args.weight_format, precision=args.precision)
     raw, http = [], []
     with start_server(engine) as srv:

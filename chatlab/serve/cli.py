@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from chatlab.errors import ChatlabError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
@@ -11,9 +13,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--backend", default="openvino",
-                   help="openvino (default: int8 weights at f32, exported on first use) or torch")
+                   help="openvino (default: int8 weights at f32, exported on first use), torch, or "
+                        "genai (openvino-genai continuous batching: several requests at once)")
     p.add_argument("--weight-format", default=None,
-                   help="fp32, int8 or int4 (default: int8 on openvino, fp32 on torch)")
+                   help="fp32, int8 or int4 (default: int8 on openvino and genai, fp32 on torch)")
+    p.add_argument("--max-seqs", type=int, default=8,
+                   help="genai: sequences generated at once (requests beyond wait in the queue)")
     p.add_argument("--precision", default="f32",
                    help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
@@ -32,8 +37,17 @@ def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
     from chatlab.serve.app import create_app
 
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
-                             precision=args.precision)
+    if args.backend == "genai":
+        from chatlab.engine.batched import BatchedEngine
+
+        if args.max_seqs < 1:
+            raise ChatlabError(f"--max-seqs {args.max_seqs}: use 1 or more")
+        engine: ChatEngine = BatchedEngine.load(args.model, "genai", args.weight_format,
+                                                template=args.template, precision=args.precision,
+                                                max_seqs=args.max_seqs)
+    else:
+        engine = ChatEngine.load(args.model, args.backend, args.weight_format,
+                                 template=args.template, precision=args.precision)
     app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
                      max_messages=args.max_messages, max_body_bytes=args.max_body_bytes,
                      strict_model_name=args.strict_model_name)

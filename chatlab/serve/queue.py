@@ -1,7 +1,9 @@
 """A bounded, fair queue in front of the one model.
 
-The backend holds one KV cache, so generations run one at a time on a worker thread while the
-event loop keeps accepting requests. Waiting jobs are grouped by client (the request's `user`,
+A loop backend holds one KV cache, so generations run one at a time on a worker thread while
+the event loop keeps accepting requests. An engine that batches sequences itself (openvino-genai's
+continuous batching) runs `workers` jobs at once, one thread each; fairness decides who gets
+the next free worker. Waiting jobs are grouped by client (the request's `user`,
 else its address) and taken round-robin, so one client sending twenty requests cannot starve
 another who sent one. When `max_waiting` jobs wait, new ones get 429 at once instead of
 piling up, with a `Retry-After` of about one job's duration (when the next place frees up).
@@ -59,15 +61,19 @@ class Job:
 
 
 class FairQueue:
-    def __init__(self, max_waiting: int = 32) -> None:
-        self.max_waiting = max_waiting
+    def __init__(self, max_waiting: int = 32, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"workers={workers}: the queue needs at least one worker")
+        self.max_waiting, self.workers = max_waiting, workers
         self._waiting: OrderedDict[str, deque[Job]] = OrderedDict()
         self._count = 0
         self._cond = threading.Condition()
         self._closed = False
         self._seconds_per_job = 1.0  # running average, for Retry-After
-        self._thread = threading.Thread(target=self._run, name="chatlab-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"chatlab-worker-{i}", daemon=True)
+                         for i in range(workers)]
+        for t in self._threads:
+            t.start()
 
     @property
     def waiting(self) -> int:
@@ -75,8 +81,9 @@ class FairQueue:
 
     def retry_after(self) -> int:
         """Seconds until a place is likely free: the next waiting job starts after about one
-        job's duration. Clamped to what clients honour (openai's waits up to 60 s)."""
-        return max(1, min(60, math.ceil(self._seconds_per_job)))
+        job's duration (shared by the workers). Clamped to what clients honour (openai's waits
+        up to 60 s)."""
+        return max(1, min(60, math.ceil(self._seconds_per_job / self.workers)))
 
     def submit(self, work: Work, client: str) -> Job:
         job = Job(work, asyncio.get_running_loop(), self)

@@ -1,0 +1,207 @@
+"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
+
+chatlab's own loop drives one stateful sequence; serving eight clients that way means eight
+turns in a queue. genai's continuous-batching pipeline keeps a paged KV cache for many
+sequences and advances all of them in one `step()`, admitting new prompts between steps. This
+module owns one pipeline and ONE scheduler thread that is the only caller of the pipeline:
+requests arrive as token ids (chatlab renders; genai never sees text or a chat template), and
+each request gets a `GenaiStream` through which the thread hands over the new token ids after
+every step. Everything after the ids — detokenizing, stop strings, tool-call parsing — stays
+chatlab's (chatlab.engine.batched), so the replies read exactly as on the loop path.
+
+genai's Python binding of `step()` holds the GIL for the whole step, so nothing else in the
+process runs while the pipeline computes. Left alone, the scheduler thread would go straight
+from one step into the next and starve the threads that turn ids into SSE chunks (measured:
+TTFT p50 of 4 s at 8 clients). So after each step the thread waits, without the GIL, until the
+consumers have taken the new ids (at most HANDOFF_S), and then a moment more for the server.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chatlab.backends.base import context_length_from, eos_ids_from
+from chatlab.backends.openvino import OpenVINOBackend
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
+from chatlab.errors import ChatlabError
+
+DEFAULT_MAX_SEQS = 8
+HANDOFF_S = 0.02  # longest wait after a step for the consumers to take their ids
+_END = object()
+
+
+class GenaiStream:
+    """One request's token ids, as lists per scheduler step; then the end (or an error)."""
+
+    def __init__(self, rid: int, ids: list[int], config: Any) -> None:
+        self.rid, self.ids, self.config = rid, ids, config
+        self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.cancelled = threading.Event()
+        self.status: str | None = None  # genai's final status ("FINISHED", "CANCEL", ...)
+        self.handle: Any = None
+
+    def get(self, timeout: float) -> list[int] | BaseException | None:
+        """New ids; an error; None once the request has ended. Raises queue.Empty on timeout."""
+        item = self.items.get(timeout=timeout)
+        return None if item is _END else item
+
+    def cancel(self) -> None:
+        """Stop generating for this request (idempotent; the scheduler thread drops it)."""
+        self.cancelled.set()
+
+
+class GenaiBackend(OpenVINOBackend):
+    """The model facts and tokenizers of OpenVINOBackend, with genai's batched pipeline as the
+    compute instead of a stateful infer request (so no `prefill` / `step`)."""
+
+    def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
+                 cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
+                 model_name: str | None = None) -> None:
+        import openvino_genai as genai
+
+        precision = check_precision(precision)
+        sched = genai.SchedulerConfig()
+        sched.cache_size = max(1, int(round(cache_gb)))  # GB of paged KV cache
+        sched.max_num_seqs = int(max_seqs)
+        # Prompts are prefilled in chunks beside the running decodes (dynamic split-fuse), so a
+        # long prompt arriving does not stall the other streams for its whole prefill.
+        sched.max_num_batched_tokens = 256
+        sched.dynamic_split_fuse = True
+        # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
+        self.pipe = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", ov_config(precision, threads))
+        self.precision, self.threads = precision, threads  # genai does not report what it applied
+        self.max_seqs = int(max_seqs)
+        self.folder, self.model_name, self._tokenizer, self.name = folder, model_name, None, name
+        self.context_length = context_length_from(folder)
+        config = json.loads((folder / "config.json").read_text())
+        self.vocab_size = int(config["vocab_size"])
+        self.eos_ids = eos_ids_from(folder, None)
+        self._ids = itertools.count()
+        self._cond = threading.Condition()
+        self._incoming: list[GenaiStream] = []
+        self._active: dict[int, GenaiStream] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="chatlab-genai", daemon=True)
+        self._thread.start()
+
+    # -- the loop's single-sequence calls do not exist here ------------------------------------
+    def prefill(self, ids: list[int]) -> np.ndarray:
+        raise ChatlabError("the genai backend batches sequences inside openvino-genai and has no "
+                           "prefill/step; serve it through chatlab.engine.batched.BatchedEngine, or "
+                           "use --backend openvino for chatlab's own loop")
+
+    step = prefill  # type: ignore[assignment]
+
+    def reset(self) -> None:
+        pass
+
+    # -- requests ------------------------------------------------------------------------------
+    def submit(self, ids: list[int], config: Any) -> GenaiStream:
+        """Queue a prompt (token ids) with a genai GenerationConfig; tokens arrive on the stream."""
+        stream = GenaiStream(next(self._ids), list(ids), config)
+        with self._cond:
+            if self._closed:
+                raise ChatlabError("the genai backend has been closed; load it again")
+            self._incoming.append(stream)
+            self._cond.notify()
+        return stream
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=30)
+
+    @property
+    def running(self) -> int:
+        return len(self._active)
+
+    # -- the scheduler thread: the only caller of the pipeline -----------------------------------
+    def _run(self) -> None:
+        import openvino as ov
+
+        while True:
+            with self._cond:
+                while not self._closed and not self._incoming and not self._active:
+                    self._cond.wait()
+                if self._closed:
+                    break
+                incoming, self._incoming = self._incoming, []
+            for s in incoming:
+                if s.cancelled.is_set():
+                    self._end(s, "CANCEL")
+                    continue
+                try:
+                    tensor = ov.Tensor(np.asarray([s.ids], dtype=np.int64))
+                    s.handle = self.pipe.add_request(s.rid, tensor, s.config)
+                except Exception as err:  # noqa: BLE001 - this request's config: its error only
+                    s.items.put(ChatlabError(f"openvino-genai refused the request: {err}"))
+                    self._end(s, "IGNORED")
+                    continue
+                self._active[s.rid] = s
+            for s in self._active.values():
+                if s.cancelled.is_set():
+                    s.handle.cancel()  # the pipeline frees its blocks at the next step
+            if not self.pipe.has_non_finished_requests():
+                time.sleep(0.001)  # only cancelled or just-finished ones left: collect, no spin
+            else:
+                try:
+                    self.pipe.step()
+                except Exception as err:  # noqa: BLE001 - the pipeline failed: every stream hears
+                    for s in list(self._active.values()):
+                        s.items.put(ChatlabError(f"openvino-genai failed while generating: {err}"))
+                        s.handle.cancel()
+                        self._end(s, "FAILED")
+                    self._active.clear()
+                    continue
+            self._collect()
+            self._hand_off()
+        for s in [*self._incoming, *self._active.values()]:
+            s.items.put(ChatlabError("the genai backend was closed while this request ran"))
+            self._end(s, "CANCEL")
+
+    def _collect(self) -> None:
+        """Hand each stream its new ids; end the streams genai has finished."""
+        from openvino_genai.py_openvino_genai import GenerationStatus
+
+        for rid, s in list(self._active.items()):
+            status = s.handle.get_status()
+            if s.handle.can_read():
+                new = [t for out in s.handle.read().values() for t in out.generated_ids]
+                if new and not s.cancelled.is_set():
+                    s.items.put(new)
+            if status != GenerationStatus.RUNNING:
+                self._end(s, status.name)
+                del self._active[rid]
+
+    def _hand_off(self) -> None:
+        """Give the GIL to the consumers until they have taken this step's ids (see above)."""
+        deadline = time.monotonic() + HANDOFF_S
+        while any(not s.items.empty() for s in self._active.values()) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        time.sleep(0.0005)  # and to the event loop, which sends what the consumers emitted
+
+    @staticmethod
+    def _end(s: GenaiStream, status: str) -> None:
+        s.status = status
+        s.items.put(_END)
+
+
+def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
+         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None) -> GenaiBackend:
+    from chatlab.backends.export import export_model
+
+    precision = check_precision(precision)  # before a first-use export of half a minute
+    folder = export_model(model_name, weight_format)
+    if not (folder / "openvino_tokenizer.xml").is_file():
+        raise ChatlabError(f"{folder} has no openvino_tokenizer.xml, which openvino-genai needs; "
+                           "re-export with `chatlab export --force` (openvino-tokenizers installed)")
+    return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
+                        threads=threads, name=f"genai-{weight_format}", model_name=model_name)

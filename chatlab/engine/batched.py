@@ -1,0 +1,188 @@
+"""BatchedEngine: the ChatEngine request path with openvino-genai's continuous batching as the
+token source.
+
+Only the generation step changes. A request is still parsed, rendered at the id level and
+planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
+go to the one shared ContinuousBatchingPipeline (chatlab.backends.genai), and the ids genai
+streams back go through chatlab's own TextAssembler — detokenizer, stop strings, stop ids — and
+then through the same tool-call parser and Accumulator as the loop's. So a reply reads the same
+on both paths, and several requests run at once (`max_concurrency` of them; the server runs
+that many jobs side by side). No ModelGuard lease: the pipeline owns its paged KV cache.
+
+What genai's stream cannot give is refused at `check` time (a 400 before queueing), naming
+`--backend openvino`: logprobs (genai streams ids, not the distributions chatlab reports) and
+logit_bias (no per-token bias hook). Grammars are genai's own structured output: a JSON
+response_format becomes a JSON schema; forced and lazy tool calls become genai structural tags
+translated from the same structure chatlab's xgrammar path compiles.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import re
+import time
+from typing import Any, Iterator
+
+from chatlab.engine.engine import ChatEngine, StopFn
+from chatlab.engine.plan import ChatPlan, CompletionPlan
+from chatlab.engine.request import ChatRequest, CompletionRequest
+from chatlab.errors import ChatlabError
+
+POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
+_UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
+FIX = "use --backend openvino (chatlab's own loop) for it"
+
+
+class BatchedEngine(ChatEngine):
+    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
+        super().__init__(backend, model_name, template)
+        self.max_concurrency = int(getattr(backend, "max_seqs", 1))
+
+    @classmethod
+    def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
+             weight_format: str | None = None, template: str | None = None, **options: Any) -> "BatchedEngine":
+        from chatlab.backends import load_backend
+
+        if backend != "genai":
+            raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
+                               "use ChatEngine.load for the others")
+        return cls(load_backend(model, "genai", weight_format, **options), model, template)
+
+    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
+        if req.token_logprobs[0]:
+            raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
+                               f"token ids without their distributions); drop logprobs, or {FIX}")
+        if req.logit_bias:
+            raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
+                               f"per-token bias); drop logit_bias, or {FIX}")
+        plan = super().check(req)
+        if isinstance(plan, ChatPlan) and plan.constrained:
+            structured_config(plan)  # a structure genai cannot express is a 400 now, not mid-stream
+        return plan
+
+    def _constraint(self, plan: ChatPlan) -> Any:
+        return structured_config(plan)
+
+    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
+                  should_stop: StopFn) -> Iterator[Any]:
+        """The loop's events for one sequence, from the ids the shared pipeline streams back."""
+        from chatlab.generate import stop_ids_for
+        from chatlab.generate.assemble import TextAssembler
+
+        stop_ids = stop_ids_for(self.backend, params)
+        text = TextAssembler(self.backend.decoder, params.stop, stop_ids, len(prompt_ids))
+        t0 = time.perf_counter()
+        t_first = 0.0
+        stream = self.backend.submit(list(prompt_ids), generation_config(params, stop_ids, processor))
+        try:
+            while not text.done:
+                try:
+                    item = stream.get(POLL_S)
+                except queue.Empty:
+                    if should_stop is not None and should_stop():
+                        text.halt()
+                        break
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                if item is None:  # genai ended it: by length, a stop id (seen above) or a grammar
+                    if stream.status != "FINISHED" or len(text.out_ids) < params.max_new_tokens:
+                        text.halt()  # not by length: a grammar completed or the pipeline dropped it
+                    break
+                if not t_first:
+                    t_first = time.perf_counter()
+                for token in item:
+                    delta = text.add(token)
+                    if delta is not None:
+                        yield delta
+                    if text.done or len(text.out_ids) >= params.max_new_tokens:
+                        break  # a stop string or id: the rest of this step's ids are past the end
+                if len(text.out_ids) >= params.max_new_tokens:
+                    break
+                if should_stop is not None and should_stop():
+                    text.halt()
+                    break
+        finally:
+            stream.cancel()  # no-op once genai ended it; frees its KV blocks otherwise
+        yield from text.finish({"ttft_s": (t_first or time.perf_counter()) - t0,
+                                "total_s": time.perf_counter() - t0})
+
+
+def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> Any:
+    """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
+    chatlab matches them on its own text and cancels the request (same rules as the loop)."""
+    import openvino_genai as genai
+
+    cfg = genai.GenerationConfig()
+    cfg.max_new_tokens = int(params.max_new_tokens)
+    cfg.stop_token_ids = set(stop_ids)
+    cfg.ignore_eos = bool(params.ignore_eos)
+    cfg.repetition_penalty = float(params.repetition_penalty)
+    if params.temperature > 0:
+        cfg.do_sample = True
+        cfg.temperature = float(params.temperature)
+        cfg.top_p = float(params.top_p)
+        if params.top_k:
+            cfg.top_k = int(params.top_k)
+        if params.seed is not None:
+            cfg.rng_seed = int(params.seed)
+    else:
+        cfg.do_sample = False  # greedy
+    if structured is not None:
+        cfg.structured_output_config = structured
+    return cfg
+
+
+def structured_config(plan: ChatPlan) -> Any:
+    """genai's StructuredOutputConfig for what the plan forces (None: nothing is), from the same
+    decision chatlab's xgrammar path makes (chatlab.tools.constrain)."""
+    import openvino_genai as genai
+
+    from chatlab.tools.constrain import _plan
+
+    decided = _plan(plan.tools, plan.choice, plan.response_format, plan.call_format)
+    if decided is None:
+        return None
+    kind, spec, _ = decided
+    if kind == "schema":
+        # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
+        # schema mode allows free whitespace, which a small model spends its budget on
+        import xgrammar as xgr
+
+        ebnf = str(xgr.Grammar.from_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1]))
+        return genai.StructuredOutputConfig(grammar=ebnf_for_genai(ebnf))
+    return genai.StructuredOutputConfig(structural_tags_config=structural_tag(spec))
+
+
+def ebnf_for_genai(ebnf: str) -> str:
+    """xgrammar's printed EBNF, readable by the older xgrammar inside openvino-genai: the newer
+    one prints an unbounded repetition as `{n, -1}`, which the older parser refuses; `{n,}` is
+    the same repetition in the syntax both read."""
+    return _UNBOUNDED.sub(r"{\1,}", ebnf)
+
+
+def structural_tag(spec: dict[str, Any]) -> Any:
+    """An xgrammar structural-tag format (chatlab's ToolFormat output) as genai's objects."""
+    from openvino_genai import StructuredOutputConfig as S
+
+    kind = spec.get("type")
+    if kind == "tag":
+        return S.Tag(spec["begin"], structural_tag(spec["content"]), spec["end"])
+    if kind == "grammar":
+        return S.EBNF(ebnf_for_genai(spec["grammar"]))
+    if kind == "json_schema":
+        schema = spec["json_schema"]
+        return S.JSONSchema(schema if isinstance(schema, str) else json.dumps(schema))
+    if kind == "const_string":
+        return S.ConstString(spec["value"])
+    if kind == "any_text":
+        return S.AnyText()
+    if kind == "or":
+        return S.Union([structural_tag(e) for e in spec["elements"]])
+    if kind == "sequence":
+        return S.Concat([structural_tag(e) for e in spec["elements"]])
+    if kind == "triggered_tags":
+        return S.TriggeredTags(list(spec["triggers"]), [structural_tag(t) for t in spec["tags"]],
+                               bool(spec.get("at_least_one", False)), bool(spec.get("stop_after_first", False)))
+    raise ChatlabError(f"the genai backend cannot express the grammar part {kind!r} of this "
+                       f"request's tool format; {FIX}")

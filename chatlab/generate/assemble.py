@@ -1,0 +1,130 @@
+"""Token ids in, the loop's events out: detokenizing, stop handling and the final record.
+
+Everything that happens to a token *after* it is chosen lives here, so that any source of
+tokens tells the same story to the client: chatlab's own loop (which samples them) and the
+openvino-genai batched path (which receives them from another scheduler) both feed ids into a
+TextAssembler and forward its TextDelta / Finished events. The rules are the loop's: a stop id
+ends the reply and is never shown; text waits while it is half a character or could be the start
+of a stop string; a stop string is cut off with everything after it; at the end, held-back text
+is released unless it completes a stop string after all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from chatlab.generate.detok import IncrementalDetokenizer
+from chatlab.generate.logprobs import TokenLogprob
+from chatlab.generate.stops import StopMatcher
+
+
+@dataclass
+class TextDelta:
+    text: str
+    # the tokens whose text starts within this delta (text may lag them: a token that is half a
+    # character, or the start of a possible stop string, waits for the delta that shows it)
+    token_ids: list[int]
+    logprobs: list[TokenLogprob] | None = None  # one per token_ids entry, when params.logprobs
+
+
+@dataclass
+class Finished:
+    finish_reason: str  # "stop" or "length"
+    text: str  # the whole reply, stop string removed
+    token_ids: list[int]  # every sampled token, the stop id included when one ended the reply
+    prompt_tokens: int
+    completion_tokens: int
+    stop_reason: str | int | None = None  # the stop string or stop id that matched
+    timings: dict[str, float] = field(default_factory=dict)
+    # With params.logprobs: the tokens no TextDelta carried, i.e. the stop id, the tokens of a
+    # removed stop string and tokens that decoded to nothing. OpenAI reports none of these for
+    # the reply, so a server uses the deltas' entries; these complete the loop's own record
+    # (all events' entries together: exactly one per token in `token_ids`).
+    logprobs: list[TokenLogprob] | None = None
+
+
+Event = TextDelta | Finished
+
+
+class _Pending:
+    """Tokens not yet attached to an event, each with where its text starts."""
+
+    def __init__(self, with_logprobs: bool) -> None:
+        self.with_logprobs = with_logprobs
+        self.items: list[tuple[int, int, TokenLogprob | None]] = []
+
+    def add(self, token: int, start: int, lp: TokenLogprob | None) -> None:
+        self.items.append((token, start, lp))
+
+    def take(self, shown: int | None = None) -> tuple[list[int], list[TokenLogprob] | None]:
+        """The tokens whose text starts before character `shown` of the reply (all if None)."""
+        cut = len(self.items) if shown is None else sum(1 for _, start, _ in self.items if start < shown)
+        taken, self.items = self.items[:cut], self.items[cut:]
+        lps = [lp for _, _, lp in taken if lp is not None] if self.with_logprobs else None
+        return [t for t, _, _ in taken], lps
+
+
+class TextAssembler:
+    """One reply's text, built token by token.
+
+    `add(token)` returns the TextDelta that token made showable (or None); after a stop id or
+    a stop string `done` is True and the caller must stop producing tokens. `halt()` records
+    that the caller ended the reply for its own reason ("stop": a grammar finished, the client
+    left). `finish()` returns the closing events: the released tail (if any), then Finished.
+    """
+
+    def __init__(self, decoder: Any, stop: Iterable[str], stop_ids: Iterable[int],
+                 prompt_tokens: int, with_logprobs: bool = False) -> None:
+        self.detok = IncrementalDetokenizer(decoder)
+        self.stops = StopMatcher(list(stop))
+        self.stop_ids = set(stop_ids)
+        self.prompt_tokens = prompt_tokens
+        self.pending = _Pending(with_logprobs)
+        self.out_ids: list[int] = []
+        self.pieces: list[str] = []
+        self.decoded = 0  # characters out of the detokenizer (where the next token's text starts)
+        self.shown = 0  # characters shown in deltas
+        self.stop_lp: list[TokenLogprob] = []  # the stop id's entry: never part of a delta
+        self.reason, self.stop_reason = "length", None
+        self.done = False
+
+    def add(self, token: int, lp: TokenLogprob | None = None) -> TextDelta | None:
+        self.out_ids.append(token)
+        if token in self.stop_ids:
+            self.reason, self.stop_reason, self.done = "stop", token, True
+            self.stop_lp = [lp] if lp is not None else []
+            return None
+        self.pending.add(token, self.decoded, lp)
+        delta = self.detok.add(token)
+        self.decoded += len(delta)
+        result = self.stops.feed(delta)
+        out = self._show(result.text) if result.text else None
+        if result.stop is not None:
+            self.reason, self.stop_reason, self.done = "stop", result.stop, True
+        return out
+
+    def halt(self) -> None:
+        """The reply ends here for the caller's reason (not length, not a stop id or string)."""
+        self.reason, self.done = "stop", True
+
+    def finish(self, timings: dict[str, float] | None = None) -> list[Event]:
+        events: list[Event] = []
+        if not isinstance(self.stop_reason, str):
+            # Ended by length, a stop id or the caller: pending characters and held-back text are
+            # ordinary output now, unless the tail completes a stop string after all.
+            result = self.stops.feed(self.detok.flush())
+            tail = result.text if result.stop is not None else result.text + self.stops.flush()
+            if result.stop is not None:
+                self.reason, self.stop_reason = "stop", result.stop
+            if tail:
+                events.append(self._show(tail))
+        _, rest = self.pending.take()  # tokens of a removed stop string, or that decoded to nothing
+        events.append(Finished(self.reason, "".join(self.pieces), self.out_ids, self.prompt_tokens,
+                               len(self.out_ids), self.stop_reason, dict(timings or {}),
+                               None if rest is None else rest + self.stop_lp))
+        return events
+
+    def _show(self, text: str) -> TextDelta:
+        self.pieces.append(text)
+        self.shown += len(text)
+        return TextDelta(text, *self.pending.take(self.shown))
