@@ -5,6 +5,7 @@ No model is loaded: ScriptedBackend replays text through the real loop, parser a
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -96,7 +97,8 @@ SEGMENTS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("CHATLAB_EXAMPLES", 25)), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(fmt=st.sampled_from(list(FORMATS)), parts=st.lists(SEGMENTS, min_size=1, max_size=4),
        max_tokens=st.integers(min_value=1, max_value=60), stop=st.sampled_from([None, "END", "xy"]))
 def test_stream_merge_equals_non_stream(fmt: str, parts: list[str], max_tokens: int,
@@ -118,9 +120,19 @@ def test_stream_merge_equals_non_stream(fmt: str, parts: list[str], max_tokens: 
         assert calls
     if choice["finish_reason"] == "length":
         assert whole["usage"]["completion_tokens"] == max_tokens
-    if calls:  # an announced call never leaves its markup in the content
-        assert good not in (choice["message"]["content"] or "")
+    # an announced call never leaves its markup in the content (a call the format does not
+    # accept where it stands, like a second bare JSON object after text, stays text)
+    complete = [c for c in calls if _is_json(c["function"]["arguments"])]
+    assert (choice["message"]["content"] or "").count(good) <= reply.count(good) - len(complete)
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole["usage"]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def test_plain_text_and_usage_without_tools() -> None:
