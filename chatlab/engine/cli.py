@@ -12,7 +12,7 @@ from chatlab.errors import ChatlabError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("complete", help="render, generate and parse one chat completion")
-    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--model", help="a store name, model folder or hub id (default: $CHATLAB_MODEL, else smollm2-135m-instruct)")
     p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
     p.add_argument("--template", help="a template name (default: the resolution chain)")
     p.add_argument("--backend", default="openvino",
@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
     from chatlab.engine.plan import parse_chat
     from chatlab.engine.request import parse_request
+    from chatlab.models import default_model
+
+    args.model = args.model or default_model()  # one variable picks the model everywhere
 
     req = parse_request(build_request(args))
     parse_chat(req)  # bad messages or tools: say so before spending seconds on the model

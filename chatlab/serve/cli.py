@@ -6,7 +6,7 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
-    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--model", help="a store name, model folder or hub id (default: $CHATLAB_MODEL, else smollm2-135m-instruct)")
     p.add_argument("--template", help="a template name (default: the resolution chain)")
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
@@ -30,7 +30,10 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from chatlab.engine.engine import ChatEngine
+    from chatlab.models import default_model
     from chatlab.serve.app import create_app
+
+    args.model = args.model or default_model()  # one variable picks the model everywhere
 
     engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
                              precision=args.precision)
