@@ -41,6 +41,21 @@ from chatlab.session import setup
 setup()'''
 
 
+def badges(notebook: str) -> str:
+    """The Open-in-Colab and Binder badges for `notebooks/<notebook>` (README and each notebook)."""
+    slug = REPO_URL.removeprefix("https://github.com/")
+    colab = f"https://colab.research.google.com/github/{slug}/blob/main/notebooks/{notebook}"
+    binder = f"https://mybinder.org/v2/gh/{slug}/HEAD?labpath=notebooks%2F{notebook}"
+    return (f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
+            f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})")
+
+
+def badge_cell(notebook: str) -> str:
+    """The markdown cell at the top of every notebook."""
+    return (badges(notebook) + "\n\nRun the next cell first: it sets up the session (on Colab it "
+            "installs chatlab, a few minutes once, and says if the session must be restarted).")
+
+
 class SetupError(ChatlabError):
     """A session that cannot work as it is; the message names the fix."""
 
