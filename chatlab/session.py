@@ -28,16 +28,17 @@ PYTHONS = ((3, 11), (3, 12))
 BOOTSTRAP = f'''\
 # Set up this session: nothing to install locally or on Binder; on Colab this clones and installs
 # chatlab (a few minutes, once). Then it checks Python and the asset packages and prints versions.
-import importlib.util, os, subprocess, sys
+import os, subprocess, sys
 REPO, CLONE = "{REPO_URL}", "{COLAB_CLONE}"
 if "google.colab" in sys.modules and not os.path.isdir(CLONE):
     subprocess.run(["git", "clone", "-q", "--depth=1", REPO, CLONE], check=True)
 if "google.colab" in sys.modules and CLONE not in sys.path:
     sys.path.insert(0, CLONE)
-if importlib.util.find_spec("chatlab") is None:
+try:
+    from chatlab.session import setup
+except ImportError:  # not installed, or an older chatlab than these notebooks
     raise SystemExit(f"chatlab is not installed for this kernel ({{sys.executable}}): open the notebooks "
-                     "with ./run.sh lab from the repository, or pip install -e the repository")
-from chatlab.session import setup
+                     "with ./run.sh lab from the repository, or pip install -e the repository") from None
 setup()'''
 
 
