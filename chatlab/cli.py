@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from chatlab.session import python_problem
+
+    # An unsupported Python fails later in confusing ways; doctor still runs, to report it.
+    if args.command != "doctor" and (problem := python_problem()) is not None:
+        print(f"chatlab {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except ChatlabError as err:

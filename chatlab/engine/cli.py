@@ -7,20 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from chatlab.backends.options import add_model_args
 from chatlab.errors import ChatlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("complete", help="render, generate and parse one chat completion")
-    p.add_argument("--model", default="smollm2-135m-instruct")
+    add_model_args(p)
     p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
-    p.add_argument("--template", help="a template name (default: the resolution chain)")
-    p.add_argument("--backend", default="openvino",
-                   help="openvino (default: int8 weights at f32, exported on first use) or torch")
-    p.add_argument("--weight-format", default=None,
-                   help="fp32, int8 or int4 (default: int8 on openvino, fp32 on torch)")
-    p.add_argument("--precision", default="f32",
-                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float, help="0 = greedy (default 1.0, as OpenAI)")
     p.add_argument("--top-p", type=float)
@@ -67,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from chatlab.engine.engine import ChatEngine
     from chatlab.engine.plan import parse_chat
     from chatlab.engine.request import parse_request
+    from chatlab.models import default_model
+
+    args.model = args.model or default_model()  # one variable picks the model everywhere
 
     req = parse_request(build_request(args))
     parse_chat(req)  # bad messages or tools: say so before spending seconds on the model

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from transformers import AddedToken, PreTrainedTokenizer
 from transformers.tokenization_utils_base import BatchEncoding
@@ -167,3 +168,20 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         tensor = torch.tensor([ids], dtype=torch.long)
         return BatchEncoding({"input_ids": tensor, "attention_mask": torch.ones_like(tensor),
                               "position_ids": torch.arange(len(ids)).unsqueeze(0)})
+
+
+@contextmanager
+def special_tokens_from_text(tok: Any) -> Iterator[Any]:
+    """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id.
+
+    The flag is ChatGLM3's own `encode_special_tokens`, read at tokenize time by the real
+    tokenizer (THUDM/chatglm3-6b's remote code) and by the stand-in alike, so the same notebook
+    code shows the same thing with either: the comparison is always within one tokenizer."""
+    if not hasattr(tok, "encode_special_tokens"):
+        raise TypeError(f"{type(tok).__name__} has no encode_special_tokens flag: not a ChatGLM3 tokenizer")
+    before = tok.encode_special_tokens
+    tok.encode_special_tokens = True
+    try:
+        yield tok
+    finally:
+        tok.encode_special_tokens = before

@@ -3,24 +3,15 @@ from __future__ import annotations
 
 import argparse
 
+from chatlab.backends.options import add_model_args
 from chatlab.errors import ChatlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
-    p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--template", help="a template name (default: the resolution chain)")
+    add_model_args(p, genai=True)
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--backend", default="openvino",
-                   help="openvino (default: int8 weights at f32, exported on first use), torch, or "
-                        "genai (openvino-genai continuous batching: several requests at once)")
-    p.add_argument("--weight-format", default=None,
-                   help="fp32, int8 or int4 (default: int8 on openvino and genai, fp32 on torch)")
-    p.add_argument("--max-seqs", type=int, default=8,
-                   help="genai: sequences generated at once (requests beyond wait in the queue)")
-    p.add_argument("--precision", default="f32",
-                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
     p.add_argument("--max-waiting", type=int, default=32, help="queued requests before 429")
     p.add_argument("--max-body-bytes", type=int, default=2_000_000)
@@ -35,8 +26,10 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from chatlab.engine.engine import ChatEngine
+    from chatlab.models import default_model
     from chatlab.serve.app import create_app
 
+    args.model = args.model or default_model()  # one variable picks the model everywhere
     if args.backend == "genai":
         from chatlab.engine.batched import BatchedEngine
 
