@@ -44,8 +44,8 @@ def from_hub(loader: Callable[..., T], hub_id: str, **kwargs: object) -> T:
     """Call `loader(hub_id, **kwargs)`: local HF cache first, then the hub if reachable."""
     try:
         return loader(hub_id, local_files_only=True, **kwargs)
-    except (OSError, ValueError):
-        pass  # not in the local cache
+    except Exception:  # noqa: BLE001 - not in the local cache. Any error: huggingface_hub reads
+        pass  # HF_HUB_OFFLINE once, at import, and some lookups then try the network anyway
     ok, why = hub_reachable()
     if not ok:
         raise HubUnavailableError(
