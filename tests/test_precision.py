@@ -83,8 +83,8 @@ def test_cli_rejects_bad_precision_and_backend(tmp_path, capsys: pytest.CaptureF
     msgs.write_text(json.dumps([{"role": "user", "content": "hi"}]))
     assert main(["complete", "--messages", str(msgs), "--precision", "f64"]) == 2
     assert "valid choices: f32, bf16" in capsys.readouterr().err
-    assert main(["complete", "--messages", str(msgs), "--backend", "genai"]) == 2
-    assert "unknown backend 'genai'; valid choices: torch, openvino" in capsys.readouterr().err
+    assert main(["complete", "--messages", str(msgs), "--backend", "tensorrt"]) == 2
+    assert "unknown backend 'tensorrt'; valid choices: torch, openvino, genai" in capsys.readouterr().err
     assert main(["bench", "--precision", "half"]) == 2
     assert "valid choices: f32, bf16" in capsys.readouterr().err
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)

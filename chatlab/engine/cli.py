@@ -57,18 +57,31 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def run(args: argparse.Namespace) -> int:
+def load_engine(args: argparse.Namespace) -> Any:
+    """The engine the model flags ask for (add_model_args): genai batches, the rest run the loop."""
     from chatlab.engine.engine import ChatEngine
+
+    if args.backend != "genai":
+        return ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
+                               precision=args.precision)
+    from chatlab.engine.batched import BatchedEngine
+
+    seqs = getattr(args, "max_seqs", 1)
+    if seqs < 1:
+        raise ChatlabError(f"--max-seqs {seqs}: use 1 or more")
+    return BatchedEngine.load(args.model, "genai", args.weight_format, template=args.template,
+                              precision=args.precision, max_seqs=seqs)
+
+
+def run(args: argparse.Namespace) -> int:
     from chatlab.engine.plan import parse_chat
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
-
     req = parse_request(build_request(args))
     parse_chat(req)  # bad messages or tools: say so before spending seconds on the model
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
-                             precision=args.precision)
+    engine = load_engine(args)
     plan = engine.check(req)
     if not args.stream:
         answer = engine.chat(plan)

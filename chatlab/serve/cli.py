@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 
 from chatlab.backends.options import add_model_args
-from chatlab.errors import ChatlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,22 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from chatlab.engine.engine import ChatEngine
+    from chatlab.engine.cli import load_engine
     from chatlab.models import default_model
     from chatlab.serve.app import create_app
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
-    if args.backend == "genai":
-        from chatlab.engine.batched import BatchedEngine
-
-        if args.max_seqs < 1:
-            raise ChatlabError(f"--max-seqs {args.max_seqs}: use 1 or more")
-        engine: ChatEngine = BatchedEngine.load(args.model, "genai", args.weight_format,
-                                                template=args.template, precision=args.precision,
-                                                max_seqs=args.max_seqs)
-    else:
-        engine = ChatEngine.load(args.model, args.backend, args.weight_format,
-                                 template=args.template, precision=args.precision)
+    engine = load_engine(args)
     app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
                      max_messages=args.max_messages, max_body_bytes=args.max_body_bytes,
                      strict_model_name=args.strict_model_name)
