@@ -5,7 +5,7 @@ then served under others. Training here uses chatlab's renderer, so the ids the 
 from are exactly the ids a server built from the same template would send; the loss covers only
 what the assistant says (its content, then the end-of-turn id that the server stops on), as
 LLaMA-Factory's supervised stage does. Then the helpers the comparison needs: greedy or sampled
-answers under any Resolution, the persona metric, merging the adapter and casting to bf16.
+answers under any Resolution, the persona metric, merging the adapter and rounding it to bf16.
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequenc
     from chatlab.backends.torch import TorchBackend
     from chatlab.generate import Finished, SamplingParams, generate
 
-    backend = TorchBackend(model, tokenizer, precision="bf16" if _is_bf16(model) else "f32")
+    backend = TorchBackend(model, tokenizer)  # f32, as loaded
     base = params or SamplingParams(max_new_tokens=max_new_tokens)
     out = []
     for i, chat in enumerate(chats):
@@ -193,11 +193,18 @@ def merged(peft_model: Any) -> Any:
     return copy.deepcopy(peft_model).merge_and_unload()
 
 
-def as_bf16(model: Any) -> Any:
-    """A bf16 copy, as a model is often saved or served after merging."""
+def round_to_bf16(model: Any) -> Any:
+    """A copy whose weights are rounded to bf16, as a merged model is often saved, and kept in
+    fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
+    CPU (bf16 *compute* needs avx512_bf16/amx_bf16; chatlab refuses to emulate it, see
+    chatlab.backends.precision), so the measurement is the same on every machine."""
     import torch
 
-    return copy.deepcopy(model).to(torch.bfloat16)
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in out.parameters():
+            p.copy_(p.to(torch.bfloat16).to(p.dtype))
+    return out
 
 
 def save_adapter(peft_model: Any, folder: str | Path) -> Path:
@@ -213,9 +220,3 @@ def load_adapter(base_model: Any, folder: str | Path) -> Any:
         raise ChatlabError(f"{folder} holds no adapter_config.json; pass the folder that "
                            "save_adapter() wrote")
     return PeftModel.from_pretrained(base_model, str(folder)).eval()
-
-
-def _is_bf16(model: Any) -> bool:
-    import torch
-
-    return next(model.parameters()).dtype == torch.bfloat16
