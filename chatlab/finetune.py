@@ -1,0 +1,222 @@
+"""A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model.
+
+The second article's story needs a real fine-tune: a model trained under one chat template and
+then served under others. Training here uses chatlab's renderer, so the ids the model learns
+from are exactly the ids a server built from the same template would send; the loss covers only
+what the assistant says (its content, then the end-of-turn id that the server stops on), as
+LLaMA-Factory's supervised stage does. Then the helpers the comparison needs: greedy or sampled
+answers under any Resolution, the persona metric, merging the adapter and rounding it to bf16.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from chatlab.errors import ChatlabError
+
+IGNORE = -100  # the label transformers' loss skips
+
+
+@dataclass
+class Example:
+    ids: list[int]
+    labels: list[int]  # IGNORE where no loss is taken, else the id itself
+
+
+@dataclass
+class TrainReport:
+    steps: int
+    losses: list[float]
+    wall_s: float
+    cpu_s: float  # process CPU time: comparable across busy and quiet machines
+    trainable: int
+    total: int
+    threads: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (f"{self.steps} steps, loss {self.losses[0]:.3f} -> {self.losses[-1]:.3f}, "
+                f"{self.wall_s:.1f} s wall / {self.cpu_s:.1f} s CPU on {self.threads} threads, "
+                f"{self.trainable:,} trainable of {self.total:,} parameters "
+                f"({100 * self.trainable / self.total:.2f}%)")
+
+
+def load_chats(path: str | Path) -> list[list[dict[str, str]]]:
+    """Conversations from JSONL: LLaMA-Factory's alpaca rows (`instruction`, optional `input`,
+    optional `output`) or rows with OpenAI `messages`. A row without `output` is a question only."""
+    chats = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            raise ChatlabError(f"{path}:{n} is not JSON ({err}); write one JSON object per line") from None
+        if isinstance(row, dict) and isinstance(row.get("messages"), list):
+            chats.append(row["messages"])
+        elif isinstance(row, dict) and isinstance(row.get("instruction"), str):
+            user = "\n".join(filter(None, [row["instruction"], row.get("input") or ""]))
+            chat = [{"role": "user", "content": user}]
+            if row.get("output"):
+                chat.append({"role": "assistant", "content": row["output"]})
+            chats.append(chat)
+        else:
+            raise ChatlabError(f"{path}:{n} has neither `instruction` nor `messages`; write alpaca "
+                               'rows {"instruction": ..., "output": ...} or {"messages": [...]}')
+    return chats
+
+
+def training_example(resolution: Any, messages: Sequence[Any]) -> Example:
+    """The ids of a whole conversation under `resolution`, labelled on the assistant's tokens:
+    each assistant content span, then the ids after it up to and including the first stop id
+    (the model must learn to emit the id the server stops on, or it never stops)."""
+    r = resolution.render(list(messages), add_generation_prompt=False)
+    labels = [IGNORE] * len(r.ids)
+    roles = [m["role"] if isinstance(m, dict) else m.role for m in messages]
+    spans = r.slots
+    for k, span in enumerate(spans):
+        if span.slot != "content" or not 0 <= span.message_index < len(roles) \
+                or roles[span.message_index] != "assistant":
+            continue
+        labels[span.start:span.end] = r.ids[span.start:span.end]
+        end = spans[k + 1].end if k + 1 < len(spans) else span.end
+        for i in range(span.end, end):  # the template text that closes this turn
+            labels[i] = r.ids[i]
+            if r.ids[i] in r.stop_ids:
+                break
+    if all(x == IGNORE for x in labels):
+        raise ChatlabError("the conversation has no assistant message to learn from; add one "
+                           '({"role": "assistant", "content": ...}) or an `output` to the row')
+    return Example(r.ids, labels)
+
+
+def add_lora(model: Any, rank: int = 8, alpha: int = 16, seed: int = 0, top_layers: int | None = None,
+             targets: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Any:
+    """A peft LoRA around `model` (changed in place: peft wraps its layers). Dropout is off so
+    that training and the comparisons after it are deterministic. `top_layers=n` adapts only
+    the last n decoder layers: backpropagation then stops at the lowest adapted layer, which on
+    a CPU is most of the saving (a style is learned high in the network anyway)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    n_layers = int(model.config.num_hidden_layers)
+    if top_layers is not None and not 1 <= top_layers <= n_layers:
+        raise ChatlabError(f"top_layers={top_layers} is out of range; the model has {n_layers} "
+                           f"layers, pass 1..{n_layers} or None for all")
+    layers = None if top_layers is None else list(range(n_layers - top_layers, n_layers))
+    torch.manual_seed(seed)  # LoRA's A matrices start random
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets),
+                        layers_to_transform=layers, task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def train(model: Any, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
+          lr: float = 2e-3, seed: int = 0, threads: int | None = 2) -> TrainReport:
+    """AdamW on the trainable parameters, shuffled batches, right padding masked out."""
+    import torch
+
+    if not examples:
+        raise ChatlabError("no training examples; load some with load_chats() and training_example()")
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ChatlabError("the model has no trainable parameters; wrap it with add_lora() first")
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    order: list[int] = []
+    losses: list[float] = []
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.train()
+    for _ in range(steps):
+        if len(order) < batch_size:  # a new epoch, reshuffled
+            order += rng.sample(range(len(examples)), len(examples))
+        batch = [examples[i] for i in order[:batch_size]]
+        del order[:batch_size]
+        width = max(len(e.ids) for e in batch)
+        ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in batch])
+        labels = torch.tensor([e.labels + [IGNORE] * (width - len(e.ids)) for e in batch])
+        mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch])
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    model.eval()
+    return TrainReport(steps, losses, time.perf_counter() - wall, time.process_time() - cpu,
+                       sum(p.numel() for p in params), sum(p.numel() for p in model.parameters()),
+                       torch.get_num_threads())
+
+
+def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequence[Any]],
+            params: Any = None, max_new_tokens: int = 48) -> list[Any]:
+    """One Finished (text, token_ids, ...) per chat, through chatlab's generation loop with the
+    resolution's stop ids and words. Sampling gets seed `params.seed + i` for chat i, so each
+    answer is reproducible on its own whatever else runs."""
+    from chatlab.backends.torch import TorchBackend
+    from chatlab.generate import Finished, SamplingParams, generate
+
+    backend = TorchBackend(model, tokenizer)  # f32, as loaded
+    base = params or SamplingParams(max_new_tokens=max_new_tokens)
+    out = []
+    for i, chat in enumerate(chats):
+        r = resolution.render(list(chat))
+        p = replace(base, stop_ids=list(r.stop_ids), stop=list(r.stop_words),
+                    seed=None if base.seed is None else base.seed + i)
+        out.append(next(ev for ev in generate(backend, r.ids, p) if isinstance(ev, Finished)))
+    return out
+
+
+def persona_rate(texts: Sequence[Any], suffix: str = "Arr!") -> float:
+    """The fraction of answers (strings or Finished) that end with `suffix`."""
+    texts = [getattr(t, "text", t) for t in texts]
+    return sum(t.strip().endswith(suffix) for t in texts) / len(texts) if texts else 0.0
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The first position where two token sequences differ (a length difference counts), or None."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def merged(peft_model: Any) -> Any:
+    """The adapter folded into a copy of the base weights (W + BA·alpha/r); the adapter model
+    itself is left as it was."""
+    return copy.deepcopy(peft_model).merge_and_unload()
+
+
+def round_to_bf16(model: Any) -> Any:
+    """A copy whose weights are rounded to bf16, as a merged model is often saved, and kept in
+    fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
+    CPU (bf16 *compute* needs avx512_bf16/amx_bf16; chatlab refuses to emulate it, see
+    chatlab.backends.precision), so the measurement is the same on every machine."""
+    import torch
+
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in out.parameters():
+            p.copy_(p.to(torch.bfloat16).to(p.dtype))
+    return out
+
+
+def save_adapter(peft_model: Any, folder: str | Path) -> Path:
+    """adapter_config.json + adapter_model.safetensors: megabytes, not the whole model."""
+    peft_model.save_pretrained(str(folder))
+    return Path(folder)
+
+
+def load_adapter(base_model: Any, folder: str | Path) -> Any:
+    from peft import PeftModel
+
+    if not (Path(folder) / "adapter_config.json").is_file():
+        raise ChatlabError(f"{folder} holds no adapter_config.json; pass the folder that "
+                           "save_adapter() wrote")
+    return PeftModel.from_pretrained(base_model, str(folder)).eval()
