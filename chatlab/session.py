@@ -171,7 +171,7 @@ def setup(install: object = None) -> str:
     from chatlab.data import data_dir
 
     data_dir()  # raises, naming the fix, when chatlab came without its data
-    print(f"chatlab {chatlab.__version__} ({place}, {package}), Python {sys.version.split()[0]}, "
+    print(f"chatlab {chatlab.__version__} ({place}), Python {sys.version.split()[0]}, "
           f"{versions()}")
     if (problem := folder_problem(Path.cwd(), package)) is not None:
         print(f"chatlab setup: warning: {problem}")

@@ -1,8 +1,9 @@
 """Load a tokenizer or a chat model by asset name, local folder, or hub id."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.assets import ASSETS
@@ -66,8 +67,27 @@ def load_tokenizer(name: str) -> Any:
     return from_hub(AutoTokenizer.from_pretrained, name, trust_remote_code=True)
 
 
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No "Loading weights 0/272" bar: in a notebook it is residue left in the stored output."""
+    from transformers.utils import logging
+
+    was = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            logging.enable_progress_bar()
+
+
 def load_model(name: str, dtype: str = "float32") -> tuple[Any, Any]:
     """(model, tokenizer) for a chat model: an asset name, a local folder, or a hub id."""
+    with _quiet_progress():
+        return _load_model(name, dtype)
+
+
+def _load_model(name: str, dtype: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 

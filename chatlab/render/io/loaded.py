@@ -152,4 +152,4 @@ def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ChatlabError(f"cannot read template file {path} ({err}); pass a UTF-8 text file") from None
-    return parse(text, fmt or detect(path, text), str(path), path.stem)
+    return parse(text, fmt or detect(path, text), path.name, path.stem)  # no machine path in outputs
