@@ -25,7 +25,6 @@ class Accumulator:
     def __init__(self, legacy: bool = False) -> None:
         self.legacy = legacy  # old `functions` requests: one call, as `function_call`
         self.wire: dict[int, int] = {}  # parser's call index -> index on the wire
-        self.complete: set[int] = set()
         self.finished: Any = None  # the loop's Finished, set before the parser's final events
 
     def feed(self, ev: Any) -> list[dict[str, Any]]:
@@ -46,8 +45,7 @@ class Accumulator:
                 return [{"function_call": {"arguments": ev.fragment}}]
             return [{"tool_calls": [{"index": self.wire[ev.index], "function": {"arguments": ev.fragment}}]}]
         if isinstance(ev, ToolCallEnd):
-            self.complete.add(ev.index)
-            return []
+            return []  # the arguments already went out piece by piece
         if isinstance(ev, ToolCallError):
             # announced: the call stands as sent; cut off by the length limit: not an answer
             cut = self.finished is not None and self.finished.finish_reason == "length"

@@ -79,3 +79,17 @@ def stops_of(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ones stop on their id (when the tokenizer has one), the rest on text."""
     tokens = tuple(dict.fromkeys(["eos", *(w for w in words if looks_special(w))]))
     return tuple(w for w in words if not looks_special(w)), tokens
+
+
+def json_config(text: str, origin: str, what: str, shape: str, fields: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """A template config file's JSON object and its unknown keys (LMDeploy, LLaMA-Factory)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ChatlabError(f"{origin} is not valid JSON ({err}); fix the {what} file") from None
+    if not isinstance(data, dict):
+        raise ChatlabError(f"{origin}: {shape}")
+    return data, [k for k in data if k not in fields]
+

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io.flat import stops_of
+from chatlab.render.io.flat import json_config, stops_of
 from chatlab.render.template import BOS, CONTENT, EOS, Part, Parts, S, T, Template
 
 FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_separator",
@@ -59,13 +59,8 @@ def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
 
 
 def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise ChatlabError(f"{origin} is not valid JSON ({err}); fix the LLaMA-Factory template file") from None
-    if not isinstance(data, dict):
-        raise ChatlabError(f"{origin}: a LLaMA-Factory template is a JSON object with format_user, ...")
-    unknown = [k for k in data if k not in FIELDS]
+    data, unknown = json_config(text, origin, "LLaMA-Factory template",
+                                "a LLaMA-Factory template is a JSON object with format_user, ...", FIELDS)
     if unknown:
         raise ChatlabError(f"{origin}: unknown field(s) {', '.join(map(repr, unknown))}; the fields are "
                            f"{', '.join(FIELDS)} (tool formats such as format_function are not imported)")

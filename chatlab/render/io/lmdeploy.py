@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io.flat import around, check_flat, stop_strings, stops_of, turn
+from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn
 from chatlab.render.template import Template
 
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
@@ -27,13 +27,8 @@ CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Any]]:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise ChatlabError(f"{origin} is not valid JSON ({err}); fix the LMDeploy chat-template file") from None
-    if not isinstance(data, dict):
-        raise ChatlabError(f"{origin}: an LMDeploy chat template is a JSON object with model_name, user, eoh, ...")
-    unknown = [k for k in data if k not in FIELDS]
+    data, unknown = json_config(text, origin, "LMDeploy chat-template",
+                                "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", FIELDS)
     if unknown:  # LMDeploy's ChatTemplateConfig(**json) refuses them too
         raise ChatlabError(f"{origin}: unknown LMDeploy field(s) {', '.join(map(repr, unknown))}; "
                            f"the fields are {', '.join(FIELDS)}")
