@@ -44,6 +44,13 @@ class ChatWidget:
                            w.VBox([self.top_p, self.temperature])])
         self.view = w.VBox([self.system, controls, self.transcript,
                             w.HBox([self.prompt, self.button, self.clear]), self.status])
+        # Stable CSS classes: the browser test (tests/test_browser.py) finds the widget by them,
+        # not by cell positions or ipywidgets' own class names, which change between versions.
+        for widget, name in ((self.view, "chat"), (self.system, "chat-system"),
+                             (self.prompt, "chat-prompt"), (self.button, "chat-send"),
+                             (self.clear, "chat-clear"), (self.transcript, "chat-transcript"),
+                             (self.status, "chat-status")):
+            widget.add_class(f"chatlab-{name}")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

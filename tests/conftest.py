@@ -13,7 +13,7 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 SLOW_FIXTURES = {"smollm2", "chat_engine", "live_server"}
 SLOW_MODULES = {"test_backend_openvino", "test_export_openvino", "test_precision", "test_bench",
                 "test_complete_tools_cli", "test_serve_clients", "test_clients_langchain_llamaindex",
-                "test_finetune", "test_serve_genai"}
+                "test_finetune", "test_serve_genai", "test_browser"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
