@@ -230,6 +230,15 @@ def test_widget_has_the_classes_the_browser_test_finds() -> None:
     assert len(seen) >= 2 and "Lemons are." in seen[-1] and chat.prompt.value == ""
 
 
+@pytest.mark.parametrize("ci, outcome", [(False, pytest.skip.Exception), (True, pytest.fail.Exception)])
+def test_missing_chromium_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, ci: bool,
+                                                        outcome: type[BaseException]) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "CI", ci)
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    with pytest.raises(outcome, match="apt-get install -y chromium"):
+        _chromium()
+
+
 def test_notebook_03_chat_streams_in_chromium(lab: str, tmp_path: Path) -> None:
     chromium = _chromium()
     try:
