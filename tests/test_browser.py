@@ -175,6 +175,7 @@ def _wait_state(page: Any, done: str, timeout_s: float) -> dict[str, Any]:
     deadline, state = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
         state = page.evaluate(STATE_JS)
+        assert state is None or state["kernel"] != "dead", f"the kernel died: {state}"
         if state is not None and page.evaluate(f"(s) => {done}", state):
             return state
         time.sleep(2)
@@ -239,51 +240,71 @@ def test_missing_chromium_skips_locally_and_fails_in_ci(monkeypatch: pytest.Monk
         _chromium()
 
 
-def test_notebook_03_chat_streams_in_chromium(lab: str, tmp_path: Path) -> None:
-    chromium = _chromium()
+@pytest.fixture
+def chromium() -> str:
+    """Checked before JupyterLab starts: a missing tool costs no Lab start-up."""
+    path = _chromium()
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
-        msg = "playwright is not installed: ./run.sh setup (it is pinned in requirements/lock.txt)"
-        _missing(msg)
-    started = time.monotonic()
+        _missing("playwright is not installed: ./run.sh setup (it is pinned in requirements/lock.txt)")
+    return path
+
+
+def _run_all(page: Any, url: str) -> None:
+    page.goto(url, timeout=LAB_START_S * 1000)
+    _wait_state(page, "s.kernel === 'idle'", KERNEL_S)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    # Done when every code cell has run, or a cell raised (Lab then drops the queued ones).
+    state = _wait_state(page, "s.kernel === 'idle' && s.running === 0 && "
+                              "(s.done === s.code || s.errors.length > 0)", RUN_ALL_S)
+    assert not state["errors"], f"cells raised: {state['errors']}"
+    assert not state["stderr"], f"stderr output: {state['stderr']}"
+
+
+def _ask(page: Any) -> tuple[list[str], str]:
+    """Ask QUESTION through the widget; (every reply text the page showed, the final text)."""
+    chat = page.locator(".chatlab-chat").first
+    chat.scroll_into_view_if_needed()
+    transcript = chat.locator(".chatlab-chat-transcript").element_handle()
+    transcript.evaluate(WATCH_JS)
+    chat.locator(".chatlab-chat-prompt input").fill(QUESTION)
+    chat.locator(".chatlab-chat-send").click()
+    # The first token shows our question (the kernel is busy from the click on); the reply is
+    # over when the kernel is idle again and the text has stopped changing.
+    page.wait_for_function("([node, text]) => node.textContent.includes(text)",
+                           arg=[transcript, f"user: {QUESTION}"], timeout=REPLY_S * 1000)
+    _wait_state(page, "s.kernel === 'idle'", REPLY_S)
+    final = _settled(transcript)
+    return [r for r in map(_reply, page.evaluate("() => window.__chatlabSeen")) if r], final
+
+
+def test_notebook_03_chat_streams_in_chromium(chromium: str, lab: str, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    started, ok = time.monotonic(), False
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True,
                                     args=["--disable-dev-shm-usage", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
-        ok = False
         try:
-            page.goto(lab, timeout=LAB_START_S * 1000)
-            _wait_state(page, "s.kernel === 'idle'", KERNEL_S)
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            state = _wait_state(page, "s.kernel === 'idle' && s.running === 0 && "
-                                      "(s.done === s.code || s.errors.length > 0)", RUN_ALL_S)
-            assert not state["errors"], f"cells raised: {state['errors']}"
-            assert not state["stderr"], f"stderr output: {state['stderr']}"
+            _run_all(page, lab)
             run_all_s = time.monotonic() - started
-
-            chat = page.locator(".chatlab-chat").first
-            chat.scroll_into_view_if_needed()
-            transcript = chat.locator(".chatlab-chat-transcript")
-            transcript.element_handle().evaluate(WATCH_JS)
-            chat.locator(".chatlab-chat-prompt input").fill(QUESTION)
-            chat.locator(".chatlab-chat-send").click()
-            # The first reply text shows our question (the kernel is busy from then on); the reply
-            # is over when the kernel is idle again and the text has stopped changing.
-            page.wait_for_function(f"() => document.querySelector('.chatlab-chat-transcript')"
-                                   f".textContent.includes({json.dumps('user: ' + QUESTION)})",
-                                   timeout=REPLY_S * 1000)
-            _wait_state(page, "s.kernel === 'idle'", REPLY_S)
-            final = _settled(transcript)
-            replies = [r for r in map(_reply, page.evaluate("() => window.__chatlabSeen")) if r]
+            replies, final = _ask(page)
             assert len(set(replies)) >= 2, f"the reply did not stream: {replies}"
             assert _reply(final), f"empty reply: {final!r}"
             state = page.evaluate(STATE_JS)
             assert not state["errors"] and not state["stderr"], state
             ok = True
-            print(f"run all {run_all_s:.0f}s, reply in {len(set(replies))} updates: {_reply(final)!r}")
+            print(f"open + run all {run_all_s:.0f}s, reply in {len(set(replies))} updates: "
+                  f"{_reply(final)!r}")
         finally:
-            shot = _screenshot(page, tmp_path, "notebook03-chat.png" if ok else "notebook03-failed.png")
-            print(f"screenshot: {shot}")
+            try:
+                shot = _screenshot(page, tmp_path, f"notebook03-{'chat' if ok else 'failed'}.png")
+                print(f"screenshot: {shot}")
+            except Exception as exc:  # noqa: BLE001 - never hide the test's own failure
+                print(f"no screenshot: {exc}")
+            if not ok:
+                print(f"JupyterLab log: {_tail(tmp_path / 'jupyterlab.log')}")
             browser.close()
