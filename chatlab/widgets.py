@@ -30,15 +30,18 @@ class ChatWidget:
         self.top_p = w.FloatSlider(value=0.9, min=0.05, max=1.0, step=0.05, description="Top-p")
         self.temperature = w.FloatSlider(value=0.7, min=0.0, max=2.0, step=0.05,
                                          description="Temperature")
+        # Enter commits the box's value (continuous_update=False) and the observer sends it:
+        # ipywidgets 8 deprecates Text.on_submit. Clearing the box fires the observer again with
+        # an empty value, which sends nothing.
         self.prompt = w.Text(placeholder="Ask something and press Enter",
-                             layout=w.Layout(width="70%"))
+                             layout=w.Layout(width="70%"), continuous_update=False)
         self.button = w.Button(description="Send", button_style="primary")
         self.clear = w.Button(description="Clear")
         self.transcript = w.HTML(layout=w.Layout(border="1px solid #ccc", padding="6px",
                                                  min_height="120px", width="98%"))
         self.status = w.Label()
         self.button.on_click(lambda _b: self._send_from_box())
-        self.prompt.on_submit(lambda _t: self._send_from_box())
+        self.prompt.observe(lambda _change: self._send_from_box(), names="value")
         self.clear.on_click(lambda _b: self.reset())
         controls = w.HBox([w.VBox([self.max_tokens, self.top_k]),
                            w.VBox([self.top_p, self.temperature])])
@@ -86,6 +89,7 @@ class ChatWidget:
             else:
                 self.last = event
         self.history.append({"role": "assistant", "content": reply})
+        self._show(None)  # the finished transcript, without the typing cursor
         done = self.last
         if done is not None:
             self.status.value = (f"{done.completion_tokens} tokens, finish_reason={done.finish_reason}, "
@@ -107,9 +111,11 @@ class ChatWidget:
             for _ in self.stream(text):
                 pass
 
-    def _show(self, pending_reply: str) -> None:
+    def _show(self, pending_reply: str | None) -> None:
+        """The transcript; a reply still streaming gets a cursor (None: nothing pending)."""
         import html
 
         rows = [f"<b>{m['role']}</b>: {html.escape(m['content'])}" for m in self.history]
-        rows.append(f"<b>assistant</b>: {html.escape(pending_reply)}▌")
+        if pending_reply is not None:
+            rows.append(f"<b>assistant</b>: {html.escape(pending_reply)}▌")
         self.transcript.value = "<br>".join(rows).replace("\n", "<br>")

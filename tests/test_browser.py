@@ -226,9 +226,14 @@ def test_widget_has_the_classes_the_browser_test_finds() -> None:
         assert cls in widget._dom_classes
     seen: list[str] = []
     chat.transcript.observe(lambda change: seen.append(change["new"]), "value")
-    chat.prompt.value = QUESTION
-    chat.button.click()
+    chat.prompt.value = QUESTION  # what Enter (or leaving the box) commits in the page
     assert len(seen) >= 2 and "Lemons are." in seen[-1] and chat.prompt.value == ""
+    assert "▌" in seen[-2] and "▌" not in seen[-1], "the cursor shows while streaming, not after"
+    chat.button.click()  # the box is empty now: the button sends nothing
+    assert len(chat.history) == 2
+    chat.prompt.value = "Again?"
+    chat.button.click()
+    assert len(chat.history) == 4
 
 
 @pytest.mark.parametrize("ci, outcome", [(False, pytest.skip.Exception), (True, pytest.fail.Exception)])
