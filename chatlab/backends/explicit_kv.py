@@ -139,18 +139,20 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
     return "\n".join(rows)
 
 
-def load(model: str, precision: str = DEFAULT_PRECISION, threads: int | None = None,
-         quiet: bool = True) -> ExplicitKV:
-    """The stateless fp32 export of `model` (exported once, ~2 min on 2 cores, then cached).
+def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
+         threads: int | None = None, quiet: bool = True) -> ExplicitKV:
+    """The stateless export of `model` (exported once, a few minutes on 2 cores, then cached).
 
-    `quiet` keeps the export's own messages (which name the cache folder) out of the output
-    and says in one line instead that the first run exports."""
+    int8 by default, as chatlab's OpenVINO loop: a compiled fp32 graph holds ~1.1 GB (the
+    weights twice: mapped from disk and repacked), int8 about a quarter of that. `quiet` keeps
+    the export's own messages (which name the cache folder) out of the output and says in one
+    line instead that the first run exports."""
     from chatlab.backends.export import export_dir, export_model, is_exported
 
-    precision = check_precision(precision)  # before a first-use export of two minutes
-    if is_exported(export_dir(model, "fp32", stateful=False)) or not quiet:
-        return ExplicitKV(export_model(model, "fp32", stateful=False), precision, threads)
-    print(f"exporting {Path(model).name} without state (once; about 2 minutes on 2 cores) ...")
+    precision = check_precision(precision)  # before a first-use export of minutes
+    if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
+        return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)
+    print(f"exporting {Path(model).name} {weight_format} without state (once; a few minutes on 2 cores) ...")
     with contextlib.redirect_stderr(io.StringIO()):
-        folder = export_model(model, "fp32", stateful=False)
+        folder = export_model(model, weight_format, stateful=False)
     return ExplicitKV(folder, precision, threads)
