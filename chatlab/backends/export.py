@@ -175,8 +175,9 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
         partial.mkdir(parents=True)
         try:
-            run_cli(cli_args(src, weight_format, partial, stateful),
-                    f"export {Path(model).name} {final.name}", partial)
+            args = (cli_args(src, weight_format, partial) if stateful  # the usual call, unchanged
+                    else cli_args(src, weight_format, partial, stateful=False))
+            run_cli(args, f"export {Path(model).name} {final.name}", partial)
             verify(partial, stateful)
             (partial / MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
