@@ -12,7 +12,11 @@ cache discipline of the model store:
   is complete and readable; a partial folder whose lock is free belongs to a dead export and is
   swept at the start of the next one;
 * a store model is cached under its name; a local folder under its name plus a hash of its
-  resolved path and its files' sizes and times, so two folders called `model` never share one.
+  resolved path and its files' sizes and times, so two folders called `model` never share one;
+* `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
+  inputs and outputs (`past_key_values.N.key/value` -> `present.N.key/value`), the form the
+  ChatGLM2 article drives by hand (see `chatlab.backends.explicit_kv`). It is a different graph,
+  so it gets its own cache entry (`fp32-stateless`) and never replaces the stateful one.
 """
 from __future__ import annotations
 
@@ -79,8 +83,8 @@ def export_root() -> Path:
     return chatlab_home() / "openvino"
 
 
-def export_dir(model: str, weight_format: str) -> Path:
-    return export_root() / source_key(model) / weight_format
+def export_dir(model: str, weight_format: str, stateful: bool = True) -> Path:
+    return export_root() / source_key(model) / (weight_format if stateful else f"{weight_format}-stateless")
 
 
 def lock_path(final: Path) -> Path:
@@ -132,10 +136,12 @@ def int4_group_size(folder: Path) -> int:
     return -1  # per-channel
 
 
-def cli_args(src: Path, weight_format: str, out: Path) -> list[str]:
+def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True) -> list[str]:
     args = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
+    if not stateful:
+        args.append("--disable-stateful")
     if weight_format == "int4":
         args += ["--group-size", str(int4_group_size(src)), "--ratio", "1.0"]
     return args + [str(out)]
@@ -150,11 +156,11 @@ def is_exported(folder: Path) -> bool:
 
 
 def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int8",
-                 force: bool = False) -> Path:
+                 force: bool = False, stateful: bool = True) -> Path:
     """The cached export folder, building it first when it is missing (or `force`)."""
     if weight_format not in WEIGHT_FORMATS:
         raise UnknownNameError("weight format", weight_format, WEIGHT_FORMATS)
-    final = export_dir(model, weight_format)
+    final = export_dir(model, weight_format, stateful)
     if is_exported(final) and not force:
         return final
     sweep_partials()
@@ -169,11 +175,12 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
         partial.mkdir(parents=True)
         try:
-            run_cli(cli_args(src, weight_format, partial), f"export {Path(model).name} {weight_format}",
-                    partial)
-            verify(partial)
+            args = (cli_args(src, weight_format, partial) if stateful  # the usual call, unchanged
+                    else cli_args(src, weight_format, partial, stateful=False))
+            run_cli(args, f"export {Path(model).name} {final.name}", partial)
+            verify(partial, stateful)
             (partial / MANIFEST).write_text(json.dumps({
-                "model": model, "weight_format": weight_format, "source": str(src),
+                "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
                 "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
                 indent=2))
             if final.exists():  # stale (old recipe) or forced: replaced only by a complete one
@@ -184,8 +191,9 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
     return final
 
 
-def verify(folder: Path) -> None:
-    """Refuse an export that OpenVINO cannot read or that lacks the stateful KV cache."""
+def verify(folder: Path, stateful: bool = True) -> None:
+    """Refuse an export that OpenVINO cannot read or whose KV cache is not where it should be:
+    inside the model as state (stateful) or exposed as `past_key_values.*` inputs (stateless)."""
     import openvino as ov
 
     xml = folder / "openvino_model.xml"
@@ -193,6 +201,11 @@ def verify(folder: Path) -> None:
         raise ChatlabError(f"the export wrote no {xml.name}; rerun with `chatlab export --force`")
     model = ov.Core().read_model(xml)
     names = {i.get_any_name() for i in model.inputs}
+    if not stateful:
+        if model.get_variables() or not any(n.startswith("past_key_values") for n in names):
+            raise ChatlabError("the stateless export has no past_key_values inputs; rerun with "
+                               "`export_model(..., stateful=False, force=True)`")
+        return
     if "beam_idx" not in names or not model.get_variables():
         raise ChatlabError("the export is not stateful (no KV-cache state); it cannot be used "
                            "by chatlab's OpenVINO loop")

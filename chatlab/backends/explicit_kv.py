@@ -1,0 +1,158 @@
+"""The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
+
+chatlab's OpenVINO loop runs optimum's *stateful* export, where the KV cache lives inside the
+model as state variables and never appears in Python. The ChatGLM2 article's graph is the older
+*stateless* form: every layer's keys and values are plain inputs (`past_key_values.N.key`,
+`past_key_values.N.value`) and come back as outputs (`present.N.key`, `present.N.value`), each
+`[batch, kv_heads, seq, head_dim]`. The caller owns the cache:
+
+* prefill: the prompt with an **empty** past, i.e. past arrays whose sequence axis has length 0
+  (the graph concatenates past and new keys along that axis, so a zero-length past is "nothing
+  seen yet" and needs no special graph);
+* decode: one token, with the `present.*` of the previous call fed back as `past_key_values.*`.
+  `attention_mask` covers past + new tokens and `position_ids` continue from the past's length.
+
+This module is for teaching and for checking that both forms compute the same tokens; it
+copies the cache through Python every step, which the stateful graph exists to avoid.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chatlab.backends.base import eos_ids_from
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
+from chatlab.errors import ChatlabError
+
+PAST, PRESENT = "past_key_values.", "present."
+Cache = dict[str, np.ndarray]  # past_key_values.N.key/value -> [1, kv_heads, seq, head_dim]
+
+
+@dataclass(frozen=True)
+class Port:
+    """One input or output of the graph: its name, element type and shape (`?` = dynamic)."""
+
+    direction: str  # "input" or "output"
+    name: str
+    type: str
+    shape: str
+
+
+class ExplicitKV:
+    """A compiled stateless graph plus the few lines that carry its cache from step to step."""
+
+    def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, threads: int | None = None) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        self.model = core.read_model(Path(folder) / "openvino_model.xml")
+        inputs = {p.get_any_name() for p in self.model.inputs}
+        if self.model.get_variables() or not any(n.startswith(PAST) for n in inputs):
+            raise ChatlabError(f"{Path(folder).name} is a stateful export (its KV cache is hidden "
+                               "state); load the stateless one with explicit_kv.load(model)")
+        self.past_names = sorted((n for n in inputs if n.startswith(PAST)), key=_layer_order)
+        self.layers = len(self.past_names) // 2
+        self.has_beam_idx = "beam_idx" in inputs  # optimum adds it to stateful graphs only
+        # f32 by default, as chatlab's stateful loop: the two graphs then agree token for token.
+        self.compiled = core.compile_model(self.model, "CPU", ov_config(check_precision(precision), threads))
+        self.request = self.compiled.create_infer_request()
+        self.eos_ids = eos_ids_from(Path(folder))
+
+    def ports(self) -> list[Port]:
+        """The graph's inputs then outputs, in graph order, as the article prints them."""
+        return [Port(direction, p.get_any_name(), p.get_element_type().get_type_name(),
+                     str(p.get_partial_shape()))
+                for direction, group in (("input", self.model.inputs), ("output", self.model.outputs))
+                for p in group]
+
+    def empty_cache(self) -> Cache:
+        """A past of length 0: each `past_key_values.*` with its sequence axis (2) of size 0."""
+        cache = {}
+        for name in self.past_names:
+            shape = self.model.input(name).get_partial_shape()
+            heads, head_dim = shape[1].get_length(), shape[3].get_length()  # static in the graph
+            cache[name] = np.zeros((1, heads, 0, head_dim), dtype=np.float32)
+        return cache
+
+    def forward(self, ids: list[int], past: Cache) -> tuple[np.ndarray, Cache]:
+        """Run `ids` after `past`; return the last position's logits and the grown cache."""
+        seen = cache_length(past)
+        n = seen + len(ids)
+        inputs: dict[str, Any] = {
+            "input_ids": np.asarray([ids], dtype=np.int64),
+            "attention_mask": np.ones((1, n), dtype=np.int64),  # attend to every past and new token
+            "position_ids": np.arange(seen, n, dtype=np.int64)[None, :],  # positions continue
+            **past,
+        }
+        if self.has_beam_idx:
+            inputs["beam_idx"] = np.zeros((1,), dtype=np.int32)
+        # `infer` returns copies of the outputs (share_outputs=False): the next call may reuse
+        # the output buffers, and we are about to pass these arrays back in as inputs.
+        out = self.request.infer(inputs)
+        present = {name: out[PRESENT + name[len(PAST):]] for name in self.past_names}
+        return out["logits"][0, -1], present
+
+    def greedy(self, ids: list[int], max_new_tokens: int, stop_ids: list[int] | None = None) -> list[int]:
+        """Prefill with an empty past, then feed `present` back as `past` one token at a time."""
+        if not ids:
+            raise ChatlabError("the prompt is empty; pass at least one token id")
+        stops = set(self.eos_ids if stop_ids is None else stop_ids)
+        logits, cache = self.forward(list(ids), self.empty_cache())
+        tokens: list[int] = []
+        for _ in range(max_new_tokens):
+            token = int(np.argmax(logits))
+            tokens.append(token)
+            if token in stops or len(tokens) == max_new_tokens:
+                break
+            logits, cache = self.forward([token], cache)
+        return tokens
+
+
+def cache_length(cache: Cache) -> int:
+    """How many positions the cache holds (the sequence axis of any of its arrays)."""
+    return next(iter(cache.values())).shape[2] if cache else 0
+
+
+def _layer_order(name: str) -> tuple[int, str]:
+    """past_key_values.10.key sorts after .9. (numerically), key before value."""
+    _, layer, kind = name.split(".")
+    return int(layer), kind
+
+
+def io_table(ports: list[Port], first_layers: int = 1) -> str:
+    """A printable table of the ports, showing the cache of the first `first_layers` layers
+    and one line counting the rest (30 layers x 2 would bury the interesting rows)."""
+    rows, hidden = [], 0
+    for p in ports:
+        parts = p.name.split(".")
+        if p.name.startswith((PAST, PRESENT)) and int(parts[-2]) >= first_layers:
+            hidden += 1
+            continue
+        rows.append(f"{p.direction:<7} {p.name:<26} {p.type:<4} {p.shape}")
+    if hidden:
+        rows.append(f"... and {hidden} more past_key_values.N / present.N ports of the other layers")
+    return "\n".join(rows)
+
+
+def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
+         threads: int | None = None, quiet: bool = True) -> ExplicitKV:
+    """The stateless export of `model` (exported once, a few minutes on 2 cores, then cached).
+
+    int8 by default, as chatlab's OpenVINO loop: a compiled fp32 graph holds ~1.1 GB (the
+    weights twice: mapped from disk and repacked), int8 about a quarter of that. `quiet` keeps
+    the export's own messages (which name the cache folder) out of the output and says in one
+    line instead that the first run exports."""
+    from chatlab.backends.export import export_dir, export_model, is_exported
+
+    precision = check_precision(precision)  # before a first-use export of minutes
+    if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
+        return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)
+    print(f"exporting {Path(model).name} {weight_format} without state (once; a few minutes on 2 cores) ...")
+    with contextlib.redirect_stderr(io.StringIO()):
+        folder = export_model(model, weight_format, stateful=False)
+    return ExplicitKV(folder, precision, threads)
