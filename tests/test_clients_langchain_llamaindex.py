@@ -60,14 +60,16 @@ def test_bind_tools_streamed(llm: Any) -> None:
     assert call["name"] == "Dog" and Dog(**call["args"])
 
 
-def test_llama_index_rag_with_sources_and_stream(live_server: Any) -> None:
+def test_llama_index_rag_with_sources_and_stream(live_server: Any, capfd: pytest.CaptureFixture[str]) -> None:
     from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
     from llama_index.llms.openai_like import OpenAILike
 
-    from chatlab.models import asset_path
+    from chatlab.models import load_embedding
 
-    embed = HuggingFaceEmbedding(model_name=str(asset_path("minilm-l6-v2")), device="cpu")
+    capfd.readouterr()
+    embed = load_embedding("minilm-l6-v2")
+    loading = capfd.readouterr()  # notebook 08 stores this: no load report, no progress bar
+    assert "LOAD REPORT" not in loading.err + loading.out and "Loading weights" not in loading.err
     llm = OpenAILike(model=MODEL, api_base=live_server.url, api_key="unused", is_chat_model=True,
                      temperature=0, max_tokens=60, context_window=8192, timeout=300)
     index = VectorStoreIndex.from_documents(SimpleDirectoryReader(str(DOCS)).load_data(), embed_model=embed)

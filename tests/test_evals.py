@@ -155,3 +155,50 @@ def test_answer_checks_and_the_repetition_trim() -> None:
     looped = "The server can parse it. It matches the schema. The server can parse it. The"
     assert trim_repeats(looped) == "The server can parse it. It matches the schema."
     assert trim_repeats("One. Two.") == "One. Two."
+
+
+# -- quiet loading (the notebooks' load residue) ------------------------------------------------
+def test_quiet_loading_silences_transformers_only_inside_the_block() -> None:
+    from transformers.utils import logging
+
+    from chatlab.models import quiet_loading
+
+    before = (logging.get_verbosity(), logging.is_progress_bar_enabled())
+    with quiet_loading():
+        assert logging.get_verbosity() == logging.ERROR and not logging.is_progress_bar_enabled()
+    assert (logging.get_verbosity(), logging.is_progress_bar_enabled()) == before
+
+
+def test_load_embedding_refuses_a_chat_model_by_name() -> None:
+    from chatlab.errors import UnknownNameError
+    from chatlab.models import load_embedding
+
+    with pytest.raises(UnknownNameError, match="minilm-l6-v2"):
+        load_embedding("smollm2-135m-instruct")
+
+
+# -- langchain method builders, against the real server on a scripted backend -------------------
+def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.WarningsRecorder) -> None:
+    from langchain_openai import ChatOpenAI
+
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+    from chatlab.evals.langchain_methods import ARTICLE_SYSTEM, article_chain, prompted
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+    from chatlab.serve import start_server
+
+    call = ('<tool_call>\n{"name": "_OutputFormatter", "arguments": {"output": {"name": "Harry", '
+            '"color": "brown"}}}\n</tool_call>')
+    backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), [call, '{"name": "Rex", "color": "tan"}'])
+    with start_server(ChatEngine(backend, "scripted", template="qwen2.5")) as server:
+        llm = ChatOpenAI(base_url=server.url, api_key="unused", model="scripted", temperature=0,
+                         max_tokens=60, max_retries=0)
+        legacy = article_chain(Dog, llm)
+        assert legacy("John had a dog named Harry") == Dog(name="Harry", color="brown")
+        few_shot = prompted('Example: {"name": "Jet"}', llm.with_structured_output(Dog))
+        assert few_shot("Rex, the police dog, is tan.") == Dog(name="Rex", color="tan")
+    assert not [w for w in recwarn if "deprecat" in str(w.message).lower()]  # silenced, narrowly
+    first, second = (backend.tokenizer.decode(ids) for ids in backend.prompts)
+    assert ARTICLE_SYSTEM in first and "John had a dog named Harry" in first
+    assert 'Example: {"name": "Jet"}' in second and "Sentence: Rex, the police dog" in second
