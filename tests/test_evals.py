@@ -202,3 +202,41 @@ def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.War
     first, second = (backend.tokenizer.decode(ids) for ids in backend.prompts)
     assert ARTICLE_SYSTEM in first and "John had a dog named Harry" in first
     assert 'Example: {"name": "Jet"}' in second and "Sentence: Rex, the police dog" in second
+
+
+# -- the extractive schema ----------------------------------------------------------------------
+def test_span_schema_offers_only_pieces_of_the_sentence() -> None:
+    from chatlab.evals.spans import capitalised_words, span_schema, word_runs
+
+    text = "Tilly's dog is called Nugget and he is as jet-black as coal."
+    assert capitalised_words(text) == ["Tilly", "Nugget"]
+    runs = word_runs(text)
+    assert "jet-black" in runs and "as jet-black as" in runs and "nugget and he is" not in runs
+    schema = span_schema(text)
+    assert schema["properties"]["name"]["enum"] == ["Tilly", "Nugget"]
+    # every gold answer of the set is reachable: otherwise the schema would forbid the truth
+    for case in load_dogs():
+        s = span_schema(case.text)["properties"]
+        assert case.name in s["name"]["enum"], case.id
+        assert any(normalize(c) in {normalize(r) for r in s["color"]["enum"]}
+                   for c in (case.color, *case.accept_color)), case.id
+    with pytest.raises(ChatlabError, match="no capitalised word"):
+        span_schema("a brown dog")
+
+
+def test_prompted_sends_examples_as_turns_and_needs_an_input_slot() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from chatlab.evals.langchain_methods import prompted
+
+    seen: list[Any] = []
+    model = FakeListChatModel(responses=["ok"])
+    run = prompted("rules {x}", lambda messages: seen.append(messages) or "done",
+                   examples=[("Rex is tan.", '{"name": "Rex"}')])
+    assert run("Ziggy is black.") == "done"
+    roles = [(m.type, m.content) for m in seen[0].to_messages()]
+    assert roles == [("system", "rules {x}"), ("human", "Sentence: Rex is tan."),
+                     ("ai", '{"name": "Rex"}'), ("human", "Sentence: Ziggy is black.")]
+    assert model  # the fake is only there to show any runnable works; a lambda is one too
+    with pytest.raises(ChatlabError, match="no \\{input\\} slot"):
+        prompted("rules", model, human="Sentence:")

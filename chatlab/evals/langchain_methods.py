@@ -8,7 +8,9 @@ itself (`llm.with_structured_output(...)`), because those calls are what it teac
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from chatlab.errors import ChatlabError
 
 __all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted"]
 
@@ -32,12 +34,23 @@ def article_chain(schema: type, llm: Any) -> Callable[[str], Any]:
     return lambda text: chain.invoke({"input": text})["function"]
 
 
-def prompted(system: str, runnable: Any, human: str = "Sentence: {input}") -> Callable[[str], Any]:
-    """`system` + `human` (with `{input}`) piped into `runnable` (e.g. a with_structured_output
-    model). Braces in `system` are literal text, not template slots, so JSON examples can be
-    written as they are."""
+def _literal(text: str) -> str:
+    """Braces as text, not template slots, so JSON can be written as it is."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def prompted(system: str, runnable: Any, examples: Sequence[tuple[str, str]] = (),
+             human: str = "Sentence: {input}") -> Callable[[str], Any]:
+    """`system`, then each example as a user turn (`human` filled with its input) and an
+    assistant turn (its answer), then the real input, piped into `runnable` (e.g. a
+    with_structured_output model). Examples as turns, not as text inside the system prompt:
+    a small model copies the last example of a list, but continues a conversation."""
     from langchain_core.prompts import ChatPromptTemplate
 
-    literal = system.replace("{", "{{").replace("}", "}}")
-    chain = ChatPromptTemplate.from_messages([("system", literal), ("human", human)]) | runnable
+    if "{input}" not in human:
+        raise ChatlabError(f"human={human!r} has no {{input}} slot; write e.g. 'Sentence: {{input}}'")
+    turns: list[tuple[str, str]] = [("system", _literal(system))]
+    for given, answer in examples:
+        turns += [("human", _literal(human.replace("{input}", given))), ("ai", _literal(answer))]
+    chain = ChatPromptTemplate.from_messages([*turns, ("human", human)]) | runnable
     return lambda text: chain.invoke({"input": text})
