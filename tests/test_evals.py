@@ -155,6 +155,9 @@ def test_answer_checks_and_the_repetition_trim() -> None:
     looped = "The server can parse it. It matches the schema. The server can parse it. The"
     assert trim_repeats(looped) == "The server can parse it. It matches the schema."
     assert trim_repeats("One. Two.") == "One. Two."
+    cut_off = "It stops at the end of its output. It stops at the end of its output,"
+    assert trim_repeats(cut_off) == "It stops at the end of its output."
+    assert trim_repeats("It stops. It stops at the end.") == "It stops. It stops at the end."
 
 
 # -- quiet loading (the notebooks' load residue) ------------------------------------------------

@@ -92,13 +92,14 @@ def answer_has_key(answer: str, question: Question) -> bool:
 
 def trim_repeats(text: str) -> str:
     """Cut a reply at the first sentence that repeats an earlier one (a small model's greedy
-    loop: "The server can parse the JSON schema... The server can parse the JSON schema...")."""
+    loop: "The server can parse the JSON schema... The server can parse the JSON schema..."),
+    including a last sentence cut off by max_tokens that begins like an earlier one."""
     kept: list[str] = []
-    seen: set[str] = set()
+    seen: list[str] = []
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-        key = _squash(sentence)
-        if key and key in seen:
+        key = _squash(sentence).rstrip(" .,;:!?")
+        if key and any(key == s or (len(key) >= 12 and s.startswith(key)) for s in seen):
             break
-        seen.add(key)
+        seen.append(key)
         kept.append(sentence)
     return " ".join(kept)
