@@ -68,22 +68,43 @@ def load_tokenizer(name: str) -> Any:
 
 
 @contextmanager
-def _quiet_progress() -> Iterator[None]:
-    """No "Loading weights 0/272" bar: in a notebook it is residue left in the stored output."""
+def quiet_loading() -> Iterator[None]:
+    """Load weights without notebook residue, for this block only: no "Loading weights 0/272"
+    progress bar, and no warning-level load report (transformers 5 logs a "BertModel LOAD
+    REPORT" with ANSI colors and the model's absolute path when a checkpoint holds a key the
+    class does not use, e.g. MiniLM's `embeddings.position_ids` buffer: expected and harmless).
+    Errors still show; the previous settings come back afterwards."""
     from transformers.utils import logging
 
-    was = logging.is_progress_bar_enabled()
+    bar_was, level_was = logging.is_progress_bar_enabled(), logging.get_verbosity()
     logging.disable_progress_bar()
+    logging.set_verbosity_error()
     try:
         yield
     finally:
-        if was:
+        logging.set_verbosity(level_was)
+        if bar_was:
             logging.enable_progress_bar()
+
+
+_quiet_progress = quiet_loading  # the name this module used before
+
+
+def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Any:
+    """A llama-index embedding model for an embeddings asset (offline, from its package),
+    loaded quietly (see quiet_loading)."""
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    if name not in ASSETS or ASSETS[name].kind != "embeddings":
+        raise UnknownNameError("embeddings asset", name,
+                               [a.name for a in ASSETS.values() if a.kind == "embeddings"])
+    with quiet_loading():
+        return HuggingFaceEmbedding(model_name=str(asset_path(name)), device=device)
 
 
 def load_model(name: str, dtype: str = "float32") -> tuple[Any, Any]:
     """(model, tokenizer) for a chat model: an asset name, a local folder, or a hub id."""
-    with _quiet_progress():
+    with quiet_loading():
         return _load_model(name, dtype)
 
 

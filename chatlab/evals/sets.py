@@ -1,0 +1,119 @@
+"""The evaluation sets in data/eval/, read into small typed records.
+
+Two sets, both written for this project (data/eval/README.md says how):
+- dogs.jsonl: sentences with the gold `Dog(name, color)` they describe (notebook 07);
+- questions.jsonl: questions about data/docs, each with the file, a quote that identifies the
+  passage answering it, and key phrases a right answer contains (notebook 08).
+
+A malformed row is a ChatlabError naming the file, the line and the field, so that a typo in a
+hand-edited set fails here and not as a confusing score later.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chatlab.data import data_path
+from chatlab.errors import ChatlabError
+
+__all__ = ["DogCase", "Question", "load_dogs", "load_questions"]
+
+
+@dataclass(frozen=True)
+class DogCase:
+    """One sentence and the dog it describes; `accept_color` lists other spellings of the
+    same color ("gray" for "grey", "black-and-tan" for "black and tan")."""
+
+    id: str
+    text: str
+    name: str
+    color: str
+    accept_color: tuple[str, ...] = ()
+    note: str = ""
+    source: str = "chatlab"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question, the passage that answers it (its file and a quote inside it), and key
+    phrases: an answer that contains any of them is counted as containing the answer."""
+
+    id: str
+    question: str
+    file: str
+    quote: str
+    answer: tuple[str, ...]
+
+
+def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ChatlabError(f"{path.name} line {n} is not JSON ({err.msg}); write one JSON "
+                               "object per line") from None
+        if not isinstance(row, dict):
+            raise ChatlabError(f"{path.name} line {n} is a {type(row).__name__}, not an object; "
+                               "write one JSON object per line")
+        rows.append((n, row))
+    if not rows:
+        raise ChatlabError(f"{path.name} holds no rows; add at least one JSON object per line")
+    return rows
+
+
+def _text(row: dict[str, Any], key: str, where: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ChatlabError(f"{where}: {key!r} must be a non-empty string, got {value!r}; fix the row")
+    return value
+
+
+def _texts(row: dict[str, Any], key: str, where: str, required: bool) -> tuple[str, ...]:
+    value = row.get(key, [] if not required else None)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) \
+            or (required and not value):
+        need = "a non-empty list" if required else "a list"
+        raise ChatlabError(f"{where}: {key!r} must be {need} of non-empty strings, got {value!r}; "
+                           "fix the row")
+    return tuple(value)
+
+
+def _unique(ids: list[str], name: str) -> None:
+    seen = set()
+    for i in ids:
+        if i in seen:
+            raise ChatlabError(f"{name}: the id {i!r} appears twice; give every row its own id")
+        seen.add(i)
+
+
+def load_dogs(path: Path | None = None) -> list[DogCase]:
+    """The extraction set (default data/eval/dogs.jsonl)."""
+    path = path or data_path("eval", "dogs.jsonl")
+    cases = []
+    for n, row in _rows(path):
+        where = f"{path.name} line {n}"
+        cases.append(DogCase(
+            id=_text(row, "id", where), text=_text(row, "text", where), name=_text(row, "name", where),
+            color=_text(row, "color", where), accept_color=_texts(row, "accept_color", where, False),
+            note=str(row.get("note", "")), source=str(row.get("source", "chatlab"))))
+    _unique([c.id for c in cases], path.name)
+    return cases
+
+
+def load_questions(path: Path | None = None) -> list[Question]:
+    """The retrieval/answer set (default data/eval/questions.jsonl)."""
+    path = path or data_path("eval", "questions.jsonl")
+    questions = []
+    for n, row in _rows(path):
+        where = f"{path.name} line {n}"
+        questions.append(Question(
+            id=_text(row, "id", where), question=_text(row, "question", where),
+            file=_text(row, "file", where), quote=_text(row, "quote", where),
+            answer=_texts(row, "answer", where, True)))
+    _unique([q.id for q in questions], path.name)
+    return questions
