@@ -249,3 +249,28 @@ def test_a_filter_inside_catch_warnings_is_not_global() -> None:
 @pytest.mark.parametrize("text", ["x.py:3: UserWarning: careful", "  warnings.warn(msg)", "chatlab setup: warning: old"])
 def test_warnings_are_recognised(text: str) -> None:
     assert WARNING.search(text)
+
+
+# --- ./run.sh store -------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_sh_store_executes_a_notebook_in_place_offline(tmp_path: Path) -> None:
+    """`./run.sh store NB` runs NB in place with the hub offline and this checkout's chatlab, and
+    says how long it took; a notebook that fails is left unchanged and the status is 1."""
+    import subprocess
+
+    if not (ROOT / ".venv" / "bin" / "jupyter").exists():
+        pytest.skip("no .venv in this checkout: ./run.sh setup creates it (the store command runs its jupyter)")
+    good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'import os, chatlab\nprint(os.environ["HF_HUB_OFFLINE"], os.environ["TOKENIZERS_PARALLELISM"], chatlab.__file__)')]), good)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")]), bad)
+    proc = subprocess.run(["./run.sh", "store", str(good), str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(rf"{re.escape(str(good))} stored in \d+ s", proc.stdout), proc.stdout
+    assert f"{bad} failed" in proc.stderr
+    printed = load(good).cells[0].outputs[0].text.split()
+    assert printed[:2] == ["1", "false"] and Path(printed[2]).resolve().is_relative_to(ROOT)
+    assert not load(bad).cells[0].outputs  # left as it was
