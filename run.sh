@@ -5,6 +5,8 @@
 #   ./run.sh lab     set up, then open the workbench (JupyterLab on notebooks/)
 #   ./run.sh test    set up, then run the whole test suite (extra args go to pytest)
 #   ./run.sh setup   set up only
+#   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
+#                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
 #   ./run.sh colab   install into the running Python (no venv), keeping a fitting torch
 # Python: PYTHON=python3.12 ./run.sh test uses 3.12 (default python3.11). One venv per version:
 # .venv for 3.11, .venv312 for 3.12, each from its own lock (requirements/lock-py312.txt: 3.12
@@ -86,6 +88,32 @@ py312_leg() {
   fi
 }
 
+# `./run.sh store [notebooks...]`: execute each notebook in place, offline, so that its stored
+# outputs are what a fresh run shows (tests/test_notebook_outputs.py checks them). The repository
+# goes first on PYTHONPATH so that the kernel imports this checkout's chatlab. A notebook that
+# fails is left as it was (nbconvert writes only after a clean run) and the exit status is 1.
+store() {
+  local nb start rc=0 arg
+  local notebooks=()
+  for arg in "$@"; do
+    if [[ $arg =~ ^[0-9][0-9]$ ]]; then notebooks+=(notebooks/"$arg"_*.ipynb); else notebooks+=("$arg"); fi
+  done
+  [[ ${#notebooks[@]} -gt 0 ]] || notebooks=(notebooks/[0-9][0-9]_*.ipynb)
+  for nb in "${notebooks[@]}"; do
+    [[ -f $nb ]] || { echo "run.sh store: no notebook $nb" >&2; rc=2; continue; }
+    start=$SECONDS
+    if HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
+        "$VENV/bin/jupyter" nbconvert --to notebook --execute --inplace --log-level=WARN \
+        --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$nb"; then
+      echo "run.sh store: $nb stored in $((SECONDS - start)) s"
+    else
+      echo "run.sh store: $nb failed after $((SECONDS - start)) s; its stored outputs are unchanged" >&2
+      rc=1
+    fi
+  done
+  return "$rc"
+}
+
 # `./run.sh colab`: Colab (or any ready Python) already has a torch; reinstalling it would pull
 # gigabytes. Keep it when chatlab's libraries accept it (torch >= 2.4), else install the pin.
 colab() {
@@ -133,11 +161,15 @@ case "$cmd" in
   setup)
     setup "$PY"
     ;;
+  store)
+    setup "$PY"
+    store "$@"
+    ;;
   colab)
     colab
     ;;
   *)
-    echo "usage: ./run.sh lab|test|setup|colab [args...]" >&2
+    echo "usage: ./run.sh lab|test|setup|store|colab [args...]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,276 @@
+"""What a learner sees in a stored notebook is clean, and every notebook keeps the conventions.
+
+Fast: these tests read the .ipynb files and execute nothing. The stored outputs are what GitHub,
+Colab and a teacher's projector show before anyone runs a cell, so they must hold no machine
+path, no ANSI escapes, no traceback, no progress-bar residue and no warning text (fix the cause:
+`./run.sh store` re-executes the notebooks). Each check is its own test and names the notebook,
+the cell index and the offending text, so a failure says where to look.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+IDS = [p.stem for p in NOTEBOOKS]
+
+# An absolute path of this machine: a temp or home folder, a venv, an installed package, a cache.
+# The look-behind keeps URLs out ("https://host/home/..." has a word character before "/home/").
+MACHINE_PATH = re.compile(
+    r"(?<![\w.:/-])(?:/work/|/root/|/home/|/Users/|/tmp/|/var/folders/|/private/var/)"
+    r"|[A-Za-z]:\\Users\\"
+    r"|\.venv\b|site-packages|dist-packages"
+    r"|~?/\.cache/|\\\.cache\\|AppData\\Local")
+# tqdm and transformers' loading bars: "45%|████ | 12/272 [00:01<00:20, 12.3it/s]".
+PROGRESS = re.compile(r"\d+%\|"                       # the bar's opening: percentage and a pipe
+                      r"|\|\s*\d+/\d+\s*\["              # "| 0/272 [" (count, then the timer)
+                      r"|\d(?:\.\d+)?\s*(?:it/s|s/it)\]?"  # the rate
+                      r"|Loading weights|Loading checkpoint shards|Fetching \d+ files")
+# Python's warning lines ("UserWarning: ...", "warnings.warn(") and any "warning:" label.
+WARNING = re.compile(r"\b[A-Z]\w*Warning\b|\bwarn\(|\bwarning:", re.I)
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+", re.M)
+GLOBAL_FILTER = re.compile(r"\b(?:warnings\.)?(?:filterwarnings|simplefilter|resetwarnings)\s*\("
+                           r"|PYTHONWARNINGS|%env\s+PYTHONWARNINGS|-W\s*ignore")
+TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/json")
+
+
+class Shown(NamedTuple):
+    """One piece of stored output text: where it is, what kind, and the text."""
+    cell: int
+    kind: str  # "stdout", "stderr", "result: text/plain", "error", ...
+    text: str
+
+
+def load(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def shown(nb: nbformat.NotebookNode) -> Iterator[Shown]:
+    """Every text a reader sees in the stored outputs, cell by cell."""
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "stream":
+                yield Shown(index, out.get("name", "stream"), out.get("text", ""))
+            elif kind in ("execute_result", "display_data"):
+                for mime in TEXT_MIMES:
+                    value = out.get("data", {}).get(mime)
+                    if value is not None:
+                        yield Shown(index, f"result: {mime}", value if isinstance(value, str) else str(value))
+            elif kind == "error":
+                yield Shown(index, "error", f"{out.get('ename')}: {out.get('evalue')}\n" + "\n".join(out.get("traceback", [])))
+
+
+def excerpt(text: str, start: int, end: int, margin: int = 40) -> str:
+    """The offending text with a little context, on one line."""
+    return repr(text[max(0, start - margin):end + margin])
+
+
+def offences(path: Path, pattern: re.Pattern[str], kinds: tuple[str, ...] | None = None) -> list[str]:
+    found = []
+    for s in shown(load(path)):
+        if kinds is not None and s.kind not in kinds:
+            continue
+        if (m := pattern.search(s.text)) is not None:
+            found.append(f"{path.name} cell {s.cell} ({s.kind}): {m.group(0)!r} in {excerpt(s.text, m.start(), m.end())}")
+    return found
+
+
+def inside_catch_warnings(source: str, pos: int) -> bool:
+    """Whether the text at `pos` is in the body of a `with warnings.catch_warnings():` block
+    (a filter there is undone when the block ends: narrow, not global)."""
+    lines = source[:pos].split("\n")
+    line = lines[-1]
+    indent = len(line) - len(line.lstrip())
+    for above in reversed(lines[:-1]):
+        if above.strip() and len(above) - len(above.lstrip()) < indent:
+            if "catch_warnings(" in above:
+                return True
+            indent = len(above) - len(above.lstrip())
+    return False
+
+
+def fail_on(found: list[str], what: str, fix: str) -> None:
+    assert not found, f"{what}; {fix}:\n  " + "\n  ".join(found)
+
+
+# --- stored outputs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_hold_no_machine_path(path: Path) -> None:
+    fail_on(offences(path, MACHINE_PATH), "a stored output shows a path of the machine that ran it",
+            "print names relative to the repository or the file name only, then ./run.sh store")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_hold_no_ansi_escape(path: Path) -> None:
+    fail_on(offences(path, re.compile(r"\x1b\[?[0-9;]*[A-Za-z]?")), "a stored output holds ANSI escape codes",
+            "turn colour off where it is printed (a library's log or report), then ./run.sh store")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_hold_no_error_or_traceback(path: Path) -> None:
+    nb = load(path)
+    found = [f"{path.name} cell {i}: error output {out.get('ename')}: {str(out.get('evalue'))[:120]!r}"
+             for i, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
+             if out.get("output_type") == "error"]
+    found += offences(path, TRACEBACK, ("stdout", "stderr", "result: text/plain", "result: text/html"))
+    fail_on(found, "a stored output is an error or a traceback", "make the cell run cleanly, then ./run.sh store")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_hold_no_progress_bar_residue(path: Path) -> None:
+    found = offences(path, PROGRESS)
+    found += [f"{path.name} cell {s.cell} ({s.kind}): a carriage return in {excerpt(s.text, s.text.index(chr(13)), s.text.index(chr(13)) + 1)}"
+              for s in shown(load(path)) if "\r" in s.text]
+    fail_on(found, "a stored output holds progress-bar residue",
+            "turn the bar off in the library call that draws it (as chatlab.models.load does), then ./run.sh store")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_hold_no_warning_text(path: Path) -> None:
+    found = offences(path, WARNING)
+    found += [f"{path.name} cell {s.cell} (stderr): {excerpt(s.text, m.start(), m.end())}"
+              for s in shown(load(path)) if s.kind == "stderr" and (m := re.search(r"warn", s.text, re.I))
+              and not WARNING.search(s.text)]
+    fail_on(found, "a stored output shows a warning",
+            "fix its cause, or silence that one call narrowly in the library, then ./run.sh store")
+
+
+# --- the notebook's own cells ---------------------------------------------------------------
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_global_warnings_filter(path: Path) -> None:
+    found = [f"{path.name} cell {i}: {m.group(0)!r} in {excerpt(cell.source, m.start(), m.end())}"
+             for i, cell in enumerate(load(path).cells) if cell.cell_type == "code"
+             for m in GLOBAL_FILTER.finditer(cell.source) if not inside_catch_warnings(cell.source, m.start())]
+    fail_on(found, "a cell sets a global warnings filter (a habit not to teach: it hides the next real warning too)",
+            "fix the warning's cause, or silence that one call narrowly in the library")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_title_comes_before_any_code_but_the_bootstrap(path: Path) -> None:
+    cells = load(path).cells
+    number = path.name[:2]
+    titles = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and re.match(r"# \S", c.source)]
+    assert titles, f"{path.name}: no title cell (a markdown cell starting '# {number} · ...')"
+    title = titles[0]
+    assert cells[title].source.startswith(f"# {number} "), \
+        f"{path.name} cell {title}: the title should start '# {number} ·', not {cells[title].source.splitlines()[0]!r}"
+    code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+    early = [i for i in code[1:] if i < title]  # code[0] is the bootstrap
+    assert not early, (f"{path.name}: code cell(s) {early} come before the title (cell {title}): "
+                       f"{cells[early[0]].source.splitlines()[0]!r}; move the title up, right after the bootstrap")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_exercises_follow_the_convention(path: Path) -> None:
+    """2-3 '### Exercise N' cells, each followed at once by its hidden, tagged, asserting solution."""
+    cells = load(path).cells
+    exercises = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.lstrip().startswith("### Exercise")]
+    assert 2 <= len(exercises) <= 3, (f"{path.name}: {len(exercises)} exercise cells at {exercises}; "
+                                      "a notebook has 2-3 markdown cells starting '### Exercise N'")
+    problems = []
+    for n, i in enumerate(exercises, start=1):
+        head = cells[i].source.lstrip().splitlines()[0]
+        if not re.match(rf"### Exercise {n}\b", head):
+            problems.append(f"cell {i}: {head!r} should be '### Exercise {n}' (numbered 1, 2, 3 in order)")
+        if i + 1 >= len(cells) or cells[i + 1].cell_type != "code":
+            problems.append(f"cell {i}: exercise {n} is not followed at once by its solution code cell")
+            continue
+        sol, meta = cells[i + 1], cells[i + 1].metadata
+        if "solution" not in meta.get("tags", []):
+            problems.append(f"cell {i + 1}: the solution is not tagged 'solution' (metadata tags {meta.get('tags')})")
+        if meta.get("jupyter", {}).get("source_hidden") is not True:
+            problems.append(f"cell {i + 1}: the solution is not hidden (metadata jupyter.source_hidden is not true)")
+        if not sol.source.startswith(f"# Solution to exercise {n}"):
+            problems.append(f"cell {i + 1}: the solution starts {sol.source.splitlines()[0] if sol.source else ''!r}, "
+                            f"not '# Solution to exercise {n}'")
+        if not re.search(r"^\s*assert\b", sol.source, re.M):
+            problems.append(f"cell {i + 1}: the solution to exercise {n} asserts nothing (it must check its result)")
+    assert not problems, f"{path.name}: exercises break the convention:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_mermaid_diagrams_name_their_kind(path: Path) -> None:
+    """A ```mermaid block that JupyterLab can render starts with a diagram type."""
+    kinds = ("flowchart", "graph", "sequenceDiagram", "stateDiagram", "stateDiagram-v2", "classDiagram")
+    found = []
+    for i, cell in enumerate(load(path).cells):
+        if cell.cell_type != "markdown":
+            continue
+        for block in re.findall(r"```mermaid\n(.*?)```", cell.source, re.S):
+            first = block.strip().splitlines()[0] if block.strip() else ""
+            if first.split(" ")[0] not in kinds:
+                found.append(f"{path.name} cell {i}: a mermaid block starts {first!r}, not one of {kinds}")
+    fail_on(found, "a mermaid block would not render", "start it with its diagram type, e.g. 'flowchart LR'")
+
+
+# --- the checks themselves, on made-up outputs ----------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "saved to /work/main/.cache/x", "/root/.cache/chatlab/model", "cd /home/ann", "/tmp/tmpab12/Modelfile",
+    "lib/python3.11/site-packages/transformers", "/srv/app/.venv/bin/python", "~/.cache/huggingface"])
+def test_machine_paths_are_recognised(text: str) -> None:
+    assert MACHINE_PATH.search(text)
+
+
+@pytest.mark.parametrize("text", [
+    "https://mybinder.org/v2/gh/x/HEAD?labpath=notebooks%2F01.ipynb", "data/finetune/Modelfile",
+    "http://127.0.0.1:49347/v1", "captain_byte.llamafactory.json", "https://example.com/home/page"])
+def test_ordinary_text_is_not_a_machine_path(text: str) -> None:
+    assert not MACHINE_PATH.search(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Loading weights:   0%|          | 0/272 [00:00<?, ?it/s]", "100%|##########| 5/5 [00:01<00:00,  3.2it/s]",
+    "Batches: 12.5s/it]"])
+def test_progress_bars_are_recognised(text: str) -> None:
+    assert PROGRESS.search(text)
+
+
+@pytest.mark.parametrize("text", ["12/12 answers token-for-token", "same as fine-tune    0/12", "100% end with 'Arr!'",
+                                  "3.2 tok/s"])
+def test_tables_are_not_progress_bars(text: str) -> None:
+    assert not PROGRESS.search(text)
+
+
+def test_a_filter_inside_catch_warnings_is_not_global() -> None:
+    narrow = "import warnings\nwith warnings.catch_warnings():\n    warnings.simplefilter('ignore')\n    f()\n"
+    wide = "import warnings\nwarnings.filterwarnings('ignore')\nwith warnings.catch_warnings():\n    f()\n"
+    assert inside_catch_warnings(narrow, narrow.index("warnings.simplefilter"))
+    assert not inside_catch_warnings(wide, wide.index("warnings.filterwarnings"))
+
+
+@pytest.mark.parametrize("text", ["x.py:3: UserWarning: careful", "  warnings.warn(msg)", "chatlab setup: warning: old"])
+def test_warnings_are_recognised(text: str) -> None:
+    assert WARNING.search(text)
+
+
+# --- ./run.sh store -------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_sh_store_executes_a_notebook_in_place_offline(tmp_path: Path) -> None:
+    """`./run.sh store NB` runs NB in place with the hub offline and this checkout's chatlab, and
+    says how long it took; a notebook that fails is left unchanged and the status is 1."""
+    import subprocess
+
+    if not (ROOT / ".venv" / "bin" / "jupyter").exists():
+        pytest.skip("no .venv in this checkout: ./run.sh setup creates it (the store command runs its jupyter)")
+    good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'import os, chatlab\nprint(os.environ["HF_HUB_OFFLINE"], os.environ["TOKENIZERS_PARALLELISM"], chatlab.__file__)')]), good)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")]), bad)
+    proc = subprocess.run(["./run.sh", "store", str(good), str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(rf"{re.escape(str(good))} stored in \d+ s", proc.stdout), proc.stdout
+    assert f"{bad} failed" in proc.stderr
+    printed = load(good).cells[0].outputs[0].text.split()
+    assert printed[:2] == ["1", "false"] and Path(printed[2]).resolve().is_relative_to(ROOT)
+    assert not load(bad).cells[0].outputs  # left as it was
