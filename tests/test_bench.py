@@ -183,3 +183,21 @@ def test_llama_cpp_refuses_bf16_with_a_reason(monkeypatch):
     monkeypatch.setattr(llamacpp, "installed", lambda: True)
     assert "no bf16 compute" in llamacpp.unavailable("bf16")
     assert llamacpp.unavailable("f32") is None  # the shipped GGUF is there
+
+
+def test_llama_cpp_engine_row_when_installed(capsys):
+    """With llama-cpp-python installed (`pip install -e '.[llamacpp]'`) the engine gives the
+    same kind of row as the others, paired with the baseline; its absence is tested above."""
+    pytest.importorskip("llama_cpp", reason="optional extra: pip install -e '.[llamacpp]'")
+    from chatlab.bench.engines import LLAMA_CPP
+
+    code = main(["bench", "--json", "--rounds", "1", "--tokens", "6", "--plot", "",
+                 "--engines", f"{BASELINE},{LLAMA_CPP}"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in result["engines"]}
+    assert set(rows) == {BASELINE, LLAMA_CPP} and result["skipped"] == []
+    row = rows[LLAMA_CPP]
+    assert row["decode_tok_s"] > 0 and row["ttft_long_ms"] > 0 and len(row["first_tokens"]) == 6
+    assert row["precision"] == "f32" and "q4_1 weights" in row["compute"] and row["threads"] >= 1
+    assert row["decode_tok_s_ratio"] > 0 and result["max_workers_alive"] == 2
