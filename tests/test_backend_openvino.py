@@ -140,3 +140,17 @@ def test_light_decoder_matches_the_chat_tokenizer(smollm2_tokenizer):
         assert b.decoder.decode(ids, skip_special_tokens=skip) == smollm2_tokenizer.decode(
             ids, skip_special_tokens=skip)
     assert b.tokenizer.decode(ids) == smollm2_tokenizer.decode(ids)  # loaded on demand
+
+
+def test_kv_cache_precision_is_passed_to_the_plugin(ov_f32):
+    """The CPU plugin keeps the KV cache in u8 at an f32 hint (on this CPU); kv_cache_precision
+    ="f32" makes the cache exact, and the compiled model says so."""
+    from chatlab.backends.openvino import OpenVINOBackend
+    from chatlab.backends.precision import type_name
+
+    exact = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32",
+                            kv_cache_precision="f32")
+    assert type_name(exact.compiled.get_property("KV_CACHE_PRECISION")) == "f32"
+    assert type_name(ov_f32.compiled.get_property("KV_CACHE_PRECISION")) != "f32"  # the default
+    ids = prompt(ov_f32.tokenizer, QUESTIONS[3])  # counting: robust to a cache rounding
+    assert greedy(exact, ids, 12) == greedy(ov_f32, ids, 12)

@@ -1,5 +1,6 @@
-"""The seven engines of `chatlab bench`, each behind `load()`, `run(ids, n) -> Timing` and
-`facts()` (the precision and threads it really runs with).
+"""The engines of `chatlab bench`, each behind `load()`, `run(ids, n) -> Timing` and
+`facts()` (the precision and threads it really runs with); `unavailable()` says why an optional
+one cannot run here (llama.cpp without its package), so the bench skips it with that reason.
 
 Every engine gets the same rendered prompt ids and must produce exactly `n` new tokens (eos is
 ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf16`): left to
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
+from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
 
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
-           "chatlab-openvino-int4", "optimum-int8", "genai-int8"]
+           "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
 BASELINE = "genai-int8"
 # Not in the default set: genai forced onto the same SDPA/stateful graph as chatlab's loop, to
 # separate what the loop costs from what genai's default paged-attention kernels gain.
@@ -30,6 +32,23 @@ class Timing:
     ttft_s: float
     decode_tok_s: float
     tokens: list[int]
+
+
+def ov_compute(compiled: Any) -> str:
+    """What besides the precision hint decides an OpenVINO engine's arithmetic: at "f32" the
+    CPU plugin still keeps the KV cache in u8 and quantizes activations to 8 bits inside
+    int8/int4-weight matmuls (dynamic quantization), unless told otherwise."""
+    def prop(name: str) -> str:
+        try:
+            from chatlab.backends.precision import type_name
+
+            return str(type_name(compiled.get_property(name)))
+        except Exception:  # noqa: BLE001 - an older plugin without the property
+            return "?"
+
+    group = prop("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+    dyn = f"dynamic activation quantization group {group}" if group not in ("0", "?") else "no dynamic quantization"
+    return f"KV cache {prop('KV_CACHE_PRECISION')}, {dyn}"
 
 
 def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
@@ -52,7 +71,10 @@ class ChatlabLoop:
 
     def facts(self) -> dict[str, Any]:
         # read back from the runtime (the compiled model's property, torch's dtype)
-        return {"precision": self.backend.precision, "threads": self.backend.threads}
+        facts = {"precision": self.backend.precision, "threads": self.backend.threads}
+        if hasattr(self.backend, "compiled"):
+            facts["compute"] = ov_compute(self.backend.compiled)
+        return facts
 
     def run(self, ids: list[int], n: int) -> Timing:
         from chatlab.generate import SamplingParams, generate
@@ -107,7 +129,8 @@ class HFGenerate:
 
     def facts(self) -> dict[str, Any]:
         if self.optimum_format:
-            return compiled_facts(self.model.request.get_compiled_model())
+            compiled = self.model.request.get_compiled_model()
+            return {**compiled_facts(compiled), "compute": ov_compute(compiled)}
         import torch
 
         dtype = next(self.model.parameters()).dtype
@@ -149,8 +172,10 @@ class GenAI:
                                       **options)
 
     def facts(self) -> dict[str, Any]:
-        # LLMPipeline does not expose its compiled model: this is the property it was given.
-        return {"precision": self.precision, "threads": None}
+        # LLMPipeline does not expose its compiled model: this is the property it was given,
+        # on top of the same CPU plugin defaults as the other OpenVINO engines.
+        return {"precision": self.precision, "threads": None,
+                "compute": "CPU plugin defaults as the OpenVINO rows (not readable from genai)"}
 
     def run(self, ids: list[int], n: int) -> Timing:
         import numpy as np
@@ -177,6 +202,16 @@ class GenAI:
         return from_stamps(t0, stamps, tokens)
 
 
+def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
+    """Why engine `name` cannot run here, or None. Checked in the parent process, before any
+    worker starts, so a missing optional package costs a line in the table, not a crash."""
+    if name == LLAMA_CPP:
+        from chatlab.bench import llamacpp
+
+        return llamacpp.unavailable(precision)
+    return None
+
+
 def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION) -> Any:
     if name == "chatlab-torch":
         return ChatlabLoop(model, "torch", "fp32", precision)
@@ -190,6 +225,10 @@ def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION) -> An
         return GenAI(model, "int8", precision=precision)
     if name == "genai-int8-sdpa":
         return GenAI(model, "int8", attention="SDPA", precision=precision)
+    if name == LLAMA_CPP:
+        from chatlab.bench.llamacpp import LlamaCpp
+
+        return LlamaCpp(model, precision)
     from chatlab.errors import UnknownNameError
 
     raise UnknownNameError("benchmark engine", name, ENGINES + EXTRA_ENGINES)

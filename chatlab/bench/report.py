@@ -6,26 +6,42 @@ from typing import Any
 
 from chatlab.bench.engines import BASELINE
 
-# (engine, metric, compared with, bound): the project's speed targets, checked in the output.
+# (engine, metric, compared with, bound): the project's speed targets, checked in the output:
+# ahead of openvino-genai on both axes at equal precision; 1.25x decode is the moonshot
+# (llama.cpp's level on this model), reported whether met or not.
 TARGETS = [
     ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.0),
-    ("chatlab-openvino-int8", "ttft_ms", BASELINE, "<=", 1.1),
-    ("chatlab-openvino-int8", "ttft_long_ms", BASELINE, "<=", 1.1),
+    ("chatlab-openvino-int8", "ttft_ms", BASELINE, "<=", 1.0),
+    ("chatlab-openvino-int8", "ttft_long_ms", BASELINE, "<=", 1.0),
     ("chatlab-torch", "decode_tok_s", "hf-generate", ">=", 1.0),
+    ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.25),
 ]
+
+
+def _ratio(by_name: dict[str, Any], engine: str, metric: str, other: str) -> float | None:
+    """engine's median over other's. When `other` is the anchor that `engine` ran in a pair
+    with, the anchor's median from that pair is used: the two were measured interleaved."""
+    row, base = by_name.get(engine), by_name.get(other)
+    if row is None or base is None:
+        return None
+    paired = row.get("paired_anchor") if row.get("paired_with", other) == other else None
+    denominator = paired[metric] if paired else base[metric]
+    return row[metric] / denominator if denominator else None
 
 
 def add_ratios(result: dict[str, Any]) -> None:
     """Each engine's ratios to the baseline (decode: higher is better; TTFT: lower is)."""
     by_name = {r["name"]: r for r in result["engines"]}
-    base = by_name.get(result["baseline"])
     for row in result["engines"]:
+        if "paired_anchor" in row:
+            row.setdefault("paired_with", result["baseline"])
         for metric in ("decode_tok_s", "ttft_ms", "ttft_long_ms"):
-            row[f"{metric}_ratio"] = row[metric] / base[metric] if base and base[metric] else None
+            ratio = _ratio(by_name, row["name"], metric, result["baseline"])
+            row[f"{metric}_ratio"] = 1.0 if row["name"] == result["baseline"] else ratio
     targets = []
     for engine, metric, other, op, bound in TARGETS:
-        if engine in by_name and other in by_name and by_name[other][metric]:
-            ratio = by_name[engine][metric] / by_name[other][metric]
+        ratio = _ratio(by_name, engine, metric, other)
+        if ratio is not None:
             met = ratio >= bound if op == ">=" else ratio <= bound
             targets.append({"engine": engine, "metric": metric, "versus": other,
                             "ratio": round(ratio, 3), "target": f"{op} {bound}", "met": met})
@@ -64,6 +80,14 @@ def format_table(result: dict[str, Any]) -> str:
                      f"{cell(row, 'decode_tok_s', '.1f'):>29}"
                      f"{cell(row, 'ttft_ms', '.0f'):>28}{cell(row, 'ttft_long_ms', '.0f'):>30}"
                      f"{row['rss_mb']:>9.0f}")
+    for row in result["engines"]:
+        if row.get("compute"):  # engines whose arithmetic needs more words than "f32"
+            lines.append(f"{row['name']} computes: {row['compute']}")
+    for skip in result.get("skipped", []):
+        lines.append(f"skipped {skip['name']}: {skip['reason']}")
+    if result.get("schedule"):
+        lines.append(f"schedule: {result['schedule']} (at most {result.get('max_workers_alive')} "
+                     "engines in memory at once); ratios use the baseline's runs in the same pair")
     for t in result.get("targets", []):
         lines.append(f"target {t['engine']} {t['metric']} vs {t['versus']}: {t['ratio']:.2f}x "
                      f"(want {t['target']}) {'met' if t['met'] else 'NOT met'}")

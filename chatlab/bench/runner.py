@@ -1,8 +1,10 @@
-"""Run the engines side by side: one process each, interleaved rounds, medians and ranges.
+"""Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
 
-Engines run one at a time (never two on the same cores), in an order that rotates every round,
-so a slow stretch of the machine (other processes, thermal limits) spreads over all of them
-instead of penalizing whichever came last. Each round times a short chat prompt (time to first
+At most two engine processes are alive at once: each engine is paired with the baseline
+(openvino-genai int8) and the pairs run one after the other (see `plan_groups`). Within a pair
+the engines take turns (never two on the same cores), in an order that rotates every round, so
+a slow stretch of the machine (other processes, thermal limits) hits both instead of
+penalizing whichever came last; each ratio is taken against the baseline's runs in its own pair. Each round times a short chat prompt (time to first
 token and decode speed over `tokens` new tokens) and a ~1,000-token prompt (time to first
 token). Medians are reported with the min–max range, and ratios to openvino-genai int8.
 Every engine runs at the one precision of the config (f32 by default), and the result says
@@ -77,6 +79,10 @@ class Worker:
         ready = self.ask(None)
         self.load_s = float(ready["load_s"])
         self.precision, self.threads = ready.get("precision"), ready.get("threads")
+        self.compute = ready.get("compute")  # what else decides the arithmetic, in words
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def ask(self, request: dict[str, Any] | None) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -105,51 +111,109 @@ def summarize(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
-    """Load every engine, run the interleaved rounds, return the summary (see `--json`)."""
-    from tqdm.auto import tqdm
+def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
+    """Which engines are alive together: each engine in a pair with the anchor (the baseline,
+    or the first engine when the baseline is not benchmarked), one pair at a time.
 
-    from chatlab.bench.report import add_ratios
+    Why pairs with the anchor rather than all engines at once or one at a time: memory stays at
+    two engines (Binder gives 2 GB; eight loaded engines peaked at 7.5 GB), while every ratio the
+    table reports is still taken between two engines measured interleaved, round by round, in
+    the same stretch of machine time. One engine at a time would either reload it every round
+    (loads take seconds and disturb the caches) or compare numbers taken minutes apart."""
+    if len(engines) <= 1:
+        return [list(engines)]
+    anchor = baseline if baseline in engines else engines[0]
+    return [[anchor, e] for e in engines if e != anchor]
 
-    prompts = bench_prompts(config.model)
-    workers: dict[str, Worker] = {}
-    samples: dict[str, dict[str, list[float]]] = {e: {"ttft": [], "ttft_long": [], "decode": []}
-                                                  for e in config.engines}
-    first_tokens: dict[str, list[int]] = {}
+
+class Samples:
+    """Per-engine timings, and the anchor's timings per pair (the ratio's denominator)."""
+
+    def __init__(self) -> None:
+        self.all: dict[str, dict[str, list[float]]] = {}
+        self.paired: dict[str, dict[str, list[float]]] = {}  # partner -> the anchor's samples
+
+    def add(self, engine: str, short: dict[str, Any], long: dict[str, Any],
+            partner: str | None = None) -> None:
+        for store, key in ((self.all, engine), (self.paired, partner)):
+            if key is None:
+                continue
+            s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
+            s["decode_tok_s"].append(short["decode_tok_s"])
+            s["ttft_ms"].append(short["ttft_s"] * 1000)
+            s["ttft_long_ms"].append(long["ttft_s"] * 1000)
+
+
+def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int]],
+              samples: Samples, info: dict[str, dict[str, Any]], bar: Any,
+              make_worker: Any = None) -> int:
+    """Load the group's workers, run the interleaved rounds, close them; returns how many
+    workers were alive at once (the test of the memory bound reads it)."""
+    make_worker = make_worker or Worker
+    workers: dict[str, Any] = {}
     try:
-        for e in tqdm(config.engines, desc="loading engines", disable=not progress):
-            workers[e] = Worker(e, config.model, config.precision)
+        for e in group:
+            workers[e] = make_worker(e, config.model, config.precision)
             workers[e].ask({"ids": prompts["short"], "tokens": 4})  # warm-up, not timed
-        steps = config.rounds * len(config.engines)
-        with tqdm(total=steps, desc="interleaved rounds", disable=not progress) as bar:
-            for r in range(config.rounds):
-                shift = r % len(config.engines)
-                for e in config.engines[shift:] + config.engines[:shift]:
-                    short = workers[e].ask({"ids": prompts["short"], "tokens": config.tokens})
-                    long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
-                    samples[e]["ttft"].append(short["ttft_s"] * 1000)
-                    samples[e]["decode"].append(short["decode_tok_s"])
-                    samples[e]["ttft_long"].append(long["ttft_s"] * 1000)
-                    first_tokens.setdefault(e, short["tokens"])
-                    bar.update()
-        rss = {e: w.close() for e, w in workers.items()}
+        alive = sum(1 for w in workers.values() if w.alive())
+        anchor = group[0]
+        for r in range(config.rounds):
+            shift = r % len(group)  # rotate who goes first: no engine always runs after the other
+            for e in group[shift:] + group[:shift]:
+                short = workers[e].ask({"ids": prompts["short"], "tokens": config.tokens})
+                long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
+                partner = group[1] if e == anchor and len(group) > 1 else None
+                samples.add(e, short, long, partner)
+                row = info.setdefault(e, {"rss_mb": 0.0, "load_s": workers[e].load_s,
+                                          "first_tokens": short["tokens"][:16]})
+                row.update(precision=workers[e].precision, threads=workers[e].threads,
+                           compute=workers[e].compute)
+                bar.update()
+        for e, w in workers.items():
+            info[e]["rss_mb"] = max(info[e]["rss_mb"], w.close())
     finally:
         for w in workers.values():
             w.kill()
+    return alive
+
+
+def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any = None) -> dict[str, Any]:
+    """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
+    Engines that cannot run here (an optional package missing) are listed under `skipped`."""
+    from tqdm.auto import tqdm
+
+    from chatlab.bench.engines import unavailable
+    from chatlab.bench.report import add_ratios
+
+    skipped = [{"name": e, "reason": why} for e in config.engines
+               if (why := unavailable(e, config.precision))]
+    engines = [e for e in config.engines if e not in {s["name"] for s in skipped}]
+    if not engines:
+        raise ChatlabError("no benchmark engine can run here: " +
+                           "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
+    prompts = bench_prompts(config.model)
+    groups = plan_groups(engines)
+    samples, info = Samples(), {}
+    max_alive = 0
+    steps = config.rounds * sum(len(g) for g in groups)
+    with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
+        for group in groups:
+            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar,
+                                                 make_worker))
     rows = []
-    for e in config.engines:
-        s = samples[e]
-        decode, ttft, ttft_long = summarize(s["decode"]), summarize(s["ttft"]), summarize(s["ttft_long"])
-        rows.append({
-            "name": e, "decode_tok_s": decode[0], "decode_tok_s_range": decode[1:],
-            "ttft_ms": ttft[0], "ttft_ms_range": ttft[1:],
-            "ttft_long_ms": ttft_long[0], "ttft_long_ms_range": ttft_long[1:],
-            "rss_mb": rss[e], "load_s": workers[e].load_s,
-            "precision": workers[e].precision, "threads": workers[e].threads,
-            "first_tokens": first_tokens[e][:16],
-        })
+    for e in engines:
+        row: dict[str, Any] = {"name": e}
+        for metric, values in samples.all[e].items():
+            med, lo, hi = summarize(values)
+            row[metric], row[f"{metric}_range"] = med, (lo, hi)
+        if e in samples.paired:  # the anchor's medians in this engine's own pair
+            row["paired_anchor"] = {m: statistics.median(v) for m, v in samples.paired[e].items()}
+        row.update(info[e])
+        rows.append(row)
     result = {"model": config.model, "rounds": config.rounds, "new_tokens": config.tokens,
               "prompt_tokens": {"short": len(prompts["short"]), "long": len(prompts["long"])},
-              "baseline": BASELINE, "precision": config.precision, "cpu": cpu_info(), "engines": rows}
+              "baseline": groups[0][0], "precision": config.precision, "cpu": cpu_info(),
+              "schedule": "pairs with the baseline, interleaved rounds",
+              "max_workers_alive": max_alive, "engines": rows, "skipped": skipped}
     add_ratios(result)
     return result
