@@ -17,8 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model", default="smollm2-135m-instruct")
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    b.add_argument("--engines", default="", help="comma-separated engines (default: the seven; genai-int8-sdpa "
-                        "can be added)")
+    b.add_argument("--engines", default="", help="comma-separated engines (default: all of chatlab.bench.ENGINES, "
+                        "llama.cpp-q4_1 skipped when llama-cpp-python is absent; genai-int8-sdpa can be added)")
     b.add_argument("--precision", default="f32",
                    help="arithmetic of every engine: f32 (default) or bf16 (CPUs with bf16 only)")
     b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
