@@ -39,7 +39,7 @@ try:
 except ImportError:  # not installed, or an older chatlab than these notebooks
     raise SystemExit(f"chatlab is not installed for this kernel ({{sys.executable}}): open the notebooks "
                      "with ./run.sh lab from the repository, or pip install -e the repository") from None
-setup()'''
+where = setup()  # "local", "binder" or "colab" (assigned, so the cell shows only the printout)'''
 
 
 def badges(notebook: str) -> str:
