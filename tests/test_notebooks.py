@@ -84,10 +84,12 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
             assert m.group(2) == "BaseModel", f"{path.name} defines a class in a cell: {m.group(0)}"
     start = time.monotonic()
     with PeakMemory() as mem:
-        NotebookClient(nb, kernel_name="python3", timeout=600,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    print(f"{path.name}: {time.monotonic() - start:.0f} s, kernel tree peak {mem.peak_pss / 1e6:,.0f} MB "
-          f"PSS ({mem.peak_rss / 1e6:,.0f} MB summed RSS)")
+        try:
+            NotebookClient(nb, kernel_name="python3", timeout=600,
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:  # printed on failure too: a cell that fails may be the one that ran out of memory
+            print(f"{path.name}: {time.monotonic() - start:.0f} s, kernel tree peak "
+                  f"{mem.peak_pss / 1e6:,.0f} MB PSS ({mem.peak_rss / 1e6:,.0f} MB summed RSS)")
     assert mem.peak_pss <= PEAK_LIMIT_BYTES, (
         f"{path.name}: the kernel process tree peaked at {mem.peak_pss / 1e6:,.0f} MB (PSS; "
         f"{mem.peak_rss / 1e6:,.0f} MB summed RSS), over Binder's budget of "
