@@ -175,6 +175,23 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def collect(cpuinfo: str | None = None) -> dict[str, Any]:
+    facts = machine(cpuinfo)
+    report: dict[str, Any] = {
+        "versions": facts["versions"], "pins": {k: v for k, v in pinned().items() if k in PACKAGES},
+        "cpu": facts["cpu"], "memory": facts["memory"],
+        # The cache first: listing the models may build the ChatGLM3 stand-in, which sweeps.
+        "cache": cache_report(), "models": models_report(),
+    }
+    report["problems"] = find_problems(report)
+    return report
+
+
+def machine(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The facts a speed or precision result depends on, without the model store or any path
+    (safe to print in a notebook): CPU model and flags, what OpenVINO makes of them, the threads
+    this process may use, memory, versions."""
+    from chatlab.backends.precision import cpu_info
+
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -182,14 +199,19 @@ def collect(cpuinfo: str | None = None) -> dict[str, Any]:
             cpuinfo = ""
     cpu = parse_cpuinfo(cpuinfo)
     cpu["openvino"] = {**openvino_meaning(cpu["flags"]), "default_precision": openvino_default_precision()}
-    report: dict[str, Any] = {
-        "versions": versions(), "pins": {k: v for k, v in pinned().items() if k in PACKAGES},
-        "cpu": cpu, "memory": memory(),
-        # The cache first: listing the models may build the ChatGLM3 stand-in, which sweeps.
-        "cache": cache_report(), "models": models_report(),
-    }
-    report["problems"] = find_problems(report)
-    return report
+    return {"cpu": cpu, "threads": cpu_info()["threads"], "memory": memory(), "versions": versions()}
+
+
+def machine_lines(facts: dict[str, Any]) -> list[str]:
+    """`machine()` as a few lines of text."""
+    cpu, ov, v = facts["cpu"], facts["cpu"]["openvino"], facts["versions"]
+    flags = " ".join(f for f, on in cpu["flags"].items() if on) or "none of note"
+    return [f"cpu: {cpu['model']}, {facts['threads']} threads for this process; flags: {flags}",
+            f"OpenVINO default precision here: {ov['default_precision'] or 'unknown (OpenVINO missing)'} "
+            f"(expected from the flags: {ov['expected_default_precision']})",
+            ov["meaning"],
+            f"memory: {_gb(facts['memory']['total_bytes'])} total; "
+            + ", ".join(f"{k} {v[k] or 'missing'}" for k in v)]
 
 
 def _gb(n: int) -> str:

@@ -109,3 +109,16 @@ def test_damage_stale_folders_and_wrong_versions_are_problems(
     assert "pip install openvino==2026.4.1" in found["openvino is not installed"]
     assert not any(p.startswith("torch") for p in found)  # 2.13.0+cpu is the pinned 2.13.0
     assert found[f"a killed build left {stale}"].startswith(f"rm -r {stale}")
+
+
+def test_machine_facts_for_a_notebook_name_the_cpu_and_no_path() -> None:
+    """What notebook 05 prints beside its numbers: the CPU, its flags' meaning, threads; no path."""
+    from chatlab.doctor import machine, machine_lines
+
+    text = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: sse4_2 avx2 avx512f avx512_bf16 amx_tile amx_bf16\n"
+    facts = machine(text)
+    assert facts["cpu"]["flags"]["amx_bf16"] and facts["threads"] >= 1
+    lines = machine_lines(facts)
+    assert lines[0].startswith("cpu: Intel(R) Xeon(R) Platinum 8480+") and "avx512_bf16 amx_tile amx_bf16" in lines[0]
+    assert "expected from the flags: bf16" in lines[1] and "precision='f32'" in lines[2]
+    assert not any(p in "\n".join(lines) for p in ("/work", "/root", "/home", "/tmp", ".venv"))

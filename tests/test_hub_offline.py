@@ -67,7 +67,8 @@ print("RESULT " + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def hub_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def hf_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """HF_HOME with SmolLM2 and the Qwen3 tokenizer in the hub's cache layout."""
     home = tmp_path_factory.mktemp("hf-home")
     smol = asset_path("smollm2-135m-instruct")
     smol_files = [f for f in sorted(smol.iterdir()) if f.is_file() and not f.name.startswith(("chatlab-", "."))]
@@ -80,14 +81,24 @@ def hub_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     qwen_config.parent.mkdir()
     qwen_config.write_text(json.dumps({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}))
     lay_out_hub_cache(home / "hub", QWEN3_ID, [*qwen_files, qwen_config])
+    (home / "smol-snapshot").write_text(str(snap))
+    return home
+
+
+def offline_env(home: Path, **extra: str) -> dict[str, str]:
     env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **extra}
     env.pop("HF_HUB_CACHE", None)
-    proc = subprocess.run([sys.executable, "-c", CHILD, SMOL_ID, QWEN3_ID], env=env,
+    return env
+
+
+@pytest.fixture(scope="module")
+def hub_run(hf_home: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, SMOL_ID, QWEN3_ID], env=offline_env(hf_home),
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return {**json.loads(lines[-1][len("RESULT "):]), "snapshot": str(snap)}
+    return {**json.loads(lines[-1][len("RESULT "):]), "snapshot": (hf_home / "smol-snapshot").read_text()}
 
 
 @pytest.mark.slow
@@ -114,3 +125,49 @@ def test_local_model_of_a_hub_id_is_its_snapshot(hub_run: dict) -> None:
 def test_a_hub_id_missing_from_the_cache_names_the_offline_fix(hub_run: dict) -> None:
     assert hub_run["missing"].startswith("HubUnavailableError")
     assert "HF_HUB_OFFLINE" in hub_run["missing"] and "chatlab models" in hub_run["missing"]
+
+
+# The default `chatlab complete` path (OpenVINO int8) with CHATLAB_MODEL set to a hub id. The
+# export of the hub snapshot is placed where chatlab's cache keys it, as a link to the store
+# model's int8 export (the same weights: the cache above was filled from the store's files), so
+# the test checks the resolution and the cache key, not optimum-cli's two minutes again.
+COMPLETE = r"""
+import sys
+from pathlib import Path
+from chatlab.backends.export import export_dir, source_folder
+from chatlab.cli import main
+
+smol_id, export, snapshot = sys.argv[1:4]
+assert source_folder(smol_id) == Path(snapshot).resolve(), source_folder(smol_id)
+target = export_dir(smol_id, "int8")
+target.parent.mkdir(parents=True)
+target.symlink_to(export, target_is_directory=True)
+print("KEY", target.parent.name)
+sys.exit(main(["complete", "--messages", sys.argv[4], "--temperature", "0", "--max-tokens", "12"]))
+"""
+
+
+@pytest.mark.slow
+def test_chatlab_model_hub_id_completes_on_the_default_openvino_path(hf_home: Path, tmp_path: Path) -> None:
+    from chatlab.backends.export import export_model
+
+    export = export_model("smollm2-135m-instruct", "int8")  # the shared cache's (built once)
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "What is the capital of France?"}]))
+    env = offline_env(hf_home, CHATLAB_MODEL=SMOL_ID, CHATLAB_HOME=str(tmp_path / "chatlab-home"))
+    proc = subprocess.run([sys.executable, "-c", COMPLETE, SMOL_ID, str(export),
+                           (hf_home / "smol-snapshot").read_text(), str(messages)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    key = next(line for line in proc.stdout.splitlines() if line.startswith("KEY "))
+    assert key.startswith("KEY HuggingFaceTB--SmolLM2-135M-Instruct-")  # readable, not the commit
+    assert "Paris" in proc.stdout
+
+
+@pytest.mark.slow
+def test_an_uncached_hub_id_on_the_export_path_names_the_offline_fix(hf_home: Path, tmp_path: Path) -> None:
+    env = offline_env(hf_home, CHATLAB_HOME=str(tmp_path / "chatlab-home"))
+    proc = subprocess.run([sys.executable, "-m", "chatlab.cli", "export", "--model", "someone/not-cached"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "HF_HUB_OFFLINE" in proc.stderr and "chatlab models" in proc.stderr

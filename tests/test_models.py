@@ -442,3 +442,32 @@ def test_build_from_before_file_records_is_checked_once_and_recorded(
     assert asset_path(SMOL) == built_copy and checked == [built_copy] and rebuilds == []
     assert cache_problems(get_asset(SMOL)) == []
     assert "model.safetensors" in json.loads((built_copy / MANIFEST).read_text())["files"]
+
+
+def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in trains from data/chatglm3_corpus as chatlab.data finds it: CHATLAB_DATA moves
+    it (an install without the checkout), and a data folder without it is one clear error."""
+    from chatlab.data import data_path
+    from chatlab.errors import ChatlabError
+    from chatlab.models.assets import ASSETS
+    from chatlab.models.standins import build
+
+    data = tmp_path / "data"
+    shutil.copytree(data_path("chatglm3_corpus"), data / "chatglm3_corpus")
+    with open(data / "chatglm3_corpus" / "en.txt", "a", encoding="utf-8") as f:
+        f.write("A sentence only this copy of the corpus holds, about lighthouses and harbours.\n")
+    monkeypatch.setenv("CHATLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CHATLAB_DATA", str(data))
+    record = json.loads((build(ASSETS["chatglm3-6b"]) / "chatlab-asset.json").read_text())
+    lines = (data / "chatglm3_corpus" / "en.txt").read_text(encoding="utf-8").splitlines()
+    assert "lighthouses" in lines[-1]
+    assert record["corpus"] == "data/chatglm3_corpus"  # no machine path in the record
+    from chatlab.models.standins import _corpus_hash, _corpus_lines
+
+    assert record["corpus_sha256"] == _corpus_hash(_corpus_lines())  # trained from the copy
+    assert any("lighthouses" in line for line in _corpus_lines())
+    shutil.rmtree(data / "chatglm3_corpus")
+    monkeypatch.setenv("CHATLAB_HOME", str(tmp_path / "home2"))
+    with pytest.raises(ChatlabError, match="chatglm3_corpus.*git pull"):
+        build(ASSETS["chatglm3-6b"])

@@ -13,10 +13,14 @@ cache discipline of the model store:
   swept at the start of the next one;
 * a store model is cached under its name; a local folder under its name plus a hash of its
   resolved path and its files' sizes and times, so two folders called `model` never share one;
+<<<<<<< HEAD
 * `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
   inputs and outputs (`past_key_values.N.key/value` -> `present.N.key/value`), the form the
   ChatGLM2 article drives by hand (see `chatlab.backends.explicit_kv`). It is a different graph,
   so it gets its own cache entry (`fp32-stateless`) and never replaces the stateful one.
+=======
+  a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
+>>>>>>> h-binder
 """
 from __future__ import annotations
 
@@ -53,8 +57,14 @@ def source_folder(model: str) -> Path:
 
     if _is_store_model(model):
         return asset_path(model)
-    from chatlab.models.load import _exists
+    from chatlab.models.load import _exists, _looks_like_hub_id
 
+    if _looks_like_hub_id(model) and not _exists(model):
+        # A hub id (CHATLAB_MODEL=org/name): its snapshot folder in the Hugging Face cache,
+        # downloaded once when the hub is reachable; offline, only what the cache holds.
+        from chatlab.models import local_model
+
+        model = local_model(model)
     if _exists(str(Path(model) / "config.json")):  # OSError-safe: a 100k-character name is no path
         return Path(model).resolve()
     chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
@@ -69,12 +79,14 @@ def source_key(model: str) -> str:
     if _is_store_model(model):
         return model
     src = source_folder(model)
+    # a hub snapshot's folder is named by its commit; the hub id is the readable name
+    name = model.replace("/", "--") if src.parent.name == "snapshots" else src.name
     digest = hashlib.sha256(str(src).encode())
     for f in sorted(src.iterdir()):
         if f.is_file():
             st = f.stat()
             digest.update(f"\0{f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return f"{src.name}-{digest.hexdigest()[:12]}"
+    return f"{name}-{digest.hexdigest()[:12]}"
 
 
 def export_root() -> Path:

@@ -13,18 +13,23 @@ from typing import Any
 import numpy as np
 
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
-from chatlab.backends.precision import DEFAULT_PRECISION, check_precision
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
 
 
 class TorchBackend(Backend):
     def __init__(self, model: Any, tokenizer: Any, folder: Path | None = None,
-                 threads: int | None = None, precision: str = DEFAULT_PRECISION) -> None:
+                 threads: int | None = None, precision: str = DEFAULT_PRECISION,
+                 emulate_bf16: bool = False) -> None:
         import torch
 
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        self.precision = check_precision(precision)
+        # bf16 is refused on a CPU without bf16 instructions, where it would only be emulated
+        # (a benchmark would time software rounding). `emulate_bf16=True` accepts it anyway:
+        # PyTorch then rounds to bf16 in software, the same numbers a bf16 CPU computes, which is
+        # what a lesson on such a CPU needs to show bf16's drift. Not for speed.
+        self.precision = normalize_precision(precision) if emulate_bf16 else check_precision(precision)
         self.threads = torch.get_num_threads()
         # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does, so
         # the bench can compare engines at one precision; f32 leaves the model as loaded.

@@ -19,7 +19,7 @@ from typing import Any
 from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
 
-CORPUS = Path(__file__).resolve().parents[2] / "data" / "chatglm3_corpus"
+CORPUS = "chatglm3_corpus"  # a folder of chatlab's data (chatlab.data; CHATLAB_DATA moves it)
 BUILD_VERSION = 1
 VOCAB_SIZE = 2400  # a soft limit: the trainer stops earlier when the corpus runs out of merges
 
@@ -34,10 +34,13 @@ _announced: set[str] = set()
 
 
 def _corpus_lines() -> list[str]:
-    files = sorted(CORPUS.glob("*.txt"))
+    from chatlab.data import data_path
+
+    folder = data_path(CORPUS)  # a missing data folder is one message naming the fix
+    files = sorted(folder.glob("*.txt"))
     if not files:
-        raise AssetError(f"the ChatGLM3 stand-in corpus is missing ({CORPUS}/*.txt); "
-                         "reinstall chatlab from its source checkout")
+        raise AssetError(f"the ChatGLM3 stand-in corpus is missing ({folder}/*.txt); "
+                         "restore data/chatglm3_corpus from the repository (git checkout data)")
     # One sentence per line: a newline never enters the vocabulary, so "\n" stays the byte
     # piece <0x0A> (id 13), exactly as in the real tokenizer.
     return [line for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -79,7 +82,7 @@ def build(asset: Asset) -> Path:
             "unk_token": "<unk>", "padding_side": "left", "chat_template": CHAT_TEMPLATE,
             "remove_space": False, "do_lower_case": False}, indent=2, ensure_ascii=False))
         (tmp / "chatlab-asset.json").write_text(json.dumps({
-            "name": asset.name, "stand_in_for": asset.hub_id, "corpus": str(CORPUS),
+            "name": asset.name, "stand_in_for": asset.hub_id, "corpus": f"data/{CORPUS}",
             "corpus_sha256": digest, "build_version": BUILD_VERSION}, indent=2))
     return folder
 
