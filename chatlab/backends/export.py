@@ -13,14 +13,11 @@ cache discipline of the model store:
   swept at the start of the next one;
 * a store model is cached under its name; a local folder under its name plus a hash of its
   resolved path and its files' sizes and times, so two folders called `model` never share one;
-<<<<<<< HEAD
+  a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
 * `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
   inputs and outputs (`past_key_values.N.key/value` -> `present.N.key/value`), the form the
   ChatGLM2 article drives by hand (see `chatlab.backends.explicit_kv`). It is a different graph,
   so it gets its own cache entry (`fp32-stateless`) and never replaces the stateful one.
-=======
-  a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
->>>>>>> h-binder
 """
 from __future__ import annotations
 
