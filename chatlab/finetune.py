@@ -187,20 +187,21 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def merged(peft_model: Any) -> Any:
-    """The adapter folded into a copy of the base weights (W + BA·alpha/r); the adapter model
-    itself is left as it was."""
-    return copy.deepcopy(peft_model).merge_and_unload()
+def merged(peft_model: Any, copy_weights: bool = True) -> Any:
+    """The adapter folded into the base weights (W + BA·alpha/r). By default into a copy, leaving
+    the adapter model as it was; `copy_weights=False` folds it in place (the adapter model is
+    then spent), which keeps one model in memory instead of two: what a 2 GB Binder can hold."""
+    return (copy.deepcopy(peft_model) if copy_weights else peft_model).merge_and_unload()
 
 
-def round_to_bf16(model: Any) -> Any:
-    """A copy whose weights are rounded to bf16, as a merged model is often saved, and kept in
-    fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
+def round_to_bf16(model: Any, copy_weights: bool = True) -> Any:
+    """A copy (`copy_weights=False`: the model itself) whose weights are rounded to bf16, as a
+    merged model is often saved, and kept in fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
     CPU (bf16 *compute* needs avx512_bf16/amx_bf16; chatlab refuses to emulate it, see
     chatlab.backends.precision), so the measurement is the same on every machine."""
     import torch
 
-    out = copy.deepcopy(model)
+    out = copy.deepcopy(model) if copy_weights else model
     with torch.no_grad():
         for p in out.parameters():
             p.copy_(p.to(torch.bfloat16).to(p.dtype))

@@ -140,6 +140,13 @@ def test_merge_and_saved_adapter_answer_like_the_adapter(trained: tuple[Any, Any
         next(n for n, _ in merged.named_parameters() if n.endswith("q_proj.weight"))]
     assert torch.equal(rounded, w.to(torch.bfloat16).float())  # bf16 values, fp32 storage
     assert not torch.equal(rounded, w)  # and a copy: merged is untouched
+    # In place (one model in memory, notebook 09 on Binder): same answers, same rounding.
+    spent = copy.deepcopy(pm)
+    folded = ft.merged(spent, copy_weights=False)
+    assert ft.answers(folded, tok, res, chats, max_new_tokens=12)[0].token_ids == adapter[0].token_ids
+    assert ft.round_to_bf16(folded, copy_weights=False) is folded
+    q = next(p for n, p in folded.named_parameters() if n.endswith("q_proj.weight"))
+    assert torch.equal(q, rounded)
     assert base[0].token_ids  # the base (adapter disabled) is reachable for the control row
     with pytest.raises(ChatlabError, match="adapter_config.json"):
         ft.load_adapter(smollm2[0], tmp_path)
