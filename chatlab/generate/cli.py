@@ -8,7 +8,8 @@ import json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
     p.add_argument("--model", default="smollm2-135m-instruct",
-                   help="a chat model of the store or a local Hugging Face folder")
+                   help="a chat model of the store, a local Hugging Face folder, or a hub id "
+                        "(its snapshot in the Hugging Face cache)")
     p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
     p.add_argument("--force", action="store_true", help="export again even when cached")
     p.set_defaults(func=run_export)
