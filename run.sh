@@ -104,7 +104,8 @@ store() {
     start=$SECONDS
     if HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
         "$VENV/bin/jupyter" nbconvert --to notebook --execute --inplace --log-level=WARN \
-        --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$nb"; then
+        --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
+        --ExecutePreprocessor.coalesce_streams=True "$nb"; then
       echo "run.sh store: $nb stored in $((SECONDS - start)) s"
     else
       echo "run.sh store: $nb failed after $((SECONDS - start)) s; its stored outputs are unchanged" >&2
