@@ -74,13 +74,9 @@ def openvino_default_precision() -> str | None:
 
 
 def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for name in PACKAGES:
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            found[name] = None
-    return found
+    from chatlab.colab import installed_versions
+
+    return {"python": sys.version.split()[0], **installed_versions(list(PACKAGES))}
 
 
 def pinned() -> dict[str, str]:

@@ -87,9 +87,6 @@ def quiet_loading() -> Iterator[None]:
             logging.enable_progress_bar()
 
 
-_quiet_progress = quiet_loading  # the name this module used before
-
-
 def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Any:
     """A llama-index embedding model for an embeddings asset (offline, from its package),
     loaded quietly (see quiet_loading)."""
