@@ -116,12 +116,23 @@ def add_lora(model: Any, rank: int = 8, alpha: int = 16, seed: int = 0, top_laye
 
 
 def train(model: Any, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
-          lr: float = 2e-3, seed: int = 0, threads: int | None = 2) -> TrainReport:
-    """AdamW on the trainable parameters, shuffled batches, right padding masked out."""
+          lr: float = 2e-3, seed: int = 0, threads: int | None = 2,
+          micro_batch: int | None = 2) -> TrainReport:
+    """AdamW on the trainable parameters, shuffled batches, right padding masked out.
+
+    Each batch runs as micro-batches of `micro_batch` examples whose gradients add up before
+    the optimizer step (gradient accumulation). The loss is the batch's mean over its trained
+    tokens either way: every micro-batch sums its token losses and divides by the whole
+    batch's count (`num_items_in_batch`), so the step is the one a full batch would take. What
+    changes is memory: the logits, their softmax and its gradient are (examples x tokens x
+    vocabulary) floats, 49,152 wide for SmolLM2, and at 8 examples they took the kernel past
+    Binder's 2 GB. `micro_batch=None` runs each batch whole."""
     import torch
 
     if not examples:
         raise ChatlabError("no training examples; load some with load_chats() and training_example()")
+    if micro_batch is not None and micro_batch < 1:
+        raise ChatlabError(f"micro_batch={micro_batch} must be at least 1 (or None for whole batches)")
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -139,19 +150,33 @@ def train(model: Any, examples: Sequence[Example], steps: int = 40, batch_size: 
             order += rng.sample(range(len(examples)), len(examples))
         batch = [examples[i] for i in order[:batch_size]]
         del order[:batch_size]
-        width = max(len(e.ids) for e in batch)
-        ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in batch])
-        labels = torch.tensor([e.labels + [IGNORE] * (width - len(e.ids)) for e in batch])
-        mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch])
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
+        # the model predicts token t+1 from t, so the first label of each example is never scored
+        scored = sum(lab != IGNORE for e in batch for lab in e.labels[1:])
+        step = micro_batch or len(batch)
+        loss = 0.0
+        for k in range(0, len(batch), step):
+            part = loss_of(model, batch[k:k + step], scored)
+            part.backward()
+            loss += part.item()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(loss)
     model.eval()
     return TrainReport(steps, losses, time.perf_counter() - wall, time.process_time() - cpu,
                        sum(p.numel() for p in params), sum(p.numel() for p in model.parameters()),
                        torch.get_num_threads())
+
+
+def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
+    """Summed token loss of `batch`, right-padded to its longest example, divided by `scored`."""
+    import torch
+
+    width = max(len(e.ids) for e in batch)
+    ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in batch])
+    labels = torch.tensor([e.labels + [IGNORE] * (width - len(e.ids)) for e in batch])
+    mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch])
+    return model(input_ids=ids, attention_mask=mask, labels=labels,
+                 num_items_in_batch=torch.tensor(scored)).loss
 
 
 def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequence[Any]],

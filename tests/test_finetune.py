@@ -120,6 +120,31 @@ def test_two_steps_change_the_adapter_and_not_the_base(trained: tuple[Any, Any, 
 
 
 @pytest.mark.slow
+def test_micro_batches_take_the_step_of_a_whole_batch(smollm2: tuple[Any, Any]) -> None:
+    """Gradient accumulation must divide by the whole batch's scored tokens: a per-micro-batch
+    mean would weight short examples more, and the loss and the adapter would come out different.
+    Examples of unequal length make that visible."""
+    import torch
+
+    model, tok = smollm2
+    examples = [ft.training_example(_training(tok), c) for c in ft.load_chats(DATA / "train.jsonl")[:4]]
+    assert len({len(e.ids) for e in examples}) > 1
+    runs = {}
+    for micro in (None, 1, 3):
+        pm = ft.add_lora(copy.deepcopy(model), rank=4, seed=0)
+        report = ft.train(pm, examples, steps=2, batch_size=4, lr=5e-3, threads=None, micro_batch=micro)
+        runs[micro] = report.losses, {n: p.detach().clone() for n, p in pm.named_parameters() if "lora_B" in n}
+    whole_losses, whole = runs[None]
+    for micro in (1, 3):
+        losses, weights = runs[micro]
+        assert losses == pytest.approx(whole_losses, rel=1e-4), micro
+        # Adam rescales each update to ~lr, so float-order noise shows at ~1e-5 of the ~1e-2 steps
+        assert all(torch.allclose(weights[n], w, atol=1e-4) for n, w in whole.items()), micro
+    with pytest.raises(ChatlabError, match="micro_batch=0"):
+        ft.train(pm, examples, steps=1, micro_batch=0)
+
+
+@pytest.mark.slow
 def test_merge_and_saved_adapter_answer_like_the_adapter(trained: tuple[Any, Any, Any, Any],
                                                          smollm2: tuple[Any, Any], tmp_path: Path) -> None:
     import torch

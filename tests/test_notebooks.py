@@ -14,11 +14,6 @@ import pytest
 # Binder gives a session 2 GB; the kernel and everything it starts must stay under 1.8 GB
 # (decimal, the stricter reading), leaving room for the Jupyter server itself.
 PEAK_LIMIT_BYTES = 1_800_000_000
-# The one known exception, named so it cannot spread: notebook 09 trains a LoRA on the fp32 model
-# (full-vocabulary logits and their gradients for a batch of 8) and peaked at 1,854 MB on the last
-# quiet run, 3% over the budget. Issue 13 stays open for it; shrinking the training step (smaller
-# batches with gradient accumulation, or a chunked loss) is the fix. Still checked, at 1.95 GB.
-OVER_BUDGET = {"09_finetune_vs_serve.ipynb": 1_950_000_000}
 
 
 def tree_memory(root: "psutil.Process") -> tuple[int, int]:  # noqa: F821 - imported lazily
@@ -95,7 +90,7 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         finally:  # printed on failure too: a cell that fails may be the one that ran out of memory
             print(f"{path.name}: {time.monotonic() - start:.0f} s, kernel tree peak "
                   f"{mem.peak_pss / 1e6:,.0f} MB PSS ({mem.peak_rss / 1e6:,.0f} MB summed RSS)")
-    limit = OVER_BUDGET.get(path.name, PEAK_LIMIT_BYTES)
+    limit = PEAK_LIMIT_BYTES
     assert mem.peak_pss <= limit, (
         f"{path.name}: the kernel process tree peaked at {mem.peak_pss / 1e6:,.0f} MB (PSS; "
         f"{mem.peak_rss / 1e6:,.0f} MB summed RSS), over Binder's budget of "
