@@ -79,6 +79,11 @@ def test_serving_table_shows_the_ratio_and_ttft_percentiles() -> None:
     assert "on 2026-01-02" in text and "machine: a shared VM" in text
     assert "ratio 6.50x; TTFT at 8 clients: p50 250 ms, p95 610 ms" in text
     assert "       8            650.0" in text and "4/4" in text
+    assert "pipeline alone" not in text  # an older result without the engine-only rounds
+    both = {**serve_result(), "engine_one_tok_s": 110.0, "engine_n_tok_s": 770.0, "engine_ratio": 7.0}
+    text = serving_table(label(both, "python -m chatlab.serve.bench --clients 8 --json", "a VM"))
+    assert "the pipeline alone (no server, same prompts): ratio 7.00x (110.0 -> 770.0 tok/s); " \
+           "the server keeps 93% of it" in text
 
 
 def test_the_shipped_stored_results_load() -> None:

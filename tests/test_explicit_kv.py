@@ -77,11 +77,10 @@ def test_the_cache_starts_empty_and_grows_one_position_per_step(kv, stateful):
     token = int(np.argmax(logits))
     logits2, cache2 = kv.forward([token], cache)
     assert explicit_kv.cache_length(cache2) == len(ids) + 1
-    # The stateful graph keeps its cache as state in u8 (the CPU plugin's default
-    # KV_CACHE_PRECISION); ours is f32 arrays. So decode scores differ by ~0.2-0.4 (1e-4 with
-    # an f32 state cache, measured), while the best token and the greedy tokens agree.
+    # Both caches are f32 (chatlab pins the stateful graph's KV_CACHE_PRECISION, which the CPU
+    # plugin would keep in u8, where the scores differed by ~0.2-0.4): the same scores.
     ref = stateful.step(token)
-    assert np.abs(logits2 - ref).max() < 1.0 and int(np.argmax(logits2)) == int(np.argmax(ref))
+    assert np.allclose(logits2, ref, atol=1e-3) and int(np.argmax(logits2)) == int(np.argmax(ref))
     # The cache is what the model remembers: dropping it changes the next scores entirely.
     forgotten, _ = kv.forward([token], empty)
     assert np.abs(forgotten - logits2).max() > 1.0

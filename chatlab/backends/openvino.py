@@ -51,12 +51,9 @@ class OpenVINOBackend(Backend):
         model = core.read_model(folder / "openvino_model.xml")
         self.sliced = slice_logits and slice_last_position(model)
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
-        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", **ov_config(precision, threads)}
-        # The CPU plugin keeps the KV cache in u8 even at an f32 precision hint; on the bench's
-        # short prompt that alone changes the int8 model's 3rd greedy token (f32 KV gives the
-        # same tokens as genai's paged cache). None keeps the plugin's choice; "f32" is exact.
-        if kv_cache_precision:
-            config["KV_CACHE_PRECISION"] = kv_cache_precision
+        # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8).
+        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
+                  **ov_config(precision, threads, kv_cache_precision)}
         self.compiled = core.compile_model(model, "CPU", config)
         # What the plugin actually applied, not what we asked for: tests and the bench read these.
         facts = compiled_facts(self.compiled)

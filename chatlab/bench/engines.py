@@ -35,9 +35,10 @@ class Timing:
 
 
 def ov_compute(compiled: Any) -> str:
-    """What besides the precision hint decides an OpenVINO engine's arithmetic: at "f32" the
-    CPU plugin still keeps the KV cache in u8 and quantizes activations to 8 bits inside
-    int8/int4-weight matmuls (dynamic quantization), unless told otherwise."""
+    """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
+    precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
+    plugin quantizes activations to 8 bits inside int8/int4-weight matmuls (dynamic
+    quantization, its default for compressed weights, left as it is on every engine)."""
     def prop(name: str) -> str:
         try:
             from chatlab.backends.precision import type_name

@@ -85,6 +85,10 @@ def serving_table(result: dict[str, Any]) -> str:
              f"{n:>8} {result['n_clients_tok_s']:>16.1f}",
              f"ratio {result['ratio']:.2f}x; TTFT at {n} clients: p50 "
              f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms"]
+    if "engine_ratio" in result:
+        lines.append(f"the pipeline alone (no server, same prompts): ratio {result['engine_ratio']:.2f}x "
+                     f"({result['engine_one_tok_s']:.1f} -> {result['engine_n_tok_s']:.1f} tok/s); "
+                     f"the server keeps {result['ratio'] / result['engine_ratio']:.0%} of it")
     eq = result.get("greedy_equality")
     if eq:
         lines.append(f"greedy replies equal to chatlab's OpenVINO loop at f32: "
