@@ -24,7 +24,7 @@ import json
 import math
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -107,15 +107,21 @@ def pipeline_rate(backend: Any, prompts: list[list[int]], tokens: int) -> float:
     from chatlab.generate import SamplingParams
 
     config = generation_config(SamplingParams(max_new_tokens=tokens, ignore_eos=True), set())
-    t0 = time.perf_counter()
-    streams = [backend.submit(ids, config) for ids in prompts]
-    done = 0
-    for s in streams:  # the pipeline runs all of them meanwhile; the order of draining is free
-        while (item := s.get(timeout=600)) is not None:
+    counts = [0] * len(prompts)
+
+    def drain(i: int, stream: Any) -> None:
+        # one consumer per stream, as the server has: the scheduler thread waits after each step
+        # until every stream's ids are taken, so draining them one after another would stall it
+        while (item := stream.get(timeout=600)) is not None:
             if isinstance(item, BaseException):
                 raise item
-            done += len(item)
-    return done / (time.perf_counter() - t0)
+            counts[i] += len(item)
+
+    t0 = time.perf_counter()
+    streams = [backend.submit(ids, config) for ids in prompts]
+    with ThreadPoolExecutor(len(streams)) as pool:
+        list(pool.map(drain, range(len(streams)), streams))
+    return sum(counts) / (time.perf_counter() - t0)
 
 
 def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Any]:
