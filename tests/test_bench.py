@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from chatlab.bench import BASELINE, ENGINES, BenchConfig, add_ratios, bench_prompts, format_table, save_plot
+from chatlab.bench import BASELINE, ENGINES, BenchConfig, add_ratios, bench_prompts, format_table, runner, save_plot
 from chatlab.cli import main
 from chatlab.errors import ChatlabError, UnknownNameError
 
@@ -69,6 +69,20 @@ def test_prompts_are_rendered_chat_turns():
     p = bench_prompts("smollm2-135m-instruct")
     assert p["short"][0] == 1 and p["short"][-3:] == p["long"][-3:]  # both end "<|im_start|>assistant\\n"
     assert 1000 <= len(p["long"]) < 1100 and len(p["short"]) < 100
+
+
+def test_prompts_rendered_in_a_child_keep_torch_out_of_the_parent():
+    """run_benchmark's parent (a notebook's kernel) gets the same ids without importing torch."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from chatlab.bench.runner import prompts_in_child; "
+            "p = prompts_in_child('smollm2-135m-instruct'); print(json.dumps([p, 'torch' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    prompts, torch_loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not torch_loaded and prompts == bench_prompts("smollm2-135m-instruct")
+    with pytest.raises(ChatlabError, match="no-such-model"):
+        runner.prompts_in_child("no-such-model")
 
 
 def test_a_real_run_of_two_engines(capsys, tmp_path):

@@ -68,6 +68,20 @@ def bench_prompts(model: str) -> dict[str, list[int]]:
     return {"short": short, "long": long}
 
 
+def prompts_in_child(model: str) -> dict[str, list[int]]:
+    """`bench_prompts` run in a short-lived process. Rendering loads transformers' tokenizer,
+    which imports torch (~500 MB) into whichever process calls it, and keeps it there; the
+    parent of the engine workers only needs the ids. In a notebook that parent is the kernel,
+    whose memory counts against Binder's 2 GB next to the two workers'."""
+    code = ("import json, sys; from chatlab.bench.runner import bench_prompts; "
+            "print(json.dumps(bench_prompts(sys.argv[1])))")
+    done = subprocess.run([sys.executable, "-c", code, model], capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ChatlabError(f"rendering the benchmark prompts for {model!r} failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 class Worker:
     def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION) -> None:
         self.engine = engine
@@ -191,7 +205,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
     if not engines:
         raise ChatlabError("no benchmark engine can run here: " +
                            "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
-    prompts = bench_prompts(config.model)
+    prompts = prompts_in_child(config.model)
     groups = plan_groups(engines)
     samples, info = Samples(), {}
     max_alive = 0
