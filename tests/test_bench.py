@@ -215,3 +215,20 @@ def test_llama_cpp_engine_row_when_installed(capsys):
     assert row["decode_tok_s"] > 0 and row["ttft_long_ms"] > 0 and len(row["first_tokens"]) == 6
     assert row["precision"] == "f32" and "q4_1 weights" in row["compute"] and row["threads"] >= 1
     assert row["decode_tok_s_ratio"] > 0 and result["max_workers_alive"] == 2
+
+
+@pytest.mark.slow
+def test_genai_engine_prefills_a_repeated_prompt_again():
+    """The genai rows are timed without prefix caching (chatlab's loop has none): a prompt seen
+    in the previous run is prefilled again. With LLMPipeline's own default the repeat came back
+    ~50x faster (20-50 ms against ~2.2 s here), so a bound of 0.3x a fresh prompt's time tells
+    the two apart on a noisy machine."""
+    from chatlab.bench.engines import GenAI
+
+    engine = GenAI("smollm2-135m-instruct")
+    engine.load()
+    long = bench_prompts("smollm2-135m-instruct")["long"]
+    engine.run(long, 2)
+    repeated = engine.run(long, 2).ttft_s
+    fresh = engine.run([long[0], 1000] + long[1:], 2).ttft_s  # a new second token: nothing shared
+    assert repeated > 0.3 * fresh, (repeated, fresh)
