@@ -3,13 +3,16 @@
 The exported graph keeps its KV cache inside the model as state variables; one infer request
 is one sequence. Inputs are `input_ids`, `attention_mask` (covering cache + new tokens),
 `position_ids` and `beam_idx` (always [0]: one sequence, no beam reordering); the state is reset
-before each prompt. Two details decide the speed:
+before each prompt. Three details decide the speed:
 
 * The graph returns logits for every input position, so a 1,000-token prompt would project
   1,000 × 49,152 floats (196 MB) only to read the last row. At load time we insert a slice in
   front of the output projection so that prefill computes the last position only.
 * The per-token Python is kept to a few array writes: the inputs are preallocated and passed
   without copying, and the logits come back as a view of the output tensor.
+* A prompt of PAGED_PREFILL_FROM tokens or more is prefilled on the paged-attention rewrite of
+  the same graph, whose attention is several times faster on long prompts, and its cache is
+  copied into this graph's state for decoding (chatlab.backends.paged_prefill).
 """
 from __future__ import annotations
 
@@ -40,10 +43,29 @@ def slice_last_position(model: Any) -> bool:
     return True
 
 
+PAGED_PREFILL_FROM = 256  # prompt tokens; below this, attention is a small part of prefill
+
+
+def compiled_kv_precision(compiled: Any) -> str | None:
+    from chatlab.backends.precision import type_name
+
+    try:
+        return type_name(compiled.get_property("KV_CACHE_PRECISION"))
+    except Exception:  # noqa: BLE001 - a plugin without the property
+        return None
+
+
+def has_kv_states(request: Any) -> bool:
+    """Whether the stateful graph keeps optimum's `past_key_values.<layer>.key/value` variables."""
+    names = [s.name for s in request.query_state()]
+    return bool(names) and all(n.startswith("past_key_values.") for n in names)
+
+
 class OpenVINOBackend(Backend):
     def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
-                 model_name: str | None = None, kv_cache_precision: str | None = None) -> None:
+                 model_name: str | None = None, kv_cache_precision: str | None = None,
+                 paged_prefill_from: int | None = PAGED_PREFILL_FROM) -> None:
         import openvino as ov
 
         precision = check_precision(precision)
@@ -55,6 +77,7 @@ class OpenVINOBackend(Backend):
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
         self.compiled = core.compile_model(model, "CPU", config)
+        self._config = config
         # What the plugin actually applied, not what we asked for: tests and the bench read these.
         facts = compiled_facts(self.compiled)
         self.precision, self.threads = facts["precision"], facts["threads"]
@@ -74,6 +97,12 @@ class OpenVINOBackend(Backend):
         self._beam = np.zeros((1,), dtype=np.int32)
         self._logits = self.request.get_output_tensor  # bound method, looked up once
         self.length = 0
+        # Prompts of at least this many tokens are prefilled on the paged-attention graph
+        # (chatlab.backends.paged_prefill); its cache is read as floats, so only with an f32 cache.
+        kv = compiled_kv_precision(self.compiled)
+        usable = self.sliced and kv == "f32" and has_kv_states(self.request)
+        self.paged_prefill_from = paged_prefill_from if usable else None
+        self._paged: Any = None
 
     @property
     def tokenizer(self) -> Any:
@@ -116,8 +145,20 @@ class OpenVINOBackend(Backend):
         if len(ids) >= self.context_length:
             raise ValueError(f"prompt of {len(ids)} tokens exceeds the context of {self.context_length}")
         self.reset()
+        if self.paged_prefill_from is not None and len(ids) >= self.paged_prefill_from:
+            return self._paged_prefill(ids)
         arr = np.asarray([ids], dtype=np.int64)
         return self._run(arr, np.arange(len(ids), dtype=np.int64)[None, :])
+
+    def _paged_prefill(self, ids: list[int]) -> np.ndarray:
+        from chatlab.backends.paged_prefill import PagedPrefill
+
+        if self._paged is None:
+            self._paged = PagedPrefill(self.folder, self._config)
+        logits = self._paged.prefill(ids)
+        self._paged.hand_over(self.request, len(ids))
+        self.length = len(ids)
+        return logits
 
     def step(self, token_id: int) -> np.ndarray:
         self._ids[0, 0] = token_id
