@@ -158,12 +158,12 @@ def test_engines_run_in_pairs_with_the_baseline(monkeypatch):
     assert by["chatlab-torch"]["decode_tok_s_ratio"] == pytest.approx(1.2)
     assert by["optimum-int8"]["ttft_ms_ratio"] == pytest.approx(100 / 120)
     assert by[BASELINE]["decode_tok_s_ratio"] == 1.0
-    # Per pair and engine: one warm-up, then a short and a long prompt per round; the baseline
-    # is in all three pairs. Rounds rotate who goes first.
-    assert FakeWorker.log.count(BASELINE) == 3 * (1 + 3 * 2)
-    assert FakeWorker.log.count("chatlab-torch") == 1 + 3 * 2
+    # Per pair and engine: a warm-up of each prompt, then a short and a long prompt per round;
+    # the baseline is in all three pairs. Rounds rotate who goes first.
+    assert FakeWorker.log.count(BASELINE) == 3 * (2 + 3 * 2)
+    assert FakeWorker.log.count("chatlab-torch") == 2 + 3 * 2
     b, t = BASELINE, "chatlab-torch"
-    assert FakeWorker.log[:14] == [b, t, b, b, t, t, t, t, b, b, b, b, t, t]
+    assert FakeWorker.log[:16] == [b, b, t, t, b, b, t, t, t, t, b, b, b, b, t, t]
     assert "at most 2 engines in memory" in format_table(result)
 
 

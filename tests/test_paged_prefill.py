@@ -31,14 +31,14 @@ def tokens(backend: Any, ids: list[int], n: int = 40) -> list[int]:
 
 def test_long_prompts_decode_the_stateful_graphs_tokens(pair) -> None:
     paged, stateful, prompts = pair
-    assert paged.paged_prefill_from == 256 and stateful.paged_prefill_from is None
+    assert paged.paged_prefill_from == 512 and stateful.paged_prefill_from is None
     long = prompts["long"]
     assert np.allclose(paged.prefill(long), stateful.prefill(long), atol=1e-3)
     assert paged._paged is not None and paged.length == len(long)  # the paged graph did the prefill
     # the cache it handed over is what the decode steps read: 40 greedy tokens agree
     assert tokens(paged, long) == tokens(stateful, long)
     # a shorter long prompt after it reuses the blocks; a longer one grows them
-    for ids in (long[:300], long + long[5:400]):
+    for ids in (long[:600], long + long[5:400]):
         assert tokens(paged, ids, 16) == tokens(stateful, ids, 16)
     assert paged._paged.blocks == -(-len(long + long[5:400]) // 32)
 
