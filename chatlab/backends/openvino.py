@@ -26,8 +26,10 @@ from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compi
 from chatlab.errors import ChatlabError
 
 
-def slice_last_position(model: Any) -> bool:
-    """Make the `logits` output cover the last position only; False when the graph is unknown."""
+def slice_last_position(model: Any, axis: int = 1) -> bool:
+    """Make the `logits` output cover the last position only; False when the graph is unknown.
+    The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
+    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged_prefill)."""
     import openvino.opset13 as ops
 
     node = model.output("logits").get_node().input_value(0).get_node()
@@ -37,7 +39,7 @@ def slice_last_position(model: Any) -> bool:
         return False
     hidden = node.input_value(0)  # [batch, seq, hidden]
     last = ops.slice(hidden, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
-                     np.array([1], np.int64), np.array([1], np.int64))
+                     np.array([1], np.int64), np.array([axis], np.int64))
     node.input(0).replace_source_output(last.output(0))
     model.validate_nodes_and_infer_types()
     return True
@@ -48,15 +50,6 @@ def slice_last_position(model: Any) -> bool:
 # prompt this long: ~3 s to compile the paged graph and ~250 MB more resident memory than a
 # stateful-only long prefill (SmolLM2 int8, measured), a second compiled copy of the weights.
 PAGED_PREFILL_FROM = 512
-
-
-def compiled_kv_precision(compiled: Any) -> str | None:
-    from chatlab.backends.precision import type_name
-
-    try:
-        return type_name(compiled.get_property("KV_CACHE_PRECISION"))
-    except Exception:  # noqa: BLE001 - a plugin without the property
-        return None
 
 
 def has_kv_states(request: Any) -> bool:
@@ -103,8 +96,7 @@ class OpenVINOBackend(Backend):
         self.length = 0
         # Prompts of at least this many tokens are prefilled on the paged-attention graph
         # (chatlab.backends.paged_prefill); its cache is read as floats, so only with an f32 cache.
-        kv = compiled_kv_precision(self.compiled)
-        usable = self.sliced and kv == "f32" and has_kv_states(self.request)
+        usable = self.sliced and facts["kv_cache"] == "f32" and has_kv_states(self.request)
         self.paged_prefill_from = paged_prefill_from if usable else None
         self._paged: Any = None
 

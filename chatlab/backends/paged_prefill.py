@@ -31,22 +31,6 @@ import numpy as np
 BLOCK = 32  # tokens per cache block (the CPU plugin's block size for f32 caches)
 
 
-def slice_projection_input(model: Any, axis: int) -> bool:
-    """Make the `logits` output cover the last position of `axis` only; False for an unknown graph."""
-    import openvino.opset13 as ops
-
-    node = model.output("logits").get_node().input_value(0).get_node()
-    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
-        node = node.input_value(0).get_node()
-    if node.get_type_name() != "MatMul":
-        return False
-    last = ops.slice(node.input_value(0), np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
-                     np.array([1], np.int64), np.array([axis], np.int64))
-    node.input(0).replace_source_output(last.output(0))
-    model.validate_nodes_and_infer_types()
-    return True
-
-
 class PagedPrefill:
     """The paged graph of `folder`, compiled with `config`, prefilling one sequence at a time."""
 
@@ -54,10 +38,12 @@ class PagedPrefill:
         import openvino as ov
         from openvino._offline_transformations import paged_attention_transformation
 
+        from chatlab.backends.openvino import slice_last_position
+
         core = ov.Core()
         model = core.read_model(folder / "openvino_model.xml")
         paged_attention_transformation(model)
-        slice_projection_input(model, axis=0)
+        slice_last_position(model, axis=0)  # tokens are axis 0 here (see above)
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
         self.ports = [p for p in self.compiled.inputs if p.get_any_name().startswith(("key_cache.", "value_cache."))]

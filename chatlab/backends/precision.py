@@ -118,10 +118,12 @@ def ov_config(precision: str, threads: int | None = None,
 
 
 def compiled_facts(compiled: Any) -> dict[str, Any]:
-    """What a compiled model really runs at: its precision and thread count."""
+    """What a compiled model really runs at: its precision, thread count and KV cache precision."""
     facts: dict[str, Any] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
-    try:
-        facts["threads"] = int(compiled.get_property("INFERENCE_NUM_THREADS"))
-    except Exception:  # noqa: BLE001 - a plugin without the property
-        facts["threads"] = None
+    for key, name, read in (("threads", "INFERENCE_NUM_THREADS", int),
+                            ("kv_cache", "KV_CACHE_PRECISION", type_name)):
+        try:
+            facts[key] = read(compiled.get_property(name))
+        except Exception:  # noqa: BLE001 - a plugin without the property
+            facts[key] = None
     return facts
