@@ -7,8 +7,9 @@ spends ~0.34 s in its PagedAttention nodes for the same prompt, and the matrix p
 same on both. For decoding one token at a time the stateful graph is the faster of the two
 (measured in session 3: the paged graph decoded at 0.77x), so chatlab uses each where it wins:
 
-1. the prompt goes through the paged graph, one sequence, its cache in blocks of BLOCK tokens
-   (`key_cache.N` / `value_cache.N`: [blocks, kv_heads, BLOCK, head_size]);
+1. the prompt goes through the paged graph, one sequence, its cache in blocks of tokens
+   (`key_cache.N` / `value_cache.N`: [blocks, kv_heads, block, head_size]; the plugin picks the
+   block size, 32 on the CPU this was written on, read from the compiled graph's ports);
 2. the blocks are laid end to end and written into the stateful request's state variables
    ([1, kv_heads, tokens, head_size]; ~30 ms for 1,000 tokens);
 3. decode steps run on the stateful request as if it had done the prefill itself.
@@ -28,9 +29,6 @@ from typing import Any
 
 import numpy as np
 
-BLOCK = 32  # tokens per cache block (the CPU plugin's block size for f32 caches)
-
-
 class PagedPrefill:
     """The paged graph of `folder`, compiled with `config`, prefilling one sequence at a time."""
 
@@ -47,6 +45,7 @@ class PagedPrefill:
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
         self.ports = [p for p in self.compiled.inputs if p.get_any_name().startswith(("key_cache.", "value_cache."))]
+        self.block = self.ports[0].get_partial_shape()[2].get_length()  # tokens per block
         self.caches: dict[str, Any] = {}
         self.blocks = 0
 
@@ -65,7 +64,7 @@ class PagedPrefill:
     def prefill(self, ids: list[int]) -> np.ndarray:
         """Logits of the last prompt position; the prompt's cache is left in the blocks."""
         n = len(ids)
-        blocks = -(-n // BLOCK)
+        blocks = -(-n // self.block)
         self._ensure(blocks)
         self.request.infer({
             "input_ids": np.asarray(ids, np.int64), "position_ids": np.arange(n, dtype=np.int64),
@@ -80,11 +79,11 @@ class PagedPrefill:
         (named `past_key_values.<layer>.key...` / `...value` by optimum's export)."""
         import openvino as ov
 
-        blocks = -(-n // BLOCK)
+        blocks = -(-n // self.block)
         for state in request.query_state():
             layer = int(state.name.split(".")[1])
             kind = "key" if state.name.endswith("key") else "value"
-            cache = self.caches[f"{kind}_cache.{layer}"].data[:blocks]  # [blocks, heads, BLOCK, size]
+            cache = self.caches[f"{kind}_cache.{layer}"].data[:blocks]  # [blocks, heads, block, size]
             heads, size = cache.shape[1], cache.shape[3]
-            laid = cache.transpose(1, 0, 2, 3).reshape(heads, blocks * BLOCK, size)[:, :n]
+            laid = cache.transpose(1, 0, 2, 3).reshape(heads, blocks * self.block, size)[:, :n]
             state.state = ov.Tensor(np.ascontiguousarray(laid[None]))
