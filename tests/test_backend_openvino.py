@@ -45,18 +45,24 @@ def test_parity_with_pytorch_at_f32(ov_f32, torch_backend):
     assert total > 60  # real replies, not a token or two each
 
 
-def test_prefill_slice_keeps_the_last_row(ov_f32):
+@pytest.mark.parametrize("attention", ["paged", "sdpa"])
+def test_prefill_slice_keeps_the_last_row(ov_f32, attention):
+    """Both graphs project the last position only; unsliced they project every position (on
+    axis 0 of the paged graph's [tokens, 1, vocab], axis 1 of the stateful [1, tokens, vocab])."""
     from chatlab.backends.openvino import OpenVINOBackend
 
-    assert ov_f32.sliced
-    full = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", slice_logits=False)
+    sliced = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", attention=attention)
+    full = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", slice_logits=False,
+                           attention=attention)
+    assert sliced.sliced and not full.sliced and sliced.attention == full.attention == attention
     ids = prompt(ov_f32.tokenizer, QUESTIONS[2])
     expect = full.prefill(ids).copy()
-    assert full.request.get_output_tensor(0).shape[1] == len(ids)  # every position, unsliced
-    got = ov_f32.prefill(ids)
-    assert ov_f32.request.get_output_tensor(0).shape[1] == 1
+    positions = lambda b: int(np.prod(b.request.get_output_tensor(0).shape[:-1]))  # noqa: E731
+    assert positions(full) == len(ids)
+    got = sliced.prefill(ids)
+    assert positions(sliced) == 1
     assert np.allclose(got, expect, atol=1e-4)
-    assert np.allclose(ov_f32.step(13), full.step(13), atol=1e-4)
+    assert np.allclose(sliced.step(13), full.step(13), atol=1e-4)
 
 
 def ov_f32_folder():

@@ -1,4 +1,4 @@
-"""Backends the generation loop can drive: PyTorch (transformers) and OpenVINO (stateful IR);
+"""Backends the generation loop can drive: PyTorch (transformers) and OpenVINO (optimum's IR);
 and openvino-genai's continuous batching ("genai"), which chatlab.engine.batched drives instead."""
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
     `precision` is the arithmetic: "f32" (default; greedy tokens equal PyTorch fp32's on every
     CPU) or "bf16" (faster on CPUs with avx512_bf16/AMX, drifts; refused elsewhere). The
     applied value is `backend.precision`, read back from the runtime. Other options: `threads`;
-    for genai also `max_seqs` and `cache_gb`.
+    for OpenVINO `attention` ("paged", the default, or "sdpa": the stateful graph as exported)
+    and `kv_cache_precision`; for genai `max_seqs` and `cache_gb`.
     """
     if backend not in BACKENDS:
         raise UnknownNameError("backend", backend, BACKENDS)

@@ -1,21 +1,25 @@
-"""OpenVINO backend: chatlab's own loop over the stateful model that optimum-intel exports.
+"""OpenVINO backend: chatlab's own loop over the graph that optimum-intel exports.
 
-The exported graph keeps its KV cache inside the model as state variables; one infer request
-is one sequence. Inputs are `input_ids`, `attention_mask` (covering cache + new tokens),
-`position_ids` and `beam_idx` (always [0]: one sequence, no beam reordering); the state is reset
-before each prompt. Three details decide the speed:
+The export is *stateful*: the KV cache lives inside the model as state variables and attention
+is ScaledDotProductAttention over a mask that grows every step. chatlab runs it two ways:
+
+* `attention="paged"` (the default): the graph rewritten for paged attention, the cache in
+  blocks chatlab owns (chatlab.backends.paged). The faster of the two, prefill and decode.
+* `attention="sdpa"`: the stateful graph as exported. Inputs are `input_ids`, `attention_mask`
+  (covering cache + new tokens), `position_ids` and `beam_idx` (always [0]: one sequence, no
+  beam reordering); the state is reset before each prompt. Notebooks 03 and 05 look inside it.
+
+On both, two details decide the speed:
 
 * The graph returns logits for every input position, so a 1,000-token prompt would project
   1,000 × 49,152 floats (196 MB) only to read the last row. At load time we insert a slice in
   front of the output projection so that prefill computes the last position only.
 * The per-token Python is kept to a few array writes: the inputs are preallocated and passed
   without copying, and the logits come back as a view of the output tensor.
-* A prompt of PAGED_PREFILL_FROM tokens or more is prefilled on the paged-attention rewrite of
-  the same graph, whose attention is several times faster on long prompts, and its cache is
-  copied into this graph's state for decoding (chatlab.backends.paged_prefill).
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,7 @@ import numpy as np
 
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
-from chatlab.errors import ChatlabError
+from chatlab.errors import ChatlabError, UnknownNameError
 
 
 def slice_last_position(model: Any, axis: int = 1) -> bool:
@@ -45,60 +49,66 @@ def slice_last_position(model: Any, axis: int = 1) -> bool:
     return True
 
 
-# Prompt tokens from which prefill runs on the paged graph. Attention grows with the square of
-# the prompt and the rest linearly, so the gain is in long prompts. The cost, paid on the first
-# prompt this long: ~3 s to compile the paged graph and ~250 MB more resident memory than a
-# stateful-only long prefill (SmolLM2 int8, measured), a second compiled copy of the weights.
-PAGED_PREFILL_FROM = 512
-
-
-def has_kv_states(request: Any) -> bool:
-    """Whether the stateful graph keeps optimum's `past_key_values.<layer>.key/value` variables."""
-    names = [s.name for s in request.query_state()]
-    return bool(names) and all(n.startswith("past_key_values.") for n in names)
+# How attention runs (see the module's docstring); both give the same greedy tokens (tested).
+ATTENTIONS = ["paged", "sdpa"]
+DEFAULT_ATTENTION = "paged"
 
 
 class OpenVINOBackend(Backend):
     def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 paged_prefill_from: int | None = PAGED_PREFILL_FROM) -> None:
-        import openvino as ov
-
+                 attention: str = DEFAULT_ATTENTION) -> None:
         precision = check_precision(precision)
-        core = ov.Core()
-        model = core.read_model(folder / "openvino_model.xml")
-        self.sliced = slice_logits and slice_last_position(model)
+        if attention not in ATTENTIONS:
+            raise UnknownNameError("attention", attention, ATTENTIONS)
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
         # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8).
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
-        self.compiled = core.compile_model(model, "CPU", config)
-        self._config = config
+        self.attention = attention
+        self._paged: Any = None
+        if attention == "paged":
+            from chatlab.backends.paged import PagedGraph
+
+            try:
+                self._paged = PagedGraph(folder, config, slice_logits)
+            except (ValueError, RuntimeError) as e:  # a graph OpenVINO cannot rewrite
+                warnings.warn(f"paged attention is not available for {folder.name} ({e}); running "
+                              "the stateful graph instead (attention=\"sdpa\")", stacklevel=2)
+                self.attention = attention = "sdpa"
+        if self._paged is not None:
+            self.compiled, self.request, self.sliced = self._paged.compiled, self._paged.request, self._paged.sliced
+            self.vocab_size = self._paged.vocab_size
+        else:
+            self._compile_stateful(folder, config, slice_logits)
         # What the plugin actually applied, not what we asked for: tests and the bench read these.
         facts = compiled_facts(self.compiled)
         self.precision, self.threads = facts["precision"], facts["threads"]
         if self.precision != precision:
             raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
                                f"{precision} was asked for; use --precision {self.precision}")
-        self.request = self.compiled.create_infer_request()
         self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
         self.context_length = context_length_from(folder)
-        self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
         self.eos_ids = eos_ids_from(folder, None)
+        self.length = 0
+
+    def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        model = core.read_model(folder / "openvino_model.xml")
+        self.sliced = slice_logits and slice_last_position(model)
+        self.compiled = core.compile_model(model, "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
         # Preallocated inputs; a decode step only writes two numbers into them.
-        self._mask = np.ones((1, self.context_length), dtype=np.int64)
+        self._mask = np.ones((1, context_length_from(folder)), dtype=np.int64)
         self._ids = np.zeros((1, 1), dtype=np.int64)
         self._pos = np.zeros((1, 1), dtype=np.int64)
         self._beam = np.zeros((1,), dtype=np.int32)
         self._logits = self.request.get_output_tensor  # bound method, looked up once
-        self.length = 0
-        # Prompts of at least this many tokens are prefilled on the paged-attention graph
-        # (chatlab.backends.paged_prefill); its cache is read as floats, so only with an f32 cache.
-        usable = self.sliced and facts["kv_cache"] == "f32" and has_kv_states(self.request)
-        self.paged_prefill_from = paged_prefill_from if usable else None
-        self._paged: Any = None
 
     @property
     def tokenizer(self) -> Any:
@@ -125,7 +135,10 @@ class OpenVINOBackend(Backend):
         return self._decoder
 
     def reset(self) -> None:
-        self.request.reset_state()
+        if self._paged is not None:
+            self._paged.reset()
+        else:
+            self.request.reset_state()
         self.length = 0
 
     def _run(self, ids: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -141,22 +154,18 @@ class OpenVINOBackend(Backend):
         if len(ids) >= self.context_length:
             raise ValueError(f"prompt of {len(ids)} tokens exceeds the context of {self.context_length}")
         self.reset()
-        if self.paged_prefill_from is not None and len(ids) >= self.paged_prefill_from:
-            return self._paged_prefill(ids)
+        if self._paged is not None:
+            logits = self._paged.prefill(ids)
+            self.length = self._paged.length
+            return logits
         arr = np.asarray([ids], dtype=np.int64)
         return self._run(arr, np.arange(len(ids), dtype=np.int64)[None, :])
 
-    def _paged_prefill(self, ids: list[int]) -> np.ndarray:
-        from chatlab.backends.paged_prefill import PagedPrefill
-
-        if self._paged is None:
-            self._paged = PagedPrefill(self.folder, self._config)
-        logits = self._paged.prefill(ids)
-        self._paged.hand_over(self.request, len(ids))
-        self.length = len(ids)
-        return logits
-
     def step(self, token_id: int) -> np.ndarray:
+        if self._paged is not None:
+            logits = self._paged.step(token_id)
+            self.length = self._paged.length
+            return logits
         self._ids[0, 0] = token_id
         self._pos[0, 0] = self.length
         return self._run(self._ids, self._pos)
@@ -175,7 +184,7 @@ def _cleans_up_spaces(folder: Path) -> bool:
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, slice_logits: bool = True,
-         kv_cache_precision: str | None = None) -> OpenVINOBackend:
+         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -183,4 +192,4 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
     name = f"openvino-{weight_format}"
     return OpenVINOBackend(folder, None, precision=precision, threads=threads,
                            slice_logits=slice_logits, name=name, model_name=model_name,
-                          kv_cache_precision=kv_cache_precision)
+                           kv_cache_precision=kv_cache_precision, attention=attention)

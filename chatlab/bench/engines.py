@@ -22,9 +22,9 @@ from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
            "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
 BASELINE = "genai-int8"
-# Not in the default set: genai forced onto the same SDPA/stateful graph as chatlab's loop, to
-# separate what the loop costs from what genai's default paged-attention kernels gain.
-EXTRA_ENGINES = ["genai-int8-sdpa"]
+# Not in the default set: chatlab's loop and genai each forced onto the exported stateful graph
+# (SDPA attention) instead of its paged-attention rewrite, to show what the rewrite gains.
+EXTRA_ENGINES = ["chatlab-openvino-int8-sdpa", "genai-int8-sdpa"]
 
 
 @dataclass
@@ -61,14 +61,15 @@ class ChatlabLoop:
     """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
 
     def __init__(self, model: str, backend: str, weight_format: str,
-                 precision: str = DEFAULT_PRECISION) -> None:
+                 precision: str = DEFAULT_PRECISION, attention: str | None = None) -> None:
         self.args = (model, backend, weight_format)
-        self.precision = precision
+        self.precision, self.attention = precision, attention
 
     def load(self) -> None:
         from chatlab.backends import load_backend
 
-        self.backend = load_backend(*self.args, precision=self.precision)
+        options = {"attention": self.attention} if self.attention else {}
+        self.backend = load_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
         # read back from the runtime (the compiled model's property, torch's dtype)
@@ -226,6 +227,8 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
 def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION) -> Any:
     if name == "chatlab-torch":
         return ChatlabLoop(model, "torch", "fp32", precision)
+    if name == "chatlab-openvino-int8-sdpa":
+        return ChatlabLoop(model, "openvino", "int8", precision, attention="sdpa")
     if name.startswith("chatlab-openvino-"):
         return ChatlabLoop(model, "openvino", name.rsplit("-", 1)[1], precision)
     if name == "hf-generate":

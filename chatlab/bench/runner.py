@@ -168,8 +168,8 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
     try:
         for e in group:
             workers[e] = make_worker(e, config.model, config.precision)
-            # warm-up, not timed: both prompt shapes once (first-shape allocations, and chatlab's
-            # loop compiles its paged prefill graph on the first long prompt)
+            # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
+            # paged graphs' cache blocks grow to the long prompt)
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
             workers[e].ask({"ids": prompts["long"], "tokens": 2})
         alive = sum(1 for w in workers.values() if w.alive())

@@ -1,0 +1,96 @@
+"""chatlab's loop on OpenVINO's paged-attention graph (chatlab.backends.paged, the default) vs
+the stateful graph as exported (attention="sdpa"): the same tokens, and blocks that grow."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chatlab.errors import UnknownNameError
+from chatlab.generate import SamplingParams, generate
+
+MODEL = "smollm2-135m-instruct"
+pytestmark = pytest.mark.slow  # compiles the int8 export several times
+
+
+def folder() -> Any:
+    from chatlab.backends.export import export_model
+
+    return export_model(MODEL, "int8")
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[Any, Any, dict[str, list[int]]]:
+    from chatlab.backends.openvino import OpenVINOBackend
+    from chatlab.bench.runner import bench_prompts
+
+    paged = OpenVINOBackend(folder(), precision="f32")
+    stateful = OpenVINOBackend(folder(), precision="f32", attention="sdpa")
+    return paged, stateful, bench_prompts(MODEL)
+
+
+def tokens(backend: Any, ids: list[int], n: int = 40) -> list[int]:
+    return list(generate(backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True)))[-1].token_ids
+
+
+def test_paged_is_the_default_and_decodes_the_stateful_graphs_tokens(pair) -> None:
+    paged, stateful, prompts = pair
+    assert paged.attention == "paged" and paged._paged is not None
+    assert stateful.attention == "sdpa" and stateful._paged is None
+    for shape in ("short", "long"):  # 42 and 1,029 prompt tokens
+        ids = prompts[shape]
+        assert np.allclose(paged.prefill(ids), stateful.prefill(ids), atol=1e-3), shape
+        assert paged.length == len(ids)
+        assert tokens(paged, ids) == tokens(stateful, ids), shape
+    # a shorter prompt after a long one overwrites the blocks it needs, nothing more
+    ids = prompts["long"][:600]
+    assert tokens(paged, ids, 16) == tokens(stateful, ids, 16)
+
+
+def test_blocks_grow_during_a_reply_and_keep_the_cache(monkeypatch) -> None:
+    """With no headroom the blocks run out mid-reply several times; each growth copies the
+    filled blocks over, so the tokens stay the stateful graph's."""
+    import chatlab.backends.paged as paged_module
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    monkeypatch.setattr(paged_module, "GROW_TOKENS", 0)
+    paged = OpenVINOBackend(folder(), precision="f32")
+    stateful = OpenVINOBackend(folder(), precision="f32", attention="sdpa")
+    ids = list(range(1000, 1040))  # 40 tokens: 2 blocks of 32
+    paged.prefill(ids)
+    assert paged._paged.blocks == -(-len(ids) // paged._paged.block)
+    assert tokens(paged, ids, 120) == tokens(stateful, ids, 120)
+    assert paged._paged.blocks * paged._paged.block >= len(ids) + 120 > 2 * paged._paged.block
+
+
+def test_the_paged_graph_projects_the_last_position_only(pair) -> None:
+    paged, _, prompts = pair
+    paged.prefill(prompts["long"])
+    assert tuple(paged.request.get_output_tensor(0).shape) == (1, 1, paged.vocab_size)
+
+
+def test_a_u8_cache_reads_its_block_size_from_the_value_blocks() -> None:
+    """With a u8 cache the key blocks carry per-channel scales as extra rows ([?, 3, 40, 64] on
+    the CPU this was written on); the block size must still be the tokens per block."""
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    f32 = OpenVINOBackend(folder(), precision="f32")
+    u8 = OpenVINOBackend(folder(), precision="f32", kv_cache_precision="u8")
+    assert u8._paged.block == f32._paged.block
+    assert u8._paged.ports[0].get_element_type().get_type_name() == "u8"
+    counting = list(range(2000, 2030))
+    assert tokens(u8, counting, 12) == tokens(f32, counting, 12)
+
+
+def test_a_graph_without_paged_attention_falls_back_to_the_stateful_one(monkeypatch) -> None:
+    import chatlab.backends.paged as paged_module
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    monkeypatch.setattr(paged_module, "cache_ports", lambda compiled: [])
+    with pytest.warns(UserWarning, match='no attention for the paged rewrite.*attention="sdpa"'):
+        backend = OpenVINOBackend(folder(), precision="f32")
+    assert backend.attention == "sdpa" and backend._paged is None
+    assert len(tokens(backend, list(range(1000, 1010)), 5)) == 5
+    with pytest.raises(UnknownNameError, match="valid choices: paged, sdpa"):
+        OpenVINOBackend(folder(), precision="f32", attention="flash")
