@@ -55,7 +55,7 @@ def test_table_and_plot(tmp_path):
 def test_config_validation():
     assert BenchConfig.make("m", quick=True).rounds == 3
     assert BenchConfig.make("m").tokens == 128
-    with pytest.raises(UnknownNameError, match="genai-int8, llama.cpp-q4_1, genai-int8-sdpa"):
+    with pytest.raises(UnknownNameError, match="llama.cpp-q4_1, chatlab-openvino-int8-sdpa, genai-int8-sdpa"):
         BenchConfig.make("m", engines=["vllm"])
     assert BenchConfig.make("m", engines=["genai-int8-sdpa"]).engines == ["genai-int8-sdpa"]
     with pytest.raises(ChatlabError, match="rounds"):
@@ -232,3 +232,18 @@ def test_genai_engine_prefills_a_repeated_prompt_again():
     repeated = engine.run(long, 2).ttft_s
     fresh = engine.run([long[0], 1000] + long[1:], 2).ttft_s  # a new second token: nothing shared
     assert repeated > 0.3 * fresh, (repeated, fresh)
+
+
+@pytest.mark.slow
+def test_the_sdpa_engines_run_the_stateful_graph():
+    """`chatlab-openvino-int8` is the loop on the paged-attention graph (the default);
+    `-sdpa` is the same loop on the graph as exported, so the table shows what the rewrite buys."""
+    from chatlab.bench.engines import make_engine
+
+    paged, sdpa = make_engine("chatlab-openvino-int8", "smollm2-135m-instruct"), make_engine(
+        "chatlab-openvino-int8-sdpa", "smollm2-135m-instruct")
+    for engine in (paged, sdpa):
+        engine.load()
+    assert paged.backend.attention == "paged" and sdpa.backend.attention == "sdpa"
+    ids = bench_prompts("smollm2-135m-instruct")["short"]
+    assert paged.run(ids, 8).tokens == sdpa.run(ids, 8).tokens
