@@ -50,6 +50,10 @@ def test_table_and_plot(tmp_path):
     assert rows["chatlab-torch"] == ["f32", "2"] and rows[BASELINE] == ["f32", "-"]
     png = save_plot(result, tmp_path / "b" / "bench.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # a name longer than the usual column (an extra engine) widens it instead of shifting its row
+    result["engines"].append({**result["engines"][0], "name": "chatlab-openvino-int8-sdpa"})
+    lines = format_table(result).splitlines()[2:3 + len(result["engines"])]
+    assert len({len(line) for line in lines}) == 1, lines
 
 
 def test_config_validation():

@@ -61,11 +61,12 @@ def cpu_line(cpu: dict[str, Any] | None) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     p = result["prompt_tokens"]
+    width = max([24] + [len(row["name"]) + 1 for row in result["engines"]])  # names stay one column
     lines = [f"{result['model']}: {result['rounds']} interleaved rounds, {result['new_tokens']} new "
              f"tokens, prompts of {p['short']} and {p['long']} tokens; median [min-max], "
              f"(ratio to {result['baseline']}); precision asked: {result.get('precision', '?')}",
              cpu_line(result.get("cpu")),
-             f"{'engine':<24}{'prec':>6}{'thr':>5}{'decode tok/s':>29}{'TTFT short ms':>28}"
+             f"{'engine':<{width}}{'prec':>6}{'thr':>5}{'decode tok/s':>29}{'TTFT short ms':>28}"
              f"{'TTFT long ms':>30}{'RSS MB':>9}"]
 
     def cell(row: dict[str, Any], metric: str, fmt: str) -> str:
@@ -76,7 +77,7 @@ def format_table(result: dict[str, Any]) -> str:
 
     for row in result["engines"]:
         threads = row.get("threads") or "-"  # genai does not say
-        lines.append(f"{row['name']:<24}{row.get('precision') or '?':>6}{threads:>5}"
+        lines.append(f"{row['name']:<{width}}{row.get('precision') or '?':>6}{threads:>5}"
                      f"{cell(row, 'decode_tok_s', '.1f'):>29}"
                      f"{cell(row, 'ttft_ms', '.0f'):>28}{cell(row, 'ttft_long_ms', '.0f'):>30}"
                      f"{row['rss_mb']:>9.0f}")
