@@ -33,7 +33,7 @@ from chatlab.errors import ChatlabError, UnknownNameError
 def slice_last_position(model: Any, axis: int = 1) -> bool:
     """Make the `logits` output cover the last position only; False when the graph is unknown.
     The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
-    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged_prefill)."""
+    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged)."""
     import openvino.opset13 as ops
 
     node = model.output("logits").get_node().input_value(0).get_node()
@@ -67,6 +67,7 @@ class OpenVINOBackend(Backend):
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
         self.attention = attention
+        self.context_length = context_length_from(folder)
         self._paged: Any = None
         if attention == "paged":
             from chatlab.backends.paged import PagedGraph
@@ -90,7 +91,6 @@ class OpenVINOBackend(Backend):
                                f"{precision} was asked for; use --precision {self.precision}")
         self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
-        self.context_length = context_length_from(folder)
         self.eos_ids = eos_ids_from(folder, None)
         self.length = 0
 
@@ -104,7 +104,7 @@ class OpenVINOBackend(Backend):
         self.request = self.compiled.create_infer_request()
         self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
         # Preallocated inputs; a decode step only writes two numbers into them.
-        self._mask = np.ones((1, context_length_from(folder)), dtype=np.int64)
+        self._mask = np.ones((1, self.context_length), dtype=np.int64)
         self._ids = np.zeros((1, 1), dtype=np.int64)
         self._pos = np.zeros((1, 1), dtype=np.int64)
         self._beam = np.zeros((1,), dtype=np.int32)

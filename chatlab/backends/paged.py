@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import openvino as ov  # this module is imported only when the paged graph is used
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
@@ -45,7 +46,6 @@ class PagedGraph:
     """The paged rewrite of `folder`'s graph, compiled with `config`, holding one sequence."""
 
     def __init__(self, folder: Path, config: dict[str, Any], slice_logits: bool = True) -> None:
-        import openvino as ov
         from openvino._offline_transformations import paged_attention_transformation
 
         from chatlab.backends.openvino import slice_last_position
@@ -76,8 +76,6 @@ class PagedGraph:
 
     def _ensure(self, tokens: int) -> None:
         """Blocks for at least `tokens` tokens; growing keeps the blocks already filled."""
-        import openvino as ov
-
         need = -(-tokens // self.block)
         if need <= self.blocks:
             return
@@ -95,20 +93,6 @@ class PagedGraph:
         self._table = np.arange(blocks, dtype=np.int32)
         self._bound = min(self._bound, 0)  # a new table array: bind its slice again
 
-    def _run(self, ids: np.ndarray, pos: np.ndarray, past: np.ndarray, begins: np.ndarray) -> np.ndarray:
-        """A prefill: the inputs go in by name, as arrays of this call's shapes."""
-        total = self.length + len(ids)
-        self._ensure(total)
-        used = -(-total // self.block)
-        self._table_begins[1], self._context[()] = used, total
-        self.request.infer({"input_ids": ids, "position_ids": pos, "past_lens": past,
-                            "subsequence_begins": begins, "block_indices": self._table[:used],
-                            "block_indices_begins": self._table_begins, "max_context_len": self._context},
-                           share_inputs=True)
-        self._bound = -1  # the request now holds the prefill's arrays, not the decode step's
-        self.length = total
-        return self._logits()
-
     def _logits(self) -> np.ndarray:
         return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-1]  # a view
 
@@ -116,19 +100,26 @@ class PagedGraph:
         self.length = 0  # the blocks are simply overwritten by the next prompt
 
     def prefill(self, ids: list[int]) -> np.ndarray:
-        """Logits of the last prompt position; the prompt's cache is left in the blocks."""
-        self.reset()
+        """Logits of the last prompt position; the prompt's cache is left in the blocks. The
+        inputs go in by name, as arrays of this prompt's shapes."""
         n = len(ids)
-        return self._run(np.asarray(ids, np.int64), np.arange(n, dtype=np.int64),
-                         np.zeros(1, np.int32), np.array([0, n], np.int32))
+        self.reset()
+        self._ensure(n)
+        used = -(-n // self.block)
+        self._table_begins[1], self._context[()] = used, n
+        self.request.infer({"input_ids": np.asarray(ids, np.int64), "position_ids": np.arange(n, dtype=np.int64),
+                            "past_lens": np.zeros(1, np.int32), "subsequence_begins": np.array([0, n], np.int32),
+                            "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
+                            "max_context_len": self._context}, share_inputs=True)
+        self._bound = -1  # the request now holds the prefill's arrays, not the decode step's
+        self.length = n
+        return self._logits()
 
     def step(self, token_id: int) -> np.ndarray:
         """One token. Its inputs are bound to the request once per prefill and then only written
         to: `infer()` with no arguments skips the per-call conversion of seven arrays, ~0.5 ms
         of Python per token (2-3% of a decode step here). The block table is bound again only
         when the sequence enters a new block."""
-        import openvino as ov
-
         total = self.length + 1
         self._ensure(total)
         used = -(-total // self.block)

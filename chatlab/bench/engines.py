@@ -39,17 +39,12 @@ def ov_compute(compiled: Any) -> str:
     precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
     plugin quantizes activations to 8 bits inside int8/int4-weight matmuls (dynamic
     quantization, its default for compressed weights, left as it is on every engine)."""
-    def prop(name: str) -> str:
-        try:
-            from chatlab.backends.precision import type_name
-
-            return str(type_name(compiled.get_property(name)))
-        except Exception:  # noqa: BLE001 - an older plugin without the property
-            return "?"
-
-    group = prop("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+    try:
+        group = str(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
+    except Exception:  # noqa: BLE001 - an older plugin without the property
+        group = "?"
     dyn = f"dynamic activation quantization group {group}" if group not in ("0", "?") else "no dynamic quantization"
-    return f"KV cache {prop('KV_CACHE_PRECISION')}, {dyn}"
+    return f"KV cache {compiled_facts(compiled)['kv_cache'] or '?'}, {dyn}"
 
 
 def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
