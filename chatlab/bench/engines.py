@@ -13,11 +13,11 @@ per-token work (detokenization and stop checks included); the others only record
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.bench.timing import Timing, from_stamps
 
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
            "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
@@ -25,13 +25,6 @@ BASELINE = "genai-int8"
 # Not in the default set: chatlab's loop and genai each forced onto the exported stateful graph
 # (SDPA attention) instead of its paged-attention rewrite, to show what the rewrite gains.
 EXTRA_ENGINES = ["chatlab-openvino-int8-sdpa", "genai-int8-sdpa"]
-
-
-@dataclass
-class Timing:
-    ttft_s: float
-    decode_tok_s: float
-    tokens: list[int]
 
 
 def ov_compute(compiled: Any) -> str:
@@ -45,11 +38,6 @@ def ov_compute(compiled: Any) -> str:
         group = "?"
     dyn = f"dynamic activation quantization group {group}" if group not in ("0", "?") else "no dynamic quantization"
     return f"KV cache {compiled_facts(compiled)['kv_cache'] or '?'}, {dyn}"
-
-
-def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
-    decode = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-    return Timing(stamps[0] - t0, decode, tokens)
 
 
 class ChatlabLoop:
