@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 # "__init__" is the package itself (chatlab/__init__.py: errors and data_path, nothing heavy),
 # which session.py imports to find where chatlab was imported from.
 FLOORS = [
-    ["errors"],
-    ["data", "types"],
+    ["errors", "_thirdparty"],
+    ["data", "types", "protocols"],
     ["models", "tools", "__init__"],
     ["render", "backends", "generate"],
     ["engine", "bench", "evals", "colab"],

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from chatlab.backends.base import Backend, context_length_from, eos_ids_from
+from chatlab._thirdparty import HFTokenizer
+from chatlab.backends.base import Backend
+from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
 from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
@@ -37,7 +39,7 @@ DEFAULT_ATTENTION = "paged"
 
 
 class OpenVINOBackend(Backend):
-    def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
+    def __init__(self, folder: Path, tokenizer: HFTokenizer = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
                  attention: str = DEFAULT_ATTENTION) -> None:
@@ -49,7 +51,9 @@ class OpenVINOBackend(Backend):
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
         self.attention = attention
-        self.context_length = context_length_from(folder)
+        self.exported = ExportedModel(folder, model_name, tokenizer)
+        self.folder, self.model_name = folder, model_name
+        self.context_length = self.exported.context_length
         self._paged: Any = None
         if attention == "paged":
             from chatlab.backends.paged import PagedGraph
@@ -71,9 +75,8 @@ class OpenVINOBackend(Backend):
         if self.precision != precision:
             raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
                                f"{precision} was asked for; use --precision {self.precision}")
-        self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
-        self.eos_ids = eos_ids_from(folder, None)
+        self.eos_ids = self.exported.eos_ids
         self.length = 0
 
     def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
@@ -93,28 +96,14 @@ class OpenVINOBackend(Backend):
         self._logits = self.request.get_output_tensor  # bound method, looked up once
 
     @property
-    def tokenizer(self) -> Any:
-        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
-        and torch, ~450 MB that generation itself does not need (see `decoder`)."""
-        if self._tokenizer is None:
-            from chatlab.models import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
-        return self._tokenizer
+    def tokenizer(self) -> HFTokenizer:
+        """The chat tokenizer, loaded on first use (see ExportedModel.tokenizer)."""
+        return self.exported.tokenizer
 
     @property
     def decoder(self) -> Any:
-        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
-        `tokenizers` library straight from tokenizer.json, without transformers or torch."""
-        if getattr(self, "_decoder", None) is None:
-            path = self.folder / "tokenizer.json"
-            if path.is_file() and not _cleans_up_spaces(self.folder):
-                from tokenizers import Tokenizer
-
-                self._decoder = Tokenizer.from_file(str(path))
-            else:
-                self._decoder = self.tokenizer
-        return self._decoder
+        """The light decoder the loop detokenizes with (see ExportedModel.decoder)."""
+        return self.exported.decoder
 
     def reset(self) -> None:
         if self._paged is not None:
@@ -151,17 +140,6 @@ class OpenVINOBackend(Backend):
         self._ids[0, 0] = token_id
         self._pos[0, 0] = self.length
         return self._run(self._ids, self._pos)
-
-
-def _cleans_up_spaces(folder: Path) -> bool:
-    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
-    import json
-
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
-        return True
-    return bool(config.get("clean_up_tokenization_spaces", False))
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,

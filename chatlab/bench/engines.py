@@ -49,10 +49,10 @@ class ChatlabLoop:
         self.precision, self.attention = precision, attention
 
     def load(self) -> None:
-        from chatlab.backends import load_backend
+        from chatlab.backends import load_step_backend
 
         options = {"attention": self.attention} if self.attention else {}
-        self.backend = load_backend(*self.args, precision=self.precision, **options)
+        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
         # read back from the runtime (the compiled model's property, torch's dtype)
@@ -62,10 +62,11 @@ class ChatlabLoop:
         return facts
 
     def run(self, ids: list[int], n: int) -> Timing:
-        from chatlab.generate import SamplingParams, generate
+        from chatlab.generate import Finished, SamplingParams, generate
 
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
         fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True)))[-1]
+        assert isinstance(fin, Finished)  # the loop always ends with one
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
         return Timing(ttft, decode, fin.token_ids)
@@ -176,7 +177,7 @@ class GenAI:
         import numpy as np
         import openvino as ov
 
-        genai = self.genai
+        genai: Any = self.genai  # openvino_genai: no type information
         stamps: list[float] = []
         tokens: list[int] = []
 

@@ -1,5 +1,5 @@
 """BatchedEngine: the ChatEngine request path with openvino-genai's continuous batching as the
-token source.
+token source (GenaiSource, a chatlab.engine.source.TokenSource).
 
 Only the generation step changes. A request is still parsed, rendered at the id level and
 planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
@@ -23,6 +23,8 @@ import re
 import time
 from typing import Any, Iterator
 
+from chatlab._thirdparty import GenaiConfig, Processor
+from chatlab.protocols import BatchedBackend
 from chatlab.engine.engine import ChatEngine, StopFn
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
@@ -34,9 +36,12 @@ FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
 class BatchedEngine(ChatEngine):
-    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
-        super().__init__(backend, model_name, template)
-        self.max_concurrency = int(getattr(backend, "max_seqs", 1))
+    """A ChatEngine whose token source is genai's pipeline (kept as a name for callers and
+    notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
+    but the source."""
+
+    def __init__(self, backend: BatchedBackend, model_name: str, template: str | None = None) -> None:
+        super().__init__(backend, model_name, template, source=GenaiSource(backend))
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
@@ -46,25 +51,35 @@ class BatchedEngine(ChatEngine):
         if backend != "genai":
             raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
                                "use ChatEngine.load for the others")
-        return cls(load_backend(model, "genai", weight_format, **options), model, template)
+        loaded = load_backend(model, "genai", weight_format, **options)
+        assert isinstance(loaded, BatchedBackend)
+        return cls(loaded, model, template)
 
-    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
+
+class GenaiSource:
+    """Tokens from openvino-genai's shared pipeline: one stream per sequence, many at once."""
+
+    def __init__(self, backend: BatchedBackend) -> None:
+        self.backend = backend
+        self.max_concurrency = int(backend.max_seqs)
+
+    def refuse(self, req: ChatRequest | CompletionRequest) -> None:
         if req.token_logprobs[0]:
             raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
                                f"token ids without their distributions); drop logprobs, or {FIX}")
         if req.logit_bias:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
                                f"per-token bias); drop logit_bias, or {FIX}")
-        plan = super().check(req)
+
+    def accept(self, plan: ChatPlan | CompletionPlan) -> None:
         if isinstance(plan, ChatPlan) and plan.constrained:
             structured_config(plan)  # a structure genai cannot express is a 400 now, not mid-stream
-        return plan
 
-    def _constraint(self, plan: ChatPlan) -> Any:
+    def constraint(self, plan: ChatPlan) -> Processor:
         return structured_config(plan)
 
-    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
-                  should_stop: StopFn) -> Iterator[Any]:
+    def events(self, prompt_ids: tuple[int, ...], params: Any, processor: Processor,
+               should_stop: StopFn) -> Iterator[Any]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
         from chatlab.generate import stop_ids_for
         from chatlab.generate.assemble import TextAssembler
@@ -108,7 +123,7 @@ class BatchedEngine(ChatEngine):
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> Any:
+def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
     chatlab matches them on its own text and cancels the request (same rules as the loop)."""
     import openvino_genai as genai

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
+from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
 from chatlab.tools.formats import ToolFormat
 from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
@@ -49,7 +49,7 @@ class CompletionPlan:
     user: str | None = None
 
 
-def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_len: int,
+def sampling(req: ChatRequest | CompletionRequest, stop: list[str], stop_ids: list[int], prompt_len: int,
              context_length: int, vocab_size: int | None, seed_offset: int = 0) -> Any:
     """The loop's SamplingParams for one choice, checked against the context window."""
     from chatlab.generate import SamplingParams
@@ -70,7 +70,9 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         repetition_penalty=req.repetition_penalty or 1.0,
         seed=None if req.seed is None else req.seed + seed_offset,
         stop=[*stop, *(req.stop or [])], stop_ids=[] if req.ignore_eos else list(stop_ids),
-        ignore_eos=req.ignore_eos, logit_bias=dict(req.logit_bias or {}),
+        ignore_eos=req.ignore_eos,
+        # JSON's keys are strings: validate() checks them and turns them into token ids
+        logit_bias=dict(req.logit_bias or {}),  # type: ignore[arg-type]
         logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
     params.validate(context_length, prompt_len, vocab_size)
     return params
@@ -92,7 +94,7 @@ def parse_chat(req: ChatRequest) -> tuple[list[Message], list[ToolSpec], ToolCho
     if choice.mode == "none" or not tools:  # vLLM's default: no tools in the prompt either
         tools, choice = [], ToolChoice("none")
     fmt = req.response_format
-    return messages, tools, choice, parse_response_format(_wire([fmt])[0] if fmt is not None else None)
+    return messages, tools, choice, parse_response_format(_wire([fmt])[0] if fmt is not None else None)  # type: ignore[index]
 
 
 def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:

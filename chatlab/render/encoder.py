@@ -136,7 +136,7 @@ class Encoder:
         """Content encoding: every character is text, never a control id. Char offsets if asked."""
         if not text:
             return [], [] if offsets else None
-        if self.kind == "fast":
+        if self._plain is not None:  # kind "fast"
             enc = self._plain.encode(text, add_special_tokens=False)
             return enc.ids, (enc.offsets if offsets else None)
         if self.kind == "tiktoken":
@@ -159,7 +159,7 @@ class Encoder:
 
     def encode_many(self, texts: list[str], offsets: list[bool]) -> list[tuple[list[int], Any]]:
         """encode_plain over several texts; one batched (multi-threaded) call for fast tokenizers."""
-        if self.kind == "fast" and texts:
+        if self._plain is not None and texts:  # kind "fast"
             batch = self._plain.encode_batch(texts, add_special_tokens=False)
             return [(e.ids, e.offsets if want else None) for e, want in zip(batch, offsets)]
         return [self.encode_plain(t, offsets=want) for t, want in zip(texts, offsets)]

@@ -6,7 +6,7 @@ It lives apart from the resolution chain (resolve.py) so that template files
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
@@ -18,6 +18,9 @@ from chatlab.render.template import Template
 from chatlab.tools import as_tools
 from chatlab.tools.formats import FORMATS, ToolFormat
 from chatlab.types import Message, ToolSpec, parse_messages
+
+# What render() takes: typed messages, or OpenAI-shaped dicts (a notebook's), parsed once.
+ChatMessages = Sequence[Message] | Sequence[Mapping[str, Any]]
 
 # Tokens that end a turn in common chat_templates (the tool formats add their own).
 END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
@@ -59,7 +62,7 @@ class Resolution:
         if self.template is not None:
             fmt = self.template.tool_format
             words = list(self.template.stop_words) + (list(fmt.stop_words) if tools and fmt else [])
-            names = self.template.stop_tokens
+            names = list(self.template.stop_tokens)
         else:
             words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
         if self.renderer is not None:
@@ -72,7 +75,7 @@ class Resolution:
                 ids.append(tid)
         return words, ids
 
-    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None,
+    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | None = None,
                add_generation_prompt: bool = True, **options: Any) -> Rendered:
         """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
         dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
@@ -108,9 +111,10 @@ class Resolution:
             return self
         who = " ".join(filter(None, [self.name, identity_of(self.tokenizer, None)]))
         name = (by_model_type(who, with_tools=True) or ("", "chatml"))[1]
+        fmt = get_template(name).tool_format
         return builtin_resolution(self.tokenizer, name, "tools-fallback",
-                        f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
-                        f"template renders this request ({get_template(name).tool_format.name} tool format)")
+                                  f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
+                                  f"template renders this request ({fmt.name if fmt else 'no'} tool format)")
 
 
 def by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:

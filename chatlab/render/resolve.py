@@ -59,10 +59,10 @@ def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None)
     if found:
         hint, name = found
         return builtin_resolution(tokenizer, name, "model-type",
-                        f"no chat_template; the model name/type mentions {hint!r}")
+                                  f"no chat_template; the model name/type mentions {hint!r}")
     return builtin_resolution(tokenizer, "chatml", "chatml-fallback",
-                    "no explicit template, no model renderer, no chat_template and no known model "
-                    "type: ChatML is the common default")
+                              "no explicit template, no model renderer, no chat_template and no known "
+                              "model type: ChatML is the common default")
 
 
 def render_ids(tokenizer: Any, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
