@@ -69,6 +69,8 @@ def _genai(model: str, weight_format: str, precision: str, **options: Any) -> Ba
 
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
 REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
+    BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
+                ("fp32",), "fp32", _torch, (THREADS,)),
     # The default: the fastest path that is still exact (int8 weights, f32 math); OpenVINO int8
     # decodes ~4x faster than PyTorch fp32 and still answers correctly at f32.
     BackendSpec("openvino", "chatlab's loop over an OpenVINO export (int8 weights at f32 by default; "
@@ -79,8 +81,6 @@ REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
                         ("paged", "sdpa")),
                  Option("kv_cache_precision", str, None, "openvino: the KV cache's precision "
                         "(default: the arithmetic's, f32 at f32)"))),
-    BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
-                ("fp32",), "fp32", _torch, (THREADS,)),
     BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
                 ("fp32", "int8", "int4"), "int8", _genai,
                 (THREADS,
