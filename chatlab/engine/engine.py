@@ -10,7 +10,7 @@ held across `yield`) for a step backend, or a batched pipeline (chatlab.engine.b
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, overload
+from typing import TYPE_CHECKING, Any, Iterator, overload
 
 from chatlab.protocols import AnyBackend, StepBackend
 from chatlab.engine import shapes
@@ -19,6 +19,9 @@ from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_comple
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, StopFn, TokenSource
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.generate import Event
 
 __all__ = ["ChatEngine", "StopFn"]
 
@@ -84,6 +87,14 @@ class ChatEngine:
                   should_stop: StopFn) -> Iterator[Any]:
         """The token source's events for one sequence."""
         return self.source.events(prompt_ids, params, processor, should_stop)
+
+    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn = None) -> Iterator[Event]:
+        """The token source's own events (TextDelta..., then one Finished with the ids and
+        timings) for one choice of a chat plan, its constraint applied: for callers that want
+        tokens and timings rather than OpenAI's shapes (the chat widget, fine-tune evaluation,
+        the benches), still planned and run as the server runs them."""
+        processor = self._constraint(plan) if plan.constrained else None
+        return self.source.events(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
     def _constraint(self, plan: ChatPlan) -> Any:
         """What `_generate` gets to enforce the plan's grammar, in the token source's kind."""

@@ -37,7 +37,10 @@ MODEL_RENDERERS = [
 
 def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None) -> Resolution:
     """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
-    LLaMA-Factory slots: chatlab.render.io) or a LoadedTemplate; None resolves by the chain."""
+    LLaMA-Factory slots: chatlab.render.io), a LoadedTemplate, or a Resolution (used as it is);
+    None resolves by the chain."""
+    if isinstance(template, Resolution):
+        return template
     if template is not None and (not isinstance(template, str) or template not in TEMPLATES):
         from chatlab.render.io import load_template
 

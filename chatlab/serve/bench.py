@@ -50,15 +50,14 @@ def chat_plan(engine: ChatEngine, body: dict[str, Any]) -> ChatPlan:
 def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Any]:
     """The engine's token source's events for the plan's first choice (under the engine's lease
     on a loop backend), ending with Finished."""
-    return list(engine.source.events(plan.prompt_ids, plan.params[0], None, None))
+    return list(engine.events(plan))
 
 
 def raw_rate(engine: ChatEngine, tokens: int) -> float:
     from chatlab.generate import TextDelta
 
     plan = chat_plan(engine, {"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
-    stamps = [time.perf_counter() for ev in engine.source.events(plan.prompt_ids, plan.params[0], None, None)
-              if isinstance(ev, TextDelta)]
+    stamps = [time.perf_counter() for ev in engine.events(plan) if isinstance(ev, TextDelta)]
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
 
