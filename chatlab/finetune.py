@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
 IGNORE = -100  # the label transformers' loss skips
@@ -179,7 +180,7 @@ def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
                  num_items_in_batch=torch.tensor(scored)).loss
 
 
-def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequence[Any]],
+def answers(model: Any, tokenizer: HFTokenizer, resolution: Any, chats: Sequence[Sequence[Any]],
             params: Any = None, max_new_tokens: int = 48) -> list[Any]:
     """One Finished (text, token_ids, ...) per chat, as the server would answer it: each chat is
     a request to a ChatEngine over the model (rendered with `resolution`, whose stop ids and

@@ -21,7 +21,7 @@ import json
 import queue
 import re
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from chatlab._thirdparty import GenaiConfig, Processor
 from chatlab.protocols import BatchedBackend
@@ -32,6 +32,9 @@ from chatlab.errors import ChatlabError
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
+if TYPE_CHECKING:
+    from chatlab.generate import Event, SamplingParams
+
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
@@ -78,8 +81,8 @@ class GenaiSource:
     def constraint(self, plan: ChatPlan) -> Processor:
         return structured_config(plan)
 
-    def events(self, prompt_ids: tuple[int, ...], params: Any, processor: Processor,
-               should_stop: StopFn) -> Iterator[Any]:
+    def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
+               should_stop: StopFn) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
         from chatlab.generate import stop_ids_for
         from chatlab.generate.assemble import TextAssembler
@@ -123,7 +126,7 @@ class GenaiSource:
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> GenaiConfig:
+def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
     chatlab matches them on its own text and cancels the request (same rules as the loop)."""
     import openvino_genai as genai
@@ -148,7 +151,7 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     return cfg
 
 
-def structured_config(plan: ChatPlan) -> Any:
+def structured_config(plan: ChatPlan) -> Processor:
     """genai's StructuredOutputConfig for what the plan forces (None: nothing is), from the same
     decision chatlab's xgrammar path makes (chatlab.tools.constrain)."""
     import openvino_genai as genai

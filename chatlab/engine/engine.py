@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Iterator, overload
 
+from chatlab._thirdparty import Processor
 from chatlab.protocols import AnyBackend, StepBackend
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
@@ -21,7 +22,8 @@ from chatlab.engine.source import LoopSource, StopFn, TokenSource
 from chatlab.errors import ChatlabError
 
 if TYPE_CHECKING:
-    from chatlab.generate import Event
+    from chatlab.engine.lease import ModelGuard
+    from chatlab.generate import Event, SamplingParams
 
 __all__ = ["ChatEngine", "StopFn"]
 
@@ -48,7 +50,7 @@ class ChatEngine:
         self.max_concurrency = source.max_concurrency
 
     @property
-    def guard(self) -> Any:
+    def guard(self) -> ModelGuard | None:
         """The loop's lease guard (chatlab.engine.lease), for a loop-driven engine."""
         return getattr(self.source, "guard", None)
 
@@ -83,8 +85,8 @@ class ChatEngine:
                 "tool_format": getattr(fmt, "name", fmt), "prompt_tokens": len(plan.prompt_ids)}
 
     # -- running a plan -----------------------------------------------------------------------
-    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
-                  should_stop: StopFn) -> Iterator[Any]:
+    def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
+                  should_stop: StopFn) -> Iterator[Event]:
         """The token source's events for one sequence."""
         return self.source.events(prompt_ids, params, processor, should_stop)
 
@@ -96,11 +98,11 @@ class ChatEngine:
         processor = self._constraint(plan) if plan.constrained else None
         return self.source.events(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
-    def _constraint(self, plan: ChatPlan) -> Any:
+    def _constraint(self, plan: ChatPlan) -> Processor:
         """What `_generate` gets to enforce the plan's grammar, in the token source's kind."""
         return self.source.constraint(plan)
 
-    def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
+    def _choice_events(self, plan: ChatPlan, params: SamplingParams, should_stop: StopFn) -> Iterator[Any]:
         """Parser events for one choice, with two more kinds among them: the tokens' logprobs
         (a list, when asked for), and the loop's Finished, which comes before the parser's
         final events so that the accumulator knows whether the reply was cut short."""

@@ -6,9 +6,9 @@ producing tokens is a new source, not a subclass that overrides the engine's ins
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
-from chatlab._thirdparty import Processor
+from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.protocols import ModelFacts, StepBackend
 from chatlab.engine.lease import ModelGuard
 
@@ -47,7 +47,7 @@ class LoopSource:
 
     max_concurrency = 1
 
-    def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: Any) -> None:
+    def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: HFTokenizer) -> None:
         self.backend, self.guard = backend, ModelGuard(backend)
         self.vocab_size, self.tokenizer = vocab_size, tokenizer
 

@@ -15,12 +15,13 @@ import weakref
 from functools import cached_property
 from typing import Any
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
 _cache: "weakref.WeakKeyDictionary[Any, Encoder]" = weakref.WeakKeyDictionary()
 
 
-def encoder_for(tokenizer: Any) -> "Encoder":
+def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
     """The (cached) Encoder of a tokenizer; building the plain twin of a fast one costs ~0.5 s."""
     try:
         enc = _cache.get(tokenizer)
@@ -31,14 +32,14 @@ def encoder_for(tokenizer: Any) -> "Encoder":
     return enc
 
 
-def _added_tokens(tokenizer: Any) -> dict[str, int]:
+def _added_tokens(tokenizer: HFTokenizer) -> dict[str, int]:
     if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
         return dict(tokenizer.special_ids)
     return {str(k): int(v) for k, v in getattr(tokenizer, "added_tokens_encoder", {}).items()}
 
 
 class Encoder:
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
         self.added = _added_tokens(tokenizer)
         # Role tokens kept outside the vocabulary (ChatGLM3) are reachable only by name.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.compose import Composer
@@ -27,7 +28,7 @@ END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext
                "<end_of_turn>", *(t for f in FORMATS.values() for t in f.end_tokens)]
 
 
-def identity_of(tokenizer: Any, model_name: str | None) -> str:
+def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:
     return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
                                   type(tokenizer).__name__]))
 
@@ -44,7 +45,7 @@ class Resolution:
     rule: str
     reason: str
     name: str
-    tokenizer: Any = field(repr=False)
+    tokenizer: HFTokenizer = field(repr=False)
     template: Template | None = field(default=None, repr=False)
     chat_template: str | None = field(default=None, repr=False)
     tool_format: ToolFormat | None = None
@@ -125,6 +126,6 @@ def by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:
     return next(((h, n) for h, n in hints if h in lowered), None)
 
 
-def builtin_resolution(tokenizer: Any, name: str, rule: str, reason: str) -> Resolution:
+def builtin_resolution(tokenizer: HFTokenizer, name: str, rule: str, reason: str) -> Resolution:
     t = get_template(name)
     return Resolution(rule, reason, name, tokenizer, template=t, tool_format=t.tool_format)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.render.builtin import TEMPLATES
 from chatlab.render.ids import Rendered
 # Resolution and its helpers live in resolution.py; re-exported here, where callers look for them.
@@ -35,7 +36,7 @@ MODEL_RENDERERS = [
 ]
 
 
-def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None) -> Resolution:
+def resolve(tokenizer: HFTokenizer, model_name: str | None = None, template: Any = None) -> Resolution:
     """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
     LLaMA-Factory slots: chatlab.render.io), a LoadedTemplate, or a Resolution (used as it is);
     None resolves by the chain."""
@@ -68,7 +69,7 @@ def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None)
                               "model type: ChatML is the common default")
 
 
-def render_ids(tokenizer: Any, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
+def render_ids(tokenizer: HFTokenizer, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
                template: Any = None, model_name: str | None = None, **options: Any) -> Rendered:
     """Resolve, then render: the one-call form."""
     return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)
