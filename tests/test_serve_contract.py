@@ -171,8 +171,21 @@ def test_get_model_by_id(server: Any) -> None:
     from openai.types import Model
 
     assert Model.model_validate(httpx.get(f"{server.url}/models/{SERVED}").json()).id == SERVED
-    err = error_of(httpx.get(server.url + "/models/other/model"), 404)
-    assert err["param"] == "model" and SERVED in err["message"]
+
+
+def test_get_model_follows_the_request_rule(server: Any, engine: Any) -> None:
+    """A name a chat request may send (gpt-4o is answered) is also found by GET /v1/models/{id}
+    (the openai client's models.retrieve), as the card of the model that answers; with
+    strict_model_name both refuse it."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.url, api_key="unused")
+    assert client.models.retrieve("gpt-4o").id == SERVED
+    assert httpx.get(server.url + "/models/other/model").json()["id"] == SERVED
+    with start_server(engine, strict_model_name=True) as srv:
+        err = error_of(httpx.get(srv.url + "/models/gpt-4o"), 404)
+        assert err["param"] == "model" and SERVED in err["message"]
+        assert httpx.get(f"{srv.url}/models/{SERVED}").status_code == 200
 
 
 # -- validation: 400, param set, the message names the fix -----------------------------------
@@ -185,16 +198,20 @@ def test_get_model_by_id(server: Any) -> None:
     ({"max_tokens": "lots"}, "max_tokens", "integer"),
     ({"max_tokens": 10**6}, "max_tokens", "context window"),
     ({"repetition_penalty": 1e-310}, "repetition_penalty", "0.01"),
-    ({"messages": [{"role": "user"}]}, "messages[0]", "has no content"),
-    ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0]", "has no content"),
-    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1]", "tool_call_id"),
-    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]", "unknown role"),
-    ({"messages": []}, "messages", "at least 1"),
+    ({"messages": [{"role": "user"}]}, "messages[0].content", "has no content"),
+    ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0].content",
+     "has no content"),
+    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1].tool_call_id", "tool_call_id"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role", "unknown role"),
+    ({"messages": []}, "messages", "non-empty"),
     ({"tools": {"name": "f"}}, "tools", "must be a list"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}]},
-     "tools", "not a valid JSON schema"),
+     "tools[0].function.parameters", "not a valid JSON schema"),
     ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
-    ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
+    ({"response_format": {"type": "xml"}}, "response_format.type", "json_schema"),
+    ({"tools": [{"type": "retrieval", "function": {"name": "f"}}]}, "tools[0].type", "only 'function'"),
+    ({"presence_penalty": 3}, "presence_penalty", "less than or equal to 2"),
+    ({"frequency_penalty": -2.5}, "frequency_penalty", "greater than or equal to -2"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_validation_errors_are_400_with_param(server: Any, extra: dict, param: str, needle: str) -> None:
     err = error_of(post(server, {"model": SERVED, "messages": HI, **extra}), 400)
