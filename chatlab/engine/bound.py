@@ -21,7 +21,7 @@ def max_token_chars(tokenizer: Any) -> int | None:
     try:
         if enc is not None:  # chatlab's tiktoken Qwen-1 tokenizer: raw byte tokens
             longest = max(len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
-            specials = getattr(enc, "special_tokens_set", set())
+            specials: set[str] = getattr(enc, "special_tokens_set", set())
             return max([longest, *map(len, specials)])
         vocab = tokenizer.get_vocab()
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound, tokenize as before

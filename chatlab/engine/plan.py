@@ -10,7 +10,7 @@ bad request is refused before it waits in a queue, and `chat` / `chat_stream` on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from chatlab.engine.bound import fits_before_tokenizing
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
@@ -83,7 +83,10 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
         seed=None if req.seed is None else req.seed + seed_offset,
         stop=[*stop, *(req.stop or ())], stop_ids=[] if req.ignore_eos else list(stop_ids),
-        ignore_eos=req.ignore_eos, logit_bias=dict(req.logit_bias or {}),
+        ignore_eos=req.ignore_eos,
+        # the wire's string keys; SamplingParams turns them into ids (or refuses them, naming
+        # logit_bias) once, when it is made
+        logit_bias=cast("dict[int, float]", dict(req.logit_bias or {})),
         logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
     params.validate(vocab_size=vocab_size)  # the window is checked above, with the field's name
     return params

@@ -19,6 +19,8 @@ from typing import Annotated, Any
 from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
                       WithJsonSchema, field_validator, model_validator)
 
+from pydantic.json_schema import SkipJsonSchema
+
 from chatlab.engine.wire import check_body, param_of
 from chatlab.errors import ChatlabError
 from chatlab.generate import limits
@@ -51,6 +53,11 @@ def _short_id(value: str | None, field: str) -> str | None:
     return value
 
 
+def _ranged(rng: limits.Range) -> Any:
+    """An optional field bounded by one of the shared limits (the OpenAPI schema shows them)."""
+    return Field(default=None, **rng.field())
+
+
 def _domain(schema: dict[str, Any]) -> Any:
     """A field that holds chatlab.types objects (parsed by `_parse_chat`), documented as the
     OpenAI wire shape it is parsed from."""
@@ -59,14 +66,14 @@ def _domain(schema: dict[str, Any]) -> Any:
 
 class SamplingFields(_Strict):
     model: str | None = None
-    temperature: float | None = Field(default=None, **limits.TEMPERATURE.field())
-    top_p: float | None = Field(default=None, **limits.TOP_P.field())
-    top_k: int | None = Field(default=None, **limits.TOP_K.field())
-    repetition_penalty: float | None = Field(default=None, **limits.REPETITION_PENALTY.field())
-    presence_penalty: float | None = Field(default=None, **limits.PRESENCE_PENALTY.field())
-    frequency_penalty: float | None = Field(default=None, **limits.FREQUENCY_PENALTY.field())
-    max_tokens: int | None = Field(default=None, **limits.MAX_NEW_TOKENS.field())
-    max_completion_tokens: int | None = Field(default=None, **limits.MAX_NEW_TOKENS.field())
+    temperature: float | None = _ranged(limits.TEMPERATURE)
+    top_p: float | None = _ranged(limits.TOP_P)
+    top_k: int | None = _ranged(limits.TOP_K)
+    repetition_penalty: float | None = _ranged(limits.REPETITION_PENALTY)
+    presence_penalty: float | None = _ranged(limits.PRESENCE_PENALTY)
+    frequency_penalty: float | None = _ranged(limits.FREQUENCY_PENALTY)
+    max_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
+    max_completion_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
     stop: Annotated[Any, WithJsonSchema(wire.STOP)] = None
     n: int = Field(default=1, ge=1, le=8)
     seed: int | None = None
@@ -117,6 +124,11 @@ class SamplingFields(_Strict):
         return tuple(stops)
 
     @property
+    def token_logprobs(self) -> tuple[bool, int]:
+        """(report logprobs, how many alternatives): each request kind spells these its way."""
+        return False, 0
+
+    @property
     def max_new_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
@@ -138,7 +150,7 @@ class ChatRequest(SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     # set by parsing, never read from the body: answer in the old `functions` shape
-    legacy: Annotated[bool, SkipValidation, WithJsonSchema({"readOnly": True})] = False
+    legacy: SkipJsonSchema[Annotated[bool, SkipValidation]] = Field(default=False, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
