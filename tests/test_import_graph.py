@@ -18,7 +18,7 @@ FLOORS = [
     ["data", "types", "protocols"],
     ["models", "tools", "__init__"],
     ["render", "backends", "generate"],
-    ["engine", "bench", "evals", "colab"],
+    ["engine", "bench", "evals", "colab", "exercises"],
     ["serve", "finetune", "widgets", "session", "doctor"],
     ["cli"],
 ]

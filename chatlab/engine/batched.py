@@ -21,14 +21,15 @@ import json
 import queue
 import re
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 from chatlab._thirdparty import GenaiConfig, Processor
-from chatlab.protocols import BatchedBackend
 from chatlab.engine.engine import ChatEngine, StopFn
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.protocols import BatchedBackend
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
@@ -74,12 +75,16 @@ class GenaiSource:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
                                f"per-token bias); drop logit_bias, or {FIX}")
 
-    def accept(self, plan: ChatPlan | CompletionPlan) -> None:
+    def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:
-            structured_config(plan)  # a structure genai cannot express is a 400 now, not mid-stream
+            # translated once, now: a structure genai cannot express is a 400, not mid-stream
+            return replace(plan, adapted=structured_config(plan.constraint))
+        return plan
 
     def constraint(self, plan: ChatPlan) -> Processor:
-        return structured_config(plan)
+        if plan.adapted is None and plan.constraint is not None:  # a plan another engine made
+            return structured_config(plan.constraint)
+        return plan.adapted
 
     def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                should_stop: StopFn) -> Iterator[Event]:
@@ -136,6 +141,9 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     cfg.stop_token_ids = set(stop_ids)
     cfg.ignore_eos = bool(params.ignore_eos)
     cfg.repetition_penalty = float(params.repetition_penalty)
+    # genai's penalties are OpenAI's: over the generated tokens, once / per occurrence
+    cfg.presence_penalty = float(params.presence_penalty)
+    cfg.frequency_penalty = float(params.frequency_penalty)
     if params.temperature > 0:
         cfg.do_sample = True
         cfg.temperature = float(params.temperature)
@@ -151,17 +159,16 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     return cfg
 
 
-def structured_config(plan: ChatPlan) -> Processor:
-    """genai's StructuredOutputConfig for what the plan forces (None: nothing is), from the same
-    decision chatlab's xgrammar path makes (chatlab.tools.constrain)."""
+def structured_config(constraint: Any) -> Processor:
+    """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
+    decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
     import openvino_genai as genai
 
-    from chatlab.tools.constrain import _plan
-
-    decided = _plan(plan.tools, plan.choice, plan.response_format, plan.call_format)
-    if decided is None:
+    if isinstance(constraint, ChatPlan):  # the older call form
+        constraint = constraint.constraint
+    if constraint is None:
         return None
-    kind, spec, _ = decided
+    kind, spec = constraint.kind, constraint.spec
     if kind == "schema":
         # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
         # schema mode allows free whitespace, which a small model spends its budget on

@@ -13,13 +13,14 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator, overload
 
 from chatlab._thirdparty import Processor
-from chatlab.protocols import AnyBackend, StepBackend
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
+from chatlab.engine.bound import max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, StopFn, TokenSource
 from chatlab.errors import ChatlabError
+from chatlab.protocols import AnyBackend, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
@@ -41,6 +42,8 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
+        # the longest token in characters: bounds a prompt's tokens before tokenizing it
+        self.max_token_chars = max_token_chars(self.tokenizer)
         if source is None:
             if not isinstance(backend, StepBackend):
                 raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "
@@ -74,8 +77,7 @@ class ChatEngine:
         self.source.refuse(req)
         plan: ChatPlan | CompletionPlan = plan_chat(self, req) if isinstance(req, ChatRequest) \
             else plan_completion(self, req)
-        self.source.accept(plan)
-        return plan
+        return self.source.accept(plan)
 
     def render(self, req: ChatRequest) -> dict[str, Any]:
         """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
@@ -99,7 +101,8 @@ class ChatEngine:
         return self.source.events(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
     def _constraint(self, plan: ChatPlan) -> Processor:
-        """What `_generate` gets to enforce the plan's grammar, in the token source's kind."""
+        """What `_generate` gets to enforce the plan's constraint, in the token source's kind
+        (chatlab's loop: a logits processor over the compiled grammar the plan carries)."""
         return self.source.constraint(plan)
 
     def _choice_events(self, plan: ChatPlan, params: SamplingParams, should_stop: StopFn) -> Iterator[Any]:
@@ -209,4 +212,3 @@ def _take(tokens: list[Any]) -> dict[str, Any] | None:
 def _parser(plan: ChatPlan) -> Any:
     assert plan.tool_format is not None  # called only for a plan with a tool format
     return plan.tool_format.parser(plan.tools)
-

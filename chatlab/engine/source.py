@@ -30,8 +30,9 @@ class TokenSource(Protocol):
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
         """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
 
-    def accept(self, plan: "ChatPlan | CompletionPlan") -> None:
-        """Raise ChatlabError for a plan this source cannot run (after planning, before queueing)."""
+    def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
+        """The plan as this source runs it (its constraint adapted once, in the source's kind);
+        ChatlabError for a plan it cannot run (after planning, before queueing: a 400)."""
 
     def constraint(self, plan: "ChatPlan") -> Processor:
         """What `events` gets to enforce the plan's grammar, in this source's own kind."""
@@ -54,15 +55,14 @@ class LoopSource:
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
         return None  # the loop does everything a request can ask
 
-    def accept(self, plan: "ChatPlan | CompletionPlan") -> None:
-        return None
+    def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
+        return plan  # the loop runs the compiled grammar the plan carries
 
     def constraint(self, plan: "ChatPlan") -> Processor:
-        from chatlab.tools.constrain import build_processor
+        """The plan's compiled grammar as a fresh logits processor (it holds this run's matcher)."""
+        from chatlab.tools.constrain import processor_for
 
-        return build_processor(self.tokenizer, self.vocab_size, tools=plan.tools, choice=plan.choice,
-                               response_format=plan.response_format, fmt=plan.call_format,
-                               stop_ids=list(plan.rendered.stop_ids) or None)
+        return processor_for(plan.constraint, self.vocab_size)
 
     def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
                should_stop: StopFn) -> Iterator["Event"]:
