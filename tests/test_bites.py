@@ -34,7 +34,7 @@ def test_split_markers_keep_the_text_but_lose_every_control_id(tok) -> None:
 
 def test_missing_stop_counts_the_run_on_the_invented_turn_and_the_waste(tok) -> None:
     facts = load_facts()[:2]   # Paris, Tokyo
-    runs_on = "Paris.<|im_end|>\n<|im_start|>user\nAnd Germany?<|im_end|>\n<|im_start|>assistant\nBerlin."
+    runs_on = "Paris.<|im_end|>\n<|im_start|>system\n<|im_end|>\n<|im_start|>user\nAnd Germany?<|im_end|>\n<|im_start|>assistant\nBerlin."
     backend = ScriptedBackend(tok, [runs_on, "I do not know.<|im_end|>"] * 2, eos_id=0)  # one per column
     broken, fixed = missing_stop_bite(backend, resolve(tok, MODEL), facts, max_tokens=64)
     first = broken.replies[0]

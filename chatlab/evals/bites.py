@@ -100,8 +100,8 @@ def _reply(tok: Any, fact: Fact, finished: Any, end_id: int, start_id: int | Non
     answer = tok.decode(ids[:end], skip_special_tokens=True)
     after = ids[end + 1:]
     # a next user turn: the start marker, then "user" (the model writes the role as text)
-    invented = start_id is not None and start_id in after and \
-        tok.decode(after[after.index(start_id) + 1:][:3]).lstrip().startswith("user")
+    invented = start_id is not None and any(
+        t == start_id and tok.decode(after[k + 1:k + 3]).lstrip().startswith("user") for k, t in enumerate(after))
     return Reply(id=fact.id, text=tok.decode(ids, skip_special_tokens=False), answer=answer,
                  tokens=len(ids), finish_reason=finished.finish_reason,
                  correct=any(k.lower() in answer.lower() for k in fact.answer),
