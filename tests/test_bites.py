@@ -71,7 +71,7 @@ def test_the_scripted_gold_control_is_the_ceiling(tok) -> None:
     n = len(requests)
     assert buffered.count("called") == n and buffered.count("location") == n and buffered.count("leaked") == 0
     assert naive.count("lost") == n and naive.count("leaked") == n   # SmolLM2 splits the tag
-    assert f"{n}/{n}" in relay_table([naive, buffered], n)
+    assert f"{n}/{n}" in relay_table([naive, buffered])
 
 
 @pytest.mark.slow

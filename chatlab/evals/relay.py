@@ -135,12 +135,13 @@ def gold_reply(request: WeatherRequest) -> str:
     return f'{OPEN}\n{{"name": "get_current_weather", "arguments": {args}}}\n</tool_call>'
 
 
-def relay_table(columns: Sequence[RelayColumn], n: int) -> str:
+def relay_table(columns: Sequence[RelayColumn], n: int | None = None) -> str:
+    """Counts per column, each out of its own number of streams (`n`: kept for old calls)."""
     rows = [("streams that called the tool", "called"), ("call lost", "lost"),
             ("call markup leaked into content", "leaked"), ("location names the city", "location")]
     first = max(len(label) for label, _ in rows) + 2
     widths = [max(len(c.label), 8) + 2 for c in columns]
     lines = [" " * first + "".join(c.label.ljust(w) for c, w in zip(columns, widths))]
     for label, what in rows:
-        lines.append(label.ljust(first) + "".join(f"{c.count(what)}/{n}".ljust(w) for c, w in zip(columns, widths)))
+        lines.append(label.ljust(first) + "".join(f"{c.count(what)}/{len(c.streams)}".ljust(w) for c, w in zip(columns, widths)))
     return "\n".join(line.rstrip() for line in lines)
