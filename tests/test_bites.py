@@ -76,16 +76,17 @@ def test_the_scripted_gold_control_is_the_ceiling(tok) -> None:
 
 @pytest.mark.slow
 def test_live_bites_on_smollm2_bite_and_the_fixes_help() -> None:
-    """The measured claims of notebooks 01-04, on fewer prompts: the split prompt gets fewer
-    answers right than the id-level one; without the stop the replies run on; the buffered
-    parser keeps every forced call and leaks nothing, the naive relay loses them."""
+    """The measured claims of notebooks 01-04, on fewer prompts: the split prompt's replies run
+    to max_tokens more often than the id-level ones (their answers are not worse on this set:
+    the notebook says so); without the stop the replies run on; the buffered parser keeps every
+    forced call and leaks nothing, the naive relay loses them."""
     from chatlab.backends import load_backend
 
     backend = load_backend(MODEL, backend="openvino", weight_format="int8")
     res = resolve(backend.tokenizer, MODEL)
     facts = load_facts()[:8]
     split, fixed = split_markers_bite(backend, res, facts, max_tokens=32)
-    assert fixed.count("correct") > split.count("correct")
+    assert split.count("length") > fixed.count("length")
     broken, stopped = missing_stop_bite(backend, res, facts[:4], max_tokens=48)
     assert broken.wasted > 0 and stopped.wasted == 0 and broken.tokens > stopped.tokens
     engine = ChatEngine(backend, MODEL)
