@@ -11,10 +11,12 @@ from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine, parse_request
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
-# Who may call the loop itself: the engine's loop source; and `chatlab bench`'s chatlab-loop
-# engine, which times the bare loop on ids rendered once in the parent, as the other runtimes'
-# own generate() calls are timed (a plan would time rendering too, on one side only).
-LOOP_CALLERS = {"engine/source.py", "bench/engines.py", "generate/__init__.py"}
+# Who may call the loop itself: the engine's loop source; `chatlab bench`'s chatlab-loop engine,
+# which times the bare loop on ids rendered once in the parent, as the other runtimes' own
+# generate() calls are timed (a plan would time rendering too, on one side only); and the live
+# bites of notebooks 01-04 (evals/bites.py), which feed the loop deliberately wrong ids (split
+# role markers, no stop ids) to show the bug the engine's plan prevents.
+LOOP_CALLERS = {"engine/source.py", "bench/engines.py", "generate/__init__.py", "evals/bites.py"}
 
 
 def scripted_tokenizer():  # noqa: ANN201
