@@ -180,14 +180,15 @@ def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
 
 
 def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequence[Any]],
-            params: Any = None, max_new_tokens: int = 48) -> list[Any]:
+            params: Any = None, max_new_tokens: int = 48, backend: Any = None) -> list[Any]:
     """One Finished (text, token_ids, ...) per chat, through chatlab's generation loop with the
     resolution's stop ids and words. Sampling gets seed `params.seed + i` for chat i, so each
-    answer is reproducible on its own whatever else runs."""
+    answer is reproducible on its own whatever else runs. `backend` replaces the model (a
+    ScriptedBackend replaying gold answers is the positive control of the same path)."""
     from chatlab.backends.torch import TorchBackend
     from chatlab.generate import Finished, SamplingParams, generate
 
-    backend = TorchBackend(model, tokenizer)  # f32, as loaded
+    backend = backend if backend is not None else TorchBackend(model, tokenizer)  # f32, as loaded
     base = params or SamplingParams(max_new_tokens=max_new_tokens)
     out = []
     for i, chat in enumerate(chats):
