@@ -24,6 +24,7 @@ from chatlab.errors import ChatlabError
 from chatlab.evals.retrieval import answer_has_key
 from chatlab.evals.sets import DogCase, Question
 
+OPTIONAL_MODEL = "qwen2.5-coder-0.5b-instruct"  # the stronger column, when its asset is installed
 NO_CASE = "(no eval case found in this prompt)"  # what the oracle says to a prompt it cannot place
 
 
@@ -120,3 +121,12 @@ def rag_gold(question: Question) -> str:
 def rag_oracle(tokenizer: Any, questions: Iterable[Question]) -> OracleBackend:
     """An oracle that answers each question with its gold answer."""
     return OracleBackend(tokenizer, {q.question: rag_gold(q) for q in questions})
+
+
+def optional_model(name: str = OPTIONAL_MODEL) -> str | None:
+    """`name` when its asset is installed here (it may still need building: minutes, once), else
+    None: the notebooks then show its column as "not installed" instead of failing."""
+    from chatlab.models.assets import get_asset
+    from chatlab.models.store import is_available
+
+    return name if is_available(get_asset(name)) else None
