@@ -32,7 +32,7 @@ _TOP_FILE: dict[str, Callable[[str], str]] = {}
 
 
 def stop_question_reference(top_file: Callable[[str], str]) -> str:
-    return "Which end-of-turn token must the server add as a stop for ChatML models?"
+    return "Why must a streaming server hold back text that could still become a stop string?"
 
 
 def _asks_stop_words(question: Any, want: str) -> bool:
