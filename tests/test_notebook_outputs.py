@@ -284,3 +284,18 @@ def test_run_sh_store_executes_a_notebook_in_place_offline(tmp_path: Path) -> No
     printed = load(good).cells[0].outputs[0].text.split()
     assert printed[:2] == ["1", "false"] and Path(printed[2]).resolve().is_relative_to(ROOT)
     assert not load(bad).cells[0].outputs  # left as it was
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_lessons_print_no_speed_target_lines(path: Path) -> None:
+    """The bench's "target ... NOT met" lines are the project's bookkeeping: a notebook prints
+    its tables with targets=False, and no stored output holds such a line."""
+    cells = load(path).cells
+    found = [f"cell {i}: {line.strip()[:80]!r}" for i, c in enumerate(cells) if c.cell_type == "code"
+             for line in c.source.splitlines()
+             if re.search(r"\b(format_table|engines_table)\(", line) and "targets=False" not in line
+             and not line.lstrip().startswith(("from ", "import "))]
+    found += [f"cell {s.cell}: {line[:80]!r}" for s in shown(load(path))
+              for line in s.text.splitlines() if re.match(r"target \S+ .* (NOT met|met)$", line)]
+    fail_on(found, "a bench table prints its speed-target lines in a lesson",
+            "print it with format_table(result, targets=False) / engines_table(result, targets=False)")
