@@ -103,3 +103,25 @@ def test_controls_table_shows_missing_columns_as_missing() -> None:
     assert "| (b) | 1/1 | 0/1 | not installed |" in table
     with pytest.raises(ChatlabError):
         controls_table({"x": "not installed"})
+
+
+def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -> None:
+    """Notebook 09's ceiling: gold answers through ft.answers (the loop, the training template's
+    stop ids) score 100% on persona and facts; a wrong answer in the script lowers the facts."""
+    from chatlab import finetune as ft
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.render.io import load_template
+
+    data = data_path("finetune")
+    res = load_template(data / "captain_byte.llamafactory.json", "llamafactory").resolve(smollm2_tokenizer)
+    rows = load_heldout(data / "heldout.jsonl")[:4]
+    chats = ft.load_chats(data / "heldout.jsonl")[:4]
+    script = [r.gold for r in rows]
+    got = ft.answers(None, smollm2_tokenizer, res, chats, max_new_tokens=40,
+                     backend=ScriptedBackend(smollm2_tokenizer, script))
+    assert [a.text for a in got] == script and ft.persona_rate(got) == 1.0
+    assert fact_rate(got, rows) == (4, 4)
+    script[1] = "A bicycle has eight wheels, one for each axle. Arr!"
+    wrong = ft.answers(None, smollm2_tokenizer, res, chats, max_new_tokens=40,
+                       backend=ScriptedBackend(smollm2_tokenizer, script))
+    assert ft.persona_rate(wrong) == 1.0 and fact_rate(wrong, rows) == (3, 4)
