@@ -47,7 +47,7 @@ def test_the_oracle_answers_every_way_of_asking_right(hermes_tokenizer) -> None:
                            "tools": llm.with_structured_output(Dog, method="function_calling").invoke,
                            "stream": streamed_call(Dog, llm)}, cases)
     assert [s.accuracy for s in scores] == [1.0, 1.0, 1.0], [(s.method, s.wrong()) for s in scores]
-    assert oracle.misses == 0 and oracle.calls == 1
+    assert oracle.misses == 0 and oracle.placed == len(oracle.prompts) == 12
 
 
 def test_a_prompt_without_a_known_case_is_a_miss(hermes_tokenizer) -> None:
@@ -56,7 +56,7 @@ def test_a_prompt_without_a_known_case_is_a_miss(hermes_tokenizer) -> None:
     oracle.prefill(ids)
     assert oracle.misses == 1
     oracle.prefill(list(hermes_tokenizer.encode("first beta, then alpha question", add_special_tokens=False)))
-    assert oracle.misses == 1 and hermes_tokenizer.decode(oracle._ids) == "alpha answer"
+    assert oracle.misses == 1 and oracle.placed == 1 and hermes_tokenizer.decode(oracle._ids) == "alpha answer"
     with pytest.raises(ChatlabError, match="at least one"):
         OracleBackend(hermes_tokenizer, {})
 
@@ -81,6 +81,16 @@ def test_every_rag_gold_answer_holds_a_key_phrase() -> None:
 
     for q in load_questions():
         assert answer_has_key(rag_gold(q), q), q.id
+
+
+def test_a_gold_answer_quoting_a_control_token_is_replayed_as_text(hermes_tokenizer) -> None:
+    """Gold text holding "<|im_end|>" is encoded in ordinary pieces: replayed as the control id
+    it would end the turn there, and the control would lose an answer the model could give."""
+    oracle = OracleBackend(hermes_tokenizer, {"q": "wrap it in <|im_start|> and <|im_end|>"})
+    oracle.prefill(list(hermes_tokenizer.encode("q", add_special_tokens=False)))
+    special = set(hermes_tokenizer.all_special_ids)
+    assert oracle._ids and not special & set(oracle._ids)
+    assert hermes_tokenizer.decode(oracle._ids) == "wrap it in <|im_start|> and <|im_end|>"
 
 
 def test_heldout_facts_and_gold_answers() -> None:

@@ -41,11 +41,18 @@ class OracleBackend(ScriptedBackend):
         self.answers = dict(answers)
         self.as_call = as_call
         self._encoded = {key: self._encode(text) for key, text in self.answers.items()}
-        self._unknown = list(tokenizer.encode(NO_CASE, add_special_tokens=False))
+        self._unknown = self._encode(NO_CASE)
         self.misses = 0  # prompts that held no known case: a control with misses proves nothing
 
     def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        # as text: a gold answer that quotes "<|im_start|>" is written the way a model writes
+        # the string, in ordinary pieces, not as the control id (which would end the turn)
+        return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+    @property
+    def placed(self) -> int:
+        """Prompts so far whose eval case the oracle found (all of them, for a sound control)."""
+        return len(self.prompts) - self.misses
 
     def case_in(self, prompt: str) -> str | None:
         """The key found last in `prompt`, or None."""
