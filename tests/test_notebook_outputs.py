@@ -169,13 +169,13 @@ def test_title_comes_before_any_code_but_the_bootstrap(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_exercises_follow_the_convention(path: Path) -> None:
-    """2-6 '### Exercise N' cells, each followed by an attempt cell (a stub that raises
+    """2-5 '### Exercise N' cells, each followed by an attempt cell (a stub that raises
     NotImplementedError), a check cell (`check("nbNN.name", ...)`) and a hidden, tagged solution
     that runs the same check and whose stored outputs are empty (the answer is never shown)."""
     cells = load(path).cells
     exercises = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.lstrip().startswith("### Exercise")]
-    assert 2 <= len(exercises) <= 6, (f"{path.name}: {len(exercises)} exercise cells at {exercises}; "
-                                      "a notebook has 2-6 markdown cells starting '### Exercise N'")
+    assert 2 <= len(exercises) <= 5, (f"{path.name}: {len(exercises)} exercise cells at {exercises}; "
+                                      "a notebook has 2-5 markdown cells starting '### Exercise N'")
     problems = []
     for n, i in enumerate(exercises, start=1):
         head = cells[i].source.lstrip().splitlines()[0]
