@@ -18,8 +18,8 @@ FLOORS = [
     ["data", "types", "protocols"],
     ["models", "tools", "__init__"],
     ["render", "backends", "generate"],
-    ["engine", "bench", "evals", "colab", "exercises"],
-    ["serve", "finetune", "widgets", "session", "doctor"],
+    ["engine", "bench", "colab", "exercises"],
+    ["serve", "finetune", "widgets", "session", "doctor", "evals"],
     ["cli"],
 ]
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
