@@ -103,7 +103,9 @@ def _layers(chart: Flowchart) -> tuple[dict[str, int], set[tuple[str, str]]]:
 
 def to_svg(chart: Flowchart) -> str:
     layer, back = _layers(chart)
-    size = {}
+    size: dict[str, tuple[float, float]] = {}
+    w: float
+    h: float  # a node's box; the layout below reuses the names for scaled (float) boxes
     for v, label in chart.labels.items():
         rows = _lines(label)
         w, h = max(_width(r) for r in rows) + 2 * PAD, len(rows) * LINE + 2 * PAD
