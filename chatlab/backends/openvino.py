@@ -30,10 +30,12 @@ from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compi
 from chatlab.errors import ChatlabError, UnknownNameError
 
 
-def slice_last_position(model: Any, axis: int = 1) -> bool:
+def slice_last_position(model: Any, axis: int = 1, start: Any = None) -> bool:
     """Make the `logits` output cover the last position only; False when the graph is unknown.
     The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
-    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged)."""
+    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged). `start`, a
+    graph output holding a negative [1] index, keeps that many last positions instead (the
+    paged graph's verify pass reads one row per drafted token)."""
     import openvino.opset13 as ops
 
     node = model.output("logits").get_node().input_value(0).get_node()
@@ -42,7 +44,8 @@ def slice_last_position(model: Any, axis: int = 1) -> bool:
     if node.get_type_name() != "MatMul":
         return False
     hidden = node.input_value(0)  # [batch, seq, hidden]
-    last = ops.slice(hidden, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
+    first = np.array([-1], np.int64) if start is None else start
+    last = ops.slice(hidden, first, np.array([np.iinfo(np.int64).max], np.int64),
                      np.array([1], np.int64), np.array([axis], np.int64))
     node.input(0).replace_source_output(last.output(0))
     model.validate_nodes_and_infer_types()
@@ -58,7 +61,7 @@ class OpenVINOBackend(Backend):
     def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 attention: str = DEFAULT_ATTENTION) -> None:
+                 attention: str = DEFAULT_ATTENTION, dynamic_quantization: bool = True) -> None:
         precision = check_precision(precision)
         if attention not in ATTENTIONS:
             raise UnknownNameError("attention", attention, ATTENTIONS)
@@ -66,6 +69,13 @@ class OpenVINOBackend(Backend):
         # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8).
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
+        if not dynamic_quantization:
+            # The CPU plugin quantizes activations to int8 in groups before an int8/int4 weight
+            # matmul, and does so differently for one token than for several: measured on
+            # SmolLM2 int8, a 2-token pass's logits differ from two 1-token steps by up to 1.2
+            # (6e-5 with this off, as with fp32 weights). Speculation needs the k-token verify
+            # pass to agree with a step, so it asks for this off (see `exact_extend`).
+            config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
         self.attention = attention
         self.context_length = context_length_from(folder)
         self._paged: Any = None
@@ -93,6 +103,10 @@ class OpenVINOBackend(Backend):
         self.name = name
         self.eos_ids = eos_ids_from(folder, None)
         self.length = 0
+        try:
+            self.exact_extend = int(self.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == 0
+        except Exception:  # noqa: BLE001 - a plugin without the property quantizes nothing
+            self.exact_extend = True
 
     def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
         import openvino as ov
@@ -161,6 +175,27 @@ class OpenVINOBackend(Backend):
         arr = np.asarray([ids], dtype=np.int64)
         return self._run(arr, np.arange(len(ids), dtype=np.int64)[None, :])
 
+    @property
+    def can_rollback(self) -> bool:  # type: ignore[override]
+        return self._paged is not None
+
+    rollback_note = ("the stateful sdpa graph keeps its cache in state variables that only "
+                     "grow; use attention=\"paged\"")
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} with attention=\"sdpa\" cannot feed several tokens "
+                               "after its cache; use attention=\"paged\"")
+        logits = self._paged.extend(ids, keep)
+        self.length = self._paged.length
+        return logits
+
+    def truncate(self, length: int) -> None:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} cannot roll back: {self.rollback_note}")
+        self._paged.truncate(length)
+        self.length = self._paged.length
+
     def step(self, token_id: int) -> np.ndarray:
         if self._paged is not None:
             logits = self._paged.step(token_id)
@@ -184,7 +219,8 @@ def _cleans_up_spaces(folder: Path) -> bool:
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, slice_logits: bool = True,
-         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION) -> OpenVINOBackend:
+         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION,
+         dynamic_quantization: bool = True) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -192,4 +228,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
     name = f"openvino-{weight_format}"
     return OpenVINOBackend(folder, None, precision=precision, threads=threads,
                            slice_logits=slice_logits, name=name, model_name=model_name,
-                           kv_cache_precision=kv_cache_precision, attention=attention)
+                           kv_cache_precision=kv_cache_precision, attention=attention,
+                           dynamic_quantization=dynamic_quantization)

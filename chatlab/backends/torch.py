@@ -53,14 +53,35 @@ class TorchBackend(Backend):
     def reset(self) -> None:
         self.cache, self.length = None, 0
 
-    def _forward(self, input_ids: Any) -> np.ndarray:
+    can_rollback = True  # DynamicCache.crop drops the cache past a length
+
+    def _forward(self, input_ids: Any, keep: int = 1) -> np.ndarray:
         with self.torch.inference_mode():
             out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
-                             logits_to_keep=1)
+                             logits_to_keep=keep)
         self.cache = out.past_key_values
         self.length += input_ids.shape[1]
-        # float32 row, no copy; `.numpy()` shares memory with the output tensor.
-        return out.logits[0, -1].float().numpy()
+        # float32 rows, no copy; `.numpy()` shares memory with the output tensor.
+        return out.logits[0].float().numpy()
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        """Several tokens after the cache in one forward (a speculative draft, a new turn)."""
+        if not ids or not 1 <= keep <= len(ids):
+            raise ValueError(f"extend needs tokens and 1 <= keep <= {len(ids)}")
+        if self.cache is None:
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache(config=self.model.config)
+        return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
+
+    def truncate(self, length: int) -> None:
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
+        if length == 0:
+            self.reset()
+        elif length < self.length:
+            self.cache.crop(length)
+        self.length = length
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         from transformers import DynamicCache
@@ -69,11 +90,11 @@ class TorchBackend(Backend):
             raise ValueError("prefill needs at least one token")
         self.reset()
         self.cache = DynamicCache(config=self.model.config)
-        return self._forward(self.torch.tensor([ids], dtype=self.torch.long))
+        return self._forward(self.torch.tensor([ids], dtype=self.torch.long))[-1]
 
     def step(self, token_id: int) -> np.ndarray:
         self._one[0, 0] = token_id
-        return self._forward(self._one)
+        return self._forward(self._one)[-1]
 
 
 def load(model_name: str, threads: int | None = None,

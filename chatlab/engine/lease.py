@@ -35,13 +35,13 @@ class Lease:
     def __getattr__(self, name: str) -> Any:  # tokenizer, decoder, eos_ids, vocab_size, ...
         return getattr(self.backend, name)
 
-    def _call(self, fn: str, arg: Any) -> np.ndarray:
+    def _call(self, fn: str, *args: Any) -> Any:
         with self._guard.cond:
             if self.superseded:
                 raise Superseded("this generation sat unread and a newer call on the same engine "
                                  "took over the model; read a stream to its end (or close it) "
                                  "before starting another")
-            out = getattr(self.backend, fn)(arg)
+            out = getattr(self.backend, fn)(*args)
             self.touched = time.monotonic()
             return out
 
@@ -50,6 +50,12 @@ class Lease:
 
     def step(self, token_id: int) -> np.ndarray:
         return self._call("step", token_id)
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        return self._call("extend", ids, keep)
+
+    def truncate(self, length: int) -> None:
+        self._call("truncate", length)
 
     def release(self) -> None:
         with self._guard.cond:
