@@ -19,52 +19,7 @@ from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.sampling import Sampler, top_k_probs
 from chatlab.generate.speculate import FIRST_PAUSE, MISSES, PromptLookup, Speculation
-
-
-class Chars:
-    """A tokenizer whose token i is the letter chr(97 + i)."""
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(97 + i) for i in ids)
-
-
-class MarkovBackend:
-    name, can_rollback = "markov", True
-
-    def __init__(self, table: np.ndarray, parity: np.ndarray | None = None) -> None:
-        self.table = table.astype(np.float32)
-        self.parity = np.zeros_like(self.table[0]) if parity is None else parity.astype(np.float32)
-        self.vocab_size = self.table.shape[1]
-        self.context_length, self.eos_ids, self.tokenizer = 10_000, [], Chars()
-        self.ids: list[int] = []
-        self.passes = 0
-
-    @property
-    def length(self) -> int:
-        return len(self.ids)
-
-    def _row(self) -> np.ndarray:
-        return self.table[self.ids[-1]] + (len(self.ids) % 2) * self.parity
-
-    def prefill(self, ids):
-        self.ids = list(ids)
-        self.passes += 1
-        return self._row()
-
-    def step(self, token):
-        return self.extend([token])[-1]
-
-    def extend(self, ids, keep=1):
-        rows = []
-        for t in ids:
-            self.ids.append(t)
-            rows.append(self._row())
-        self.passes += 1
-        return np.stack(rows[-keep:])
-
-    def truncate(self, length):
-        assert 0 <= length <= len(self.ids)
-        del self.ids[length:]
+from markov_backend import MarkovBackend
 
 
 def run(backend, prompt, spec=None, processor=None, **kw):

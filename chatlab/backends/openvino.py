@@ -196,6 +196,15 @@ class OpenVINOBackend(Backend):
         self._paged.truncate(length)
         self.length = self._paged.length
 
+    def snapshot(self) -> tuple[Any, int]:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} cannot copy its cache out: {self.rollback_note}")
+        return self._paged.snapshot()
+
+    def restore(self, snap: Any, length: int) -> None:
+        self._paged.restore(snap, length)
+        self.length = length
+
     def step(self, token_id: int) -> np.ndarray:
         if self._paged is not None:
             logits = self._paged.step(token_id)

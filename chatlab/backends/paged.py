@@ -136,6 +136,19 @@ class PagedGraph:
         self.length = total
         return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-keep:]
 
+    def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
+        """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        used = -(-self.length // self.block)
+        copy = {name: tensor.data[:used].copy() for name, tensor in self.caches.items()}
+        return copy, sum(a.nbytes for a in copy.values())
+
+    def restore(self, snap: dict[str, np.ndarray], length: int) -> None:
+        self.length = 0  # nothing of the current sequence is kept: no copy when growing
+        self._ensure(length)
+        for name, blocks in snap.items():
+            self.caches[name].data[:len(blocks)] = blocks
+        self.length = length
+
     def truncate(self, length: int) -> None:
         """Forget the tokens past `length`: the next call's `past_lens` starts there, and the
         blocks past it are overwritten (nothing else in the graph remembers them)."""

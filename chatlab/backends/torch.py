@@ -74,6 +74,21 @@ class TorchBackend(Backend):
             self.cache = DynamicCache(config=self.model.config)
         return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
 
+    def snapshot(self) -> tuple[Any, int]:
+        """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        import copy
+
+        snap = copy.deepcopy(self.cache)
+        nbytes = sum(t.numel() * t.element_size() for layer in getattr(snap, "layers", [])
+                     for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                     if t is not None and hasattr(t, "numel"))
+        return (snap, self.length), nbytes
+
+    def restore(self, snap: Any, length: int) -> None:
+        self.cache, self.length = snap[0], length
+        if snap[1] > length:
+            self.cache.crop(length)
+
     def truncate(self, length: int) -> None:
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from chatlab.backends.options import add_model_args
+from chatlab.engine.speedups import add_speedup_args, speedups_from_args
 from chatlab.errors import ChatlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("complete", help="render, generate and parse one chat completion")
     add_model_args(p)
+    add_speedup_args(p, reuse=False)
     p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float, help="0 = greedy (default 1.0, as OpenAI)")
@@ -61,9 +63,10 @@ def load_engine(args: argparse.Namespace) -> Any:
     """The engine the model flags ask for (add_model_args): genai batches, the rest run the loop."""
     from chatlab.engine.engine import ChatEngine
 
+    speedups = speedups_from_args(args)  # before loading: a bad --draft-tokens costs nothing
     if args.backend != "genai":
         return ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
-                               precision=args.precision)
+                               precision=args.precision, **speedups)
     from chatlab.engine.batched import BatchedEngine
 
     seqs = getattr(args, "max_seqs", 1)

@@ -21,23 +21,44 @@ StopFn = Callable[[], bool] | None
 
 
 class ChatEngine:
-    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
+    """`speculate` turns on prompt-lookup speculative decoding (chatlab.generate.speculate);
+    `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix) so that a client
+    resending the conversation prefills only the new tokens. Both need a backend that can roll
+    back (torch, openvino paged) and are checked here, before any request."""
+
+    def __init__(self, backend: Any, model_name: str, template: str | None = None,
+                 speculate: Any = None, reuse_prefix: bool = False) -> None:
         from chatlab.render import resolve
 
+        if speculate is not None:
+            from chatlab.generate.speculate import check_backend
+
+            check_backend(backend)
+        self.speculate = speculate
+        self.prefix = None
+        if reuse_prefix:
+            from chatlab.engine.prefix import PrefixCache
+
+            self.prefix = PrefixCache(backend)
         self.backend, self.model_name = backend, model_name
         self.tokenizer = backend.tokenizer
         self.vocab_size = int(backend.vocab_size)
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        self.guard = ModelGuard(backend)
+        self.guard = ModelGuard(backend, reuse=self.prefix)
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str | None = None, template: str | None = None, **options: Any) -> "ChatEngine":
+             weight_format: str | None = None, template: str | None = None, speculate: Any = None,
+             reuse_prefix: bool = False, **options: Any) -> "ChatEngine":
         from chatlab.backends import load_backend
 
-        return cls(load_backend(model, backend, weight_format, **options), model, template)
+        if speculate is not None and backend == "openvino":
+            # a verify pass agrees with a step only without the plugin's activation quantization
+            options.setdefault("dynamic_quantization", False)
+        return cls(load_backend(model, backend, weight_format, **options), model, template,
+                   speculate=speculate, reuse_prefix=reuse_prefix)
 
     # -- before the queue ---------------------------------------------------------------------
     def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
@@ -61,7 +82,8 @@ class ChatEngine:
 
         lease = self.guard.acquire()
         try:
-            yield from generate(lease, list(prompt_ids), params, processor, should_stop)
+            yield from generate(lease, list(prompt_ids), params, processor, should_stop,
+                                speculate=self.speculate)
         finally:
             lease.release()
 

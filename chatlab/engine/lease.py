@@ -41,7 +41,7 @@ class Lease:
                 raise Superseded("this generation sat unread and a newer call on the same engine "
                                  "took over the model; read a stream to its end (or close it) "
                                  "before starting another")
-            out = getattr(self.backend, fn)(*args)
+            out = getattr(self._guard.target, fn)(*args)
             self.touched = time.monotonic()
             return out
 
@@ -64,8 +64,11 @@ class Lease:
 
 
 class ModelGuard:
-    def __init__(self, backend: Any, idle_s: float = 2.0) -> None:
+    def __init__(self, backend: Any, idle_s: float = 2.0, reuse: Any = None) -> None:
         self.backend, self.idle_s = backend, idle_s
+        # What the model calls go to: the backend, or a PrefixCache around it
+        # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.
+        self.target = reuse if reuse is not None else backend
         self.cond = threading.Condition()
         self.current: Lease | None = None
 
