@@ -59,11 +59,20 @@ class GenaiStream:
 
 class GenaiBackend(OpenVINOBackend):
     """The model facts and tokenizers of OpenVINOBackend, with genai's batched pipeline as the
-    compute instead of a stateful infer request (so no `prefill` / `step`)."""
+    compute instead of a stateful infer request (so no `prefill` / `step`).
+
+    `prefix_caching=True` turns on genai's own prefix caching: a prompt whose leading blocks
+    match a cached sequence's skips their prefill (multi-turn chat resending its history). Off
+    by default, as the pipeline's scheduler has it, so a benchmark repeating one prompt times
+    real prefills."""
+
+    can_rollback = False  # genai schedules its own tokens: chatlab's speculation cannot drive it
+    rollback_note = "openvino-genai's pipeline schedules its own tokens"
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
-                 model_name: str | None = None, kv_cache_precision: str | None = None) -> None:
+                 model_name: str | None = None, kv_cache_precision: str | None = None,
+                 prefix_caching: bool = False) -> None:
         import openvino_genai as genai
 
         precision = check_precision(precision)
@@ -74,6 +83,8 @@ class GenaiBackend(OpenVINOBackend):
         # long prompt arriving does not stall the other streams for its whole prefill.
         sched.max_num_batched_tokens = 256
         sched.dynamic_split_fuse = True
+        sched.enable_prefix_caching = bool(prefix_caching)
+        self.prefix_caching = bool(prefix_caching)
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
@@ -198,7 +209,8 @@ class GenaiBackend(OpenVINOBackend):
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None) -> GenaiBackend:
+         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
+         prefix_caching: bool = False) -> GenaiBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -207,4 +219,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
         raise ChatlabError(f"{folder} has no openvino_tokenizer.xml, which openvino-genai needs; "
                            "re-export with `chatlab export --force` (openvino-tokenizers installed)")
     return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
-                        threads=threads, name=f"genai-{weight_format}", model_name=model_name)
+                        threads=threads, name=f"genai-{weight_format}", model_name=model_name,
+                        prefix_caching=prefix_caching)

@@ -73,7 +73,7 @@ def load_engine(args: argparse.Namespace) -> Any:
     if seqs < 1:
         raise ChatlabError(f"--max-seqs {seqs}: use 1 or more")
     return BatchedEngine.load(args.model, "genai", args.weight_format, template=args.template,
-                              precision=args.precision, max_seqs=seqs)
+                              precision=args.precision, max_seqs=seqs, **speedups)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,13 +37,17 @@ def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
 
 
 def speedups_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """ChatEngine.load's keywords for the flags; genai's own pipeline gets neither."""
+    """The engine's load keywords for the flags. On genai, --reuse-prefix is its own prefix
+    caching; --speculate drives chatlab's loop only (genai has a prompt lookup of its own, which
+    the bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
     spec = speculation_from_args(args)
     reuse = bool(getattr(args, "reuse_prefix", False))
-    if (spec is not None or reuse) and getattr(args, "backend", None) == "genai":
-        flag = "--speculate" if spec is not None else "--reuse-prefix"
-        raise ChatlabError(f"{flag} runs in chatlab's own loop; the genai backend schedules its "
-                           "own tokens. Use --backend openvino (or torch), or leave out " + flag)
+    if getattr(args, "backend", None) == "genai":
+        if spec is not None:
+            raise ChatlabError("--speculate runs in chatlab's own loop; the genai backend "
+                               "schedules its own tokens. Use --backend openvino (or torch), or "
+                               "leave out --speculate")
+        return {"prefix_caching": True} if reuse else {}
     out: dict[str, Any] = {}
     if spec is not None:
         out["speculate"] = spec
