@@ -90,3 +90,29 @@ def test_dynamic_quantization_is_refused_with_the_fix_named(smollm2_path):
     ids = task_prompts(quantized.tokenizer, "story", 1)[0]
     with pytest.raises(ChatlabError, match="dynamic_quantization=False"):
         list(generate(quantized, ids, SamplingParams(max_new_tokens=4), speculate=Speculation()))
+
+
+def test_chat_engine_with_speculation_and_prefix_reuse_answers_as_plain(ov_backend):
+    """The server's path: a client resending a growing conversation. With speculation and prefix
+    reuse on, each turn prefills only its new tokens, and the replies are the plain engine's."""
+    from chatlab.backends import load_backend
+    from chatlab.bench.turns import timed_turn, user_turns
+    from chatlab.engine import ChatEngine
+
+    fast = ChatEngine(ov_backend, "smollm2-135m-instruct", speculate=Speculation(), reuse_prefix=True)
+    plain = ChatEngine(load_backend(backend="openvino", precision="f32", dynamic_quantization=False),
+                       "smollm2-135m-instruct")
+    h_fast: list[dict] = []
+    h_plain: list[dict] = []
+    for turn, message in enumerate(user_turns(3)):
+        h_fast.append({"role": "user", "content": message})
+        h_plain.append({"role": "user", "content": message})
+        _, a, prompt_tokens = timed_turn(fast, h_fast, 24)
+        _, b, _ = timed_turn(plain, h_plain, 24)
+        assert a == b, turn
+        if turn:  # everything up to the new message came from the cache
+            assert fast.prefix.reused > prompt_tokens // 2
+        else:
+            assert fast.prefix.reused == 0
+        h_fast.append({"role": "assistant", "content": a})
+        h_plain.append({"role": "assistant", "content": b})

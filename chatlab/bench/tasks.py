@@ -35,7 +35,7 @@ def task_messages(task: str) -> list[list[dict[str, str]]]:
     if task == "rag":
         return [[{"role": "user", "content": f"Answer the question from the passage, quoting it."
                   f"\n\nPassage: {passage}\n\nQuestion: {question}"}]
-                for question, passage in _questions_with_passages()]
+                for question, passage in questions_with_passages()]
     if task == "rewrite":
         return [[{"role": "user", "content": "Rewrite this paragraph in simpler words, keeping "
                   f"its meaning:\n\n{p.text}"}] for p in _paragraphs()]
@@ -45,7 +45,7 @@ def task_messages(task: str) -> list[list[dict[str, str]]]:
     raise UnknownNameError("bench task", task, TASKS)
 
 
-def _questions_with_passages() -> list[tuple[str, str]]:
+def questions_with_passages() -> list[tuple[str, str]]:
     from chatlab.data import data_path
     from chatlab.evals.retrieval import contains, split_passages
     from chatlab.evals.sets import load_questions
