@@ -15,11 +15,18 @@ from chatlab.generate import Finished, SamplingParams, TextDelta, generate
 
 class ChatWidget:
     def __init__(self, backend: Any, model_name: str | None = None,
-                 system: str = "You are a helpful assistant. Answer briefly.") -> None:
+                 system: str = "You are a helpful assistant. Answer briefly.",
+                 reuse_prefix: bool = False) -> None:
         import ipywidgets as w
 
         from chatlab.render import resolve
 
+        # reuse_prefix: each turn prefills only what is new since the last one (the rendered
+        # history extends the last prompt id for id); chatlab.engine.prefix
+        if reuse_prefix:
+            from chatlab.engine.prefix import PrefixCache
+
+            backend = PrefixCache(backend)
         self.backend = backend
         self.resolution = resolve(backend.tokenizer, model_name)
         self.history: list[dict[str, Any]] = []

@@ -2,6 +2,8 @@
 every eval-set task shape, on both backends that can roll back (slow: loads the model)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from chatlab.bench.tasks import TASKS, task_prompts
@@ -10,6 +12,9 @@ from chatlab.generate import Finished, SamplingParams, generate
 from chatlab.generate.speculate import Speculation
 
 TOKENS = 48
+# Every case of every task by default; CHATLAB_SPECULATE_CASES=N checks the first N of each (a
+# quick look on a loaded machine; the full run is ~2-3 minutes on a quiet 2-core CPU)
+CASES = int(os.environ.get("CHATLAB_SPECULATE_CASES", "0")) or None
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +51,14 @@ def check_identical(backend, task: str, limit: int | None) -> dict[str, float]:
 
 @pytest.mark.parametrize("task", TASKS)
 def test_openvino_paged_greedy_identical_on_every_eval_case(ov_backend, task):
-    counts = check_identical(ov_backend, task, None)
+    counts = check_identical(ov_backend, task, CASES)
     if task != "story":  # the copy-heavy shapes really exercise the verify/rollback path
         assert counts["accepted"] > 0 and counts["drafted"] > counts["accepted"]
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_torch_greedy_identical(torch_backend, task):
-    counts = check_identical(torch_backend, task, 4)  # torch fp32 is ~4x slower: a few cases each
+    counts = check_identical(torch_backend, task, min(CASES or 4, 4))  # torch fp32: ~4x slower
     if task != "story":
         assert counts["accepted"] > 0
 
@@ -116,3 +121,14 @@ def test_chat_engine_with_speculation_and_prefix_reuse_answers_as_plain(ov_backe
             assert fast.prefix.reused == 0
         h_fast.append({"role": "assistant", "content": a})
         h_plain.append({"role": "assistant", "content": b})
+
+
+def test_chat_widget_reuses_the_previous_turn(ov_backend):
+    from chatlab.widgets import ChatWidget
+
+    widget = ChatWidget(ov_backend, "smollm2-135m-instruct", reuse_prefix=True)
+    widget.max_tokens.value, widget.temperature.value = 12, 0.0
+    widget.send("Name a colour.", echo=False)
+    assert widget.backend.reused == 0
+    widget.send("Name another one.", echo=False)
+    assert widget.backend.reused > 20  # the system prompt, turn 1 and its reply came from the cache

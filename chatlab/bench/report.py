@@ -73,8 +73,9 @@ def cpu_line(cpu: dict[str, Any] | None) -> str:
 def format_table(result: dict[str, Any]) -> str:
     p = result["prompt_tokens"]
     width = max([24] + [len(row["name"]) + 1 for row in result["engines"]])  # names stay one column
+    short = f"{result['task']} task" if result.get("task") else f"{p['short']}"
     lines = [f"{result['model']}: {result['rounds']} interleaved rounds, {result['new_tokens']} new "
-             f"tokens, prompts of {p['short']} and {p['long']} tokens; median [min-max], "
+             f"tokens, prompts of {short} and {p['long']} tokens; median [min-max], "
              f"(ratio to {result['baseline']}); precision asked: {result.get('precision', '?')}",
              cpu_line(result.get("cpu")),
              f"{'engine':<{width}}{'prec':>6}{'thr':>5}{'decode tok/s':>29}{'TTFT short ms':>28}"

@@ -16,6 +16,9 @@ Several conversations alternating on one backend would evict each other's cache,
 prompt shares little with the live sequence, the live one is first copied out (`snapshot`)
 into a small LRU bounded by `max_bytes`, and a later prompt extending a saved sequence brings
 it back (`restore`) instead of recomputing it. Backends without snapshots keep the live one only.
+
+The record is only true while every call to the backend goes through the PrefixCache: the
+engine, the chat widget or a script that wraps a backend must not also drive it directly.
 """
 from __future__ import annotations
 
