@@ -132,3 +132,23 @@ def test_chat_widget_reuses_the_previous_turn(ov_backend):
     assert widget.backend.reused == 0
     widget.send("Name another one.", echo=False)
     assert widget.backend.reused > 20  # the system prompt, turn 1 and its reply came from the cache
+
+
+@pytest.mark.parametrize("backend_name", ["ov_backend", "torch_backend"])
+def test_extend_rows_equal_steps_and_truncate_rolls_back(backend_name, request):
+    import numpy as np
+
+    b = request.getfixturevalue(backend_name)
+    ids = task_prompts(b.tokenizer, "story", 1)[0]
+    b.prefill(ids)
+    steps = [b.step(t).copy() for t in (11, 12, 13)]
+    b.prefill(ids)
+    rows = b.extend([11, 12, 13], keep=3).copy()
+    assert b.length == len(ids) + 3
+    assert np.abs(rows - np.stack(steps)).max() < 1e-3
+    b.truncate(len(ids) + 1)  # keep 11, drop 12 and 13: then feed another continuation
+    again = b.extend([14, 15], keep=2).copy()
+    b.prefill(ids + [11])
+    assert np.abs(again - b.extend([14, 15], keep=2)).max() < 1e-3
+    with pytest.raises(ValueError):
+        b.truncate(b.length + 1)
