@@ -77,6 +77,7 @@ def test_processors_see_only_emitted_tokens():
         for spec in (None, Speculation(draft_tokens=4, ngram=2)):
             proc = NoRepeat()
             fin = run(b, PROMPT, spec, proc, max_new_tokens=25, repetition_penalty=1.4,
+                      presence_penalty=0.5, frequency_penalty=0.3,
                       logit_bias={2: 1.5}, logprobs=True, top_logprobs=2)
             assert proc.accepted == fin.token_ids and proc.masked == len(fin.token_ids)
             runs.append(fin)

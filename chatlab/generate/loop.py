@@ -56,8 +56,7 @@ class _Picker:
         if self.processor is not None:
             self.processor.accept(token)
         lp = self.recorder.record(token, self.text.decoded) if self.recorder is not None else None
-        if self.params.repetition_penalty != 1.0:
-            self.sampler.seen.append(token)
+        self.sampler.accept(token)  # the penalties that look back at the reply
         return token, accepted, self.text.add(token, lp)
 
 
