@@ -129,9 +129,9 @@ def test_chat_widget_reuses_the_previous_turn(ov_backend):
     widget = ChatWidget(ov_backend, "smollm2-135m-instruct", reuse_prefix=True)
     widget.max_tokens.value, widget.temperature.value = 12, 0.0
     widget.send("Name a colour.", echo=False)
-    assert widget.backend.reused == 0
+    assert widget.engine.prefix.reused == 0
     widget.send("Name another one.", echo=False)
-    assert widget.backend.reused > 20  # the system prompt, turn 1 and its reply came from the cache
+    assert widget.engine.prefix.reused > 20  # the system prompt, turn 1 and its reply came from the cache
 
 
 @pytest.mark.parametrize("backend_name", ["ov_backend", "torch_backend"])

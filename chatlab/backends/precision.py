@@ -38,7 +38,7 @@ def normalize_precision(precision: str | None) -> str:
 @lru_cache(maxsize=1)
 def cpu_info() -> dict[str, Any]:
     """This CPU's model name, the bf16/AMX/VNNI flags it has, and the threads we may use."""
-    model, flags = "unknown CPU", set()
+    model, flags = "unknown CPU", set[str]()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

@@ -13,11 +13,11 @@ per-token work (detokenization and stop checks included); the others only record
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.bench.timing import Timing, from_stamps
 
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
            "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
@@ -34,14 +34,6 @@ INT4_ENGINES = ["chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
 EXTRA_ENGINES += SPECULATIVE_ENGINES + INT4_ENGINES
 
 
-@dataclass
-class Timing:
-    ttft_s: float
-    decode_tok_s: float
-    tokens: list[int]
-    spec: dict[str, float] | None = None  # speculation's counts, when the engine speculates
-
-
 def ov_compute(compiled: Any) -> str:
     """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
     precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
@@ -53,11 +45,6 @@ def ov_compute(compiled: Any) -> str:
         group = "?"
     dyn = f"dynamic activation quantization group {group}" if group not in ("0", "?") else "no dynamic quantization"
     return f"KV cache {compiled_facts(compiled)['kv_cache'] or '?'}, {dyn}"
-
-
-def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
-    decode = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-    return Timing(stamps[0] - t0, decode, tokens)
 
 
 class ChatlabLoop:
@@ -74,12 +61,12 @@ class ChatlabLoop:
         self.dynamic_quantization = dynamic_quantization and self.speculate is None
 
     def load(self) -> None:
-        from chatlab.backends import load_backend
+        from chatlab.backends import load_step_backend
 
         options: dict[str, Any] = {"attention": self.attention} if self.attention else {}
         if not self.dynamic_quantization:
             options["dynamic_quantization"] = False
-        self.backend = load_backend(*self.args, precision=self.precision, **options)
+        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
         # read back from the runtime (the compiled model's property, torch's dtype)
@@ -89,11 +76,12 @@ class ChatlabLoop:
         return facts
 
     def run(self, ids: list[int], n: int) -> Timing:
-        from chatlab.generate import SamplingParams, generate
+        from chatlab.generate import Finished, SamplingParams, generate
 
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
         fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True),
                             speculate=self.speculate))[-1]
+        assert isinstance(fin, Finished)  # the loop always ends with one
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
         spec = None
@@ -216,7 +204,7 @@ class GenAI:
         import numpy as np
         import openvino as ov
 
-        genai = self.genai
+        genai: Any = self.genai  # openvino_genai: no type information
         stamps: list[float] = []
         tokens: list[int] = []
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from chatlab.errors import ChatlabError
+from chatlab.protocols import StepBackend
 
 
 class Superseded(ChatlabError):
@@ -64,7 +65,7 @@ class Lease:
 
 
 class ModelGuard:
-    def __init__(self, backend: Any, idle_s: float = 2.0, reuse: Any = None) -> None:
+    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: Any = None) -> None:
         self.backend, self.idle_s = backend, idle_s
         # What the model calls go to: the backend, or a PrefixCache around it
         # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.
