@@ -181,16 +181,19 @@ def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
 
 
 def answers(model: Any, tokenizer: HFTokenizer, resolution: Any, chats: Sequence[Sequence[Any]],
-            params: Any = None, max_new_tokens: int = 48) -> list[Any]:
+            params: Any = None, max_new_tokens: int = 48, backend: Any = None) -> list[Any]:
     """One Finished (text, token_ids, ...) per chat, as the server would answer it: each chat is
     a request to a ChatEngine over the model (rendered with `resolution`, whose stop ids and
     words end the turn; planned and run under the engine's lease). Sampling gets seed
-    `params.seed + i` for chat i, so each answer is reproducible on its own whatever else runs."""
+    `params.seed + i` for chat i, so each answer is reproducible on its own whatever else runs.
+    `backend` replaces the model (a ScriptedBackend replaying gold answers is the positive
+    control of the same path)."""
     from chatlab.backends.torch import TorchBackend
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.generate import Finished, SamplingParams
 
-    engine = ChatEngine(TorchBackend(model, tokenizer), "finetune", template=resolution)  # f32, as loaded
+    backend = backend if backend is not None else TorchBackend(model, tokenizer)  # f32, as loaded
+    engine = ChatEngine(backend, "finetune", template=resolution)
     base = params or SamplingParams(max_new_tokens=max_new_tokens)
     out = []
     for i, chat in enumerate(chats):

@@ -36,7 +36,8 @@ def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] | Sequence[Mappi
     return get_format(fmt).parser(as_tools(tools))
 
 
-def parse_tool_calls(fmt: str | ToolFormat, text: str, tools: Sequence[ToolSpec] = ()) -> ParseResult:
+def parse_tool_calls(fmt: str | ToolFormat, text: str,
+                     tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
 
