@@ -45,6 +45,17 @@ class StepBackend(ModelFacts, Protocol):
     def reset(self) -> None: ...
 
 
+class SpeculativeBackend(StepBackend, Protocol):
+    """A step backend that can verify a guess in one pass and roll its cache back
+    (chatlab.generate.speculate): `extend(ids, keep)` feeds several tokens and returns the last
+    `keep` rows; `truncate(n)` keeps the first n positions of the cache."""
+
+    @property
+    def length(self) -> int: ...
+    def extend(self, ids: list[int], keep: int) -> np.ndarray: ...
+    def truncate(self, length: int) -> None: ...
+
+
 class IdStream(Protocol):
     """One batched request's new ids: lists of ids per scheduler step, an error, or None at the end."""
 

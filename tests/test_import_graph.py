@@ -18,9 +18,11 @@ FLOORS = [
     ["data", "types", "protocols"],
     ["models", "tools", "__init__", "diagrams"],
     ["render", "backends", "generate"],
-    ["engine", "bench", "colab"],
+    ["engine", "colab"],
     ["serve", "finetune", "widgets", "session", "doctor", "evals"],
-    ["cli", "exercises"],  # the notebooks' exercises grade against every part of the package
+    ["bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
+    ["exercises"],   # graded against the package's own code, evals and finetune included
+    ["cli"],
 ]
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 

@@ -49,12 +49,16 @@ class BatchedEngine(ChatEngine):
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
-             weight_format: str | None = None, template: str | None = None, **options: Any) -> "BatchedEngine":
+             weight_format: str | None = None, template: str | None = None, speculate: Any = None,
+             reuse_prefix: bool = False, **options: Any) -> "BatchedEngine":
         from chatlab.backends import load_backend
 
         if backend != "genai":
             raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
                                "use ChatEngine.load for the others")
+        if speculate is not None or reuse_prefix:
+            raise ChatlabError("speculate and reuse_prefix drive chatlab's own loop, not genai's "
+                               f"pipeline; {FIX}")
         loaded = load_backend(model, "genai", weight_format, **options)
         assert isinstance(loaded, BatchedBackend)
         return cls(loaded, model, template)
