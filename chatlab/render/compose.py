@@ -125,6 +125,8 @@ class Composer:
         t, first = self.t, self.msgs[0]
         has = first.role == "system"
         text, idx = (first.content, 0) if has else (t.default_system, -1)
+        if t.empty_system_default and not text:
+            text, idx = t.default_system or None, -1
         if self.fmt and text is None:
             text = self.fmt.default_system
         body = [] if text is None else [self.content(text, idx, "system" if idx < 0 else "content")]

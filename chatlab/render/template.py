@@ -55,6 +55,9 @@ class Template:
     # written through `system_merge` before the first turn (baichuan2).
     system_style: str = "turn"
     system_merge: Parts = ()
+    # LLaMA-Factory's `system = system or default_system`: an empty system message means the
+    # default, and a system that is still empty writes no system block at all.
+    empty_system_default: bool = False
     stop_words: tuple[str, ...] = ()
     stop_tokens: tuple[str, ...] = ()  # token strings; "eos" means the tokenizer's eos
     assistant_eos: bool = False  # an assistant turn in the history ends with the eos token

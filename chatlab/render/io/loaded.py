@@ -45,14 +45,15 @@ class LoadedTemplate:
             f" from {self.source})" if self.source else ")")
         if self.template is not None:
             return Resolution("explicit", why, self.name, tokenizer, template=self.template,
-                              tool_format=self.template.tool_format)
+                              tool_format=self.template.tool_format,
+                              engine_bos="lmdeploy" if self.fmt == "lmdeploy" else None)
         if self.jinja is not None:
             return Resolution("explicit", why, self.name, tokenizer, chat_template=self.jinja,
                               tool_format=format_of_chat_template(self.jinja))
         from chatlab.render.io.ollama import render_modelfile
 
         return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
-                          stop_strings=tuple(self.stop_words))
+                          stop_strings=tuple(self.stop_words), engine_bos="ollama")
 
 
 def _stops(t: Template) -> list[str]:

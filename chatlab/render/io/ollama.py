@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
-from chatlab.render.io.flat import around, check_flat, flat, stop_strings
+from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
 from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
 from chatlab.render.io.gotemplate import Node, Parser, Val
 from chatlab.render.template import Template
@@ -165,7 +165,8 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
         raise ChatlabError(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
                            "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
                            "system prompt or export it as Jinja")
-    head, gen = flat(t.prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
+    prefix, bos = without_engine_bos(t.prefix)
+    head, gen = flat(prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
     if any(re.search(r"\{\{|\}\}", x) for x in [head, gen, *texts]):
         raise ChatlabError(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
                            "actions; export it as Jinja instead")
@@ -173,6 +174,7 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     out = [f"# chatlab template {t.name!r}: {t.description}",
            "# Exported by `chatlab export-template --format ollama`. Point FROM at your model (a GGUF",
            "# file or an Ollama model name), then: ollama create NAME -f Modelfile",
+           *([f"# {bos} is not in the TEMPLATE: Ollama's tokenizer adds the model's bos itself"] if bos else []),
            "FROM ./model.gguf", f"TEMPLATE {_quote(body, 'template text')}"]
     if t.default_system is not None:
         out.append(f"SYSTEM {_quote(t.default_system, 'default system prompt')}")
