@@ -235,9 +235,10 @@ def test_export_refusals_name_what_cannot_be_expressed(name, fmt, fragment):
     ('FROM x\nTEMPLATE """{{ .Prompt }}\n', "ollama", "line 2: TEMPLATE opens"),
     ("FROM x\n", "ollama", "no TEMPLATE"),
     ('TEMPLATE """a\n{{ template "x" }}"""', "ollama", "line 2: the 'template' action"),
-    ('TEMPLATE """{{ range .Messages }}{{ .Function.Name }}{{ end }}"""', "ollama", "line 1: the field '.Function.Name'"),
+    ('TEMPLATE """{{ range .Messages }}{{ .Model.Name }}{{ end }}"""', "ollama", "line 1: the field '.Model.Name'"),
+    ('TEMPLATE """{{ with .System }}{{ . }}{{ end }}"""', "ollama", "the 'with' action"),
     ('TEMPLATE """{{ .Prompt | upper }}"""', "ollama", "a pipe"),
-    ('TEMPLATE """{{ printf "%s" .Prompt }}"""', "ollama", "the function 'printf'"),
+    ('TEMPLATE """{{ upper .Prompt }}"""', "ollama", "the function 'upper'"),
     ('TEMPLATE """{{ if .System }}x"""', "ollama", "without '{{ end }}'"),
     ('TEMPLATE """x{{ end }}"""', "ollama", "without a matching if/range"),
     ("{% if %}", "jinja", "syntax error"),
@@ -271,7 +272,7 @@ def test_jinja_that_raises_is_a_chatlab_error(tmp_path):
         resolve(tok, template=str(path)).render(CONVERSATIONS["single"])
 
 
-def test_ollama_import_refuses_tools():
+def test_ollama_template_without_tools_refuses_tools_as_ollama_does():
     tok = tokenizer_for(get_template("chatml"))
-    with pytest.raises(ChatlabError, match="plain chats only"):
+    with pytest.raises(ChatlabError, match="never mentions .Tools"):
         resolve(tok, template=load_template(DATA + "Modelfile")).render(CONVERSATIONS["single"], tools=TOOLS)
