@@ -18,6 +18,9 @@ from chatlab.render.io.govalues import GoStruct, go_json, go_print, printf, trut
 from chatlab.render.io.govalues import owner as value_owner
 
 
+MAX_PIECES = 200_000  # far above any prompt; bounds time and memory on a runaway template
+
+
 class _Break(Exception):
     pass
 
@@ -34,6 +37,9 @@ class Evaluator:
     def run(self, nodes: list[Node], dot: Any, scopes: list[dict[str, Any]], owner: int) -> None:
         scopes = [*scopes, {}]
         for n in nodes:
+            if len(self.out) > MAX_PIECES:
+                raise ChatlabError(f"Ollama TEMPLATE line {n.line}: the render passed {MAX_PIECES} pieces; "
+                                   "a chat template's output is a prompt, so this template is refused as runaway")
             if n.kind == "text":
                 self.out.append(Piece("text", n.value, owner, "template"))
             elif n.kind == "out":
@@ -66,8 +72,6 @@ class Evaluator:
             pairs = [(k, items[k]) for k in sorted(items, key=str)]
         elif isinstance(items, (list, tuple)):
             pairs = list(enumerate(items))
-        elif isinstance(items, int) and not isinstance(items, bool):
-            pairs = [(i, i) for i in range(items)]
         elif items is None or items == "":
             pairs = []
         else:

@@ -33,6 +33,7 @@ SUBSET = ("if/else/end, range/break/continue, $variables, eq/ne/lt/le/gt/ge/not/
           "print/printf/json and the fields Ollama passes (.System .Messages .Role .Content .Tools "
           ".ToolCalls .Function.Name ...)")
 WS = " \t\r\n"
+MAX_DEPTH = 100  # nesting of if/range (and parentheses): a few levels in real templates
 ACTION = re.compile(r"\{\{(-[ \t\r\n])?(.*?)([ \t\r\n]-)?\}\}", re.S)
 TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<raw>`[^`]*`)|(?P<op>:=|=|,|\(|\))|'
                    r"(?P<var>\$[A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)|(?P<field>(?:\.[A-Za-z_]\w*)+|\.)|"
@@ -97,6 +98,16 @@ class Parser:
         return body
 
     def block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            return self._block(stops)
+        finally:
+            self.depth -= 1
+
+    def _block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
+        if self.depth > MAX_DEPTH:
+            raise _err(self.items[min(self.k, len(self.items) - 1)][2], f"if/range nested more than {MAX_DEPTH} deep",
+                       "Flatten the template; real chat templates nest a few levels")
         out: list[Node] = []
         while self.k < len(self.items):
             kind, body, line = self.items[self.k]
@@ -193,7 +204,11 @@ class Expr:
         kind, tok = self.toks[self.k]
         self.k += 1
         if tok == "(":
+            self.depth = getattr(self, "depth", 0) + 1
+            if self.depth > MAX_DEPTH:
+                raise _err(self.line, f"parentheses nested more than {MAX_DEPTH} deep")
             e = self.command()
+            self.depth -= 1
             if self.k >= len(self.toks) or self.toks[self.k][1] != ")":
                 raise _err(self.line, f"an unbalanced '(' in '{self.text}'")
             self.k += 1
