@@ -33,8 +33,9 @@ def _slots(formatter) -> list:
     for s in formatter.slots:
         if isinstance(s, str):
             out.append(s)
-        elif isinstance(s, set):
-            out.append({"bos_token": True} if "bos_token" in s else {"eos_token": True})
+        elif isinstance(s, set):  # LLaMA-Factory writes bos or eos for these; any other set, nothing
+            if "bos_token" in s or "eos_token" in s:
+                out.append({"bos_token": True} if "bos_token" in s else {"eos_token": True})
         else:
             out.append({"token": s["token"]})
     return out

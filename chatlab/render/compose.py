@@ -61,7 +61,7 @@ class Composer:
                 out.append(Piece("special", self.special(self.enc.bos_id, "bos"), msg, slot))
             elif k == "eos":
                 out.append(Piece("special", self.special(self.enc.eos_id, "eos"), msg, slot))
-            elif k == "break":
+            elif k in ("break", "seam"):
                 out.append(Piece("break", "", msg, slot))
             elif k == "round":
                 out.append(Piece("text", str(self.round), msg, slot))

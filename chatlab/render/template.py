@@ -36,6 +36,10 @@ def S(token: str) -> Part:
 
 BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
 ROUND, META = Part("round"), Part("meta")
+# SEAM: where an engine encodes the text before and after apart (LLaMA-Factory encodes each slot
+# element on its own, so no token merges, and no special token matches, across it). At id level a
+# break; engines that tokenize the whole rendered text (Jinja, LMDeploy, Ollama exports) have none.
+SEAM = Part("seam")
 Parts = tuple[Part, ...]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import json_config, stops_of
-from chatlab.render.template import BOS, CONTENT, EOS, Part, Parts, S, T, Template
+from chatlab.render.template import BOS, CONTENT, EOS, SEAM, Part, Parts, S, T, Template
 
 FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_separator",
           "format_prefix", "default_system", "stop_words", "template_class")
@@ -37,6 +37,7 @@ def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
                            '{"token": ...} objects), not ' + type(value).__name__)
     out: list[Part] = []
     for k, slot in enumerate(value):
+        out.append(SEAM)  # _convert_elements_to_ids encodes each element on its own
         if isinstance(slot, str):
             if "{{" in slot.replace("{{content}}", ""):
                 raise ChatlabError(f"{origin}: {field}[{k}] uses a placeholder other than {{{{content}}}} "
@@ -54,6 +55,8 @@ def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
         else:
             raise ChatlabError(f"{origin}: {field}[{k}] is {json.dumps(slot)[:60]}; a slot is a string, "
                                '{"token": "<special>"}, {"bos_token": true} or {"eos_token": true}')
+    if out:
+        out.append(SEAM)
     n = out.count(CONTENT)
     if content and n != 1:
         raise ChatlabError(f"{origin}: field {field!r} must contain {{{{content}}}} exactly once (found {n})")
@@ -92,7 +95,9 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     # empty default is none. At inference the prompt ends where the last user slot ends (the
     # assistant slot is the response), hence no generation prompt of its own. Llama2Template
     # prepends format_system's text to the first user message's content, inside [INST].
-    style = {"system_style": "first-user", "system_merge": system} if cls == "llama2" else {}
+    # (its text joins the user's content inside the user element: no seams around it)
+    merged = tuple(p for p in system if p != SEAM)
+    style = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
     return Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
                     {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
                     generation_prompt=(), default_system=default or None, empty_system_default=True,

@@ -85,7 +85,10 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
         raise ChatlabError(f"template {t.name!r} starts every prompt with {''.join(p.value or p.kind for p in prefix)!r}, which an {target} "
                            "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
                            "export it as Jinja instead (--format jinja)")
-    if t.gen_prompt() != t.header("assistant"):
+    def unseamed(parts: tuple) -> list:  # LMDeploy tokenizes the whole prompt: seams do not count
+        return [p for p in parts if p.kind != "seam"]
+
+    if unseamed(t.gen_prompt()) != unseamed(t.header("assistant")):
         raise ChatlabError(f"template {t.name!r} opens the reply differently from an assistant turn's "
                            f"header, which an {target} template cannot express (it writes {{assistant}})")
     if t.system_style == "turn":
