@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import queue
+from dataclasses import replace
 import re
 import time
 from typing import Any, Iterator
@@ -57,11 +58,14 @@ class BatchedEngine(ChatEngine):
                                f"per-token bias); drop logit_bias, or {FIX}")
         plan = super().check(req)
         if isinstance(plan, ChatPlan) and plan.constrained:
-            structured_config(plan)  # a structure genai cannot express is a 400 now, not mid-stream
+            # translated once, now: a structure genai cannot express is a 400, not mid-stream
+            plan = replace(plan, adapted=structured_config(plan.constraint))
         return plan
 
     def _constraint(self, plan: ChatPlan) -> Any:
-        return structured_config(plan)
+        if plan.adapted is None and plan.constraint is not None:  # a plan made by ChatEngine
+            return structured_config(plan.constraint)
+        return plan.adapted
 
     def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
                   should_stop: StopFn) -> Iterator[Any]:
@@ -118,6 +122,9 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     cfg.stop_token_ids = set(stop_ids)
     cfg.ignore_eos = bool(params.ignore_eos)
     cfg.repetition_penalty = float(params.repetition_penalty)
+    # genai's penalties are OpenAI's: over the generated tokens, once / per occurrence
+    cfg.presence_penalty = float(params.presence_penalty)
+    cfg.frequency_penalty = float(params.frequency_penalty)
     if params.temperature > 0:
         cfg.do_sample = True
         cfg.temperature = float(params.temperature)
@@ -133,17 +140,16 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     return cfg
 
 
-def structured_config(plan: ChatPlan) -> Any:
-    """genai's StructuredOutputConfig for what the plan forces (None: nothing is), from the same
-    decision chatlab's xgrammar path makes (chatlab.tools.constrain)."""
+def structured_config(constraint: Any) -> Any:
+    """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
+    decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
     import openvino_genai as genai
 
-    from chatlab.tools.constrain import _plan
-
-    decided = _plan(plan.tools, plan.choice, plan.response_format, plan.call_format)
-    if decided is None:
+    if isinstance(constraint, ChatPlan):  # the older call form
+        constraint = constraint.constraint
+    if constraint is None:
         return None
-    kind, spec, _ = decided
+    kind, spec = constraint.kind, constraint.spec
     if kind == "schema":
         # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
         # schema mode allows free whitespace, which a small model spends its budget on

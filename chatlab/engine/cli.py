@@ -74,13 +74,12 @@ def load_engine(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.engine.plan import parse_chat
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
+    # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))
-    parse_chat(req)  # bad messages or tools: say so before spending seconds on the model
     engine = load_engine(args)
     plan = engine.check(req)
     if not args.stream:

@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from chatlab.engine import shapes
+from chatlab.engine.bound import max_token_chars
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.lease import ModelGuard
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
@@ -31,6 +32,8 @@ class ChatEngine:
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
         self.guard = ModelGuard(backend)
+        # the longest token in characters: bounds a prompt's tokens before tokenizing it
+        self.max_token_chars = max_token_chars(self.tokenizer)
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
@@ -66,8 +69,9 @@ class ChatEngine:
             lease.release()
 
     def _constraint(self, plan: ChatPlan) -> Any:
-        """What `_generate` gets to enforce the plan's grammar (a subclass with another token
-        source hands over its own kind; chatlab's loop takes a logits processor)."""
+        """What `_generate` gets to enforce the plan's constraint (a subclass with another token
+        source hands over its own adaptation, `plan.adapted`; chatlab's loop takes a logits
+        processor over the compiled grammar the plan carries)."""
         return _processor(self, plan)
 
     def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
@@ -179,8 +183,7 @@ def _parser(plan: ChatPlan) -> Any:
 
 
 def _processor(engine: ChatEngine, plan: ChatPlan) -> Any:
-    from chatlab.tools.constrain import build_processor
+    """The plan's compiled grammar as a fresh logits processor (it holds this run's matcher)."""
+    from chatlab.tools.constrain import processor_for
 
-    return build_processor(engine.tokenizer, engine.vocab_size, tools=plan.tools, choice=plan.choice,
-                           response_format=plan.response_format, fmt=plan.call_format,
-                           stop_ids=list(plan.rendered.stop_ids) or None)
+    return processor_for(plan.constraint, engine.vocab_size)

@@ -66,8 +66,7 @@ def generate(backend: Any, prompt_ids: list[int], params: SamplingParams | None 
         if logits_processor is not None:
             logits_processor.accept(token)
         lp = recorder.record(token, text.decoded) if recorder is not None else None
-        if params.repetition_penalty != 1.0:
-            sampler.seen.append(token)
+        sampler.accept(token)
         delta = text.add(token, lp)
         if delta is not None:
             yield delta

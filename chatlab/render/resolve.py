@@ -142,6 +142,18 @@ class Resolution:
                         rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
                         open_turn=open_turn)
 
+    def render_request(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True,
+                       **options: Any) -> tuple["Resolution", Rendered]:
+        """A request's render, as the server and `chatlab render` both do it: a template that
+        ignores tools would also drop earlier calls and results from the history, so a request
+        with tools, or with tool calls or results in its history, is rendered by the
+        tool-aware template (`for_tools`). Returns the resolution used and its render."""
+        msgs, tool_list = as_messages(messages), as_tools(tools)
+        used = self
+        if tool_list or any(m.tool_calls or m.role == "tool" for m in msgs):
+            used = self.for_tools()
+        return used, used.render(msgs, tool_list or None, add_generation_prompt, **options)
+
     def explain(self) -> str:
         return f"{self.name} (rule {self.rule}): {self.reason}"
 
