@@ -143,3 +143,13 @@ def test_ollama_import_is_id_equal_to_ollama(name, default_system, tok):
         r = resolve(tok, template=loaded).render(msgs, tools=tools)
         assert r.text == "<s>" + want_text, (name, chat)
         assert r.ids == ollama_oracle.ids(tok, want_text), (name, chat)
+
+
+def test_a_request_with_tools_keeps_the_ollama_tool_template(tok):
+    """render_request (the server's and `chatlab render`'s step) swaps a template that cannot
+    render tools for a built-in one; an Ollama template renders .Tools itself, so it stays."""
+    loaded = load_template(f'FROM x\nTEMPLATE """{TEMPLATES["qwen2.5-tools"]}"""\n', "ollama")
+    res = resolve(tok, template=loaded)
+    msgs, tools = CHATS["tool-call-result"]
+    used, r = res.render_request(msgs, tools)
+    assert used is res and "<tool_call>" in r.text and '"city":"Paris"' in r.text

@@ -161,8 +161,8 @@ class Resolution:
         """This resolution if it can render tools, else the built-in template for the model's
         type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
         them Hermes-style in the same ChatML layout), else ChatML."""
-        if self.tool_format is not None:
-            return self
+        if self.tool_format is not None or self.renderer is not None:  # an Ollama template decides
+            return self  # itself: it renders .Tools, or refuses tools as Ollama does
         who = " ".join(filter(None, [self.name, _identity(self.tokenizer, None)]))
         name = (_by_model_type(who, with_tools=True) or ("", "chatml"))[1]
         return _builtin(self.tokenizer, name, "tools-fallback",

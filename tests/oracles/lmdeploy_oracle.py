@@ -42,7 +42,7 @@ class _Registry:
 
 
 def site() -> Path | None:
-    root = os.environ.get("CHATLAB_ORACLE_SITE", "/work/venv-issue22/site")
+    root = os.environ.get("CHATLAB_ORACLE_SITE") or Path.home() / ".cache" / "chatlab-oracles"
     path = Path(root) / "lmdeploy" / "model.py"
     return path if path.is_file() else None
 
