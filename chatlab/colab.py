@@ -33,7 +33,7 @@ def torch_fits(version: str | None) -> bool:
     if not version:
         return False
     m = re.match(r"(\d+)\.(\d+)", version)
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= MIN_TORCH
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= MIN_TORCH
 
 
 def lock_file(repo: Path, tag: str) -> Path:

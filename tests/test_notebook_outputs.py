@@ -206,18 +206,18 @@ def test_exercises_follow_the_convention(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_mermaid_diagrams_name_their_kind(path: Path) -> None:
-    """A ```mermaid block that JupyterLab can render starts with a diagram type."""
-    kinds = ("flowchart", "graph", "sequenceDiagram", "stateDiagram", "stateDiagram-v2", "classDiagram")
-    found = []
-    for i, cell in enumerate(load(path).cells):
-        if cell.cell_type != "markdown":
-            continue
-        for block in re.findall(r"```mermaid\n(.*?)```", cell.source, re.S):
-            first = block.strip().splitlines()[0] if block.strip() else ""
-            if first.split(" ")[0] not in kinds:
-                found.append(f"{path.name} cell {i}: a mermaid block starts {first!r}, not one of {kinds}")
-    fail_on(found, "a mermaid block would not render", "start it with its diagram type, e.g. 'flowchart LR'")
+def test_the_diagram_is_drawn_from_its_mermaid_source(path: Path) -> None:
+    """Each notebook draws its diagram with chatlab.diagrams.show (an SVG output, which GitHub's
+    viewer and Colab display, unlike a ```mermaid block) from data/diagrams/<notebook>.mmd."""
+    from chatlab.diagrams import parse, source
+
+    cells = load(path).cells
+    calls = [i for i, c in enumerate(cells) if c.cell_type == "code" and f'show("{path.stem}")' in c.source]
+    assert len(calls) == 1, f"{path.name}: {len(calls)} cells call show({path.stem!r}); one draws the diagram"
+    assert not [i for i, c in enumerate(cells) if "```mermaid" in c.source], \
+        f"{path.name}: a ```mermaid block is left in a cell; its source lives in data/diagrams/{path.stem}.mmd"
+    chart = parse(source(path.stem), path.stem)   # the source is in the subset the drawer reads
+    assert chart.edges, f"data/diagrams/{path.stem}.mmd draws no edge"
 
 
 # --- the checks themselves, on made-up outputs ----------------------------------------------
@@ -284,3 +284,18 @@ def test_run_sh_store_executes_a_notebook_in_place_offline(tmp_path: Path) -> No
     printed = load(good).cells[0].outputs[0].text.split()
     assert printed[:2] == ["1", "false"] and Path(printed[2]).resolve().is_relative_to(ROOT)
     assert not load(bad).cells[0].outputs  # left as it was
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_lessons_print_no_speed_target_lines(path: Path) -> None:
+    """The bench's "target ... NOT met" lines are the project's bookkeeping: a notebook prints
+    its tables with targets=False, and no stored output holds such a line."""
+    cells = load(path).cells
+    found = [f"cell {i}: {line.strip()[:80]!r}" for i, c in enumerate(cells) if c.cell_type == "code"
+             for line in c.source.splitlines()
+             if re.search(r"\b(format_table|engines_table)\(", line) and "targets=False" not in line
+             and not line.lstrip().startswith(("from ", "import "))]
+    found += [f"cell {s.cell}: {line[:80]!r}" for s in shown(load(path))
+              for line in s.text.splitlines() if re.match(r"target \S+ .* (NOT met|met)$", line)]
+    fail_on(found, "a bench table prints its speed-target lines in a lesson",
+            "print it with format_table(result, targets=False) / engines_table(result, targets=False)")

@@ -567,7 +567,6 @@ def test_enforceable_schemas_still_pass(server: Any) -> None:
 
 def test_the_plan_carries_its_compiled_constraint(engine: Any, monkeypatch: Any) -> None:
     from chatlab.engine import parse_request
-    from chatlab.engine.engine import _processor
     from chatlab.tools import constrain
 
     plan = engine.check(parse_request({"messages": HI, "tools": [TOOL], "tool_choice": "required"}))
@@ -578,7 +577,8 @@ def test_the_plan_carries_its_compiled_constraint(engine: Any, monkeypatch: Any)
 
     for name in ("decide", "compile_constraint", "_compile"):
         monkeypatch.setattr(constrain, name, no_second_look)
-    assert _processor(engine, plan).description == plan.constraint.description  # from the plan
+    # the engine's token source (the loop) builds its processor from the plan's grammar
+    assert engine.source.constraint(plan).description == plan.constraint.description
     plain = engine.check(parse_request({"messages": HI}))
     assert plain.constraint is None and not plain.constrained
 

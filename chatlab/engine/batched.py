@@ -1,5 +1,5 @@
 """BatchedEngine: the ChatEngine request path with openvino-genai's continuous batching as the
-token source.
+token source (GenaiSource, a chatlab.engine.source.TokenSource).
 
 Only the generation step changes. A request is still parsed, rendered at the id level and
 planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
@@ -19,25 +19,33 @@ from __future__ import annotations
 
 import json
 import queue
-from dataclasses import replace
 import re
 import time
-from typing import Any, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Iterator
 
+from chatlab._thirdparty import GenaiConfig, Processor
 from chatlab.engine.engine import ChatEngine, StopFn
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.protocols import BatchedBackend
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
+if TYPE_CHECKING:
+    from chatlab.generate import Event, SamplingParams
+
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
 class BatchedEngine(ChatEngine):
-    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
-        super().__init__(backend, model_name, template)
-        self.max_concurrency = int(getattr(backend, "max_seqs", 1))
+    """A ChatEngine whose token source is genai's pipeline (kept as a name for callers and
+    notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
+    but the source."""
+
+    def __init__(self, backend: BatchedBackend, model_name: str, template: str | None = None) -> None:
+        super().__init__(backend, model_name, template, source=GenaiSource(backend))
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
@@ -47,28 +55,39 @@ class BatchedEngine(ChatEngine):
         if backend != "genai":
             raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
                                "use ChatEngine.load for the others")
-        return cls(load_backend(model, "genai", weight_format, **options), model, template)
+        loaded = load_backend(model, "genai", weight_format, **options)
+        assert isinstance(loaded, BatchedBackend)
+        return cls(loaded, model, template)
 
-    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
+
+class GenaiSource:
+    """Tokens from openvino-genai's shared pipeline: one stream per sequence, many at once."""
+
+    def __init__(self, backend: BatchedBackend) -> None:
+        self.backend = backend
+        self.max_concurrency = int(backend.max_seqs)
+
+    def refuse(self, req: ChatRequest | CompletionRequest) -> None:
         if req.token_logprobs[0]:
             raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
                                f"token ids without their distributions); drop logprobs, or {FIX}")
         if req.logit_bias:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
                                f"per-token bias); drop logit_bias, or {FIX}")
-        plan = super().check(req)
+
+    def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:
             # translated once, now: a structure genai cannot express is a 400, not mid-stream
-            plan = replace(plan, adapted=structured_config(plan.constraint))
+            return replace(plan, adapted=structured_config(plan.constraint))
         return plan
 
-    def _constraint(self, plan: ChatPlan) -> Any:
-        if plan.adapted is None and plan.constraint is not None:  # a plan made by ChatEngine
+    def constraint(self, plan: ChatPlan) -> Processor:
+        if plan.adapted is None and plan.constraint is not None:  # a plan another engine made
             return structured_config(plan.constraint)
         return plan.adapted
 
-    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
-                  should_stop: StopFn) -> Iterator[Any]:
+    def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
+               should_stop: StopFn) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
         from chatlab.generate import stop_ids_for
         from chatlab.generate.assemble import TextAssembler
@@ -112,7 +131,7 @@ class BatchedEngine(ChatEngine):
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> Any:
+def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
     chatlab matches them on its own text and cancels the request (same rules as the loop)."""
     import openvino_genai as genai
@@ -140,7 +159,7 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     return cfg
 
 
-def structured_config(constraint: Any) -> Any:
+def structured_config(constraint: Any) -> Processor:
     """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
     decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
     import openvino_genai as genai

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
+from chatlab.engine.engine import ChatEngine
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.serve.errors import APIError, install_handlers
 from chatlab.serve.docs import body_doc, openapi_schema
@@ -40,7 +41,7 @@ def read_request(raw: bytes, cls: type[SamplingFields]) -> Any:
     return parse_request(data, cls)
 
 
-def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32,
+def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: int = 32,
                max_messages: int = 256, max_body_bytes: int = 2_000_000,
                strict_model_name: bool = False) -> Any:
     app = FastAPI(title="chatlab", docs_url=None, redoc_url=None, openapi_url=None)
@@ -112,7 +113,7 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
     @app.post("/v1/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(CompletionRequest))
     async def completions(request: Request) -> Any:
         req = await accept(request, CompletionRequest)
-        plan = await run_in_threadpool(engine.check, req)
+        plan = await run_in_threadpool(lambda: engine.check(req))  # (a lambda: check is overloaded)
         work = engine.completion_stream if req.stream else engine.completion
         return await run(request, queue, req, lambda stop: work(plan, stop))
 

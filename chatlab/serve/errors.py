@@ -9,6 +9,8 @@ under the client's next request.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -38,7 +40,7 @@ def _encodable(text: str | None) -> str | None:
 
 
 def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
     body = {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
                       "param": _encodable(param), "code": code}}
     extra = dict(headers or {})
