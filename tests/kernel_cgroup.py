@@ -63,12 +63,14 @@ class KernelCgroup:
     def pids(self) -> list[int]:
         return [int(p) for p in self.read("cgroup.procs").split()]
 
-    def kernel_spec(self, folder: Path, python: str, name: str = "chatlab-cgroup") -> str:
-        """Write a kernel spec that starts `python`'s ipykernel inside this cgroup; its name."""
+    def kernel_spec(self, folder: Path, python: str, name: str = "chatlab-cgroup",
+                    extra: tuple[str, ...] = ()) -> str:
+        """Write a kernel spec that starts `python`'s ipykernel inside this cgroup (`extra`:
+        more kernel arguments); its name."""
         spec = folder / "kernels" / name
         spec.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, str(Path(__file__).resolve()), str(self.path / "cgroup.procs"),
-                python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+                python, "-m", "ipykernel_launcher", "-f", "{connection_file}", *extra]
         (spec / "kernel.json").write_text(json.dumps(
             {"argv": argv, "display_name": f"python in a {LIMIT_BYTES / 1e9:.0f} GB cgroup", "language": "python"}))
         return name

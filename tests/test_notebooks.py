@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -81,7 +82,8 @@ def check_notebook_source(path: Path, nb: "nbformat.NotebookNode") -> None:
 
 
 def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python: str,
-                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                 kernel_args: tuple[str, ...] = (), cwd: Path | None = None) -> None:
     """Execute `nb` with `python`'s ipykernel, inside a 2 GB memory cgroup where one can be made
     (tests/kernel_cgroup.py): fail on an OOM kill or a peak above 1.8 GB. Elsewhere, say why and
     check the sampled PSS estimate of the kernel tree instead."""
@@ -92,15 +94,16 @@ def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python
     cgroup = make(path.stem[:2])
     if isinstance(cgroup, KernelCgroup):
         monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-        kernel = cgroup.kernel_spec(tmp_path / "jupyter", python)
+        kernel = cgroup.kernel_spec(tmp_path / "jupyter", python, extra=kernel_args)
     else:
         print(f"{path.name}: no memory cgroup ({cgroup}); checking the sampled PSS estimate instead")
+        assert python == sys.executable and not kernel_args, "without a cgroup only this Python's kernel runs"
         kernel = "python3"
     start = time.monotonic()
     with PeakMemory() as mem:
         try:
             NotebookClient(nb, kernel_name=kernel, timeout=600,
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
+                           resources={"metadata": {"path": str(cwd or path.parent)}}).execute()
         finally:  # printed on failure too: a cell that fails may be the one that ran out of memory
             took = time.monotonic() - start
             if isinstance(cgroup, KernelCgroup):
@@ -134,8 +137,6 @@ def cgroup_limit() -> int:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import sys
-
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     nb = nbformat.read(path, as_version=4)

@@ -15,6 +15,7 @@ Run as a script it builds the replica: `python tests/colab/replica.py VENV_DIR P
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FREEZE = HERE / "pip-freeze.txt"
 STAMP = ".chatlab-colab-replica"
+PRISTINE = "colab-replica-packages.json"  # the replica's packages as built, before any install
 
 # What a Colab kernel runs on (the issue's list), whether or not chatlab imports it.
 KERNEL_STACK = ["ipykernel", "ipython", "jupyter-client", "jupyter-core", "traitlets", "tornado",
@@ -82,7 +84,9 @@ def roots(colab: dict[str, str], lock: Path | None = None) -> list[str]:
 
 
 def fingerprint() -> str:
-    return hashlib.sha256(FREEZE.read_bytes() + Path(__file__).read_bytes()).hexdigest()
+    """What the replica's content depends on: the constraints and the roots."""
+    colab = colab_versions()
+    return hashlib.sha256("\n".join(constraints(colab) + ["--"] + roots(colab)).encode()).hexdigest()
 
 
 def build(venv: Path, python: str) -> Path:
@@ -99,16 +103,31 @@ def build(venv: Path, python: str) -> Path:
     cons.write_text("\n".join(constraints(colab)) + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check",
                     "--progress-bar", "off", "-c", str(cons), *roots(colab)], check=True)
+    (venv / PRISTINE).write_text(json.dumps(installed(py), indent=1, sort_keys=True))
     stamp.write_text(fingerprint() + "\n")
     return py
+
+
+def reset(venv: Path) -> dict[str, str]:
+    """Back to the replica as built (an earlier test run installed chatlab's additions into it):
+    what was added is uninstalled; a package whose version moved means a rebuild. Returns the
+    replica's packages as built."""
+    py = venv / "bin" / "python"
+    pristine = json.loads((venv / PRISTINE).read_text())
+    now = installed(py)
+    moved = {n: (v, now.get(n)) for n, v in pristine.items() if now.get(n) != v}
+    if moved:
+        raise RuntimeError(f"the replica's own packages changed ({moved}): remove {venv} to rebuild it")
+    extra = sorted(set(now) - set(pristine))
+    if extra:
+        subprocess.run([str(py), "-m", "pip", "uninstall", "-y", "-q", *extra], check=True)
+    return pristine
 
 
 def installed(python: Path) -> dict[str, str]:
     """canonical name -> version of every distribution in a venv (asked of its own Python)."""
     code = ("import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version "
             "for d in m.distributions()}))")
-    import json
-
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True).stdout
     return {canonical(k): v for k, v in json.loads(out).items()}
 
