@@ -33,8 +33,24 @@ from chatlab.errors import ChatlabError
 
 STAMP = ".chatlab-colab-installed"
 # Missing packages whose lock pin cannot be used with Colab's versions: pip picks a release that
-# fits what Colab has instead (name -> why). Filled from runs in tests/test_colab_replica.py.
-LOCK_PIN_DROPPED: dict[str, str] = {}
+# fits what Colab has instead (name -> why). Found by tests/test_colab_replica.py on Colab's list
+# of 2026-08-19 (tests/colab/pip-freeze.txt).
+LOCK_PIN_DROPPED: dict[str, str] = {
+    "langchain-openai": "the lock's 1.7.4 does not fit Colab's langchain-core 1.5.5 and langchain "
+                        "1.3.15; pip takes 1.5.1",
+}
+# Installed packages chatlab cannot work with at Colab's version: replaced, and the cell says so
+# (name -> why). Each gets the lock's pin, or none where the lock's does not fit either (pip then
+# picks a release that fits all). None of the kernel stack, numpy, torch, transformers,
+# tokenizers, huggingface-hub, pydantic or the web stack is here. Both come from
+# llama-index-core 0.14.25 (notebook 08): no release of it fits Colab's nltk, setuptools and
+# transformers 5.15 together (older ones cap transformers below 5).
+REPLACED: dict[str, str] = {
+    "nltk": "llama-index-core 0.14.25 needs nltk>=3.9.3; Colab has 3.9.1",
+    "setuptools": "llama-index-core 0.14.25 needs setuptools>=80.9 (Colab has 75.2.0) and Colab's "
+                  "torch 2.11 needs <82, below the lock's 84.2.1",
+}
+UNPINNED = {"setuptools"}  # replaced without the lock's pin (see REPLACED)
 
 
 def canonical(name: str) -> str:
@@ -76,11 +92,14 @@ def installed_versions() -> dict[str, str]:
 
 
 def constraints(installed: dict[str, str], lock: dict[str, str]) -> list[str]:
-    """Installed packages at their installed version; missing ones at the lock's pin (unless
-    dropped, see LOCK_PIN_DROPPED). pip never changes a constrained installed package."""
-    lines = [f"{name}=={version}" for name, version in sorted(installed.items())]
+    """Installed packages at their installed version; missing ones (and the REPLACED ones) at
+    the lock's pin, unless dropped (LOCK_PIN_DROPPED). pip never changes a constrained
+    installed package."""
+    lines = [f"{name}=={version}" for name, version in sorted(installed.items())
+             if name not in REPLACED]
     lines += [f"{name}=={version}" for name, version in sorted(lock.items())
-              if name not in installed and name not in LOCK_PIN_DROPPED]
+              if (name not in installed or name in REPLACED)
+              and name not in LOCK_PIN_DROPPED and name not in UNPINNED]
     return lines
 
 
@@ -159,6 +178,7 @@ def install(repo: Path, run: object = subprocess.run) -> tuple[list[str], list[s
             + (f" ({', '.join(added[:12])}{', ...' if len(added) > 12 else ''})" if added else "")
             + f", the asset packages and chatlab (editable, from {repo})"]
     if replaced:
-        done.append("replaced (pip needed it for chatlab's needs): " + "; ".join(replaced))
+        why = {n: REPLACED.get(n.split()[0], "pip's resolution of chatlab's needs") for n in replaced}
+        done.append("replaced: " + "; ".join(f"{n} ({w})" for n, w in why.items()))
     loaded = loaded_distributions()
     return done, sorted(n.split()[0] for n in replaced if n.split()[0] in loaded)

@@ -183,7 +183,12 @@ def setup(install: object = None) -> str:
     if place == "colab":
         from chatlab import colab
 
-        done, replaced = (install or colab.install)(package.parent)  # type: ignore[operator]
+        try:
+            done, replaced = (install or colab.install)(package.parent)  # type: ignore[operator]
+        except SetupError:
+            raise
+        except ChatlabError as err:  # one message, no traceback: it names what to do
+            raise SetupError(str(err)) from None
         for line in done:
             print("chatlab setup:", line)
         os.chdir(package.parent / "notebooks")  # the layout every notebook expects

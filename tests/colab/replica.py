@@ -110,17 +110,20 @@ def build(venv: Path, python: str) -> Path:
 
 def reset(venv: Path) -> dict[str, str]:
     """Back to the replica as built (an earlier test run installed chatlab's additions into it):
-    what was added is uninstalled; a package whose version moved means a rebuild. Returns the
-    replica's packages as built."""
+    what was added is uninstalled, what moved goes back to its built version (--no-deps: the
+    same files as before). Returns the replica's packages as built."""
     py = venv / "bin" / "python"
     pristine = json.loads((venv / PRISTINE).read_text())
     now = installed(py)
-    moved = {n: (v, now.get(n)) for n, v in pristine.items() if now.get(n) != v}
-    if moved:
-        raise RuntimeError(f"the replica's own packages changed ({moved}): remove {venv} to rebuild it")
     extra = sorted(set(now) - set(pristine))
     if extra:
         subprocess.run([str(py), "-m", "pip", "uninstall", "-y", "-q", *extra], check=True)
+    moved = [f"{n}=={v}" for n, v in sorted(pristine.items()) if now.get(n) != v]
+    if moved:
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--no-deps", *moved], check=True)
+    if (now := installed(py)) != pristine:
+        raise RuntimeError(f"could not reset the replica {venv}: remove it to rebuild it")
     return pristine
 
 
