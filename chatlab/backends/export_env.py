@@ -77,7 +77,7 @@ def lock_pins() -> dict[str, str]:
     folder = requirements_dir()
     lock = folder / f"lock-py{tag}.txt"
     text = (lock if lock.is_file() else folder / "lock.txt").read_text()
-    return {m.group(1).lower(): m.group(2)
+    return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2)
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
 
 
