@@ -31,8 +31,11 @@ VENV = REPO / ".venv313-colab"
 # reasons (chatlab.colab.REPLACED: nltk and setuptools, for llama-index-core). The stand-ins for
 # what PyPI cannot give as Colab has it are in tests/colab/replica.py (STAND_INS).
 from chatlab.colab import REPLACED as ALLOWED_CHANGES  # noqa: E402
-# What the kernel is told before the first cell: it is on Colab.
-AS_ON_COLAB = "--IPKernelApp.exec_lines=import sys, types; sys.modules.setdefault('google.colab', types.ModuleType('google.colab'))"
+# What the kernel is told before the first cell: it is on Colab. The module has a spec, as an
+# imported one does: transformers asks importlib.util.find_spec("google.colab").
+AS_ON_COLAB = ("--IPKernelApp.exec_lines=import sys, types, importlib.machinery as m; "
+               "g = types.ModuleType('google.colab'); g.__spec__ = m.ModuleSpec('google.colab', None); "
+               "sys.modules.setdefault('google.colab', g)")
 
 
 def python313() -> str | None:
