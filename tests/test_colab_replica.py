@@ -103,12 +103,23 @@ def run_first_cell(session: dict[str, object], monkeypatch: pytest.MonkeyPatch, 
     return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n" for o in nb.cells[0].outputs)
 
 
+@pytest.fixture(scope="module")
+def first_cell(session: dict[str, object], tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The first cell run twice, as a learner does: the install, then after the restart it asks
+    for (a new kernel) the same cell again. Later tests see the replica as installed."""
+    with pytest.MonkeyPatch.context() as mp:
+        out = run_first_cell(session, mp, tmp_path_factory.mktemp("first"))
+        after = replica.installed(session["python"])  # type: ignore[arg-type]
+        again = run_first_cell(session, mp, tmp_path_factory.mktemp("again"))
+    print(out, again, sep="\n")
+    return {"out": out, "after": after, "again": again}
+
+
 def test_the_first_cell_installs_into_the_replica_without_replacing_its_packages(
-        session: dict[str, object], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    out = run_first_cell(session, monkeypatch, tmp_path)
-    print(out)
+        session: dict[str, object], first_cell: dict[str, object]) -> None:
+    out, after, again = first_cell["out"], first_cell["after"], first_cell["again"]
+    assert isinstance(out, str) and isinstance(after, dict) and isinstance(again, str)
     assert "chatlab setup: kept this runtime's packages" in out
-    after = replica.installed(session["python"])  # type: ignore[arg-type]
     before: dict[str, str] = session["before"]  # type: ignore[assignment]
     changed = {n: (v, after.get(n)) for n, v in before.items() if after.get(n) != v}
     assert set(changed) <= set(ALLOWED_CHANGES), f"the install changed Colab's packages: {changed}"
@@ -124,18 +135,16 @@ def test_the_first_cell_installs_into_the_replica_without_replacing_its_packages
     # A replaced package the kernel had imported (setuptools: every Python loads its
     # distutils hook at start) asks for one restart, naming it; the cell after the restart (a
     # new kernel) installs nothing and passes.
-    loaded = [n for n in changed if n == "setuptools"]
-    if loaded:
+    if "setuptools" in changed:
         assert "SetupError: installed new versions of setuptools" in out and "restart the session" in out
     else:
         assert "(colab), Python 3.13" in out
-    again = run_first_cell(session, monkeypatch, tmp_path / "again")
-    print(again)
     assert "kept this runtime's packages" not in again and "Error" not in again
     assert "(colab), Python 3.13" in again and "transformers 5.15.0" in again
 
 
-def test_chatlab_imports_and_the_widget_builds_with_ipywidgets_7(session: dict[str, object]) -> None:
+def test_chatlab_imports_and_the_widget_builds_with_ipywidgets_7(session: dict[str, object],
+                                                                 first_cell: dict[str, object]) -> None:
     code = ("import ipywidgets, chatlab, chatlab.widgets as w; from chatlab.widgets import ChatWidget; "
             "print(ipywidgets.__version__, chatlab.__file__); "
             "from chatlab.backends.scripted import ScriptedBackend; "
@@ -154,7 +163,7 @@ def test_chatlab_imports_and_the_widget_builds_with_ipywidgets_7(session: dict[s
 
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] in ("01", "02", "03")],
                          ids=lambda p: p.stem)
-def test_notebooks_run_on_the_replica(path: Path, session: dict[str, object],
+def test_notebooks_run_on_the_replica(path: Path, session: dict[str, object], first_cell: dict[str, object],
                                       monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")

@@ -42,6 +42,7 @@ def fake_build(ok: bool = True) -> tuple[list[list[str]], object]:
             env = Path(step[-1])
             (env / "bin").mkdir(parents=True)
             (env / "bin" / "python").write_text("")
+            (env / "lib" / "python3.x" / "site-packages").mkdir(parents=True)
         return subprocess.CompletedProcess(step, 0 if ok else 1, "", "" if ok else "ERROR: No matching distribution")
     return ran, run
 
@@ -52,7 +53,11 @@ def test_the_isolated_env_is_built_once_from_the_lock(monkeypatch: pytest.Monkey
     python = export_env.ensure_env(run=run)
     assert python.parent.parent.parent == tmp_path / "export-env" and (python.parent.parent / export_env.STAMP).is_file()
     venv, pip = ran
-    assert venv[1:4] == ["-m", "venv", "--system-site-packages"]
+    assert venv[1:3] == ["-m", "venv"]
+    pth = (python.parent.parent / "lib" / "python3.x" / "site-packages" / "_chatlab_kernel_site.pth").read_text()
+    import site
+
+    assert [f for f in site.getsitepackages() if Path(f).is_dir()][0] in pth.splitlines()
     pins = export_env.lock_pins()
     assert pip[0] == str(python) and f"transformers=={pins['transformers']}" in pip
     assert f"optimum-intel=={pins['optimum-intel']}" in pip and f"nncf=={pins['nncf']}" in pip

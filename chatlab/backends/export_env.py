@@ -4,9 +4,10 @@ optimum-intel caps its dependencies below what Colab ships (its newest release, 
 transformers<5.6 and huggingface-hub<1.22; Colab has 5.15.0 and 1.27.0). Installing it into the
 kernel's Python would downgrade the kernel's transformers under it. The export already runs in
 a child process whose only output is the IR folder, so that child can run in a Python of its
-own: a venv *with* the system's site-packages (torch, openvino, numpy and the rest are reused,
-nothing big is downloaded) plus, in the venv itself, the lock's versions of the export stack and
-of whatever it needs at other versions than the system has. The kernel keeps its transformers;
+own: a venv that sees this Python's site-packages behind its own (a .pth file names them, so
+torch, openvino, numpy and the rest are reused and nothing big is downloaded; venv's
+--system-site-packages would see the base interpreter's, not a venv's) and holds the lock's
+versions of the export stack, and of whatever it needs at other versions than this Python has. The kernel keeps its transformers;
 the IR it loads is the same one the lock's stack writes locally.
 
 Chosen in this order: CHATLAB_EXPORT_PYTHON when set; this Python when optimum-intel is
@@ -90,9 +91,27 @@ def env_dir(pins: dict[str, str]) -> Path:
 
 def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> list[list[str]]:
     py = str(env / "bin" / "python")
-    return [[sys.executable, "-m", "venv", "--system-site-packages", str(env)],
+    return [[sys.executable, "-m", "venv", str(env)],
             [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(constraints_file),
              *(f"{n}=={pins[n]}" for n in EXPORT_STACK)]]
+
+
+def kernel_sites() -> list[str]:
+    """This Python's site-packages folders (a venv's own, or the system's on Colab)."""
+    import site
+
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    return [f for f in folders if os.path.isdir(f)]
+
+
+def see_kernel_sites(env: Path) -> None:
+    """After its own site-packages, the venv's Python searches this Python's (a .pth file)."""
+    own = sorted(env.glob("lib/python*/site-packages"))
+    if not own:
+        raise ChatlabError(f"the export environment {env} has no site-packages folder")
+    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in kernel_sites()))
 
 
 def ensure_env(run: object = subprocess.run) -> Path:
@@ -114,7 +133,9 @@ def ensure_env(run: object = subprocess.run) -> Path:
         constraints_file.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())
                                             if not SYSTEM_ONLY.match(n)))
         try:
-            for step in build_commands(env, pins, constraints_file):
+            for i, step in enumerate(build_commands(env, pins, constraints_file)):
+                if i == 1:  # the venv exists: let it see this Python's packages before pip runs
+                    see_kernel_sites(env)
                 proc = run(step, capture_output=True, text=True)  # type: ignore[operator]
                 if proc.returncode:
                     tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-6:])
