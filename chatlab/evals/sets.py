@@ -1,9 +1,12 @@
 """The evaluation sets in data/eval/, read into small typed records.
 
-Two sets, both written for this project (data/eval/README.md says how):
+The sets, all written for this project (data/eval/README.md says how):
 - dogs.jsonl: sentences with the gold `Dog(name, color)` they describe (notebook 07);
 - questions.jsonl: questions about data/docs, each with the file, a quote that identifies the
-  passage answering it, and key phrases a right answer contains (notebook 08).
+  passage answering it, and key phrases a right answer contains (notebook 08);
+- facts.jsonl: short general-knowledge questions with key phrases (notebooks 01-03: the split
+  role markers and the missing stop, measured);
+- weather_requests.jsonl: weather questions naming one city (notebook 04: streamed calls).
 
 A malformed row is a ChatlabError naming the file, the line and the field, so that a typo in a
 hand-edited set fails here and not as a confusing score later.
@@ -18,7 +21,8 @@ from typing import Any
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
 
-__all__ = ["DogCase", "Question", "load_dogs", "load_questions"]
+__all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_questions", "load_facts",
+           "load_weather_requests"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,24 @@ class Question:
     file: str
     quote: str
     answer: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A short question and key phrases: a reply containing one (any case) is counted right."""
+
+    id: str
+    question: str
+    answer: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WeatherRequest:
+    """A user's weather question and the city a right call's `location` names."""
+
+    id: str
+    request: str
+    location: str
 
 
 def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -117,3 +139,27 @@ def load_questions(path: Path | None = None) -> list[Question]:
             answer=_texts(row, "answer", where, True)))
     _unique([q.id for q in questions], path.name)
     return questions
+
+
+def load_facts(path: Path | None = None) -> list[Fact]:
+    """The general-knowledge set (default data/eval/facts.jsonl)."""
+    path = path or data_path("eval", "facts.jsonl")
+    facts = []
+    for n, row in _rows(path):
+        where = f"{path.name} line {n}"
+        facts.append(Fact(id=_text(row, "id", where), question=_text(row, "question", where),
+                          answer=_texts(row, "answer", where, True)))
+    _unique([f.id for f in facts], path.name)
+    return facts
+
+
+def load_weather_requests(path: Path | None = None) -> list[WeatherRequest]:
+    """The tool-call set (default data/eval/weather_requests.jsonl)."""
+    path = path or data_path("eval", "weather_requests.jsonl")
+    requests = []
+    for n, row in _rows(path):
+        where = f"{path.name} line {n}"
+        requests.append(WeatherRequest(id=_text(row, "id", where), request=_text(row, "request", where),
+                                       location=_text(row, "location", where)))
+    _unique([r.id for r in requests], path.name)
+    return requests
