@@ -7,7 +7,8 @@ a child process whose only output is the IR folder, so that child can run in a P
 own: a venv that sees this Python's site-packages behind its own (a .pth file names them, so
 torch, openvino, numpy and the rest are reused and nothing big is downloaded; venv's
 --system-site-packages would see the base interpreter's, not a venv's) and holds the lock's
-versions of the export stack, and of whatever it needs at other versions than this Python has. The kernel keeps its transformers;
+versions of the export stack, plus whatever of its needs this Python lacks or has at a version
+that does not fit. The kernel keeps its transformers;
 the IR it loads is the same one the lock's stack writes locally.
 
 Chosen in this order: CHATLAB_EXPORT_PYTHON when set; this Python when optimum-intel is
@@ -31,10 +32,11 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 
 # What the export child imports that the kernel does not need: installed in the venv at the
-# lock's versions (with what they need, where the system's version does not fit).
+# lock's versions. Everything else they need is resolved against this Python's packages, which
+# pip sees through the .pth file: it adds only what is missing or does not fit. Pinning those to
+# the lock too was measured on the Colab replica to pull a second torch (the lock's setuptools
+# 84 does not fit Colab's torch 2.11, so pip took the newest torch: gigabytes).
 EXPORT_STACK = ["optimum-intel", "optimum", "nncf", "transformers", "huggingface-hub"]
-# Reused from the system as they are (a second torch would be gigabytes).
-SYSTEM_ONLY = re.compile(r"^(torch|triton|nvidia-|cuda-)", re.I)
 STAMP = ".chatlab-export-env"
 
 
@@ -130,8 +132,7 @@ def ensure_env(run: object = subprocess.run) -> Path:
         print(f"chatlab: building the export environment {env} (once: optimum-intel and the "
               "transformers it supports, beside this Python's own packages)", file=sys.stderr, flush=True)
         constraints_file = env.parent / f".{env.name}-constraints.txt"
-        constraints_file.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())
-                                            if not SYSTEM_ONLY.match(n)))
+        constraints_file.write_text("".join(f"{n}=={pins[n]}\n" for n in EXPORT_STACK))
         try:
             for i, step in enumerate(build_commands(env, pins, constraints_file)):
                 if i == 1:  # the venv exists: let it see this Python's packages before pip runs

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,8 @@ def reset(venv: Path) -> dict[str, str]:
     same files as before). Returns the replica's packages as built."""
     py = venv / "bin" / "python"
     pristine = json.loads((venv / PRISTINE).read_text())
+    for leftover in venv.glob("lib/python*/site-packages/~*"):  # an interrupted pip's temporaries
+        shutil.rmtree(leftover, ignore_errors=True)
     now = installed(py)
     extra = sorted(set(now) - set(pristine))
     if extra:
