@@ -80,10 +80,19 @@ def needs(repo: Path) -> list[str]:
             if line.split("#")[0].strip()]
 
 
-def installed_versions() -> dict[str, str]:
+def installed_versions(names: list[str] | None = None) -> dict[str, str | None]:
     """canonical name -> version of every distribution this Python has (chatlab excluded: it
-    is what gets installed)."""
-    found = {}
+    is what gets installed); with `names`, just those, as given, None for a missing one
+    (chatlab doctor's use)."""
+    if names is not None:
+        found_named: dict[str, str | None] = {}
+        for name in names:
+            try:
+                found_named[name] = md.version(name)
+            except md.PackageNotFoundError:
+                found_named[name] = None
+        return found_named
+    found: dict[str, str | None] = {}
     for dist in md.distributions():
         name = dist.metadata["Name"]
         if name and canonical(name) != "chatlab":
@@ -91,7 +100,7 @@ def installed_versions() -> dict[str, str]:
     return found
 
 
-def constraints(installed: dict[str, str], lock: dict[str, str]) -> list[str]:
+def constraints(installed: dict[str, str | None], lock: dict[str, str]) -> list[str]:
     """Installed packages at their installed version; missing ones (and the REPLACED ones) at
     the lock's pin, unless dropped (LOCK_PIN_DROPPED). pip never changes a constrained
     installed package."""
@@ -111,7 +120,7 @@ def install_plan(repo: Path, python: str, constraints_file: Path) -> list[list[s
             pip + ["--no-deps", "--no-build-isolation", "-e", str(repo)]]
 
 
-def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+def changed(before: dict[str, str | None], after: dict[str, str | None]) -> list[str]:
     """`name old -> new` for each package whose installed version changed (or that went)."""
     return [f"{n} {before[n]} -> {after.get(n, 'removed')}" for n in sorted(before)
             if after.get(n) != before[n]]

@@ -309,3 +309,9 @@ def test_special_tokens_from_text_toggles_the_same_tokenizer() -> None:
     with pytest.raises(TypeError, match="not a ChatGLM3 tokenizer"):
         with special_tokens_from_text(object()):
             pass
+
+
+def test_installed_versions_by_name_for_the_doctor() -> None:
+    found = colab.installed_versions(["numpy", "no-such-distribution-xyz"])
+    assert found == {"numpy": colab.md.version("numpy"), "no-such-distribution-xyz": None}
+    assert "chatlab" not in colab.installed_versions() and "numpy" in colab.installed_versions()
