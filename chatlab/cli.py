@@ -1,5 +1,5 @@
 """The `chatlab` command. Each part of the package registers its own subcommands here, so this
-file stays a table of contents: models, render, generate, serve, doctor."""
+file stays a table of contents: models, render, export, bench, engine, serve, doctor."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,8 @@ COMMAND_MODULES = [
     "chatlab.models.cli",
     "chatlab.render.cli",
     "chatlab.render.io.cli",
-    "chatlab.generate.cli",
+    "chatlab.backends.cli",
+    "chatlab.bench.cli",
     "chatlab.engine.cli",
     "chatlab.serve.cli",
     "chatlab.doctor",

@@ -7,17 +7,25 @@ from __future__ import annotations
 
 
 class ChatlabError(Exception):
-    """A user-facing error: bad input, a missing asset, an unreachable hub."""
+    """A user-facing error: bad input, a missing asset, an unreachable hub.
+
+    `param` names the request field to blame (`messages[0].role`, `tools[2].function.name`),
+    carried as data from where the check ran to OpenAI's error body; None when no one field is."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class UnknownNameError(ChatlabError, KeyError):
     """A name (model, template, backend, ...) that is not one of the valid choices."""
 
-    def __init__(self, kind: str, name: str, choices: list[str]) -> None:
+    def __init__(self, kind: str, name: str, choices: list[str], param: str | None = None) -> None:
         self.kind, self.name, self.choices = kind, name, list(choices)
-        super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.choices)}")
+        super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.choices)}",
+                         param=param)
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0])

@@ -13,10 +13,11 @@ import copy
 import json
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
 IGNORE = -100  # the label transformers' loss skips
@@ -179,22 +180,30 @@ def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
                  num_items_in_batch=torch.tensor(scored)).loss
 
 
-def answers(model: Any, tokenizer: Any, resolution: Any, chats: Sequence[Sequence[Any]],
-            params: Any = None, max_new_tokens: int = 48) -> list[Any]:
-    """One Finished (text, token_ids, ...) per chat, through chatlab's generation loop with the
-    resolution's stop ids and words. Sampling gets seed `params.seed + i` for chat i, so each
-    answer is reproducible on its own whatever else runs."""
+def answers(model: Any, tokenizer: HFTokenizer, resolution: Any, chats: Sequence[Sequence[Any]],
+            params: Any = None, max_new_tokens: int = 48, backend: Any = None) -> list[Any]:
+    """One Finished (text, token_ids, ...) per chat, as the server would answer it: each chat is
+    a request to a ChatEngine over the model (rendered with `resolution`, whose stop ids and
+    words end the turn; planned and run under the engine's lease). Sampling gets seed
+    `params.seed + i` for chat i, so each answer is reproducible on its own whatever else runs.
+    `backend` replaces the model (a ScriptedBackend replaying gold answers is the positive
+    control of the same path)."""
     from chatlab.backends.torch import TorchBackend
-    from chatlab.generate import Finished, SamplingParams, generate
+    from chatlab.engine import ChatEngine, parse_request
+    from chatlab.generate import Finished, SamplingParams
 
-    backend = TorchBackend(model, tokenizer)  # f32, as loaded
+    backend = backend if backend is not None else TorchBackend(model, tokenizer)  # f32, as loaded
+    engine = ChatEngine(backend, "finetune", template=resolution)
     base = params or SamplingParams(max_new_tokens=max_new_tokens)
     out = []
     for i, chat in enumerate(chats):
-        r = resolution.render(list(chat))
-        p = replace(base, stop_ids=list(r.stop_ids), stop=list(r.stop_words),
-                    seed=None if base.seed is None else base.seed + i)
-        out.append(next(ev for ev in generate(backend, r.ids, p) if isinstance(ev, Finished)))
+        plan = engine.check(parse_request({
+            "messages": [m.to_openai() if hasattr(m, "to_openai") else m for m in chat],
+            "max_tokens": base.max_new_tokens, "temperature": base.temperature, "top_p": base.top_p,
+            "top_k": base.top_k, "repetition_penalty": base.repetition_penalty,
+            "seed": None if base.seed is None else base.seed + i, "ignore_eos": base.ignore_eos,
+            "stop": list(base.stop) or None}))
+        out.append(next(ev for ev in engine.events(plan) if isinstance(ev, Finished)))
     return out
 
 

@@ -2,26 +2,31 @@
 
 System prompt, max tokens, top-k, top-p and temperature; the reply streams into the page token by
 token as the loop yields text. The conversation is kept as OpenAI-style messages and rendered
-with the model's resolved template on every turn, so what the model sees is exactly what
-`chatlab complete` and the server would send. `chat.send("...")` drives it from code (it also
-prints the stream, so an executed notebook shows the reply even where widgets do not render).
+with the model's resolved template on every turn. Each turn is a request to a ChatEngine —
+parsed, planned and run under the engine's lease, as `chatlab complete` and the server run it —
+so what the model sees is exactly what they would send. `chat.send("...")` drives it from code
+(it also prints the stream, so an executed notebook shows the reply even where widgets do not
+render).
 """
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from chatlab.generate import Finished, SamplingParams, TextDelta, generate
+from chatlab.engine import ChatEngine, parse_request
+from chatlab.engine.plan import ChatPlan
+from chatlab.generate import Finished, SamplingParams, TextDelta
+from chatlab.protocols import StepBackend
 
 
 class ChatWidget:
-    def __init__(self, backend: Any, model_name: str | None = None,
+    def __init__(self, backend: StepBackend | ChatEngine, model_name: str | None = None,
                  system: str = "You are a helpful assistant. Answer briefly.") -> None:
+        """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share."""
         import ipywidgets as w
 
-        from chatlab.render import resolve
-
-        self.backend = backend
-        self.resolution = resolve(backend.tokenizer, model_name)
+        self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "")
+        self.backend = self.engine.backend
+        self.resolution = self.engine.resolution
         self.history: list[dict[str, Any]] = []
         self.last: Finished | None = None
         self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))
@@ -69,19 +74,22 @@ class ChatWidget:
         return SamplingParams(max_new_tokens=self.max_tokens.value, temperature=self.temperature.value,
                               top_k=self.top_k.value, top_p=self.top_p.value)
 
-    def _rendered(self, extra: list[dict[str, Any]]) -> Any:
-        messages = [{"role": "system", "content": self.system.value}] + self.history + extra
-        return self.resolution.render(messages)
+    def plan(self, message: str, seed: int | None = None) -> ChatPlan:
+        """The engine's plan for the conversation plus `message`, with the sliders' sampling: the
+        template's stop words and ids end the turn (the loop adds the model's eos ids)."""
+        self.params()  # the sliders' values, checked with the widget's own message first
+        messages = [{"role": "system", "content": self.system.value}, *self.history,
+                    {"role": "user", "content": message}]
+        return self.engine.check(parse_request({
+            "messages": messages, "max_tokens": self.max_tokens.value, "temperature": self.temperature.value,
+            "top_k": self.top_k.value, "top_p": self.top_p.value, "seed": seed}))
 
     def stream(self, message: str, seed: int | None = None) -> Iterator[str]:
         """Add a user turn, yield the reply's text deltas, then record the reply in history."""
-        rendered = self._rendered([{"role": "user", "content": message}])
-        params = self.params()
-        # The template's stop words and ids end the turn (the loop adds the model's eos ids).
-        params.stop, params.stop_ids, params.seed = rendered.stop_words, rendered.stop_ids, seed
+        plan = self.plan(message, seed)
         self.history.append({"role": "user", "content": message})
         reply = ""
-        for event in generate(self.backend, rendered.ids, params):
+        for event in self.engine.events(plan):
             if isinstance(event, TextDelta):
                 reply += event.text
                 self._show(reply)

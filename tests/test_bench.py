@@ -43,6 +43,9 @@ def test_table_and_plot(tmp_path):
     result = fake_result()
     table = format_table(result)
     assert all(name in table for name in ENGINES) and "NOT met" in table and "(1.00x)" in table
+    lesson = format_table(result, targets=False)   # what the notebooks print
+    assert "target " not in lesson and "NOT met" not in lesson
+    assert lesson.splitlines() == [line for line in table.splitlines() if not line.startswith("target ")]
     assert "CPU: Test CPU 9000; flags: avx512f avx512_bf16 (bf16 native); 2 threads" in table
     assert "precision asked: f32" in table
     rows = {line.split()[0]: line.split()[1:3] for line in table.splitlines()[3:3 + len(ENGINES)]}

@@ -216,3 +216,33 @@ def test_completion_logprobs_and_merge() -> None:
     lp = whole["choices"][0]["logprobs"]
     assert "".join(lp["tokens"]) == whole["choices"][0]["text"] == "Paris is lovely."
     assert lp["text_offset"][0] == 0 and lp["text_offset"] == sorted(lp["text_offset"])
+
+
+def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`chatlab complete` parses the body once (messages and tools included, before the model
+    loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
+    from chatlab.cli import main
+    from chatlab.engine import cli, request
+
+    counts = {"messages": 0, "loads": 0}
+    real = request.parse_messages
+
+    def counting(messages: Any) -> Any:
+        counts["messages"] += 1
+        return real(messages)
+
+    def load(_: Any) -> ChatEngine:
+        counts["loads"] += 1
+        return engine_for("hermes", ["It is sunny."])
+
+    monkeypatch.setattr(request, "parse_messages", counting)
+    monkeypatch.setattr(cli, "load_engine", load)
+    msgs, tools = tmp_path / "m.json", tmp_path / "t.json"
+    msgs.write_text(json.dumps(ASK))
+    tools.write_text(json.dumps(WEATHER))
+    assert main(["complete", "--messages", str(msgs), "--tools", str(tools), "--max-tokens", "8"]) == 0
+    assert "It is sunny." in capsys.readouterr().out and counts == {"messages": 1, "loads": 1}
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "bad name!"}}]))
+    assert main(["complete", "--messages", str(msgs), "--tools", str(tools)]) == 2
+    assert "tools[0].function.name" in capsys.readouterr().err and counts["loads"] == 1

@@ -78,3 +78,30 @@ def test_export_template_prints_the_export():
     proc = subprocess.run([sys.executable, "-m", "chatlab.cli", "export-template", "chatml"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout == export_template("chatml") + "\n"
+
+
+def test_render_tools_matches_the_server_render(capsys, tmp_path):
+    """`chatlab render --tools` and /v1/chat/render run one render step (Resolution.render_request):
+    tools and the assistant's tool call are rendered the same, id for id (issue 20: the CLI
+    once dropped them with SmolLM2's tool-less GGUF template, 28 ids against the server's 232)."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine, parse_request
+    from chatlab.models import load_tokenizer
+
+    model = "smollm2-135m-instruct"
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    history = [{"role": "user", "content": "Weather in Paris?"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "18C"}]
+    msgs, tool_file = tmp_path / "m.json", tmp_path / "t.json"
+    msgs.write_text(json.dumps(history))
+    tool_file.write_text(json.dumps(tools))
+    code, out, _ = run(capsys, "render", "--model", model, "--messages", str(msgs), "--tools", str(tool_file),
+                       "--format", "json")
+    cli = json.loads(out)
+    engine = ChatEngine(ScriptedBackend(load_tokenizer(model), ["ok"]), model)
+    server = engine.render(parse_request({"messages": history, "tools": tools}))
+    assert code == 0 and cli["ids"] == server["ids"] and cli["tool_format"] == server["tool_format"]
+    assert "get_weather" in cli["text"] and '"city": "Paris"' in cli["text"]  # tools and the call

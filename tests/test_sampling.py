@@ -9,13 +9,16 @@ from chatlab.generate.sampling import Sampler, SamplingParams, top_k_probs, top_
 
 
 @pytest.mark.parametrize("kwargs, needle", [
-    ({"temperature": -0.1}, ">= 0"),
-    ({"temperature": float("nan")}, ">= 0"),
+    ({"temperature": -0.1}, "from 0 to 2"),
+    ({"temperature": 2.5}, "from 0 to 2"),  # the same limit as the wire's (generate.limits)
+    ({"temperature": float("nan")}, "from 0 to 2"),
     ({"top_p": 0.0}, "(0, 1]"),
     ({"top_p": 1.5}, "(0, 1]"),
     ({"max_new_tokens": 0}, ">= 1"),
     ({"top_k": -1}, ">= 0"),
-    ({"repetition_penalty": 0}, "> 0"),
+    ({"repetition_penalty": 0}, "from 0.01 to 100"),
+    ({"presence_penalty": 2.5}, "from -2 to 2"),
+    ({"frequency_penalty": float("inf")}, "from -2 to 2"),
     ({"stop": [""]}, "non-empty"),
     ({"stop_ids": [-3]}, "token ids"),
 ])
@@ -61,8 +64,8 @@ def test_seed_makes_sampling_reproducible():
 def test_top_k_restricts_to_best_k():
     row = logits_row()
     best3 = set(np.argsort(-row)[:3].tolist())
-    s = Sampler(SamplingParams(temperature=5.0, top_k=3, seed=0))
-    assert {s(row.copy()) for _ in range(200)} == best3  # high T: all three appear, nothing else
+    s = Sampler(SamplingParams(temperature=2.0, top_k=3, seed=0))
+    assert {s(row.copy()) for _ in range(400)} == best3  # high T: all three appear, nothing else
 
 
 def test_top_p_keeps_smallest_prefix_reaching_mass():
@@ -96,3 +99,56 @@ def test_sampling_frequencies_follow_the_distribution():
     s = Sampler(SamplingParams(temperature=1.0, seed=3))
     counts = np.bincount([s(row.copy()) for _ in range(3000)], minlength=3) / 3000
     assert np.allclose(counts, [0.6, 0.3, 0.1], atol=0.04)
+
+
+def test_validate_changes_nothing_and_checks_only_the_model() -> None:
+    """The frozen plan's SamplingParams are final: validate() checks the window and the
+    vocabulary, and leaves every field as it was."""
+    params = SamplingParams(stop="###", logit_bias={"7": 5})  # type: ignore[arg-type, dict-item]
+    before = repr(params)
+    params.validate(context_length=300, prompt_tokens=10, vocab_size=50)
+    assert repr(params) == before and params.logit_bias == {7: 5.0} and params.stop == ["###"]
+    with pytest.raises(ChatlabError) as err:
+        params.validate(vocab_size=5)
+    assert err.value.param == "logit_bias"
+
+
+def test_presence_and_frequency_penalties_follow_openai() -> None:
+    """logit[j] -= presence * (count[j] > 0) + frequency * count[j], over the reply's tokens only."""
+    s = Sampler(SamplingParams(presence_penalty=0.5, frequency_penalty=0.25))
+    for token in (1, 1, 3):
+        s.accept(token)
+    row = np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32)
+    s.penalize_reply(row)
+    assert np.allclose(row, [1.0, 1.0 - 0.5 - 0.5, 1.0, 1.0 - 0.5 - 0.25])
+    # greedy: token 0 and 1 tie on the raw row, the penalty decides for 0
+    g = Sampler(SamplingParams(presence_penalty=1.0))
+    g.accept(1)
+    assert g(np.array([1.0, 1.5, 0.0], dtype=np.float32)) == 0  # 1.5 - 1.0 < 1.0
+    off = Sampler(SamplingParams())
+    off.accept(1)
+    assert off(np.array([1.0, 1.5, 0.0], dtype=np.float32)) == 1 and off.counts == {}
+
+
+def test_penalties_in_the_loop_change_a_repeating_reply() -> None:
+    """Through generate(): a backend whose best token is always 5 repeats it; a frequency
+    penalty makes the loop move on (the penalty is applied, not just accepted)."""
+    from chatlab.generate import generate
+
+    class Repeats:
+        context_length, vocab_size, eos_ids = 64, 8, []
+
+        class tokenizer:  # noqa: N801 - the loop reads backend.tokenizer
+            @staticmethod
+            def decode(ids: list[int], **_: object) -> str:
+                return "".join(chr(97 + i) for i in ids)
+
+        def prefill(self, ids: list[int]) -> np.ndarray:
+            return self.step(0)
+
+        def step(self, token: int) -> np.ndarray:
+            return np.array([0, 0, 0, 0, 2.0, 3.0, 0, 0], dtype=np.float32)
+
+    plain = list(generate(Repeats(), [1], SamplingParams(max_new_tokens=4)))[-1].token_ids
+    pushed = list(generate(Repeats(), [1], SamplingParams(max_new_tokens=4, frequency_penalty=2.0)))[-1]
+    assert plain == [5, 5, 5, 5] and pushed.token_ids[:2] == [5, 4]

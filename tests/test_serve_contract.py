@@ -171,8 +171,21 @@ def test_get_model_by_id(server: Any) -> None:
     from openai.types import Model
 
     assert Model.model_validate(httpx.get(f"{server.url}/models/{SERVED}").json()).id == SERVED
-    err = error_of(httpx.get(server.url + "/models/other/model"), 404)
-    assert err["param"] == "model" and SERVED in err["message"]
+
+
+def test_get_model_follows_the_request_rule(server: Any, engine: Any) -> None:
+    """A name a chat request may send (gpt-4o is answered) is also found by GET /v1/models/{id}
+    (the openai client's models.retrieve), as the card of the model that answers; with
+    strict_model_name both refuse it."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.url, api_key="unused")
+    assert client.models.retrieve("gpt-4o").id == SERVED
+    assert httpx.get(server.url + "/models/other/model").json()["id"] == SERVED
+    with start_server(engine, strict_model_name=True) as srv:
+        err = error_of(httpx.get(srv.url + "/models/gpt-4o"), 404)
+        assert err["param"] == "model" and SERVED in err["message"]
+        assert httpx.get(f"{srv.url}/models/{SERVED}").status_code == 200
 
 
 # -- validation: 400, param set, the message names the fix -----------------------------------
@@ -185,16 +198,20 @@ def test_get_model_by_id(server: Any) -> None:
     ({"max_tokens": "lots"}, "max_tokens", "integer"),
     ({"max_tokens": 10**6}, "max_tokens", "context window"),
     ({"repetition_penalty": 1e-310}, "repetition_penalty", "0.01"),
-    ({"messages": [{"role": "user"}]}, "messages[0]", "has no content"),
-    ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0]", "has no content"),
-    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1]", "tool_call_id"),
-    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]", "unknown role"),
-    ({"messages": []}, "messages", "at least 1"),
+    ({"messages": [{"role": "user"}]}, "messages[0].content", "has no content"),
+    ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0].content",
+     "has no content"),
+    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1].tool_call_id", "tool_call_id"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role", "unknown role"),
+    ({"messages": []}, "messages", "non-empty"),
     ({"tools": {"name": "f"}}, "tools", "must be a list"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}]},
-     "tools", "not a valid JSON schema"),
+     "tools[0].function.parameters", "not a valid JSON schema"),
     ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
-    ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
+    ({"response_format": {"type": "xml"}}, "response_format.type", "json_schema"),
+    ({"tools": [{"type": "retrieval", "function": {"name": "f"}}]}, "tools[0].type", "only 'function'"),
+    ({"presence_penalty": 3}, "presence_penalty", "less than or equal to 2"),
+    ({"frequency_penalty": -2.5}, "frequency_penalty", "greater than or equal to -2"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_validation_errors_are_400_with_param(server: Any, extra: dict, param: str, needle: str) -> None:
     err = error_of(post(server, {"model": SERVED, "messages": HI, **extra}), 400)
@@ -451,3 +468,191 @@ def test_openapi_needs_the_api_key_when_one_is_set(engine: Any) -> None:
         error_of(httpx.get(f"{srv.url}/models/{SERVED}"), 401)
     with start_server(engine) as srv:
         assert httpx.get(srv.base + "/openapi.json").status_code == 200
+
+
+# -- issue 20: one strict request layer; every wire variant fixed has its named test ---------
+@pytest.mark.parametrize("extra,param,needle", [
+    ({"stream": "yes"}, "stream", "boolean"),
+    ({"temperature": "0.5"}, "temperature", "number"),
+    ({"max_tokens": True}, "max_tokens", "integer"),
+    ({"logprobs": "true"}, "logprobs", "boolean"),
+    ({"n": 1.0}, "n", "integer"),
+    ({"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage", "boolean"),
+], ids=["stream-yes", "temperature-string", "max-tokens-bool", "logprobs-string", "n-float",
+        "include-usage-string"])
+def test_types_are_refused_not_coerced(server: Any, extra: dict, param: str, needle: str) -> None:
+    """OpenAI answers 400 to a value of the wrong JSON type; so does chatlab (strict parsing)."""
+    err = error_of(post(server, {"messages": HI, **extra}), 400)
+    assert err["param"] == param and needle in err["message"], err
+
+
+def test_an_int_is_still_a_number(server: Any) -> None:
+    assert post(server, {"messages": HI, "temperature": 1, "top_p": 1, "max_tokens": 4}).status_code == 200
+
+
+@pytest.mark.parametrize("extra,param,needle", [
+    ({"logit_bias": {"5": 101}}, "logit_bias", "from -100"),
+    ({"logit_bias": {"hello": 1}}, "logit_bias", "not a token id"),
+    ({"logit_bias": {"99999999": 1}}, "logit_bias", "0..49151"),
+    ({"messages": [{"role": "user", "content": "hi " * 5000}]}, "messages", "context window"),
+    ({"max_tokens": 5000}, "max_tokens", "context window"),
+    ({"tools": [TOOL] * 129}, "tools", "limit of 128"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "#/$defs/nowhere"}}}}}], "tool_choice": "required"},
+     "tools[0].function.parameters", "grammar"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"enum": []}}}}}], "tool_choice": "required"},
+     "tools[0].function.parameters", "grammar"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+        "type": "string", "minLength": 5, "maxLength": 2}}}}, "response_format.json_schema.schema", "grammar"),
+], ids=["logit-bias-value", "logit-bias-key", "logit-bias-vocab", "context-overflow",
+        "max-tokens-overflow", "tool-limit", "dangling-ref", "empty-enum", "min-over-max"])
+def test_param_is_filled(server: Any, extra: dict, param: str, needle: str) -> None:
+    err = error_of(post(server, {"messages": HI, **extra}), 400)
+    assert err["param"] == param and needle in err["message"], err
+
+
+def test_echo_with_logprobs_names_logprobs(server: Any) -> None:
+    err = error_of(post(server, {"prompt": "Once", "echo": True, "logprobs": 1}, "/completions"), 400)
+    assert err["param"] == "logprobs" and "echo" in err["message"]
+
+
+@pytest.mark.parametrize("extra,param", [({"suffix": "the end"}, "suffix"), ({"best_of": 3}, "best_of")],
+                         ids=["suffix", "best-of"])
+def test_unimplemented_completion_fields_are_refused(server: Any, extra: dict, param: str) -> None:
+    err = error_of(post(server, {"prompt": "Once", "max_tokens": 3, **extra}, "/completions"), 400)
+    assert err["param"] == param and "not supported" in err["message"]
+    # asking for nothing is fine: best_of 1 and an empty suffix change nothing
+    assert post(server, {"prompt": "Once", "max_tokens": 3, "best_of": 1, "suffix": ""},
+                "/completions").status_code == 200
+
+
+def test_penalties_reach_the_sampler_on_chat_and_completions(engine: Any, server: Any) -> None:
+    from chatlab.engine import CompletionRequest, parse_request
+
+    plan = engine.check(parse_request({"messages": HI, "presence_penalty": 0.5, "frequency_penalty": -1}))
+    assert all(p.presence_penalty == 0.5 and p.frequency_penalty == -1.0 for p in plan.params)
+    done = engine.check(parse_request({"prompt": "x", "n": 2, "frequency_penalty": 1.5}, CompletionRequest))
+    assert [p.frequency_penalty for p in done.params[0]] == [1.5, 1.5]
+    assert post(server, {"messages": HI, "presence_penalty": 2, "max_tokens": 4}).status_code == 200
+    assert post(server, {"prompt": "Once", "frequency_penalty": 2, "max_tokens": 4},
+                "/completions").status_code == 200
+
+
+@pytest.mark.parametrize("schema,keyword,param", [
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "allOf", "response_format.json_schema.schema"),
+    ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not",
+     "response_format.json_schema.schema.properties.a"),
+    ({"$ref": "https://example.com/schema.json"}, "$ref", "response_format.json_schema.schema"),
+], ids=["allof-incompatible", "not", "remote-ref"])
+def test_schemas_the_grammar_cannot_enforce_are_400_naming_the_keyword(server: Any, schema: dict,
+                                                                      keyword: str, param: str) -> None:
+    rf = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+    err = error_of(post(server, {"messages": HI, "response_format": rf}), 400)
+    assert err["param"] == param and repr(keyword) in err["message"], err
+    # the same keyword in a forced tool's parameters names the tool
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                                                          "properties": {"x": schema}}}}
+    err = error_of(post(server, {"messages": HI, "tools": [tool], "tool_choice": "required"}), 400)
+    assert err["param"].startswith("tools[0].function.parameters.properties.x"), err
+
+
+def test_enforceable_schemas_still_pass(server: Any) -> None:
+    """No false refusals: a property named "not", compatible allOf, a local $ref."""
+    schema = {"type": "object", "properties": {"not": {"type": "string"}, "b": {"$ref": "#/$defs/b"}},
+              "allOf": [{"type": "object"}, {"required": ["not"]}], "$defs": {"b": {"type": "integer"}}}
+    rf = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+    assert post(server, {"messages": HI, "response_format": rf, "max_tokens": 4}).status_code == 200
+
+
+def test_the_plan_carries_its_compiled_constraint(engine: Any, monkeypatch: Any) -> None:
+    from chatlab.engine import parse_request
+    from chatlab.tools import constrain
+
+    plan = engine.check(parse_request({"messages": HI, "tools": [TOOL], "tool_choice": "required"}))
+    assert plan.constraint is not None and plan.constraint.kind == "tag" and plan.constrained
+
+    def no_second_look(*_: Any, **__: Any) -> None:
+        raise AssertionError("the run decided or compiled the grammar again")
+
+    for name in ("decide", "compile_constraint", "_compile"):
+        monkeypatch.setattr(constrain, name, no_second_look)
+    # the engine's token source (the loop) builds its processor from the plan's grammar
+    assert engine.source.constraint(plan).description == plan.constraint.description
+    plain = engine.check(parse_request({"messages": HI}))
+    assert plain.constraint is None and not plain.constrained
+
+
+def test_oversized_prompt_is_refused_before_tokenizing(engine: Any, server: Any, monkeypatch: Any) -> None:
+    """The bound from characters refuses it without the tokenizer seeing it; a prompt that fits
+    (just under the bound) is never refused by it."""
+    calls: list[int] = []
+    real = engine.tokenizer.encode
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k))
+    big = "x" * (engine.max_token_chars * engine.context_length)
+    err = error_of(post(server, {"prompt": big}, "/completions"), 400)
+    assert err["param"] == "prompt" and "at least" in err["message"] and calls == []
+    err = error_of(post(server, {"messages": [{"role": "user", "content": big}]}), 400)
+    assert err["param"] == "messages" and "at least" in err["message"]
+    # under the bound: tokenized, and refused only if the real count does not fit
+    from chatlab.engine.bound import fits_before_tokenizing
+
+    fits_before_tokenizing(engine, engine.max_token_chars * (engine.context_length - 1), "prompt")
+
+
+def server_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+def test_server_rss_flat_over_malformed_and_oversized_requests(engine: Any) -> None:
+    """A separate server process (loopback), a bounded pass of malformed and ~1.9 MB requests:
+    its RSS after the pass is within 10% of its RSS after a warm-up pass."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = ("import sys, uvicorn\n"
+              "from chatlab.backends.scripted import ScriptedBackend\n"
+              "from chatlab.engine import ChatEngine\n"
+              "from chatlab.render import get_template\n"
+              "from chatlab.render.export import tokenizer_for\n"
+              "from chatlab.serve.app import create_app\n"
+              "e = ChatEngine(ScriptedBackend(tokenizer_for(get_template('qwen2.5')), ['Hello there.']),"
+              " 'served-model', template='qwen2.5')\n"
+              "uvicorn.run(create_app(e), host='127.0.0.1', port=int(sys.argv[1]), log_level='error')\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(port)], env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url[:-3] + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        big = "word " * 380_000  # 1.9 MB
+        bodies = [*list(bad_bodies())[:40],
+                  *[json.dumps({"messages": [{"role": "user", "content": big}]}).encode()] * 5,
+                  *[json.dumps({"prompt": big}).encode()] * 5]
+
+        def one_pass() -> None:
+            with httpx.Client(timeout=60) as client:
+                for raw in bodies:
+                    path = "/completions" if raw.startswith(b'{"prompt"') else "/chat/completions"
+                    r = client.post(url + path, content=raw, headers={"content-type": "application/json"})
+                    assert 400 <= r.status_code < 500, r.text[:200]
+
+        one_pass()  # warm-up: imports, caches, thread pool, allocator arenas
+        baseline = server_rss_mb(proc.pid)
+        for _ in range(2):
+            one_pass()
+        after = server_rss_mb(proc.pid)
+        assert after <= baseline * 1.10, f"server RSS grew from {baseline:.0f} MB to {after:.0f} MB"
+    finally:
+        proc.terminate()
+        proc.wait(30)

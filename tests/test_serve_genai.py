@@ -68,6 +68,21 @@ def test_grammar_translation_and_its_refusal() -> None:
         structural_tag({"type": "qwen_xml_parameter", "json_schema": {}})
 
 
+def test_genai_config_carries_the_plans_sampling_and_constraint() -> None:
+    """genai's GenerationConfig takes OpenAI's two penalties from SamplingParams, and the
+    structured-output config is translated from the plan's Constraint (the decision the loop
+    compiles), not re-derived from the request."""
+    from chatlab.engine.batched import generation_config, structured_config
+    from chatlab.generate import SamplingParams
+    from chatlab.tools.constrain import Constraint
+
+    cfg = generation_config(SamplingParams(presence_penalty=0.5, frequency_penalty=-1.0), set())
+    assert cfg.presence_penalty == pytest.approx(0.5) and cfg.frequency_penalty == pytest.approx(-1.0)
+    assert structured_config(None) is None
+    schema = Constraint("schema", ('{"type": "object"}', False), None, "json_object")
+    assert type(structured_config(schema)).__name__ == "StructuredOutputConfig"
+
+
 def test_batched_engine_refuses_other_backends() -> None:
     from chatlab.engine.batched import BatchedEngine
 

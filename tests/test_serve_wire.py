@@ -27,17 +27,11 @@ class ScriptedEngine:
         self.streamed: list[int] = []
 
     def check(self, req: Any) -> Any:
-        """The real engine's contract: chatlab.types rules the chat domain; the plan comes back."""
-        from chatlab.types import parse_messages, parse_response_format, parse_tool_choice, parse_tools
-
-        if hasattr(req, "messages"):
-            parse_messages([m.model_dump(exclude_none=True) for m in req.messages])
-            tools = parse_tools(req.tools, req.functions)
-            parse_tool_choice(req.tool_choice, tools)
-            fmt = req.response_format
-            parse_response_format(fmt.model_dump(exclude_none=True) if fmt is not None else None)
+        """The real engine's contract: the request arrives parsed (chat domain included, by
+        chatlab.types inside parse_request); what depends on the model raises with its param."""
         if (req.max_new_tokens or 0) > self.context_length:
-            raise ChatlabError(f"max_tokens={req.max_new_tokens} exceeds the context window of 64")
+            raise ChatlabError(f"max_tokens={req.max_new_tokens} exceeds the context window of 64",
+                               param="max_tokens")
         return req
 
     def render(self, req: Any) -> dict[str, Any]:
@@ -109,7 +103,7 @@ def test_api_key(engine: ScriptedEngine) -> None:
     ({"model": "scripted"}, 400, "messages", "messages"),
     (body(temperature=5), 400, "temperature", "temperature"),
     (body(top_p=0), 400, "top_p", "top_p"),
-    (body(messages=[{"role": "wizard", "content": "x"}]), 400, "role", "messages[0]"),
+    (body(messages=[{"role": "wizard", "content": "x"}]), 400, "role", "messages[0].role"),
     (body(max_tokens=1000), 400, "context window", "max_tokens"),
     (body(messages=[{"role": "user", "content": "x"}] * 300), 400, "over the limit", "messages"),
     (body(user="boom"), 500, "internal error", None),

@@ -30,8 +30,9 @@ def test_tool_without_name():
                                     {"type": "object", "required": "location"}])
 def test_invalid_parameter_schema(params):
     bad = {"type": "function", "function": {"name": "f", "parameters": params}}
-    with pytest.raises(ChatlabError, match="tool 'f' parameters is not a valid JSON schema"):
+    with pytest.raises(ChatlabError, match=r"tools\[1\]\.function\.parameters is not a valid JSON schema") as err:
         parse_tools([WEATHER, bad])
+    assert err.value.param == "tools[1].function.parameters"  # the full path, as data
 
 
 def test_valid_tools_and_legacy_functions():

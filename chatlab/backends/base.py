@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from chatlab._thirdparty import HFTokenizer
 
 
 class Backend:
     name: str = "backend"
-    tokenizer: Any
+    tokenizer: HFTokenizer
     context_length: int
     vocab_size: int
     eos_ids: list[int]  # the model's own end ids (generation_config), merged by the loop
@@ -38,7 +39,7 @@ class Backend:
                 f"ctx={self.context_length}>")
 
 
-def eos_ids_from(folder: Path, tokenizer: Any = None) -> list[int]:
+def eos_ids_from(folder: Path, tokenizer: HFTokenizer = None) -> list[int]:
     """generation_config's eos ids (int or list), else config's, else the tokenizer's."""
     for fname in ("generation_config.json", "config.json"):
         try:

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from chatlab.backends.base import context_length_from, eos_ids_from
-from chatlab.backends.openvino import OpenVINOBackend
+from chatlab._thirdparty import GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer
+from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
@@ -40,12 +40,12 @@ _END = object()
 class GenaiStream:
     """One request's token ids, as lists per scheduler step; then the end (or an error)."""
 
-    def __init__(self, rid: int, ids: list[int], config: Any) -> None:
+    def __init__(self, rid: int, ids: list[int], config: GenaiConfig) -> None:
         self.rid, self.ids, self.config = rid, ids, config
         self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.cancelled = threading.Event()
         self.status: str | None = None  # genai's final status ("FINISHED", "CANCEL", ...)
-        self.handle: Any = None
+        self.handle: GenaiHandle = None
 
     def get(self, timeout: float) -> list[int] | BaseException | None:
         """New ids; an error; None once the request has ended. Raises queue.Empty on timeout."""
@@ -57,9 +57,10 @@ class GenaiStream:
         self.cancelled.set()
 
 
-class GenaiBackend(OpenVINOBackend):
-    """The model facts and tokenizers of OpenVINOBackend, with genai's batched pipeline as the
-    compute instead of a stateful infer request (so no `prefill` / `step`)."""
+class GenaiBackend:
+    """An exported model's facts and tokenizers (ExportedModel, as OpenVINOBackend has them)
+    with genai's batched pipeline as the compute. It is no step backend: it has no `prefill` /
+    `step` for chatlab's loop; chatlab.engine.batched drains its streams instead."""
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
@@ -78,14 +79,14 @@ class GenaiBackend(OpenVINOBackend):
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
         config = ov_config(precision, threads, kv_cache_precision)
-        self.pipe = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
+        self.pipe: GenaiPipeline = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
-        self.folder, self.model_name, self._tokenizer, self.name = folder, model_name, None, name
-        self.context_length = context_length_from(folder)
-        config = json.loads((folder / "config.json").read_text())
-        self.vocab_size = int(config["vocab_size"])
-        self.eos_ids = eos_ids_from(folder, None)
+        self.exported = ExportedModel(folder, model_name)
+        self.folder, self.model_name, self.name = folder, model_name, name
+        self.context_length, self.eos_ids = self.exported.context_length, self.exported.eos_ids
+        config_json = json.loads((folder / "config.json").read_text())
+        self.vocab_size = int(config_json["vocab_size"])
         self._ids = itertools.count()
         self._cond = threading.Condition()
         self._incoming: list[GenaiStream] = []
@@ -94,19 +95,20 @@ class GenaiBackend(OpenVINOBackend):
         self._thread = threading.Thread(target=self._run, name="chatlab-genai", daemon=True)
         self._thread.start()
 
-    # -- the loop's single-sequence calls do not exist here ------------------------------------
-    def prefill(self, ids: list[int]) -> np.ndarray:
-        raise ChatlabError("the genai backend batches sequences inside openvino-genai and has no "
-                           "prefill/step; serve it through chatlab.engine.batched.BatchedEngine, or "
-                           "use --backend openvino for chatlab's own loop")
+    @property
+    def tokenizer(self) -> HFTokenizer:
+        return self.exported.tokenizer
 
-    step = prefill  # type: ignore[assignment]
+    @property
+    def decoder(self) -> Any:
+        return self.exported.decoder
 
-    def reset(self) -> None:
-        pass
+    def __repr__(self) -> str:
+        return (f"<GenaiBackend {self.name} {self.precision} vocab={self.vocab_size} "
+                f"ctx={self.context_length} max_seqs={self.max_seqs}>")
 
     # -- requests ------------------------------------------------------------------------------
-    def submit(self, ids: list[int], config: Any) -> GenaiStream:
+    def submit(self, ids: list[int], config: GenaiConfig) -> GenaiStream:
         """Queue a prompt (token ids) with a genai GenerationConfig; tokens arrive on the stream."""
         stream = GenaiStream(next(self._ids), list(ids), config)
         with self._cond:

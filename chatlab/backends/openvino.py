@@ -25,28 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from chatlab.backends.base import Backend, context_length_from, eos_ids_from
+from chatlab._thirdparty import HFTokenizer
+from chatlab.backends.base import Backend
+from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
+from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
-
-
-def slice_last_position(model: Any, axis: int = 1) -> bool:
-    """Make the `logits` output cover the last position only; False when the graph is unknown.
-    The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
-    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged)."""
-    import openvino.opset13 as ops
-
-    node = model.output("logits").get_node().input_value(0).get_node()
-    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
-        node = node.input_value(0).get_node()
-    if node.get_type_name() != "MatMul":
-        return False
-    hidden = node.input_value(0)  # [batch, seq, hidden]
-    last = ops.slice(hidden, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
-                     np.array([1], np.int64), np.array([axis], np.int64))
-    node.input(0).replace_source_output(last.output(0))
-    model.validate_nodes_and_infer_types()
-    return True
 
 
 # How attention runs (see the module's docstring); both give the same greedy tokens (tested).
@@ -55,7 +39,7 @@ DEFAULT_ATTENTION = "paged"
 
 
 class OpenVINOBackend(Backend):
-    def __init__(self, folder: Path, tokenizer: Any = None, precision: str = DEFAULT_PRECISION,
+    def __init__(self, folder: Path, tokenizer: HFTokenizer = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
                  attention: str = DEFAULT_ATTENTION) -> None:
@@ -67,7 +51,9 @@ class OpenVINOBackend(Backend):
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
         self.attention = attention
-        self.context_length = context_length_from(folder)
+        self.exported = ExportedModel(folder, model_name, tokenizer)
+        self.folder, self.model_name = folder, model_name
+        self.context_length = self.exported.context_length
         self._paged: Any = None
         if attention == "paged":
             from chatlab.backends.paged import PagedGraph
@@ -89,9 +75,8 @@ class OpenVINOBackend(Backend):
         if self.precision != precision:
             raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
                                f"{precision} was asked for; use --precision {self.precision}")
-        self.folder, self.model_name, self._tokenizer = folder, model_name, tokenizer
         self.name = name
-        self.eos_ids = eos_ids_from(folder, None)
+        self.eos_ids = self.exported.eos_ids
         self.length = 0
 
     def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
@@ -111,28 +96,14 @@ class OpenVINOBackend(Backend):
         self._logits = self.request.get_output_tensor  # bound method, looked up once
 
     @property
-    def tokenizer(self) -> Any:
-        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
-        and torch, ~450 MB that generation itself does not need (see `decoder`)."""
-        if self._tokenizer is None:
-            from chatlab.models import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
-        return self._tokenizer
+    def tokenizer(self) -> HFTokenizer:
+        """The chat tokenizer, loaded on first use (see ExportedModel.tokenizer)."""
+        return self.exported.tokenizer
 
     @property
     def decoder(self) -> Any:
-        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
-        `tokenizers` library straight from tokenizer.json, without transformers or torch."""
-        if getattr(self, "_decoder", None) is None:
-            path = self.folder / "tokenizer.json"
-            if path.is_file() and not _cleans_up_spaces(self.folder):
-                from tokenizers import Tokenizer
-
-                self._decoder = Tokenizer.from_file(str(path))
-            else:
-                self._decoder = self.tokenizer
-        return self._decoder
+        """The light decoder the loop detokenizes with (see ExportedModel.decoder)."""
+        return self.exported.decoder
 
     def reset(self) -> None:
         if self._paged is not None:
@@ -169,17 +140,6 @@ class OpenVINOBackend(Backend):
         self._ids[0, 0] = token_id
         self._pos[0, 0] = self.length
         return self._run(self._ids, self._pos)
-
-
-def _cleans_up_spaces(folder: Path) -> bool:
-    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
-    import json
-
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
-        return True
-    return bool(config.get("clean_up_tokenization_spaces", False))
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,

@@ -48,7 +48,7 @@ class PagedGraph:
     def __init__(self, folder: Path, config: dict[str, Any], slice_logits: bool = True) -> None:
         from openvino._offline_transformations import paged_attention_transformation
 
-        from chatlab.backends.openvino import slice_last_position
+        from chatlab.backends.slicing import slice_last_position
 
         core = ov.Core()
         model = core.read_model(folder / "openvino_model.xml")

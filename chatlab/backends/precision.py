@@ -38,7 +38,7 @@ def normalize_precision(precision: str | None) -> str:
 @lru_cache(maxsize=1)
 def cpu_info() -> dict[str, Any]:
     """This CPU's model name, the bf16/AMX/VNNI flags it has, and the threads we may use."""
-    model, flags = "unknown CPU", set()
+    model, flags = "unknown CPU", set[str]()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -100,10 +100,8 @@ def ov_config(precision: str, threads: int | None = None,
               kv_cache_precision: str | None = None) -> dict[str, Any]:
     """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
 
-    At an f32 hint the CPU plugin still stores the KV cache in u8: measured here, that alone
-    moves greedy tokens (the fp32 export vs PyTorch: 1 of 8 prompts differs within 128 tokens
-    with a u8 cache, none with an f32 one; genai's paged cache and chatlab's loop: 3 of 8 vs
-    none). So f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise
+    At an f32 hint the CPU plugin still stores the KV cache in u8, and that alone moves greedy
+    tokens (notebook 05 measures it: the row "openvino fp32, u8 cache" of its parity table). So f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise
     ("u8" trades that exactness for memory traffic). At bf16 the plugin keeps its choice."""
     config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:

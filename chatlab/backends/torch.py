@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
 
 
 class TorchBackend(Backend):
-    def __init__(self, model: Any, tokenizer: Any, folder: Path | None = None,
+    def __init__(self, model: Any, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
                  emulate_bf16: bool = False) -> None:
         import torch

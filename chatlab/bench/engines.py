@@ -13,11 +13,11 @@ per-token work (detokenization and stop checks included); the others only record
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.bench.timing import Timing, from_stamps
 
 ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
            "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
@@ -25,13 +25,6 @@ BASELINE = "genai-int8"
 # Not in the default set: chatlab's loop and genai each forced onto the exported stateful graph
 # (SDPA attention) instead of its paged-attention rewrite, to show what the rewrite gains.
 EXTRA_ENGINES = ["chatlab-openvino-int8-sdpa", "genai-int8-sdpa"]
-
-
-@dataclass
-class Timing:
-    ttft_s: float
-    decode_tok_s: float
-    tokens: list[int]
 
 
 def ov_compute(compiled: Any) -> str:
@@ -47,11 +40,6 @@ def ov_compute(compiled: Any) -> str:
     return f"KV cache {compiled_facts(compiled)['kv_cache'] or '?'}, {dyn}"
 
 
-def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:
-    decode = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-    return Timing(stamps[0] - t0, decode, tokens)
-
-
 class ChatlabLoop:
     """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
 
@@ -61,10 +49,10 @@ class ChatlabLoop:
         self.precision, self.attention = precision, attention
 
     def load(self) -> None:
-        from chatlab.backends import load_backend
+        from chatlab.backends import load_step_backend
 
         options = {"attention": self.attention} if self.attention else {}
-        self.backend = load_backend(*self.args, precision=self.precision, **options)
+        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
         # read back from the runtime (the compiled model's property, torch's dtype)
@@ -74,10 +62,11 @@ class ChatlabLoop:
         return facts
 
     def run(self, ids: list[int], n: int) -> Timing:
-        from chatlab.generate import SamplingParams, generate
+        from chatlab.generate import Finished, SamplingParams, generate
 
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
         fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True)))[-1]
+        assert isinstance(fin, Finished)  # the loop always ends with one
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
         return Timing(ttft, decode, fin.token_ids)
@@ -188,7 +177,7 @@ class GenAI:
         import numpy as np
         import openvino as ov
 
-        genai = self.genai
+        genai: Any = self.genai  # openvino_genai: no type information
         stamps: list[float] = []
         tokens: list[int] = []
 

@@ -82,7 +82,7 @@ class LlamaCpp:
         return {"precision": "f32", "threads": self.threads, "compute": COMPUTE}
 
     def run(self, ids: list[int], n: int) -> Any:
-        from chatlab.bench.engines import from_stamps
+        from chatlab.bench.timing import from_stamps
 
         # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
         # would time a warm prompt against the other engines' cold ones.

@@ -59,7 +59,9 @@ def cpu_line(cpu: dict[str, Any] | None) -> str:
             f"{cpu.get('threads')} threads available")
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: dict[str, Any], targets: bool = True) -> str:
+    """The bench's text table. `targets=False` leaves out the project's speed-target lines
+    ("target ... NOT met"): they are the project's bookkeeping, not part of a lesson."""
     p = result["prompt_tokens"]
     width = max([24] + [len(row["name"]) + 1 for row in result["engines"]])  # names stay one column
     lines = [f"{result['model']}: {result['rounds']} interleaved rounds, {result['new_tokens']} new "
@@ -89,7 +91,7 @@ def format_table(result: dict[str, Any]) -> str:
     if result.get("schedule"):
         lines.append(f"schedule: {result['schedule']} (at most {result.get('max_workers_alive')} "
                      "engines in memory at once); ratios use the baseline's runs in the same pair")
-    for t in result.get("targets", []):
+    for t in result.get("targets", []) if targets else []:
         lines.append(f"target {t['engine']} {t['metric']} vs {t['versus']}: {t['ratio']:.2f}x "
                      f"(want {t['target']}) {'met' if t['met'] else 'NOT met'}")
     return "\n".join(lines)

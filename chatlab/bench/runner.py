@@ -210,7 +210,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
                            "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
     prompts = prompts_in_child(config.model)
     groups = plan_groups(engines)
-    samples, info = Samples(), {}
+    samples, info = Samples(), dict[str, Any]()
     max_alive = 0
     steps = config.rounds * sum(len(g) for g in groups)
     with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:

@@ -66,11 +66,12 @@ def run_label(result: dict[str, Any]) -> str:
             f"{cpu.get('threads')} threads")
 
 
-def engines_table(result: dict[str, Any]) -> str:
-    """A stored `chatlab bench` result: its label, then the bench's own table."""
+def engines_table(result: dict[str, Any], targets: bool = True) -> str:
+    """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
+    without the speed-target lines, as the notebooks show it)."""
     from chatlab.bench.report import format_table
 
-    return run_label(result) + "\n" + format_table(result)
+    return run_label(result) + "\n" + format_table(result, targets=targets)
 
 
 def serving_table(result: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """BatchedEngine: the ChatEngine request path with openvino-genai's continuous batching as the
-token source.
+token source (GenaiSource, a chatlab.engine.source.TokenSource).
 
 Only the generation step changes. A request is still parsed, rendered at the id level and
 planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
@@ -21,22 +21,31 @@ import json
 import queue
 import re
 import time
-from typing import Any, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Iterator
 
+from chatlab._thirdparty import GenaiConfig, Processor
 from chatlab.engine.engine import ChatEngine, StopFn
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.protocols import BatchedBackend
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
+if TYPE_CHECKING:
+    from chatlab.generate import Event, SamplingParams
+
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
 class BatchedEngine(ChatEngine):
-    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
-        super().__init__(backend, model_name, template)
-        self.max_concurrency = int(getattr(backend, "max_seqs", 1))
+    """A ChatEngine whose token source is genai's pipeline (kept as a name for callers and
+    notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
+    but the source."""
+
+    def __init__(self, backend: BatchedBackend, model_name: str, template: str | None = None) -> None:
+        super().__init__(backend, model_name, template, source=GenaiSource(backend))
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
@@ -46,25 +55,39 @@ class BatchedEngine(ChatEngine):
         if backend != "genai":
             raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
                                "use ChatEngine.load for the others")
-        return cls(load_backend(model, "genai", weight_format, **options), model, template)
+        loaded = load_backend(model, "genai", weight_format, **options)
+        assert isinstance(loaded, BatchedBackend)
+        return cls(loaded, model, template)
 
-    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
+
+class GenaiSource:
+    """Tokens from openvino-genai's shared pipeline: one stream per sequence, many at once."""
+
+    def __init__(self, backend: BatchedBackend) -> None:
+        self.backend = backend
+        self.max_concurrency = int(backend.max_seqs)
+
+    def refuse(self, req: ChatRequest | CompletionRequest) -> None:
         if req.token_logprobs[0]:
             raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
                                f"token ids without their distributions); drop logprobs, or {FIX}")
         if req.logit_bias:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
                                f"per-token bias); drop logit_bias, or {FIX}")
-        plan = super().check(req)
+
+    def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:
-            structured_config(plan)  # a structure genai cannot express is a 400 now, not mid-stream
+            # translated once, now: a structure genai cannot express is a 400, not mid-stream
+            return replace(plan, adapted=structured_config(plan.constraint))
         return plan
 
-    def _constraint(self, plan: ChatPlan) -> Any:
-        return structured_config(plan)
+    def constraint(self, plan: ChatPlan) -> Processor:
+        if plan.adapted is None and plan.constraint is not None:  # a plan another engine made
+            return structured_config(plan.constraint)
+        return plan.adapted
 
-    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
-                  should_stop: StopFn) -> Iterator[Any]:
+    def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
+               should_stop: StopFn) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
         from chatlab.generate import stop_ids_for
         from chatlab.generate.assemble import TextAssembler
@@ -108,7 +131,7 @@ class BatchedEngine(ChatEngine):
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -> Any:
+def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
     chatlab matches them on its own text and cancels the request (same rules as the loop)."""
     import openvino_genai as genai
@@ -118,6 +141,9 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     cfg.stop_token_ids = set(stop_ids)
     cfg.ignore_eos = bool(params.ignore_eos)
     cfg.repetition_penalty = float(params.repetition_penalty)
+    # genai's penalties are OpenAI's: over the generated tokens, once / per occurrence
+    cfg.presence_penalty = float(params.presence_penalty)
+    cfg.frequency_penalty = float(params.frequency_penalty)
     if params.temperature > 0:
         cfg.do_sample = True
         cfg.temperature = float(params.temperature)
@@ -133,17 +159,16 @@ def generation_config(params: Any, stop_ids: set[int], structured: Any = None) -
     return cfg
 
 
-def structured_config(plan: ChatPlan) -> Any:
-    """genai's StructuredOutputConfig for what the plan forces (None: nothing is), from the same
-    decision chatlab's xgrammar path makes (chatlab.tools.constrain)."""
+def structured_config(constraint: Any) -> Processor:
+    """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
+    decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
     import openvino_genai as genai
 
-    from chatlab.tools.constrain import _plan
-
-    decided = _plan(plan.tools, plan.choice, plan.response_format, plan.call_format)
-    if decided is None:
+    if isinstance(constraint, ChatPlan):  # the older call form
+        constraint = constraint.constraint
+    if constraint is None:
         return None
-    kind, spec, _ = decided
+    kind, spec = constraint.kind, constraint.spec
     if kind == "schema":
         # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
         # schema mode allows free whitespace, which a small model spends its budget on

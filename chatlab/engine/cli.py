@@ -5,10 +5,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatlab.backends.options import add_model_args
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.engine.engine import ChatEngine
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,32 +60,29 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def load_engine(args: argparse.Namespace) -> Any:
-    """The engine the model flags ask for (add_model_args): genai batches, the rest run the loop."""
-    from chatlab.engine.engine import ChatEngine
+def load_engine(args: argparse.Namespace) -> "ChatEngine":
+    """The engine the model flags ask for (add_model_args); the registry picks its token source."""
+    from chatlab.backends.registry import options_from_args
+    from chatlab.engine.load import load_engine as load
 
-    if args.backend != "genai":
-        return ChatEngine.load(args.model, args.backend, args.weight_format, template=args.template,
-                               precision=args.precision)
-    from chatlab.engine.batched import BatchedEngine
-
-    seqs = getattr(args, "max_seqs", 1)
-    if seqs < 1:
-        raise ChatlabError(f"--max-seqs {seqs}: use 1 or more")
-    return BatchedEngine.load(args.model, "genai", args.weight_format, template=args.template,
-                              precision=args.precision, max_seqs=seqs)
+    options = options_from_args(args)
+    if options.get("max_seqs", 1) < 1:
+        raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
+    return load(args.model, args.backend, args.weight_format, template=args.template,
+                precision=args.precision, **options)
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.engine.plan import parse_chat
+    from chatlab.engine.plan import ChatPlan
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
+    # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))
-    parse_chat(req)  # bad messages or tools: say so before spending seconds on the model
     engine = load_engine(args)
     plan = engine.check(req)
+    assert isinstance(plan, ChatPlan)  # a chat request's plan
     if not args.stream:
         answer = engine.chat(plan)
         if args.json:

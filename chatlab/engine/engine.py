@@ -3,25 +3,37 @@
 `check(request)` builds the Plan (parse, render, validate: everything before the queue). The
 chat path then runs one pipeline — the loop's text deltas go through the format's streaming
 parser, whose events the Accumulator turns into deltas — and `chat` is literally the merge of
-`chat_stream`'s chunks, so the two cannot disagree. The model is driven under a lease
-(chatlab.engine.lease), never a lock held across `yield`.
+`chat_stream`'s chunks, so the two cannot disagree. The events come from the engine's token
+source (chatlab.engine.source): chatlab's loop under a lease (chatlab.engine.lease, never a lock
+held across `yield`) for a step backend, or a batched pipeline (chatlab.engine.batched).
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, overload
 
+from chatlab._thirdparty import Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
-from chatlab.engine.lease import ModelGuard
+from chatlab.engine.bound import max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
+from chatlab.engine.source import LoopSource, StopFn, TokenSource
+from chatlab.errors import ChatlabError
+from chatlab.protocols import AnyBackend, StepBackend
 
-StopFn = Callable[[], bool] | None
+if TYPE_CHECKING:
+    from chatlab.engine.lease import ModelGuard
+    from chatlab.generate import Event, SamplingParams
+
+__all__ = ["ChatEngine", "StopFn"]
 
 
 class ChatEngine:
-    def __init__(self, backend: Any, model_name: str, template: str | None = None) -> None:
+    def __init__(self, backend: AnyBackend, model_name: str, template: str | None = None,
+                 source: TokenSource | None = None) -> None:
+        """`source`: what produces the tokens; by default chatlab's loop over `backend`, which
+        must then be a step backend (prefill/step)."""
         from chatlab.render import resolve
 
         self.backend, self.model_name = backend, model_name
@@ -30,7 +42,20 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        self.guard = ModelGuard(backend)
+        # the longest token in characters: bounds a prompt's tokens before tokenizing it
+        self.max_token_chars = max_token_chars(self.tokenizer)
+        if source is None:
+            if not isinstance(backend, StepBackend):
+                raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "
+                                   "engine a token source for it (chatlab.engine.load_engine picks one)")
+            source = LoopSource(backend, self.vocab_size, self.tokenizer)
+        self.source: TokenSource = source
+        self.max_concurrency = source.max_concurrency
+
+    @property
+    def guard(self) -> ModelGuard | None:
+        """The loop's lease guard (chatlab.engine.lease), for a loop-driven engine."""
+        return getattr(self.source, "guard", None)
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
@@ -40,11 +65,19 @@ class ChatEngine:
         return cls(load_backend(model, backend, weight_format, **options), model, template)
 
     # -- before the queue ---------------------------------------------------------------------
+    @overload
+    def check(self, req: ChatRequest) -> ChatPlan: ...
+    @overload
+    def check(self, req: CompletionRequest) -> CompletionPlan: ...
+    @overload
+    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan: ...
+
     def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan:
         """The request's Plan; ChatlabError for anything wrong with it (the server's 400s)."""
-        if isinstance(req, ChatRequest):
-            return plan_chat(self, req)
-        return plan_completion(self, req)
+        self.source.refuse(req)
+        plan: ChatPlan | CompletionPlan = plan_chat(self, req) if isinstance(req, ChatRequest) \
+            else plan_completion(self, req)
+        return self.source.accept(plan)
 
     def render(self, req: ChatRequest) -> dict[str, Any]:
         """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
@@ -54,23 +87,25 @@ class ChatEngine:
                 "tool_format": getattr(fmt, "name", fmt), "prompt_tokens": len(plan.prompt_ids)}
 
     # -- running a plan -----------------------------------------------------------------------
-    def _generate(self, prompt_ids: tuple[int, ...], params: Any, processor: Any,
-                  should_stop: StopFn) -> Iterator[Any]:
-        """The loop's events under a lease, released when the generator ends or is closed."""
-        from chatlab.generate import generate
+    def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
+                  should_stop: StopFn) -> Iterator[Event]:
+        """The token source's events for one sequence."""
+        return self.source.events(prompt_ids, params, processor, should_stop)
 
-        lease = self.guard.acquire()
-        try:
-            yield from generate(lease, list(prompt_ids), params, processor, should_stop)
-        finally:
-            lease.release()
+    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn = None) -> Iterator[Event]:
+        """The token source's own events (TextDelta..., then one Finished with the ids and
+        timings) for one choice of a chat plan, its constraint applied: for callers that want
+        tokens and timings rather than OpenAI's shapes (the chat widget, fine-tune evaluation,
+        the benches), still planned and run as the server runs them."""
+        processor = self._constraint(plan) if plan.constrained else None
+        return self.source.events(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
-    def _constraint(self, plan: ChatPlan) -> Any:
-        """What `_generate` gets to enforce the plan's grammar (a subclass with another token
-        source hands over its own kind; chatlab's loop takes a logits processor)."""
-        return _processor(self, plan)
+    def _constraint(self, plan: ChatPlan) -> Processor:
+        """What `_generate` gets to enforce the plan's constraint, in the token source's kind
+        (chatlab's loop: a logits processor over the compiled grammar the plan carries)."""
+        return self.source.constraint(plan)
 
-    def _choice_events(self, plan: ChatPlan, params: Any, should_stop: StopFn) -> Iterator[Any]:
+    def _choice_events(self, plan: ChatPlan, params: SamplingParams, should_stop: StopFn) -> Iterator[Any]:
         """Parser events for one choice, with two more kinds among them: the tokens' logprobs
         (a list, when asked for), and the loop's Finished, which comes before the parser's
         final events so that the accumulator knows whether the reply was cut short."""
@@ -175,12 +210,5 @@ def _take(tokens: list[Any]) -> dict[str, Any] | None:
 
 
 def _parser(plan: ChatPlan) -> Any:
+    assert plan.tool_format is not None  # called only for a plan with a tool format
     return plan.tool_format.parser(plan.tools)
-
-
-def _processor(engine: ChatEngine, plan: ChatPlan) -> Any:
-    from chatlab.tools.constrain import build_processor
-
-    return build_processor(engine.tokenizer, engine.vocab_size, tools=plan.tools, choice=plan.choice,
-                           response_format=plan.response_format, fmt=plan.call_format,
-                           stop_ids=list(plan.rendered.stop_ids) or None)

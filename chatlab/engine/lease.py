@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from chatlab.errors import ChatlabError
+from chatlab.protocols import StepBackend
 
 
 class Superseded(ChatlabError):
@@ -58,7 +59,7 @@ class Lease:
 
 
 class ModelGuard:
-    def __init__(self, backend: Any, idle_s: float = 2.0) -> None:
+    def __init__(self, backend: StepBackend, idle_s: float = 2.0) -> None:
         self.backend, self.idle_s = backend, idle_s
         self.cond = threading.Condition()
         self.current: Lease | None = None

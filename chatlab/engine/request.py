@@ -1,63 +1,49 @@
-"""The request shapes at the edge: OpenAI's chat and completion requests as pydantic models.
+"""The request at the edge, parsed once: OpenAI's chat and completion bodies as frozen objects.
 
-Shared by `chatlab complete` and the server, so both accept exactly the same fields. Unknown
-fields are ignored (clients send many). This layer checks the *wire*: types, ranges, sizes, and
-that every string in the body is encodable. The chat domain (messages, tools, tool_choice,
-response_format) is left loose here on purpose: chatlab.types parses it, and its messages
-("messages[2] (tool) has no tool_call_id ...") must not be pre-empted by pydantic's.
+Shared by `chatlab complete`, the server and notebooks, so all accept exactly the same fields.
+Unknown fields are ignored (clients send many). Parsing is *strict*, as OpenAI's is: "0.5" is not
+a number, `true` is not an integer, "yes" is not a boolean. The sampling ranges come from
+chatlab.generate.limits, which SamplingParams reads too, so the wire and the loop agree.
+
+The chat domain (messages, tools, tool_choice, response_format) is parsed by chatlab.types, the
+one set of those rules, inside this model's validation: a ChatRequest holds chatlab.types
+objects (`Message`, `ToolSpec`, `ToolChoice`, `ResponseFormat`), not a second definition of
+them. Its OpenAPI schema is the OpenAI wire shape (chatlab.types.wire). Every refusal is a
+ChatlabError whose `param` names the field (`messages[0].role`, `temperature`).
 `top_k`, `repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
+                      WithJsonSchema, field_validator, model_validator)
 
+from pydantic.json_schema import SkipJsonSchema
+
+from chatlab.engine.wire import check_body, param_of
 from chatlab.errors import ChatlabError
-from chatlab.types import check_text
+from chatlab.generate import limits
+from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
+                           parse_response_format, parse_tool_choice, parse_tools, wire)
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
 MAX_STOPS, MAX_STOP_CHARS = 16, 1_000
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
-MAX_BODY_DEPTH = 64  # the chat domain nests schemas 32 deep; the body wraps them a few levels more
-MIN_TEMPERATURE = 1e-5  # below this 1/T overflows into NaN probabilities: treated as 0 (greedy)
+MIN_TEMPERATURE = limits.MIN_TEMPERATURE
 INT64 = (-(2**63), 2**63 - 1)
 
 
 class WireError(ChatlabError):
-    """A request the wire layer refuses; `param` names the field, as OpenAI's error body does."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+    """A request the wire layer refuses (kept for callers that catch it by name)."""
 
 
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True)
 
 
-class _Open(BaseModel):
-    """Domain objects passed through untouched (extra fields kept) for chatlab.types to judge."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class StreamOptions(_Lenient):
+class StreamOptions(_Strict):
     include_usage: bool = False
-
-
-class ResponseFormat(_Open):
-    type: Any = "text"
-    json_schema: Any = None
-
-
-class Message(_Open):
-    role: Any = None
-    content: Any = None
-    name: Any = None
-    tool_calls: Any = None
-    tool_call_id: Any = None
-    function_call: Any = None
 
 
 def _short_id(value: str | None, field: str) -> str | None:
@@ -67,16 +53,28 @@ def _short_id(value: str | None, field: str) -> str | None:
     return value
 
 
-class SamplingFields(_Lenient):
+def _ranged(rng: limits.Range) -> Any:
+    """An optional field bounded by one of the shared limits (the OpenAPI schema shows them)."""
+    return Field(default=None, **rng.field())
+
+
+def _domain(schema: dict[str, Any]) -> Any:
+    """A field that holds chatlab.types objects (parsed by `_parse_chat`), documented as the
+    OpenAI wire shape it is parsed from."""
+    return WithJsonSchema(schema)
+
+
+class SamplingFields(_Strict):
     model: str | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=0)
-    # bounded both ways: logits divided by 1e-310 (or times 1e308) overflow into NaN
-    repetition_penalty: float | None = Field(default=None, ge=0.01, le=100.0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    stop: Any = None
+    temperature: float | None = _ranged(limits.TEMPERATURE)
+    top_p: float | None = _ranged(limits.TOP_P)
+    top_k: int | None = _ranged(limits.TOP_K)
+    repetition_penalty: float | None = _ranged(limits.REPETITION_PENALTY)
+    presence_penalty: float | None = _ranged(limits.PRESENCE_PENALTY)
+    frequency_penalty: float | None = _ranged(limits.FREQUENCY_PENALTY)
+    max_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
+    max_completion_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
+    stop: Annotated[Any, WithJsonSchema(wire.STOP)] = None
     n: int = Field(default=1, ge=1, le=8)
     seed: int | None = None
     stream: bool = False
@@ -114,7 +112,7 @@ class SamplingFields(_Lenient):
 
     @field_validator("stop")
     @classmethod
-    def _stops(cls, v: Any) -> list[str] | None:
+    def _stops(cls, v: Any) -> tuple[str, ...] | None:
         if v is None:
             return None
         stops = [v] if isinstance(v, str) else v
@@ -123,7 +121,12 @@ class SamplingFields(_Lenient):
         if len(stops) > MAX_STOPS or any(len(s) > MAX_STOP_CHARS for s in stops):
             raise ValueError(f"stop takes up to {MAX_STOPS} strings of up to {MAX_STOP_CHARS:,} "
                              "characters each; send fewer or shorter stop strings")
-        return stops
+        return tuple(stops)
+
+    @property
+    def token_logprobs(self) -> tuple[bool, int]:
+        """(report logprobs, how many alternatives): each request kind spells these its way."""
+        return False, 0
 
     @property
     def max_new_tokens(self) -> int | None:
@@ -135,15 +138,39 @@ class SamplingFields(_Lenient):
 
 
 class ChatRequest(SamplingFields):
-    messages: list[Message] = Field(min_length=1)
-    tools: Any = None
-    tool_choice: Any = None
+    messages: Annotated[tuple[Message, ...], SkipValidation, _domain(wire.MESSAGES)]
+    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, _domain(wire.TOOLS)] = ()
+    tool_choice: Annotated[ToolChoice, SkipValidation, _domain(wire.TOOL_CHOICE)] = ToolChoice("auto")
+    response_format: Annotated[ResponseFormat | None, SkipValidation,
+                               _domain(wire.RESPONSE_FORMAT)] = None
+    # the legacy shapes, folded into tools / tool_choice while parsing (then always None)
+    functions: Annotated[Any, SkipValidation, WithJsonSchema(wire.FUNCTIONS)] = None
+    function_call: Annotated[Any, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL)] = None
     parallel_tool_calls: bool | None = None
-    functions: Any = None
-    function_call: Any = None
-    response_format: ResponseFormat | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # set by parsing, never read from the body: answer in the old `functions` shape
+    legacy: SkipJsonSchema[Annotated[bool, SkipValidation]] = Field(default=False, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_chat(cls, data: Any) -> Any:
+        """The chat fields through chatlab.types, once. tool_choice needs the tools, so this is
+        one validator over the body rather than one per field."""
+        if not isinstance(data, dict):
+            return data  # pydantic then says "should be a valid dictionary"
+        data = dict(data)  # parse_* pass chatlab.types objects through: a caller may send those
+        data["messages"] = tuple(parse_messages(data.get("messages")))
+        tools = parse_tools(data.get("tools"), data.get("functions"))
+        raw_choice = data.get("tool_choice")
+        choice = parse_tool_choice(raw_choice if raw_choice is not None else data.get("function_call"),
+                                   tools)
+        legacy = bool(data.get("functions")) and not data.get("tools")
+        if choice.mode == "none" or not tools:  # vLLM's default: no tools in the prompt either
+            tools, choice = [], ToolChoice("none")
+        data.update(tools=tuple(tools), tool_choice=choice, functions=None, function_call=None,
+                    response_format=parse_response_format(data.get("response_format")), legacy=legacy)
+        return data
 
     @property
     def token_logprobs(self) -> tuple[bool, int]:
@@ -152,13 +179,16 @@ class ChatRequest(SamplingFields):
     @property
     def legacy_functions(self) -> bool:
         """A request in the old `functions` shape is answered in the old shape too."""
-        return bool(self.functions) and not self.tools
+        return self.legacy
 
 
 class CompletionRequest(SamplingFields):
-    prompt: Any
+    prompt: Annotated[Any, WithJsonSchema(wire.PROMPT)]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives
+    # OpenAI fields chatlab does not implement: refused unless they ask for nothing
+    suffix: str | None = None
+    best_of: int | None = None
 
     @property
     def token_logprobs(self) -> tuple[bool, int]:
@@ -166,72 +196,46 @@ class CompletionRequest(SamplingFields):
 
     @field_validator("prompt")
     @classmethod
-    def _prompt(cls, v: Any) -> str | list[str]:
+    def _prompt(cls, v: Any) -> str | tuple[str, ...]:
         if isinstance(v, str) and v:
             return v
         if isinstance(v, list) and v and all(isinstance(p, str) and p for p in v):
-            return v
+            return tuple(v)
         raise ValueError("prompt must be a non-empty string or a non-empty list of non-empty "
                          "strings (token-id prompts are not supported)")
+
+    @field_validator("suffix")
+    @classmethod
+    def _suffix(cls, v: str | None) -> str | None:
+        if v:  # insertion (fill-in-the-middle) needs a model and template trained for it
+            raise ValueError("suffix (text insertion) is not supported by chatlab; drop suffix "
+                             "and send the text before the gap as the prompt")
+        return None
+
+    @field_validator("best_of")
+    @classmethod
+    def _best_of(cls, v: int | None) -> int | None:
+        if v not in (None, 1):
+            raise ValueError(f"best_of={v} is not supported by chatlab (it would generate {v} "
+                             "completions and keep the most likely); drop best_of, or send n "
+                             "and pick among the choices yourself")
+        return v
+
+    @model_validator(mode="after")
+    def _pairs(self) -> "CompletionRequest":
+        if self.echo and self.logprobs is not None:
+            raise ChatlabError("echo with logprobs would need the prompt tokens' logprobs, which "
+                               "chatlab does not compute; send echo or logprobs, not both",
+                               param="logprobs")
+        return self
 
     @property
     def prompts(self) -> list[str]:
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
 
-# -- the body as a whole --------------------------------------------------------------------
-def _path(parts: list[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p[:64]}" if out else p[:64])
-    return out or "the request body"
-
-
-def check_body(data: Any) -> None:
-    """Every string in the body (values and keys, known fields or not) must be encodable, and
-    the body no deeper than MAX_BODY_DEPTH. Iterative, so a hostile body cannot recurse us."""
-    stack: list[tuple[Any, list[str | int]]] = [(data, [])]
-    while stack:
-        value, where = stack.pop()
-        if len(where) > MAX_BODY_DEPTH:
-            raise WireError(f"{_path(where[:8])}... is nested deeper than {MAX_BODY_DEPTH} levels; "
-                            "flatten it", _path(where[:1]))
-        if isinstance(value, str):
-            try:
-                check_text(value, _path(where))
-            except ChatlabError as err:
-                raise WireError(str(err), _path(where)) from None
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str) or not _encodable(key):
-                    raise WireError(f"a key in {_path(where)} holds a lone UTF-16 surrogate "
-                                    "(e.g. '\\ud800'); send valid Unicode text", _path(where))
-                stack.append((item, [*where, key]))
-        elif isinstance(value, list):
-            stack.extend((item, [*where, i]) for i, item in enumerate(value))
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-_TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "none"}
-
-
-def param_of(loc: tuple[Any, ...]) -> str | None:
-    """A pydantic error location as a field path (`messages[0].role`), without the union-member
-    and validator names pydantic puts in between (`stop.list[str].0`)."""
-    parts: list[str | int] = [p for p in loc if isinstance(p, int) or (
-        isinstance(p, str) and p.isidentifier() and p not in _TYPE_NAMES)]
-    return _path(parts) if parts else None
-
-
 def parse_request(data: Any, cls: type[SamplingFields] = ChatRequest) -> Any:
-    """Validate a request body; anything wrong is a WireError naming the field."""
+    """Validate a request body; anything wrong is a ChatlabError whose `param` names the field."""
     if not isinstance(data, dict):
         raise WireError(f"the request body must be a JSON object, not {type(data).__name__}")
     check_body(data)

@@ -121,13 +121,15 @@ def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[Metho
     return scores
 
 
-def markdown_table(scores: list[MethodScore], focus: str | None = None) -> str:
+def markdown_table(scores: list[MethodScore], focus: str | None = None,
+                   focus_label: str | None = None) -> str:
     """One row per method: both fields right, name right, color right, errors, seconds; with
-    `focus` (a case id) a column shows what the method answered for that sentence."""
+    `focus` (a case id) a column, headed `focus_label` (default: "answer to <id>"), shows what
+    the method answered for that sentence."""
     head = "| method | both right | name right | color right | errors | s |"
     rule = "|---|---|---|---|---|---|"
     if focus:
-        head, rule = head + f" {focus} |", rule + "---|"
+        head, rule = head + f" {focus_label or f'answer to {focus}'} |", rule + "---|"
     lines = [head, rule]
     for s in scores:
         n = len(s.outcomes)
@@ -138,4 +140,31 @@ def markdown_table(scores: list[MethodScore], focus: str | None = None) -> str:
             shown = "error" if o.error else f"{o.name!r}, {o.color!r}"
             row += f" {'✓' if o.ok else '✗'} {shown} |"
         lines.append(row)
+    return "\n".join(lines)
+
+
+def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
+    """Methods down, models (or controls) across: "right/total" per cell. A column given as a
+    string instead of scores (e.g. "not installed") shows that string in every row, so a missing
+    optional model reads as missing rather than as zero; a method a column did not run reads "-"."""
+    methods: list[str] = []
+    for col in columns.values():
+        if not isinstance(col, str):
+            methods += [s.method for s in col if s.method not in methods]
+    if not methods:
+        raise ChatlabError("controls_table needs at least one column of scores")
+    lines = ["| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for m in methods:
+        cells = []
+        for col in columns.values():
+            if isinstance(col, str):
+                cells.append(col)
+                continue
+            found = [s for s in col if s.method == m]
+            if not found:
+                cells.append("-")
+            else:
+                n = len(found[0].outcomes)
+                cells.append(f"{round(found[0].accuracy * n)}/{n}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

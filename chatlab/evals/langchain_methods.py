@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from chatlab.errors import ChatlabError
 
-__all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted"]
+__all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted", "streamed_call"]
 
 # The RTP-LLM article's prompt for create_structured_output_chain, as it wrote it.
 ARTICLE_SYSTEM = "You are a world class algorithm for extracting information in structured formats."
@@ -54,3 +54,21 @@ def prompted(system: str, runnable: Any, examples: Sequence[tuple[str, str]] = (
         turns += [("human", _literal(human.replace("{input}", given))), ("ai", _literal(answer))]
     chain = ChatPromptTemplate.from_messages([*turns, ("human", human)]) | runnable
     return lambda text: chain.invoke({"input": text})
+
+
+def streamed_call(schema: type, llm: Any) -> Callable[[str], Any]:
+    """Way (d): `bind_tools([schema])` with the tool named, streamed; the tool-call chunks are
+    added up the way langchain adds them, and the one call's arguments fill `schema`. A stream
+    that ends without a call is an error (a wrong answer in the table), not an empty object."""
+    bound = llm.bind_tools([schema], tool_choice=schema.__name__)
+
+    def run(text: str) -> Any:
+        total = None
+        for chunk in bound.stream(text):
+            total = chunk if total is None else total + chunk
+        calls = getattr(total, "tool_calls", None) or []
+        if not calls:
+            raise ChatlabError(f"the stream ended without a {schema.__name__} call")
+        return schema(**calls[0]["args"])
+
+    return run

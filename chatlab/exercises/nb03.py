@@ -52,8 +52,11 @@ def _cache_bytes_cases(kv: Any = None) -> list[Case]:
         _, cache = kv.forward(ids, kv.empty_cache())
         _, heads, positions, head_dim = cache["past_key_values.0.key"].shape
         measured = sum(a.nbytes for a in cache.values())   # what the arrays really hold
-        cases.append(Case((kv.layers, heads, positions, head_dim, 4), f"a {positions}-token prompt",
-                          expected=measured, has_expected=True))
+        # the bytes per number are the arrays' own (f32 as exported; some OpenVINO builds hand
+        # the cache back as f16): the formula must hold for either
+        size = cache["past_key_values.0.key"].dtype.itemsize
+        cases.append(Case((kv.layers, heads, positions, head_dim, size),
+                          f"a {positions}-token prompt, {size} bytes per number", expected=measured, has_expected=True))
     cases.append(Case((kv.layers, 3, 1000, 64, 2), "1,000 positions at 2 bytes (an f16 cache)",
                       expected=kv.layers * 2 * 3 * 1000 * 64 * 2, has_expected=True))
     return cases

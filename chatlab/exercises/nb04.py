@@ -25,7 +25,7 @@ def chunks(text: str, size: int) -> list[str]:
 
 # -- Hermes: markup that is not a call ----------------------------------------------------------
 
-def hermes_content_reference(text: str, size: int) -> str:
+def hermes_content_reference(text: str, size: int) -> str | None:
     from chatlab.tools import fold, get_parser
 
     parser = get_parser("hermes", TOOLS)

@@ -85,7 +85,8 @@ class TextAssembler:
         self.decoded = 0  # characters out of the detokenizer (where the next token's text starts)
         self.shown = 0  # characters shown in deltas
         self.stop_lp: list[TokenLogprob] = []  # the stop id's entry: never part of a delta
-        self.reason, self.stop_reason = "length", None
+        self.reason = "length"
+        self.stop_reason: int | str | None = None  # the stop id, or the stop word
         self.done = False
 
     def add(self, token: int, lp: TokenLogprob | None = None) -> TextDelta | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from chatlab.protocols import ModelFacts, StepBackend
 from chatlab.generate.assemble import Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
@@ -16,7 +17,7 @@ from chatlab.generate.sampling import Sampler, SamplingParams
 Event = TextDelta | Finished  # re-exported: the loop's events are the assembler's
 
 
-def stop_ids_for(backend: Any, params: SamplingParams) -> set[int]:
+def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
     """The template's stop ids plus the model's own eos ids (unless `ignore_eos`)."""
     ids = set(params.stop_ids)
     if not params.ignore_eos:
@@ -24,7 +25,7 @@ def stop_ids_for(backend: Any, params: SamplingParams) -> set[int]:
     return ids
 
 
-def generate(backend: Any, prompt_ids: list[int], params: SamplingParams | None = None,
+def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams | None = None,
              logits_processor: Any = None,
              should_stop: Callable[[], bool] | None = None) -> Iterator[Event]:
     """Stream TextDelta events, then exactly one Finished.
@@ -66,8 +67,7 @@ def generate(backend: Any, prompt_ids: list[int], params: SamplingParams | None 
         if logits_processor is not None:
             logits_processor.accept(token)
         lp = recorder.record(token, text.decoded) if recorder is not None else None
-        if params.repetition_penalty != 1.0:
-            sampler.seen.append(token)
+        sampler.accept(token)
         delta = text.add(token, lp)
         if delta is not None:
             yield delta

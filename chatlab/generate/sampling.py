@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chatlab.errors import ChatlabError
+from chatlab.generate import limits
 from chatlab.generate.logprobs import MAX_TOP_LOGPROBS
 
 # Sampling without a top-k still never looks past this many candidates: beyond the best few
@@ -24,13 +25,22 @@ MAX_CANDIDATES = 1000
 
 @dataclass
 class SamplingParams:
-    """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut."""
+    """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut.
+
+    The value ranges are chatlab.generate.limits (the server's request schema reads the same
+    ones). Values are checked once, when the object is made; `validate` then only checks what
+    depends on the model: the context window and logit_bias ids against the vocabulary."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
     repetition_penalty: float = 1.0
+    # OpenAI's penalties over the reply's own tokens (not the prompt's): subtract
+    # presence_penalty once from every token id already generated, and frequency_penalty times
+    # the number of times it was generated. Positive values push towards new tokens.
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     stop_ids: list[int] = field(default_factory=list)
@@ -42,53 +52,62 @@ class SamplingParams:
     top_logprobs: int = 0  # and this many most likely alternatives per token (0..20)
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self, context_length: int | None = None, prompt_tokens: int = 0,
-                 vocab_size: int | None = None) -> None:
-        """Raise ChatlabError naming the valid range for any value outside it.
-
-        `vocab_size` (the logits row's length) lets logit_bias ids be checked against the model;
-        without it only their form is checked."""
-        def bad(name: str, value: object, valid: str) -> ChatlabError:
-            return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}")
-
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise bad("max_new_tokens", self.max_new_tokens, "an integer >= 1")
-        if context_length is not None and prompt_tokens + self.max_new_tokens > context_length:
-            room = context_length - prompt_tokens
-            raise ChatlabError(
-                f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has {prompt_tokens} "
-                f"tokens and the context window is {context_length}; use max_new_tokens <= "
-                f"{max(room, 0)} or a shorter prompt")
-        if not _finite(self.temperature) or self.temperature < 0:
-            raise bad("temperature", self.temperature, "a number >= 0 (0 = greedy)")
-        if not _finite(self.top_p) or not 0 < self.top_p <= 1:
-            raise bad("top_p", self.top_p, "in (0, 1] (1 = off)")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise bad("top_k", self.top_k, "an integer >= 0 (0 = off)")
-        if not _finite(self.repetition_penalty) or self.repetition_penalty <= 0:
-            raise bad("repetition_penalty", self.repetition_penalty, "a number > 0 (1 = off)")
-        if self.seed is not None and not isinstance(self.seed, int):
-            raise bad("seed", self.seed, "an integer or None")
+        # the two forms accepted for convenience become the one form, here and only here
         if isinstance(self.stop, str):  # a lone string is a common slip; accept it
             self.stop = [self.stop]
-        if not all(isinstance(s, str) and s for s in self.stop):
+        self.logit_bias = _check_logit_bias(self.logit_bias, None)
+        self._check_values()
+
+    def _check_values(self) -> None:
+        """Raise ChatlabError naming the valid range for any value outside it."""
+        def bad(name: str, value: object, valid: str) -> ChatlabError:
+            return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}", param=name)
+
+        if not _is_int(self.max_new_tokens) or not limits.MAX_NEW_TOKENS.holds(self.max_new_tokens):
+            raise bad("max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        for name, rng in (("temperature", limits.TEMPERATURE), ("top_p", limits.TOP_P),
+                          ("repetition_penalty", limits.REPETITION_PENALTY),
+                          ("presence_penalty", limits.PRESENCE_PENALTY),
+                          ("frequency_penalty", limits.FREQUENCY_PENALTY)):
+            value = getattr(self, name)
+            if not _finite(value) or not rng.holds(value):
+                raise bad(name, value, f"a number {rng.describe()}")
+        if not _is_int(self.top_k) or not limits.TOP_K.holds(self.top_k):
+            raise bad("top_k", self.top_k, f"an integer {limits.TOP_K.describe()}")
+        if self.seed is not None and not _is_int(self.seed):
+            raise bad("seed", self.seed, "an integer or None")
+        if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
             raise bad("stop", self.stop, "a list of non-empty strings")
-        if not all(isinstance(i, int) and i >= 0 for i in self.stop_ids):
+        if not all(_is_int(i) and i >= 0 for i in self.stop_ids):
             raise bad("stop_ids", self.stop_ids, "a list of token ids (integers >= 0)")
-        self.logit_bias = _check_logit_bias(self.logit_bias, vocab_size)
         if not isinstance(self.logprobs, bool):
             raise bad("logprobs", self.logprobs, "true or false")
         if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
             raise bad("top_logprobs", self.top_logprobs, f"an integer from 0 to {MAX_TOP_LOGPROBS}")
         if self.top_logprobs and not self.logprobs:
             raise ChatlabError(f"top_logprobs={self.top_logprobs} needs logprobs=true; set logprobs "
-                               "to true or drop top_logprobs")
+                               "to true or drop top_logprobs", param="top_logprobs")
+
+    def validate(self, context_length: int | None = None, prompt_tokens: int = 0,
+                 vocab_size: int | None = None) -> None:
+        """What depends on the model: the reply fits the context window, and the logit_bias ids
+        are in the vocabulary (`vocab_size`, the logits row's length). Changes nothing."""
+        if context_length is not None and prompt_tokens + self.max_new_tokens > context_length:
+            room = context_length - prompt_tokens
+            raise ChatlabError(
+                f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has {prompt_tokens} "
+                f"tokens and the context window is {context_length}; use max_new_tokens <= "
+                f"{max(room, 0)} or a shorter prompt", param="max_tokens")
+        _check_logit_bias(self.logit_bias, vocab_size)
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0 or self.top_k == 1
+
+    @property
+    def penalized(self) -> bool:
+        """Whether the sampler must keep the reply's token counts (OpenAI's two penalties)."""
+        return self.presence_penalty != 0 or self.frequency_penalty != 0
 
 
 def _finite(x: object) -> bool:
@@ -100,24 +119,27 @@ def _is_int(x: object) -> bool:
 
 
 def _check_logit_bias(bias: object, vocab_size: int | None) -> dict[int, float]:
-    """The bias map with int keys; ChatlabError for a key or value OpenAI would refuse."""
+    """The bias map with int keys; ChatlabError (param "logit_bias") for a key or value OpenAI
+    would refuse."""
     if bias is None:
         return {}
     if not isinstance(bias, dict):
         raise ChatlabError(f"logit_bias={bias!r} is invalid; it must be an object mapping token ids "
-                           "to numbers, like {\"50256\": -100}")
+                           "to numbers, like {\"50256\": -100}", param="logit_bias")
     out: dict[int, float] = {}
     for key, value in bias.items():
         token = int(key) if isinstance(key, str) and key.isascii() and key.isdigit() else key
         if not _is_int(token) or token < 0 or (vocab_size is not None and token >= vocab_size):
             valid = f"0..{vocab_size - 1}" if vocab_size is not None else "integers >= 0"
             raise ChatlabError(f"logit_bias key {key!r} is not a token id of this model; keys must "
-                               f"be token ids ({valid}); encode the text with the model's tokenizer")
+                               f"be token ids ({valid}); encode the text with the model's tokenizer",
+                               param="logit_bias")
         if token in out:
-            raise ChatlabError(f"logit_bias names token {token} twice; give each token id once")
-        if not _finite(value) or not -100 <= value <= 100:
+            raise ChatlabError(f"logit_bias names token {token} twice; give each token id once",
+                               param="logit_bias")
+        if not _finite(value) or not limits.LOGIT_BIAS.holds(value):
             raise ChatlabError(f"logit_bias[{key!r}]={value!r} is invalid; biases must be numbers "
-                               "from -100 (ban the token) to 100 (force it)")
+                               "from -100 (ban the token) to 100 (force it)", param="logit_bias")
         out[token] = float(value)
     return out
 
@@ -129,10 +151,18 @@ class Sampler:
         self.params = params
         self.rng = np.random.default_rng(params.seed)
         self.seen: list[int] = []  # ids the repetition penalty applies to (prompt + output)
+        self.counts: dict[int, int] = {}  # the reply's ids and how often each came (penalties)
         # logit_bias as two arrays, so applying it is one fancy-indexed add per token
         self.bias_ids = np.fromiter(params.logit_bias, dtype=np.int64, count=len(params.logit_bias))
         self.bias_values = np.fromiter(params.logit_bias.values(), dtype=np.float32,
                                        count=len(params.logit_bias))
+
+    def accept(self, token: int) -> None:
+        """Record a generated token for the penalties that look back at the reply."""
+        if self.params.repetition_penalty != 1.0:
+            self.seen.append(token)
+        if self.params.penalized:
+            self.counts[token] = self.counts.get(token, 0) + 1
 
     def bias(self, logits: np.ndarray) -> np.ndarray:
         """Add logit_bias in place (a read-only row is copied first); the loop calls this before
@@ -152,10 +182,23 @@ class Sampler:
         vals = logits[ids]
         logits[ids] = np.where(vals > 0, vals / rp, vals * rp)
 
+    def penalize_reply(self, logits: np.ndarray) -> None:
+        """OpenAI's presence and frequency penalties, in place, over the reply's tokens only:
+        logit[j] -= presence * (count[j] > 0) + frequency * count[j]."""
+        p = self.params
+        if not p.penalized or not self.counts:
+            return
+        ids = np.fromiter(self.counts, dtype=np.int64, count=len(self.counts))
+        counts = np.fromiter(self.counts.values(), dtype=np.float32, count=len(self.counts))
+        logits[ids] -= np.float32(p.presence_penalty) + np.float32(p.frequency_penalty) * counts
+
     def __call__(self, logits: np.ndarray) -> int:
-        """Penalty, then greedy or temperature/top-k/top-p. logit_bias is a separate step
+        """Penalties, then greedy or temperature/top-k/top-p. logit_bias is a separate step
         (`bias`), applied first by the loop so that reported logprobs include it."""
+        if (self.seen or self.counts) and not logits.flags.writeable:
+            logits = logits.copy()
         self.penalize(logits)
+        self.penalize_reply(logits)
         p = self.params
         if p.greedy:
             return int(np.argmax(logits))

@@ -55,7 +55,8 @@ class SPTokenizer:
         return self.sp_model.encode(text)
 
     def decode_ids(self, ids: list[int]) -> str:
-        out, run = [], []
+        out: list[str] = []
+        run: list[int] = []
         for i in ids:
             if i in self.index_special_tokens:
                 out.append(self.sp_model.decode(run))
@@ -123,7 +124,8 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return self.tokenizer.decode_ids([self._convert_token_to_id(t) for t in tokens])
 
-    def _decode(self, token_ids: list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
         if isinstance(token_ids, int):
             token_ids = [token_ids]
         if skip_special_tokens:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if r["state"] == "not built":
             state += " (not built yet: chatlab models --build " + str(r["name"]) + ")"
         elif r["state"] in ("damaged", "unchecked"):
-            state += f" ({r['state']}: " + "; ".join(map(str, r["problems"]))  # type: ignore[arg-type]
+            state += f" ({r['state']}: " + "; ".join(str(p) for p in _problems(r))
             state += f"; fix: chatlab models --build {r['name']})"
         print(f"{r['name']:<28} {state}")
         print(f"    {r['kind']}, {_size(r['size'])}, licence: {r['licence']}")
@@ -62,3 +62,9 @@ def run(args: argparse.Namespace) -> int:
         if r["path"]:
             print(f"    path: {r['path']}")
     return 0
+
+
+def _problems(row: dict[str, object]) -> list[object]:
+    """A describe() row's problems (a list, or None when there are none)."""
+    problems = row.get("problems")
+    return list(problems) if isinstance(problems, (list, tuple)) else []

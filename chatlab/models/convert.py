@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from chatlab._thirdparty import HFModel
 from chatlab.errors import AssetError
 from chatlab.models.assets import Asset
 from chatlab.models.gguf_tokenizer import build_tokenizer, read_metadata
@@ -79,7 +80,7 @@ def verify_folder(folder: Path) -> dict[str, object]:
     for token in config.get("added_tokens_decoder", {}).values():
         if token.get("special") and len(tok.encode(token["content"], add_special_tokens=False)) != 1:
             raise AssetError(f"{folder}: control token {token['content']!r} is split into pieces")
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model: HFModel = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     prompt = tok.apply_chat_template(
         [{"role": "user", "content": PROBE_QUESTION}], add_generation_prompt=True, tokenize=False)
     enc = tok(prompt, return_tensors="pt", add_special_tokens=False)

@@ -64,7 +64,8 @@ def train_model(lines: list[str]) -> bytes:
 
 def build(asset: Asset) -> Path:
     """The stand-in's folder (tokenizer.model + tokenizer_config.json), trained once and cached."""
-    from chatlab.models.store import atomic_folder, cache_dir
+    from chatlab.models.atomic import atomic_folder
+    from chatlab.models.home import cache_dir
 
     lines = _corpus_lines()
     digest = _corpus_hash(lines)

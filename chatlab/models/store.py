@@ -21,6 +21,7 @@ from typing import Any
 from chatlab.errors import AssetError
 from chatlab.models.assets import ASSETS, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
+from chatlab.models.home import cache_dir, chatlab_home
 from chatlab.models.integrity import check_files, record_files
 
 __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
@@ -28,14 +29,6 @@ __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatla
 
 MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
-
-
-def chatlab_home() -> Path:
-    return Path(os.environ.get("CHATLAB_HOME") or Path.home() / ".cache" / "chatlab")
-
-
-def cache_dir(asset: Asset) -> Path:
-    return chatlab_home() / "models" / asset.name
 
 
 def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:

@@ -88,10 +88,12 @@ def run_render(args: argparse.Namespace) -> int:
     tools = _read_json(args.tools, "tools") if args.tools else None
     from chatlab.models import load_tokenizer
     from chatlab.render import resolve
+    from chatlab.types import parse_messages, parse_tools
 
     tokenizer = load_tokenizer(args.model)
-    res = resolve(tokenizer, args.model, template)
-    r = res.render(messages, tools=tools, add_generation_prompt=not args.no_generation_prompt)
+    # the server's render step (Resolution.render_request), so both give the same ids
+    res, r = resolve(tokenizer, args.model, template).render_request(
+        parse_messages(messages), parse_tools(tools), add_generation_prompt=not args.no_generation_prompt)
     if args.format == "ids":
         print(" ".join(map(str, r.ids)))
     elif args.format == "json":

@@ -47,7 +47,7 @@ class Composer:
                                "does not define; choose another template (`chatlab templates`)")
         return token_id
 
-    def parts(self, parts: Parts, msg: int, slot: str, body: list[Piece] = (), meta: str = "") -> None:
+    def parts(self, parts: Parts, msg: int, slot: str, body: Sequence[Piece] = (), meta: str = "") -> None:
         out = self.out
         for p in parts:
             k = p.kind

@@ -15,12 +15,13 @@ import weakref
 from functools import cached_property
 from typing import Any
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
 _cache: "weakref.WeakKeyDictionary[Any, Encoder]" = weakref.WeakKeyDictionary()
 
 
-def encoder_for(tokenizer: Any) -> "Encoder":
+def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
     """The (cached) Encoder of a tokenizer; building the plain twin of a fast one costs ~0.5 s."""
     try:
         enc = _cache.get(tokenizer)
@@ -31,14 +32,14 @@ def encoder_for(tokenizer: Any) -> "Encoder":
     return enc
 
 
-def _added_tokens(tokenizer: Any) -> dict[str, int]:
+def _added_tokens(tokenizer: HFTokenizer) -> dict[str, int]:
     if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
         return dict(tokenizer.special_ids)
     return {str(k): int(v) for k, v in getattr(tokenizer, "added_tokens_encoder", {}).items()}
 
 
 class Encoder:
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
         self.added = _added_tokens(tokenizer)
         # Role tokens kept outside the vocabulary (ChatGLM3) are reachable only by name.
@@ -136,7 +137,7 @@ class Encoder:
         """Content encoding: every character is text, never a control id. Char offsets if asked."""
         if not text:
             return [], [] if offsets else None
-        if self.kind == "fast":
+        if self._plain is not None:  # kind "fast"
             enc = self._plain.encode(text, add_special_tokens=False)
             return enc.ids, (enc.offsets if offsets else None)
         if self.kind == "tiktoken":
@@ -159,7 +160,7 @@ class Encoder:
 
     def encode_many(self, texts: list[str], offsets: list[bool]) -> list[tuple[list[int], Any]]:
         """encode_plain over several texts; one batched (multi-threaded) call for fast tokenizers."""
-        if self.kind == "fast" and texts:
+        if self._plain is not None and texts:  # kind "fast"
             batch = self._plain.encode_batch(texts, add_special_tokens=False)
             return [(e.ids, e.offsets if want else None) for e, want in zip(batch, offsets)]
         return [self.encode_plain(t, offsets=want) for t, want in zip(texts, offsets)]

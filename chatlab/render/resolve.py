@@ -12,19 +12,17 @@ Every Resolution says which rule chose it and why, and renders at id level.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from chatlab.errors import ChatlabError
-from chatlab.render.builtin import TEMPLATES, get_template
-from chatlab.render.compose import Composer
-from chatlab.render.encoder import Encoder, encoder_for
-from chatlab.render.ids import Rendered, encode_pieces
-from chatlab.render.jinja_safe import jinja_pieces
-from chatlab.render.template import Template
-from chatlab.tools import as_tools
-from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template
-from chatlab.types import Message, ToolSpec, parse_messages
+from chatlab._thirdparty import HFTokenizer
+from chatlab.render.builtin import TEMPLATES
+from chatlab.render.ids import Rendered
+# Resolution and its helpers live in resolution.py; re-exported here, where callers look for them.
+from chatlab.render.resolution import (END_MARKERS, Resolution, as_messages, builtin_resolution, by_model_type,
+                                      identity_of)
+from chatlab.tools.formats import format_of_chat_template
+
+__all__ = ["END_MARKERS", "MODEL_RENDERERS", "Resolution", "as_messages", "render_ids", "resolve"]
 
 # (pattern over model name / tokenizer class, template, why its renderer is code)
 MODEL_RENDERERS = [
@@ -36,148 +34,42 @@ MODEL_RENDERERS = [
      "Qwen-1 ships no chat_template; its make_context builds ChatML in code, with ReAct for tools"),
     (r"baichuan2", "baichuan2", "Baichuan2 builds its prompt in code (build_chat_input)"),
 ]
-# Tokens that end a turn in common chat_templates (the tool formats add their own).
-END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
-               "<end_of_turn>", *(t for f in FORMATS.values() for t in f.end_tokens)]
 
 
-def _identity(tokenizer: Any, model_name: str | None) -> str:
-    return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
-                                  type(tokenizer).__name__]))
-
-
-def _tool_format_of(chat_template: str) -> ToolFormat | None:
-    return format_of_chat_template(chat_template)
-
-
-def as_messages(messages: Any) -> list[Message]:
-    """Messages as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
-    if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, Message) for m in messages):
-        return list(messages)
-    return parse_messages(messages)
-
-
-@dataclass
-class Resolution:
-    rule: str
-    reason: str
-    name: str
-    tokenizer: Any = field(repr=False)
-    template: Template | None = field(default=None, repr=False)
-    chat_template: str | None = field(default=None, repr=False)
-    tool_format: ToolFormat | None = None
-    # An imported format with its own evaluator (Ollama's Go templates): (encoder, messages, tools,
-    # add_generation_prompt, options) -> pieces; its stop strings become ids or stop words.
-    renderer: Callable[..., list] | None = field(default=None, repr=False)
-    stop_strings: tuple[str, ...] = ()
-
-    @property
-    def encoder(self) -> Encoder:
-        return encoder_for(self.tokenizer)
-
-    def stops(self, tools: bool) -> tuple[list[str], list[int]]:
-        enc = self.encoder
-        if self.template is not None:
-            fmt = self.template.tool_format
-            words = list(self.template.stop_words) + (list(fmt.stop_words) if tools and fmt else [])
-            names = self.template.stop_tokens
-        else:
-            words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
-        if self.renderer is not None:
-            names = ["eos", *(w for w in self.stop_strings if w in enc.added or w in enc.extra_specials)]
-            words = [w for w in self.stop_strings if w not in names]
-        ids: list[int] = []
-        for name in names:
-            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
-            if tid is not None and tid not in ids:
-                ids.append(tid)
-        return words, ids
-
-    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None,
-               add_generation_prompt: bool = True, **options: Any) -> Rendered:
-        """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
-        dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
-        if "functions" in options:  # would reach the Jinja context and be silently ignored
-            raise ChatlabError("render() takes legacy `functions` as tools: pass "
-                               "tools=chatlab.types.parse_tools(functions=...)")
-        msgs, tool_list = as_messages(messages), as_tools(tools)
-        enc = self.encoder
-        open_turn = False
-        if self.renderer is not None:
-            pieces = self.renderer(enc, msgs, tool_list, add_generation_prompt, options)
-        elif self.template is not None:
-            composer = Composer(self.template, enc, msgs, tool_list, options)
-            pieces = composer.render(add_generation_prompt)
-            open_turn = composer.open
-        else:
-            pieces = jinja_pieces(self.chat_template or "", enc, [m.to_template() for m in msgs],
-                                  [t.to_openai() for t in tool_list], add_generation_prompt, options)
-        ids, text, slots = encode_pieces(enc, pieces)
-        words, stop_ids = self.stops(bool(tool_list))
-        return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
-                        rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
-                        open_turn=open_turn)
-
-    def explain(self) -> str:
-        return f"{self.name} (rule {self.rule}): {self.reason}"
-
-    def for_tools(self) -> "Resolution":
-        """This resolution if it can render tools, else the built-in template for the model's
-        type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
-        them Hermes-style in the same ChatML layout), else ChatML."""
-        if self.tool_format is not None:
-            return self
-        who = " ".join(filter(None, [self.name, _identity(self.tokenizer, None)]))
-        name = (_by_model_type(who, with_tools=True) or ("", "chatml"))[1]
-        return _builtin(self.tokenizer, name, "tools-fallback",
-                        f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
-                        f"template renders this request ({get_template(name).tool_format.name} tool format)")
-
-
-def _by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:
-    """(hint, template name) of the most specific model-type hint in `who` ("qwen3" before "qwen")."""
-    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types
-                    if t.tool_format or not with_tools), key=lambda x: -len(x[0]))
-    lowered = who.lower()
-    return next(((h, n) for h, n in hints if h in lowered), None)
-
-
-def _builtin(tokenizer: Any, name: str, rule: str, reason: str) -> Resolution:
-    t = get_template(name)
-    return Resolution(rule, reason, name, tokenizer, template=t, tool_format=t.tool_format)
-
-
-def resolve(tokenizer: Any, model_name: str | None = None, template: Any = None) -> Resolution:
+def resolve(tokenizer: HFTokenizer, model_name: str | None = None, template: Any = None) -> Resolution:
     """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
-    LLaMA-Factory slots: chatlab.render.io) or a LoadedTemplate; None resolves by the chain."""
+    LLaMA-Factory slots: chatlab.render.io), a LoadedTemplate, or a Resolution (used as it is);
+    None resolves by the chain."""
+    if isinstance(template, Resolution):
+        return template
     if template is not None and (not isinstance(template, str) or template not in TEMPLATES):
         from chatlab.render.io import load_template
 
         return load_template(template).resolve(tokenizer)
     if template:
-        return _builtin(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
-    who = _identity(tokenizer, model_name)
+        return builtin_resolution(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
+    who = identity_of(tokenizer, model_name)
     for pattern, name, why in MODEL_RENDERERS:
         if re.search(pattern, who, re.IGNORECASE):
-            return _builtin(tokenizer, name, "model-renderer", why)
+            return builtin_resolution(tokenizer, name, "model-renderer", why)
     source = getattr(tokenizer, "chat_template", None)
     if isinstance(source, dict):  # several named templates: the default one
         source = source.get("default")
     if isinstance(source, str) and source.strip():
         return Resolution("tokenizer-template", "the tokenizer ships a chat_template; it is rendered in "
                           "the sandbox and encoded so that content never becomes control ids",
-                          "tokenizer", tokenizer, chat_template=source, tool_format=_tool_format_of(source))
-    found = _by_model_type(who)
+                          "tokenizer", tokenizer, chat_template=source, tool_format=format_of_chat_template(source))
+    found = by_model_type(who)
     if found:
         hint, name = found
-        return _builtin(tokenizer, name, "model-type",
-                        f"no chat_template; the model name/type mentions {hint!r}")
-    return _builtin(tokenizer, "chatml", "chatml-fallback",
-                    "no explicit template, no model renderer, no chat_template and no known model "
-                    "type: ChatML is the common default")
+        return builtin_resolution(tokenizer, name, "model-type",
+                                  f"no chat_template; the model name/type mentions {hint!r}")
+    return builtin_resolution(tokenizer, "chatml", "chatml-fallback",
+                              "no explicit template, no model renderer, no chat_template and no known "
+                              "model type: ChatML is the common default")
 
 
-def render_ids(tokenizer: Any, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
+def render_ids(tokenizer: HFTokenizer, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
                template: Any = None, model_name: str | None = None, **options: Any) -> Rendered:
     """Resolve, then render: the one-call form."""
     return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)

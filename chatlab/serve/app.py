@@ -9,7 +9,8 @@ clients are not stalled by one large request. Only then is the plan handed to th
 
 Model names follow RTP-LLM, not vLLM: with one model served, a request naming any model is
 answered by it, and the response names the model that answered (clients such as langchain's
-`ChatOpenAI(model="anything-you-like")` just work). `strict_model_name=True` restores vLLM's 404.
+`ChatOpenAI(model="anything-you-like")` just work), and `GET /v1/models/{id}` follows the same
+rule (the card of the served model). `strict_model_name=True` restores vLLM's 404 on both.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
+from chatlab.engine.engine import ChatEngine
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.serve.errors import APIError, install_handlers
 from chatlab.serve.docs import body_doc, openapi_schema
@@ -39,7 +41,7 @@ def read_request(raw: bytes, cls: type[SamplingFields]) -> Any:
     return parse_request(data, cls)
 
 
-def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32,
+def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: int = 32,
                max_messages: int = 256, max_body_bytes: int = 2_000_000,
                strict_model_name: bool = False) -> Any:
     app = FastAPI(title="chatlab", docs_url=None, redoc_url=None, openapi_url=None)
@@ -64,9 +66,13 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
         return APIError(404, f"the model {name[:80]!r} is not served here; use "
                         f"{engine.model_name!r} (see GET /v1/models)", "model", "model_not_found")
 
+    def serves(name: str | None) -> bool:
+        """The one model-name rule, for requests and GET /v1/models/{id} alike."""
+        return not strict_model_name or name in (None, "", engine.model_name)
+
     async def accept(request: Request, cls: type[SamplingFields]) -> Any:
         req = await run_in_threadpool(read_request, await request.body(), cls)
-        if strict_model_name and req.model not in (None, "", engine.model_name):
+        if not serves(req.model):
             raise not_served(req.model)
         if isinstance(req, ChatRequest) and len(req.messages) > max_messages:
             raise APIError(400, f"{len(req.messages)} messages is over the limit of {max_messages}; "
@@ -91,7 +97,9 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
 
     @app.get("/v1/models/{model_id:path}", dependencies=[Depends(auth)])
     async def model(model_id: str) -> dict[str, Any]:
-        if model_id != engine.model_name:
+        # a client that may send `model="gpt-4o"` may also look it up first (the openai client's
+        # models.retrieve): the card says which model answers, as a chat response's `model` does
+        if not serves(model_id):
             raise not_served(model_id)
         return card()
 
@@ -105,7 +113,7 @@ def create_app(engine: Any, *, api_key: str | None = None, max_waiting: int = 32
     @app.post("/v1/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(CompletionRequest))
     async def completions(request: Request) -> Any:
         req = await accept(request, CompletionRequest)
-        plan = await run_in_threadpool(engine.check, req)
+        plan = await run_in_threadpool(lambda: engine.check(req))  # (a lambda: check is overloaded)
         work = engine.completion_stream if req.stream else engine.completion
         return await run(request, queue, req, lambda stop: work(plan, stop))
 

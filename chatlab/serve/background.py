@@ -10,9 +10,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.engine.engine import ChatEngine
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -43,7 +46,7 @@ class ServerHandle:
         self.stop()
 
 
-def start_server(engine: Any, host: str = "127.0.0.1", port: int | None = None,
+def start_server(engine: "ChatEngine", host: str = "127.0.0.1", port: int | None = None,
                  *, log_level: str = "warning", **app_options: Any) -> ServerHandle:
     """Serve `engine` (a ChatEngine) on host:port in a background thread; port None = a free one."""
     import uvicorn

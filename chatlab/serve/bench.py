@@ -1,4 +1,4 @@
-"""Streamed tokens/s through HTTP vs the raw loop; or N concurrent clients on one server.
+"""Streamed tokens/s through HTTP vs the engine alone; or N concurrent clients on one server.
 
     python -m chatlab.serve.bench [--backend torch|openvino] [--tokens 128] [--rounds 5]
     python -m chatlab.serve.bench --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
@@ -6,16 +6,19 @@
 Without --clients: both sides generate exactly `--tokens` tokens (ignore_eos) from the same
 rendered prompt, in interleaved rounds so that a noisy machine slows both alike. Decode rate =
 (tokens - 1) / (time from the first token to the last); the HTTP side counts chunks as the
-client receives them. Target: HTTP ≥ 0.9× the raw loop.
+client receives them, the engine side its token source's text events (the plan's ids and
+sampling, the lease: what the server runs, without HTTP). Target: HTTP ≥ 0.9× the engine.
 
 With --clients N: one server; per round, one streaming client alone, then N at once (different
 prompts, `--tokens` each, ignore_eos, greedy). Aggregate tok/s = all completion tokens / wall
 time from the first request sent to the last reply done; TTFT is per client, from sending to
 its first content chunk. Target on the genai backend: N clients ≥ 4× one. `--equal K` then
 compares K greedy replies token by token: chatlab's OpenVINO loop at f32 vs the served engine.
-On the genai backend each round also runs the same prompts straight into the pipeline, without
-the server (`engine_*`): the batching gain the engine itself gets on this machine, so the
-server's ratio can be read against that ceiling rather than against a number from other hardware.
+On the genai backend each round also runs the same plans through the engine's token source at
+once, without the server (`engine_*`): the batching gain the engine itself gets on this machine,
+so the server's ratio can be read against that ceiling rather than against a number from other
+hardware. Everything runs through the engine (its plans, its token source), never the loop or
+the pipeline on the side.
 """
 from __future__ import annotations
 
@@ -29,19 +32,32 @@ from typing import Any
 
 import httpx
 
-from chatlab.engine import ChatEngine, parse_request
+from chatlab.backends.registry import add_backend_args, options_from_args
+from chatlab.engine import ChatEngine, load_engine, parse_request
+from chatlab.engine.plan import ChatPlan
 from chatlab.serve import start_server
 
 PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 
 
-def raw_rate(engine: ChatEngine, tokens: int) -> float:
-    from chatlab.generate import TextDelta, generate
+def chat_plan(engine: ChatEngine, body: dict[str, Any]) -> ChatPlan:
+    """The engine's plan for a chat request body."""
+    plan = engine.check(parse_request(body))
+    assert isinstance(plan, ChatPlan)
+    return plan
 
-    plan = engine.check(parse_request({"messages": PROMPT, "max_tokens": tokens, "temperature": 0,
-                                       "ignore_eos": True}))
-    stamps = [time.perf_counter() for ev in generate(engine.backend, list(plan.prompt_ids), plan.params[0])
-              if isinstance(ev, TextDelta)]
+
+def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Any]:
+    """The engine's token source's events for the plan's first choice (under the engine's lease
+    on a loop backend), ending with Finished."""
+    return list(engine.events(plan))
+
+
+def raw_rate(engine: ChatEngine, tokens: int) -> float:
+    from chatlab.generate import TextDelta
+
+    plan = chat_plan(engine, {"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
+    stamps = [time.perf_counter() for ev in engine.events(plan) if isinstance(ev, TextDelta)]
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
 
@@ -60,15 +76,6 @@ PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bic
            "Write a poem about the sea at night.", "Describe a day in the life of a baker.",
            "What should I pack for a hiking trip?", "Explain photosynthesis to a child.",
            "Write a letter to a friend about moving to a new city.", "How do airplanes fly?"]
-
-
-def load_engine(model: str, backend: str, weight_format: str | None, precision: str,
-                max_seqs: int = 8) -> ChatEngine:
-    if backend == "genai":
-        from chatlab.engine.batched import BatchedEngine
-
-        return BatchedEngine.load(model, "genai", weight_format, precision=precision, max_seqs=max_seqs)
-    return ChatEngine.load(model, backend, weight_format, precision=precision)
 
 
 def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, float]:
@@ -100,41 +107,34 @@ def concurrent(pool: Any, url: str, model: str, clients: int, tokens: int) -> di
     return {"tok_s": sum(r["tokens"] for r in runs) / wall, "ttft": [r["ttft"] for r in runs]}
 
 
-def pipeline_rate(backend: Any, prompts: list[list[int]], tokens: int) -> float:
-    """Tokens/s of `prompts` submitted at once straight to the genai backend (no HTTP, no
-    detokenizing): the engine's own aggregate rate, the ceiling for the server's."""
-    from chatlab.engine.batched import generation_config
-    from chatlab.generate import SamplingParams
+def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
+    """Tokens/s of `plans` run at once through the engine's token source (no HTTP, no SSE): the
+    engine's own aggregate rate, the ceiling for the server's."""
+    from chatlab.generate import Finished
 
-    config = generation_config(SamplingParams(max_new_tokens=tokens, ignore_eos=True), set())
-    counts = [0] * len(prompts)
-
-    def drain(i: int, stream: Any) -> None:
-        # one consumer per stream, as the server has: the scheduler thread waits after each step
-        # until every stream's ids are taken, so draining them one after another would stall it
-        while (item := stream.get(timeout=600)) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            counts[i] += len(item)
+    def drain(plan: ChatPlan) -> int:
+        # one consumer per stream, as the server has: genai's scheduler thread waits after each
+        # step until every stream's ids are taken, so draining them one after another would stall it
+        last = token_events(engine, plan)[-1]
+        assert isinstance(last, Finished)
+        return last.completion_tokens
 
     t0 = time.perf_counter()
-    streams = [backend.submit(ids, config) for ids in prompts]
-    with ThreadPoolExecutor(len(streams)) as pool:
-        list(pool.map(drain, range(len(streams)), streams))
-    return sum(counts) / (time.perf_counter() - t0)
+    with ThreadPoolExecutor(len(plans)) as pool:
+        total = sum(pool.map(drain, plans))
+    return total / (time.perf_counter() - t0)
 
 
 def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Any]:
     """K prompts, greedy, `--tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
-    from chatlab.generate import Finished, generate
+    from chatlab.generate import Finished
 
-    loop = ChatEngine.load(args.model, "openvino", args.weight_format, precision="f32")
+    loop = load_engine(args.model, "openvino", args.weight_format, precision="f32")
     same, firsts = 0, []
     for prompt in PROMPTS[:args.equal]:
-        plan = engine.check(parse_request({"messages": [{"role": "user", "content": prompt}],
-                                           "max_tokens": args.tokens, "temperature": 0}))
-        ours = [e for e in generate(loop.backend, list(plan.prompt_ids), plan.params[0])][-1]
-        served = [e for e in engine._generate(plan.prompt_ids, plan.params[0], None, None)][-1]
+        body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": args.tokens, "temperature": 0}
+        ours = token_events(loop, chat_plan(loop, body))[-1]
+        served = token_events(engine, chat_plan(engine, body))[-1]
         assert isinstance(ours, Finished) and isinstance(served, Finished)
         a, b = ours.token_ids, served.token_ids
         diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
@@ -151,13 +151,17 @@ def pct(values: list[float], q: float) -> float:
 
 
 def load_main(args: argparse.Namespace) -> dict[str, Any]:
-    from chatlab.backends import DEFAULT_WEIGHT_FORMAT
+    from chatlab.backends import get_spec
 
-    args.weight_format = args.weight_format or DEFAULT_WEIGHT_FORMAT.get(args.backend)
-    engine = load_engine(args.model, args.backend, args.weight_format, args.precision, args.clients)
+    args.weight_format = args.weight_format or get_spec(args.backend).default_weight_format
+    options = options_from_args(args)
+    if get_spec(args.backend).source == "batched":
+        options.setdefault("max_seqs", args.clients)
+    engine = load_engine(args.model, args.backend, args.weight_format, precision=args.precision, **options)
     solo, many, ttfts, raw_solo, raw_many = [], [], [], [], []
-    prompts = [list(engine.check(parse_request({"messages": [{"role": "user", "content": p}]})).prompt_ids)
-               for p in (PROMPTS * args.clients)[:args.clients]]
+    plans = [chat_plan(engine, {"messages": [{"role": "user", "content": p}], "max_tokens": args.tokens,
+                                "temperature": 0, "ignore_eos": True})
+             for p in (PROMPTS * args.clients)[:args.clients]]
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process running OpenVINO threads
@@ -169,9 +173,9 @@ def load_main(args: argparse.Namespace) -> dict[str, Any]:
             run = concurrent(pool, srv.url, args.model, args.clients, args.tokens)
             many.append(run["tok_s"])
             ttfts += run["ttft"]
-            if args.backend == "genai":  # the server is idle now: the engine alone, same prompts
-                raw_solo.append(pipeline_rate(engine.backend, prompts[:1], args.tokens))
-                raw_many.append(pipeline_rate(engine.backend, prompts, args.tokens))
+            if engine.max_concurrency > 1:  # the server is idle now: the engine alone, same prompts
+                raw_solo.append(pipeline_rate(engine, plans[:1]))
+                raw_many.append(pipeline_rate(engine, plans))
     result: dict[str, Any] = {
         "backend": args.backend, "weight_format": args.weight_format, "precision": args.precision,
         "clients": args.clients, "tokens": args.tokens, "rounds": args.rounds,
@@ -209,9 +213,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--backend", default="openvino", help="openvino (int8 by default) or torch")
-    ap.add_argument("--weight-format", default=None, help="fp32, int8 or int4 (default per backend)")
-    ap.add_argument("--precision", default="f32", help="f32 or bf16 (a CPU with bf16 only)")
+    add_backend_args(ap)  # the registry's --backend, --weight-format, --precision and options
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=None, help="default 5; 2 with --clients")
     ap.add_argument("--clients", type=int, default=0, help="N concurrent streaming clients")
@@ -223,7 +225,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.rounds = args.rounds or 2
         return load_main(args)
     args.rounds = args.rounds or 5
-    engine = ChatEngine.load(args.model, args.backend, args.weight_format, precision=args.precision)
+    engine = load_engine(args.model, args.backend, args.weight_format, precision=args.precision,
+                         **options_from_args(args))
     raw, http = [], []
     with start_server(engine) as srv:
         raw_rate(engine, 8)  # warm-up both paths
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {"raw_tok_s": statistics.median(raw), "http_tok_s": statistics.median(http)}
     result["ratio"] = result["http_tok_s"] / result["raw_tok_s"]
     print(f"{args.backend}/{args.weight_format}, {args.tokens} tokens, {args.rounds} rounds")
-    print(f"raw loop   {result['raw_tok_s']:7.1f} tok/s (min {min(raw):.1f}, max {max(raw):.1f})")
+    print(f"engine     {result['raw_tok_s']:7.1f} tok/s (min {min(raw):.1f}, max {max(raw):.1f})")
     print(f"HTTP + SSE {result['http_tok_s']:7.1f} tok/s (min {min(http):.1f}, max {max(http):.1f})")
     print(f"ratio      {result['ratio']:.2f}x  (target >= 0.90x)")
     return result

@@ -8,7 +8,7 @@ from chatlab.backends.options import add_model_args
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
-    add_model_args(p, genai=True)
+    add_model_args(p)
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")

@@ -1,33 +1,27 @@
 """OpenAI's error body for every failure, and the handlers that make sure nothing else leaks.
 
 `{"error": {"message", "type", "param", "code"}}`. A bad request is a 400 (never a 422, never a
-500) whose `param` names the field when one is to blame; ChatlabError messages name the fix. An
+500) whose `param` names the field when one is to blame (ChatlabError.param, set where the
+check ran); ChatlabError messages name the fix. An
 unexpected exception is answered by middleware.CatchAll, not by a handler here: Starlette
 re-raises after running an `Exception` handler, and uvicorn then drops the kept-alive connection
 under the client's next request.
 """
 from __future__ import annotations
 
-import re
+from typing import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from chatlab.engine.request import param_of
-from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.engine.wire import param_of
+from chatlab.errors import ChatlabError
 
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
          500: "server_error", 503: "server_error"}
-
-# the request's top-level fields, for reading the param out of a ChatlabError's message
-FIELDS = ("messages", "tools", "functions", "tool_choice", "function_call", "response_format",
-          "prompt", "stop", "model", "user", "seed", "n", "max_tokens", "max_completion_tokens",
-          "temperature", "top_p", "top_k", "repetition_penalty", "stream_options")
-_LEADING_PATH = re.compile(r"(?:%s)(?:\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*(?![A-Za-z0-9_])" % "|".join(FIELDS))
-
 
 class APIError(Exception):
     """An error with its HTTP status, raised by routes and the queue."""
@@ -46,7 +40,7 @@ def _encodable(text: str | None) -> str | None:
 
 
 def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
     body = {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
                       "param": _encodable(param), "code": code}}
     extra = dict(headers or {})
@@ -55,15 +49,6 @@ def error_response(status: int, message: str, param: str | None = None, code: st
     if status >= 500 or status == 413:  # the connection's state is unknown (or unread): end it
         extra["Connection"] = "close"
     return JSONResponse(body, status_code=status, headers=extra or None)
-
-
-def param_in(message: str) -> str | None:
-    """`messages[2]` from "messages[2] (tool) has no tool_call_id ...": chatlab.types names the
-    field at the start of its messages, and OpenAI's body wants it in `param`."""
-    m = _LEADING_PATH.match(message)
-    if m:
-        return m.group(0)
-    return "tools" if message.startswith("tool ") else None  # "tool 'f' parameters is not ..."
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -82,9 +67,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ChatlabError)
     async def _chatlab(_: Request, exc: ChatlabError) -> JSONResponse:
-        message = str(exc)
-        kind = exc.kind if isinstance(exc, UnknownNameError) and exc.kind in FIELDS else None
-        return error_response(400, message, getattr(exc, "param", None) or param_in(message) or kind)
+        # the check that refused the request named the field, as data (ChatlabError.param)
+        return error_response(400, str(exc), exc.param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

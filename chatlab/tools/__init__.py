@@ -12,7 +12,7 @@ chatlab.tools.constrain (it imports xgrammar and torch, so it is not imported he
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCall, ToolCallArgs,
                                   ToolCallEnd, ToolCallError, ToolCallStart, fold)
@@ -31,12 +31,13 @@ def as_tools(tools: Any) -> list[ToolSpec]:
     return parse_tools(tools)
 
 
-def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] = ()) -> StreamParser:
+def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] = ()) -> StreamParser:
     """A fresh streaming parser for one response in tool-call format `fmt`."""
     return get_format(fmt).parser(as_tools(tools))
 
 
-def parse_tool_calls(fmt: str | ToolFormat, text: str, tools: Sequence[ToolSpec] = ()) -> ParseResult:
+def parse_tool_calls(fmt: str | ToolFormat, text: str,
+                     tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
 

@@ -79,8 +79,8 @@ class ChatGLM3Machine(StreamParser):
         arguments, error = parse_call_body(original[original.find("\n") + 1:], self.FUNC, self.FENCE)
         if error is None and self.name not in self.names:
             error = self.unknown_tool(self.name)
-        if error is not None:
-            return self._reject(None, error, original)
+        if error is not None or arguments is None:
+            return self._reject(None, error or "the tool call has no arguments", original)
         self._call(self.name, arguments)
 
 

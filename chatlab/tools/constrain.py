@@ -17,16 +17,18 @@ A forced call wins over response_format (the call's arguments are the structured
 `compile_constraint` is the check a server runs before queueing a request: a schema that
 jsonschema accepts but xgrammar cannot compile (a dangling $ref, an empty enum, minLength above
 maxLength) raises ChatlabError there, so the client gets a 400 instead of a failed stream.
-Compiled grammars are cached per tokenizer and grammar, so the second compile is a lookup.
+The ChatPlan keeps the Constraint it compiled (chatlab.engine.plan); compiled grammars are
+also memoised per tokenizer and grammar, so a second request with the same tools compiles nothing.
 """
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from chatlab.errors import ChatlabError
+from chatlab.tools.enforceable import check_enforceable
 from chatlab.tools.formats.base import ToolFormat, grammar_error
 from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
@@ -38,9 +40,16 @@ CACHE_SIZE = 64
 
 @dataclass(frozen=True)
 class Constraint:
-    """A compiled grammar, shareable by any number of requests (each gets its own matcher)."""
+    """What a request forces, decided once and compiled once; the ChatPlan carries it.
 
-    compiled: Any  # xgrammar.CompiledGrammar
+    `kind` and `spec` are the decision ("tag": an xgrammar structural-tag format; "schema":
+    (JSON schema text, strict)); `compiled` is xgrammar's grammar for chatlab's loop. Another
+    token source (genai's pipeline) translates `kind` and `spec` into its own configuration,
+    so both executors enforce the same decision. Shareable: each run gets its own matcher."""
+
+    kind: str
+    spec: Any = field(repr=False)
+    compiled: Any = field(repr=False)  # xgrammar.CompiledGrammar
     description: str  # e.g. "hermes call: named", "json_schema"
 
 
@@ -62,34 +71,56 @@ def compiler_for(tokenizer: Any, vocab_size: int, stop_ids: list[int] | None = N
     return _COMPILERS[key][1]
 
 
-def _plan(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
-          fmt: ToolFormat | None) -> tuple[str, Any, str] | None:
-    """(kind, what to compile, description), or None when nothing is forced."""
+def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
+           fmt: ToolFormat | None) -> tuple[str, Any, str] | None:
+    """(kind, what to compile, description), or None when nothing is forced. A schema that
+    would be compiled but uses a keyword the grammar cannot enforce is refused here."""
     forced = choice.mode == "named" or (choice.mode == "required" and tools)
     if forced:
         if fmt is None:
             raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
-                               "format to force the call in; choose one (`chatlab templates`)")
+                               "format to force the call in; choose one (`chatlab templates`)",
+                               param="tool_choice")
         chosen = [t for t in tools if choice.mode != "named" or t.name == choice.name]
         if not chosen:
             raise ChatlabError(f"tool_choice names {choice.name!r}, which is not among the tools; "
-                               "name one of the tools sent")
-        return "tag", fmt.forced_structure(chosen), f"{fmt.name} call: {choice.mode}"
+                               "name one of the tools sent", param="tool_choice")
+        _check_tools(tools, chosen)
+        return "tag", _structure(fmt.forced_structure, chosen, tools), f"{fmt.name} call: {choice.mode}"
     if response_format is not None:
         strict = response_format.kind == "json_schema"
         schema = response_format.schema if strict else {"type": "object"}
+        check_enforceable(schema, "response_format.json_schema.schema")
         return "schema", (json.dumps(schema), strict), response_format.kind
     if choice.mode == "auto" and fmt is not None:
-        lazy = fmt.lazy_structure(tools)
+        lazy = _structure(fmt.lazy_structure, tools, tools)
         if lazy is not None:
+            _check_tools(tools, tools)
             return "tag", lazy, f"{fmt.name} call when triggered"
     return None
+
+
+def _structure(build: Any, chosen: Sequence[ToolSpec], tools: Sequence[ToolSpec]) -> Any:
+    """A format's structure for `chosen`; a schema xgrammar refuses names its tool as `param`."""
+    try:
+        return build(chosen)
+    except ChatlabError as err:
+        if err.param is None:
+            err.param = _culprit(tools)
+        raise
+
+
+def _check_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> None:
+    for i, tool in enumerate(tools):
+        if tool in chosen:
+            check_enforceable(tool.schema, f"tools[{i}].function.parameters")
 
 
 def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
-    """The compiled grammar a request asks for (cached), or None when nothing is forced.
+    """The Constraint a request asks for, or None when nothing is forced. The plan keeps it;
+    the memo below only saves compiling the same grammar twice across requests.
 
     Raises ChatlabError when a schema cannot be compiled; call it before queueing a request."""
     rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
@@ -98,24 +129,47 @@ def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolS
     if key in _GRAMMARS:
         _GRAMMARS.move_to_end(key)
         return _GRAMMARS[key]
-    plan = _plan(tools, choice, response_format, fmt)
-    constraint = None if plan is None else _compile(compiler_for(tokenizer, vocab_size, stop_ids), *plan)
+    decided = decide(tools, choice, response_format, fmt)
+    constraint = None if decided is None else _compile(compiler_for(tokenizer, vocab_size, stop_ids),
+                                                       *decided, tools=tools)
     _GRAMMARS[key] = constraint
     if len(_GRAMMARS) > CACHE_SIZE:
         _GRAMMARS.popitem(last=False)
     return constraint
 
 
-def _compile(compiler: Any, kind: str, spec: Any, description: str) -> Constraint:
+def _compile(compiler: Any, kind: str, spec: Any, description: str, *,
+             tools: Sequence[ToolSpec] = ()) -> Constraint:
     try:
         if kind == "tag":
             compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
         else:
             compiled = compiler.compile_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1])
     except RuntimeError as err:
-        what = "the response_format schema" if kind == "schema" else "the tools' parameter schemas"
-        raise grammar_error(what, err) from None
-    return Constraint(compiled, description)
+        if kind == "schema":
+            raise grammar_error("the response_format schema", err,
+                                "response_format.json_schema.schema") from None
+        raise grammar_error("the tools' parameter schemas", err, _culprit(tools)) from None
+    return Constraint(kind, spec, compiled, description)
+
+
+def _culprit(tools: Sequence[ToolSpec]) -> str:
+    """The tool whose schema xgrammar refuses (compiled alone), for the error's `param`."""
+    import xgrammar as xgr
+
+    for i, tool in enumerate(tools):
+        try:
+            xgr.Grammar.from_json_schema(json.dumps(tool.schema))
+        except RuntimeError:
+            return f"tools[{i}].function.parameters"
+    return "tools"
+
+
+def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:
+    """A fresh logits processor for a plan's constraint (one per run: it holds a matcher)."""
+    if constraint is None:
+        return None
+    return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
 
 
 def build_processor(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
@@ -124,11 +178,10 @@ def build_processor(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec
     """A fresh logits processor forcing what the request asks for, or None when nothing is.
 
     `stop_ids` are the tokens that may end the output (default: the tokenizer's eos)."""
-    constraint = compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
-                                    response_format=response_format, fmt=fmt, stop_ids=stop_ids)
-    if constraint is None:
-        return None
-    return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
+    return processor_for(compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
+                                            response_format=response_format, fmt=fmt,
+                                            stop_ids=stop_ids), vocab_size)
 
 
-__all__ = ["Constraint", "GrammarProcessor", "build_processor", "compile_constraint", "compiler_for"]
+__all__ = ["Constraint", "GrammarProcessor", "build_processor", "compile_constraint", "compiler_for",
+           "decide", "processor_for"]

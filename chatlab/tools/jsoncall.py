@@ -59,6 +59,7 @@ class JsonCall:
             if scan.length <= start or scan.slice(start, start + 1) != "{":
                 return   # a stringified arguments value is decoded at the end instead
             self.index, self.sent = self.parser._start(self.name), start
+        assert key is not None  # a call streams (has an index) only once its arguments began
         end = scan.spans[key][1] or scan.length
         if end > self.sent:
             self.parser._args(self.index, scan.slice(self.sent, end))
@@ -94,8 +95,8 @@ class JsonCall:
     def close(self, suffix: str = "") -> bool:
         """The object is complete: emit the call (True) or withdraw it as content (False)."""
         arguments, error = self.check()
-        if error is not None:
-            self.reject(error, suffix)
+        if error is not None or arguments is None:
+            self.reject(error or "the tool call has no arguments", suffix)
             return False
         if self.index is None:
             self.index = self.parser._start(json.loads(self.scan.text())["name"])

@@ -29,7 +29,7 @@ class JsonObjectScanner:
         self._parts: list[str] = []
         self._offsets: list[int] = []
         self._key: list[str] = []
-        self._member: str | None = None
+        self._member = ""  # the member whose value is being read (set at its key)
         self._stack: list[str] = []          # brackets open inside the current value
         self._in_string = False
         self._escape = False

@@ -82,8 +82,19 @@ class JsonCallParser(StreamParser):
         self.call = JsonCall(self, before[len(kept):] + self.open_tag, tagged=True)
         self.pending, self.state = self.pending[pos + len(self.open_tag):], "call"
 
+    def _open_call(self) -> JsonCall:
+        """The call being parsed: the call, close and bad states exist only while one is open."""
+        assert self.call is not None, f"state {self.state!r} without an open call"
+        return self.call
+
+    def _close_tag(self) -> str:
+        """The close tag: the close and bad states follow an open tag, and a format that sets an
+        open tag sets its close tag too."""
+        assert self.close_tag is not None, f"{type(self).__name__} has an open tag but no close tag"
+        return self.close_tag
+
     def _in_call(self, final: bool) -> None:
-        call = self.call
+        call = self._open_call()
         used = call.feed(self.pending)
         self.pending = self.pending[used:]
         scan = call.scan
@@ -116,26 +127,27 @@ class JsonCallParser(StreamParser):
         self.state, self.after_call = "content", False
 
     def _in_close(self, final: bool) -> None:
-        s = self.pending
+        s, call, close_tag = self.pending, self._open_call(), self._close_tag()
         rest = s.lstrip(WHITESPACE)
-        if rest.startswith(self.close_tag):
-            end = len(s) - len(rest) + len(self.close_tag)
-        elif self.close_tag.startswith(rest) and not final:
+        if rest.startswith(close_tag):
+            end = len(s) - len(rest) + len(close_tag)
+        elif close_tag.startswith(rest) and not final:
             return                     # the close tag may still be arriving
         else:                          # a missing close tag is tolerated after a whole object
             end = 0
         if not self.closed:            # malformed: the tag goes back to content with the call
-            self.call.reject(self.call.check()[1], s[:end])
+            call.reject(call.check()[1] or "malformed tool call", s[:end])
         self.pending = s[end:]
         self.state, self.after_call = ("start", True) if self.closed else ("content", False)
 
     def _in_bad(self, final: bool) -> None:
         # search only new text (minus a partial tag) so a long bad call stays linear
-        hit = find_marker(self.pending, (self.close_tag,), max(0, self.searched - len(self.close_tag)))
+        call, close_tag = self._open_call(), self._close_tag()
+        hit = find_marker(self.pending, (close_tag,), max(0, self.searched - len(close_tag)))
         self.searched = len(self.pending)
         if hit is None and not final:
             return
-        end = len(self.pending) if hit is None else hit[0] + len(self.close_tag)
-        self.call.reject(self.call.scan.error or "invalid JSON", self.pending[:end])
+        end = len(self.pending) if hit is None else hit[0] + len(close_tag)
+        call.reject(call.scan.error or "invalid JSON", self.pending[:end])
         self.pending, self.state, self.searched = self.pending[end:], "content", 0
 

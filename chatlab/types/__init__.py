@@ -12,6 +12,7 @@ from chatlab.types.checks import (MAX_SCHEMA_CHARS, MAX_SCHEMA_DEPTH, NAME_RE, c
                                   check_name, check_schema, check_text)
 from chatlab.types.objects import (ChoiceMode, FormatKind, Message, ResponseFormat, Role, ToolCall,
                                    ToolChoice, ToolSpec)
+from chatlab.types import wire
 from chatlab.types.parse import (MAX_DESCRIPTION_CHARS, MAX_TOOLS, ROLES, parse_message,
                                  parse_messages, parse_response_format, parse_tool_choice,
                                  parse_tools)
@@ -20,4 +21,4 @@ __all__ = ["ChoiceMode", "FormatKind", "MAX_DESCRIPTION_CHARS", "MAX_SCHEMA_CHAR
            "MAX_SCHEMA_DEPTH", "MAX_TOOLS", "Message", "NAME_RE", "ROLES", "ResponseFormat", "Role",
            "ToolCall", "ToolChoice", "ToolSpec", "check_json", "check_name", "check_schema",
            "check_text", "parse_message", "parse_messages", "parse_response_format",
-           "parse_tool_choice", "parse_tools"]
+           "parse_tool_choice", "parse_tools", "wire"]

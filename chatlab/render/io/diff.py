@@ -54,7 +54,7 @@ class TemplateDiff:
 
 
 def _resolution(x: Any, tokenizer: Any) -> tuple[Any, str]:
-    from chatlab.render.resolve import Resolution
+    from chatlab.render.resolution import Resolution
 
     if isinstance(x, Resolution):
         return x, x.name

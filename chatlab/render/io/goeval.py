@@ -91,7 +91,7 @@ class Evaluator:
             return value
         _, fn, args = e
         if fn == "and" or fn == "or":  # Go returns the deciding operand, evaluating lazily
-            value: Any = None
+            value = None
             for a in args:
                 value = self.eval(a, dot, scopes, line)
                 if truth(value) != (fn == "and"):

@@ -32,6 +32,9 @@ TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<raw>`[^`]*`)|(?P<op>:=
 class Val(str):
     """A string that came from message `msg` (slot `slot`): rendered as content, never as markup."""
 
+    msg: int
+    slot: str
+
     def __new__(cls, text: str, msg: int, slot: str = "content") -> "Val":
         v = super().__new__(cls, text)
         v.msg, v.slot = msg, slot
@@ -119,7 +122,7 @@ class Parser:
         while True:
             body, stop, _ = self.block(("end", "else"))
             node.branches.append((Expr(cond, line).parse(), body))
-            if stop == "end":
+            if stop == "end" or stop is None:  # None only without stops: block() raised already
                 return node
             rest = stop[4:].strip()
             if rest.startswith("if "):

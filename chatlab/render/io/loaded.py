@@ -38,7 +38,7 @@ class LoadedTemplate:
 
     def resolve(self, tokenizer: Any) -> Any:
         """A chatlab Resolution (rule "explicit") that renders this template at id level."""
-        from chatlab.render.resolve import Resolution
+        from chatlab.render.resolution import Resolution
         from chatlab.tools.formats import format_of_chat_template
 
         why = f"the template {self.name!r} was named explicitly ({self.fmt}" + (

@@ -82,9 +82,9 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
     if "TEMPLATE" not in values:
         raise ChatlabError(f"{origin} has no TEMPLATE instruction; chatlab imports the prompt template "
                            '(add TEMPLATE """…""" or export one with chatlab export-template --format ollama)')
-    source, line = values["TEMPLATE"]
-    nodes = Parser(source, line).parse()
-    return Modelfile(source, line, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
+    source, first_line = values["TEMPLATE"]
+    nodes = Parser(source, first_line).parse()
+    return Modelfile(source, first_line, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
                      values.get("FROM", (None, 0))[0], nodes)
 
 

@@ -94,12 +94,12 @@ def schema_grammar(tool: ToolSpec) -> dict:
     return {"type": "grammar", "grammar": ebnf}
 
 
-def grammar_error(what: str, err: Exception) -> ChatlabError:
+def grammar_error(what: str, err: Exception, param: str | None = None) -> ChatlabError:
     """xgrammar's refusal of a schema that jsonschema accepted, as a user error."""
     why = _XGR_PREFIX.sub("", str(err).strip()).splitlines()[0][:200]
     return ChatlabError(f"{what} cannot be turned into a grammar for constrained decoding ({why}); "
                         "fix or simplify the schema (no dangling $ref, no empty enum, no "
-                        "minimum/minLength above maximum/maxLength)")
+                        "minimum/minLength above maximum/maxLength)", param=param)
 
 
 class ToolFormat:

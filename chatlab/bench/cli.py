@@ -1,4 +1,4 @@
-"""`chatlab export` (a cached OpenVINO folder) and `chatlab bench` (chatlab's loop vs engines)."""
+"""`chatlab bench`: chatlab's loop timed against hf-generate, optimum, genai and llama.cpp."""
 from __future__ import annotations
 
 import argparse
@@ -6,14 +6,6 @@ import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
-    p.add_argument("--model", default="smollm2-135m-instruct",
-                   help="a chat model of the store, a local Hugging Face folder, or a hub id "
-                        "(its snapshot in the Hugging Face cache)")
-    p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
-    p.add_argument("--force", action="store_true", help="export again even when cached")
-    p.set_defaults(func=run_export)
-
     b = sub.add_parser("bench", help="time chatlab's loop against hf-generate, optimum and genai")
     b.add_argument("--model", default="smollm2-135m-instruct")
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
@@ -27,15 +19,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--plot", default="bench-results/bench.png",
                    help="where to save the plot ('' for none)")
     b.set_defaults(func=run_bench)
-
-
-def run_export(args: argparse.Namespace) -> int:
-    from chatlab.backends.export import export_dir, export_model, is_exported
-
-    cached = is_exported(export_dir(args.model, args.weight_format)) and not args.force
-    folder = export_model(args.model, args.weight_format, force=args.force)
-    print(f"{'reused' if cached else 'exported'} {args.model} {args.weight_format}: {folder}")
-    return 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -1,0 +1,23 @@
+"""`chatlab export`: a model exported to OpenVINO (fp32, int8 or int4) into the cache."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
+    p.add_argument("--model", default="smollm2-135m-instruct",
+                   help="a chat model of the store, a local Hugging Face folder, or a hub id "
+                        "(its snapshot in the Hugging Face cache)")
+    p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
+    p.add_argument("--force", action="store_true", help="export again even when cached")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from chatlab.backends.export import export_dir, export_model, is_exported
+
+    cached = is_exported(export_dir(args.model, args.weight_format)) and not args.force
+    folder = export_model(args.model, args.weight_format, force=args.force)
+    print(f"{'reused' if cached else 'exported'} {args.model} {args.weight_format}: {folder}")
+    return 0

@@ -1,0 +1,59 @@
+"""What an exported OpenVINO folder says about its model, shared by the two backends that run
+one (chatlab's loop over the IR, and openvino-genai's pipeline): the context window, the end
+ids, the chat tokenizer and a light decoder. Each backend holds one of these (composition)
+instead of one backend inheriting the other and switching half of it off."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chatlab._thirdparty import HFTokenizer
+from chatlab.backends.base import context_length_from, eos_ids_from
+
+
+class ExportedModel:
+    def __init__(self, folder: Path, model_name: str | None = None, tokenizer: HFTokenizer = None) -> None:
+        self.folder, self.model_name = folder, model_name
+        self.context_length = context_length_from(folder)
+        self.eos_ids = eos_ids_from(folder, None)
+        self._tokenizer: HFTokenizer = tokenizer
+        self._decoder: Any = None
+
+    @property
+    def tokenizer_loaded(self) -> bool:
+        return self._tokenizer is not None
+
+    @property
+    def tokenizer(self) -> HFTokenizer:
+        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
+        and torch, ~450 MB that generation itself does not need (see `decoder`)."""
+        if self._tokenizer is None:
+            from chatlab.models import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
+        return self._tokenizer
+
+    @property
+    def decoder(self) -> Any:
+        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
+        `tokenizers` library straight from tokenizer.json, without transformers or torch (a
+        tokenizers.Tokenizer, untyped), else the chat tokenizer."""
+        if self._decoder is None:
+            path = self.folder / "tokenizer.json"
+            if path.is_file() and not cleans_up_spaces(self.folder):
+                from tokenizers import Tokenizer
+
+                self._decoder = Tokenizer.from_file(str(path))
+            else:
+                self._decoder = self.tokenizer
+        return self._decoder
+
+
+def cleans_up_spaces(folder: Path) -> bool:
+    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return bool(config.get("clean_up_tokenization_spaces", False))

@@ -1,0 +1,177 @@
+"""The one table of chatlab's backends: for each name, how to load it, which token source
+drives it (chatlab's loop, one sequence under a lease; or a batched pipeline), its weight
+formats and default, and the loader options it takes, each of which is a CLI flag.
+
+`chatlab complete`, `chatlab serve`, the serving bench (chatlab.serve.bench), the bench's
+chatlab-loop engines and the Python API (`chatlab.backends.load_backend`,
+`chatlab.engine.load_engine`) all read this table, so a backend or an option is added here once.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision
+from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
+from chatlab.errors import ChatlabError, UnknownNameError
+
+Source = Literal["loop", "batched"]
+WEIGHT_FORMATS = ["fp32", "int8", "int4"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A loader keyword option, and its CLI flag (`--` + the name with dashes)."""
+
+    name: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str
+    summary: str
+    source: Source  # "loop": chatlab's loop drives prefill/step; "batched": the backend batches
+    weight_formats: tuple[str, ...]
+    default_weight_format: str
+    loader: Callable[..., AnyBackend] = field(repr=False)  # (model, weight_format, precision, **options)
+    options: tuple[Option, ...] = ()
+
+    def option_names(self) -> set[str]:
+        return {o.name for o in self.options}
+
+
+def _torch(model: str, weight_format: str, precision: str, **options: Any) -> StepBackend:
+    from chatlab.backends import torch as torch_backend
+
+    return torch_backend.load(model, precision=precision, **options)
+
+
+def _openvino(model: str, weight_format: str, precision: str, **options: Any) -> StepBackend:
+    from chatlab.backends import openvino
+
+    return openvino.load(model, weight_format, precision=precision, **options)
+
+
+def _genai(model: str, weight_format: str, precision: str, **options: Any) -> BatchedBackend:
+    from chatlab.backends import genai
+
+    return genai.load(model, weight_format, precision=precision, **options)
+
+
+THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
+REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
+    BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
+                ("fp32",), "fp32", _torch, (THREADS,)),
+    # The default: the fastest path that is still exact (int8 weights, f32 math); OpenVINO int8
+    # decodes ~4x faster than PyTorch fp32 and still answers correctly at f32.
+    BackendSpec("openvino", "chatlab's loop over an OpenVINO export (int8 weights at f32 by default; "
+                "exported on first use)", "loop", ("fp32", "int8", "int4"), "int8", _openvino,
+                (THREADS,
+                 Option("attention", str, "paged", "openvino: the attention graph, paged (the "
+                        "paged-attention rewrite) or sdpa (the stateful graph as exported)",
+                        ("paged", "sdpa")),
+                 Option("kv_cache_precision", str, None, "openvino: the KV cache's precision "
+                        "(default: the arithmetic's, f32 at f32)"))),
+    BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
+                ("fp32", "int8", "int4"), "int8", _genai,
+                (THREADS,
+                 Option("max_seqs", int, 8, "genai: sequences generated at once (requests beyond "
+                        "wait in the queue)"),
+                 Option("cache_gb", float, 1.0, "genai: GB of paged KV cache"))),
+]}
+DEFAULT_BACKEND = "openvino"
+
+
+def get_spec(name: str) -> BackendSpec:
+    if name not in REGISTRY:
+        raise UnknownNameError("backend", name, list(REGISTRY))
+    return REGISTRY[name]
+
+
+def check_choice(backend: str, weight_format: str | None, options: dict[str, Any]) -> tuple[BackendSpec, str]:
+    """The backend's spec and weight format, every name and option checked (before any slow load)."""
+    spec = get_spec(backend)
+    weight_format = weight_format or spec.default_weight_format
+    if weight_format not in WEIGHT_FORMATS:
+        raise UnknownNameError("weight format", weight_format, WEIGHT_FORMATS)
+    if weight_format not in spec.weight_formats:
+        raise UnknownNameError(f"weight format for the {backend} backend", weight_format, list(spec.weight_formats))
+    unknown = sorted(set(options) - spec.option_names())
+    if unknown:
+        raise ChatlabError(f"the {backend} backend takes no option {', '.join(unknown)}; its options: "
+                           f"{', '.join(sorted(spec.option_names())) or 'none'}")
+    for opt in spec.options:
+        value = options.get(opt.name)
+        if opt.choices and value is not None and value not in opt.choices:
+            raise UnknownNameError(opt.name.replace("_", " "), value, list(opt.choices))
+    return spec, weight_format
+
+
+def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
+                 weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
+                 **options: Any) -> AnyBackend:
+    """A ready backend by name (see REGISTRY for each one's options)."""
+    spec, weight_format = check_choice(backend, weight_format, options)
+    precision = check_precision(precision)
+    return spec.loader(model, weight_format, precision, **options)
+
+
+def load_step_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
+                      weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
+                      **options: Any) -> StepBackend:
+    """A backend chatlab's loop can drive (prefill/step); a batched one is refused by name."""
+    if get_spec(backend).source != "loop":
+        raise ChatlabError(f"the {backend} backend batches sequences itself and has no prefill/step "
+                           "for chatlab's loop; load it with chatlab.engine.load_engine, or pick one "
+                           f"of {', '.join(n for n, s in REGISTRY.items() if s.source == 'loop')}")
+    loaded = load_backend(model, backend, weight_format, precision, **options)
+    assert isinstance(loaded, StepBackend)
+    return loaded
+
+
+# -- the CLI's flags, from the table -----------------------------------------------------------
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """--backend, --weight-format, --precision and every backend's options (each flag once)."""
+    # Names are checked by check_choice (an UnknownNameError naming the valid ones, exit 2 like
+    # every ChatlabError of a bad name), not by argparse choices, so the message is the same from
+    # the CLI and from Python.
+    p.add_argument("--backend", default=DEFAULT_BACKEND,
+                   help="; ".join(f"{s.name}: {s.summary}" for s in REGISTRY.values())
+                   + f" (default {DEFAULT_BACKEND})")
+    p.add_argument("--weight-format", default=None,
+                   help="default per backend: " + ", ".join(f"{s.default_weight_format} on {s.name}"
+                                                            for s in REGISTRY.values()))
+    p.add_argument("--precision", default=DEFAULT_PRECISION,
+                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
+    seen: set[str] = set()
+    for spec in REGISTRY.values():
+        for opt in spec.options:
+            if opt.name in seen:
+                continue
+            seen.add(opt.name)
+            # default None: an option left out is the loader's own default (and is not passed)
+            p.add_argument(opt.flag, dest=opt.name, type=opt.type, default=None,
+                           help=opt.help + ("" if opt.default is None else f" (default {opt.default})"))
+
+
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The loader options given on the command line for the chosen backend; a flag that belongs
+    only to another backend is an error naming it (not silently ignored)."""
+    spec = get_spec(args.backend)
+    given = {o.name: getattr(args, o.name) for s in REGISTRY.values() for o in s.options
+             if getattr(args, o.name, None) is not None}
+    foreign = sorted(set(given) - spec.option_names())
+    if foreign:
+        flags = ", ".join("--" + n.replace("_", "-") for n in foreign)
+        raise ChatlabError(f"{flags} does not apply to --backend {spec.name}; its options: "
+                           + (", ".join(o.flag for o in spec.options) or "none"))
+    return given

@@ -1,0 +1,28 @@
+"""Graph surgery shared by the stateful and the paged OpenVINO graphs: the logits of the last
+position only. A decode step needs one row of logits, but the exported graph projects every
+position of the prompt to the vocabulary; cutting the hidden states before the projection saves
+that matmul (and its memory) on every prefill."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def slice_last_position(model: Any, axis: int = 1) -> bool:
+    """Make the `logits` output cover the last position only; False when the graph is unknown.
+    The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
+    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged)."""
+    import openvino.opset13 as ops
+
+    node = model.output("logits").get_node().input_value(0).get_node()
+    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
+        node = node.input_value(0).get_node()
+    if node.get_type_name() != "MatMul":
+        return False
+    hidden = node.input_value(0)  # [batch, seq, hidden]
+    last = ops.slice(hidden, np.array([-1], np.int64), np.array([np.iinfo(np.int64).max], np.int64),
+                     np.array([1], np.int64), np.array([axis], np.int64))
+    node.input(0).replace_source_output(last.output(0))
+    model.validate_nodes_and_infer_types()
+    return True

@@ -1,0 +1,194 @@
+"""The notebooks' diagrams: Mermaid source in data/diagrams/, drawn here as SVG.
+
+JupyterLab renders a ```mermaid block, but GitHub's notebook viewer and Colab show it as code.
+Both show an SVG output, so each notebook's diagram cell calls `show(name)`, which reads
+`data/diagrams/<name>.mmd` and draws it. The SVG carries its text as text, so the viewer's own
+fonts render it (Chinese included, which matplotlib's bundled font cannot), and the Mermaid file
+stays the one source: paste it into mermaid.live to edit it with Mermaid's own layout.
+
+Only the flowchart subset the notebooks use is understood, and anything else is an error that
+names the line: `flowchart LR`, nodes `A["label"]` (a box) and `A{"label"}` (a decision),
+edges `A --> B`, `A -->|"label"| B` and `A -- "label" --> B`, `<br/>` and `#lt;`/`#gt;`/`#quot;`
+inside labels. The layout is layered left to right: a node sits one column right of its
+furthest predecessor; an edge back to an earlier column (a loop) is drawn as an arc below.
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatlab.errors import ChatlabError
+
+FONT, LINE, PAD, GAP_Y, GAP_X = 13, 17, 10, 24, 56
+_NODE = re.compile(r'([A-Za-z_][\w]*)\s*(?:\["((?:[^"])*)"\]|\{"((?:[^"])*)"\})?')
+_ARROW = re.compile(r'\s*(?:-->\|"([^"]*)"\||--\s*"([^"]*)"\s*-->|-->)\s*')
+
+
+@dataclass
+class Flowchart:
+    labels: dict[str, str] = field(default_factory=dict)   # node id -> label (Mermaid markup)
+    shapes: dict[str, str] = field(default_factory=dict)   # node id -> "box" or "decision"
+    edges: list[tuple[str, str, str]] = field(default_factory=list)   # (from, to, label)
+
+
+def _node(text: str, chart: Flowchart, where: str) -> str:
+    m = _NODE.fullmatch(text.strip())
+    if not m:
+        raise ChatlabError(f"{where}: cannot read the node {text.strip()!r}; write ID[\"label\"] or ID{{\"label\"}}")
+    name, box, decision = m.groups()
+    if box is not None or decision is not None:
+        chart.labels[name] = box if box is not None else decision
+        chart.shapes[name] = "box" if box is not None else "decision"
+    chart.labels.setdefault(name, name)
+    chart.shapes.setdefault(name, "box")
+    return name
+
+
+def parse(source: str, origin: str = "diagram") -> Flowchart:
+    """The flowchart of a Mermaid source; a line outside the subset is an error naming it."""
+    lines = [ln for ln in source.strip().splitlines() if ln.strip() and not ln.strip().startswith("%%")]
+    if not lines or lines[0].split() != ["flowchart", "LR"]:
+        raise ChatlabError(f"{origin}: the first line must be 'flowchart LR' (the only kind drawn here)")
+    chart = Flowchart()
+    for n, line in enumerate(lines[1:], 2):
+        where = f"{origin} line {n}"
+        parts = _ARROW.split(line.strip())
+        # split() returns node, label, label, node, ...: one edge per arrow, left to right
+        nodes, labels = parts[0::3], [a or b or "" for a, b in zip(parts[1::3], parts[2::3])]
+        names = [_node(t, chart, where) for t in nodes]
+        chart.edges += [(a, b, lab) for a, b, lab in zip(names, names[1:], labels)]
+    return chart
+
+
+def _lines(label: str) -> list[str]:
+    text = label.replace("#lt;", "<").replace("#gt;", ">").replace("#quot;", '"')
+    return [html.unescape(part) for part in re.split(r"<br\s*/?>", text)]
+
+
+def _width(text: str) -> float:
+    """Approximate rendered width: wide (CJK) characters take a full em, others ~0.6."""
+    return sum(FONT * (1.0 if ord(ch) >= 0x2E80 else 0.6) for ch in text)
+
+
+def _layers(chart: Flowchart) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """Each node's column (longest path over forward edges) and the back edges (loops)."""
+    order = list(chart.labels)
+    succ: dict[str, list[str]] = {v: [] for v in order}
+    for a, b, _ in chart.edges:
+        if a != b:
+            succ[a].append(b)
+    back, state = set(), {}
+
+    def visit(v: str) -> None:   # depth-first, in the source's order: a stable choice of loops
+        state[v] = "open"
+        for w in succ[v]:
+            if state.get(w) == "open":
+                back.add((v, w))
+            elif w not in state:
+                visit(w)
+        state[v] = "done"
+
+    for v in order:
+        if v not in state:
+            visit(v)
+    layer = {v: 0 for v in order}
+    for _ in order:   # relax |V| times: enough for the longest path in a DAG
+        for a, b, _ in chart.edges:
+            if a != b and (a, b) not in back:
+                layer[b] = max(layer[b], layer[a] + 1)
+    return layer, back
+
+
+def to_svg(chart: Flowchart) -> str:
+    layer, back = _layers(chart)
+    size = {}
+    for v, label in chart.labels.items():
+        rows = _lines(label)
+        w, h = max(_width(r) for r in rows) + 2 * PAD, len(rows) * LINE + 2 * PAD
+        size[v] = (w * 1.35, h * 1.5) if chart.shapes[v] == "decision" else (w, h)
+    columns: dict[int, list[str]] = {}
+    for v in chart.labels:
+        columns.setdefault(layer[v], []).append(v)
+    label_w = {k: 0.0 for k in columns}
+    for a, b, lab in chart.edges:
+        if lab and (a, b) not in back and a != b:
+            label_w[layer[a]] = max(label_w[layer[a]], max(_width(r) for r in _lines(lab)) + 16)
+    x, pos, col_x = 10.0, {}, {}
+    heights = {k: sum(size[v][1] for v in vs) + GAP_Y * (len(vs) - 1) for k, vs in columns.items()}
+    total_h = max(heights.values())
+    loops = any(a == b or (a, b) in back for a, b, _ in chart.edges)
+    top = 30.0 if loops else 10.0
+    for k in sorted(columns):
+        col_x[k] = x
+        y = top + (total_h - heights[k]) / 2
+        for v in columns[k]:
+            w, h = size[v]
+            pos[v] = (x, y, w, h)
+            y += h + GAP_Y
+        x += max(size[v][0] for v in columns[k]) + max(GAP_X, label_w[k])
+    width, height = x - max(GAP_X, label_w[max(columns)]) + 20, top + total_h + (50 if loops else 10)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+           f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="DejaVu Sans, Arial, Helvetica, sans-serif" '
+           f'font-size="{FONT}">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>',
+           f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>']
+    for a, b, lab in chart.edges:
+        ax, ay, aw, ah = pos[a]
+        bx, by, bw, bh = pos[b]
+        if a == b:   # a self-loop: an arc over the node's top
+            x1, x2, y0 = ax + aw * 0.35, ax + aw * 0.65, ay
+            path, mid = f"M {x1:.1f} {y0:.1f} C {x1:.1f} {y0 - 28:.1f} {x2:.1f} {y0 - 28:.1f} {x2:.1f} {y0:.1f}", \
+                ((x1 + x2) / 2, y0 - 24)
+        elif (a, b) in back or layer[b] <= layer[a]:   # back to an earlier column: an arc below
+            x1, y1, x2, y2 = ax + aw / 2, ay + ah, bx + bw / 2, by + bh
+            low = max(y1, y2) + 40
+            path, mid = f"M {x1:.1f} {y1:.1f} C {x1:.1f} {low:.1f} {x2:.1f} {low:.1f} {x2:.1f} {y2:.1f}", \
+                ((x1 + x2) / 2, low - 8)
+        else:
+            x1, y1, x2, y2 = ax + aw, ay + ah / 2, bx, by + bh / 2
+            cx = (x1 + x2) / 2
+            path, mid = f"M {x1:.1f} {y1:.1f} C {cx:.1f} {y1:.1f} {cx:.1f} {y2:.1f} {x2:.1f} {y2:.1f}", \
+                (cx, (y1 + y2) / 2)
+        out.append(f'<path d="{path}" fill="none" stroke="#444" stroke-width="1.3" marker-end="url(#arrow)"/>')
+        if lab:
+            rows = _lines(lab)
+            w = max(_width(r) for r in rows) + 8
+            h = len(rows) * LINE + 4
+            out.append(f'<rect x="{mid[0] - w / 2:.1f}" y="{mid[1] - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" '
+                       'fill="white" opacity="0.9"/>')
+            out += _text(rows, mid[0], mid[1], "#333", italic=True)
+    for v, (x0, y0, w, h) in pos.items():
+        if chart.shapes[v] == "decision":
+            cx, cy = x0 + w / 2, y0 + h / 2
+            out.append(f'<polygon points="{cx:.1f},{y0:.1f} {x0 + w:.1f},{cy:.1f} {cx:.1f},{y0 + h:.1f} '
+                       f'{x0:.1f},{cy:.1f}" fill="#fff4dd" stroke="#b8860b" stroke-width="1.3"/>')
+        else:
+            out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" '
+                       'fill="#eef3fb" stroke="#4a6fa5" stroke-width="1.3"/>')
+        out += _text(_lines(chart.labels[v]), x0 + w / 2, y0 + h / 2, "#111")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _text(rows: list[str], cx: float, cy: float, color: str, italic: bool = False) -> list[str]:
+    first = cy - (len(rows) - 1) * LINE / 2
+    style = ' font-style="italic" font-size="12"' if italic else ""
+    return [f'<text x="{cx:.1f}" y="{first + i * LINE:.1f}" text-anchor="middle" dominant-baseline="middle" '
+            f'fill="{color}"{style}>{html.escape(r, quote=False)}</text>' for i, r in enumerate(rows)]
+
+
+def source(name: str) -> str:
+    """The Mermaid source of a notebook's diagram, `data/diagrams/<name>.mmd`."""
+    from chatlab.data import data_path
+
+    return data_path("diagrams", f"{name}.mmd").read_text(encoding="utf-8")
+
+
+def show(name: str) -> Any:
+    """The diagram as an IPython SVG display object (a notebook cell's last line shows it)."""
+    from IPython.display import SVG
+
+    return SVG(to_svg(parse(source(name), f"data/diagrams/{name}.mmd")))

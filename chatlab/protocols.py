@@ -1,0 +1,67 @@
+"""The seams between a model and what drives it, as typed protocols (structural: a class
+satisfies one by having the calls, without inheriting anything).
+
+- ModelFacts: what every backend tells about its model (the tokenizer to render with, the
+  context window, the vocabulary, the end ids, the arithmetic it really runs).
+- StepBackend: a model chatlab's own loop drives, one sequence at a time: `prefill(ids)` resets
+  the KV cache and returns the last position's logits; `step(id)` feeds one more token.
+  TorchBackend, OpenVINOBackend, ScriptedBackend, and the engine's Lease around any of them.
+- BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
+  in, a stream of new ids out per request; it has no prefill/step at all.
+
+The engine's side of the seam (what it drains: the loop under a lease, or a batched stream) is
+chatlab.engine.source.TokenSource.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from chatlab._thirdparty import GenaiConfig, HFTokenizer
+
+
+class ModelFacts(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def tokenizer(self) -> HFTokenizer: ...
+    @property
+    def context_length(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def eos_ids(self) -> list[int]: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def threads(self) -> int | None: ...
+
+
+@runtime_checkable
+class StepBackend(ModelFacts, Protocol):
+    def prefill(self, ids: list[int]) -> np.ndarray: ...
+    def step(self, token_id: int) -> np.ndarray: ...
+    def reset(self) -> None: ...
+
+
+class IdStream(Protocol):
+    """One batched request's new ids: lists of ids per scheduler step, an error, or None at the end."""
+
+    status: str | None
+
+    def get(self, timeout: float) -> list[int] | BaseException | None: ...
+    def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class BatchedBackend(ModelFacts, Protocol):
+    @property
+    def decoder(self) -> Any: ...
+    @property
+    def max_seqs(self) -> int: ...
+    def submit(self, ids: list[int], config: GenaiConfig) -> IdStream: ...
+    def close(self) -> None: ...
+
+
+AnyBackend = StepBackend | BatchedBackend

@@ -1,0 +1,143 @@
+"""A resolved renderer: which rule chose it, why, and how it renders at id level.
+
+It lives apart from the resolution chain (resolve.py) so that template files
+(chatlab.render.io) can build one without importing the chain that reads them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from chatlab._thirdparty import HFTokenizer
+from chatlab.errors import ChatlabError
+from chatlab.render.builtin import TEMPLATES, get_template
+from chatlab.render.compose import Composer
+from chatlab.render.encoder import Encoder, encoder_for
+from chatlab.render.ids import Rendered, encode_pieces
+from chatlab.render.jinja_safe import jinja_pieces
+from chatlab.render.template import Template
+from chatlab.tools import as_tools
+from chatlab.tools.formats import FORMATS, ToolFormat
+from chatlab.types import Message, ToolSpec, parse_messages
+
+# What render() takes: typed messages, or OpenAI-shaped dicts (a notebook's), parsed once.
+ChatMessages = Sequence[Message] | Sequence[Mapping[str, Any]]
+
+# Tokens that end a turn in common chat_templates (the tool formats add their own).
+END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
+               "<end_of_turn>", *(t for f in FORMATS.values() for t in f.end_tokens)]
+
+
+def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:
+    return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
+                                  type(tokenizer).__name__]))
+
+
+def as_messages(messages: Any) -> list[Message]:
+    """Messages as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
+    if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, Message) for m in messages):
+        return list(messages)
+    return parse_messages(messages)
+
+
+@dataclass
+class Resolution:
+    rule: str
+    reason: str
+    name: str
+    tokenizer: HFTokenizer = field(repr=False)
+    template: Template | None = field(default=None, repr=False)
+    chat_template: str | None = field(default=None, repr=False)
+    tool_format: ToolFormat | None = None
+    # An imported format with its own evaluator (Ollama's Go templates): (encoder, messages, tools,
+    # add_generation_prompt, options) -> pieces; its stop strings become ids or stop words.
+    renderer: Callable[..., list] | None = field(default=None, repr=False)
+    stop_strings: tuple[str, ...] = ()
+
+    @property
+    def encoder(self) -> Encoder:
+        return encoder_for(self.tokenizer)
+
+    def stops(self, tools: bool) -> tuple[list[str], list[int]]:
+        enc = self.encoder
+        if self.template is not None:
+            fmt = self.template.tool_format
+            words = list(self.template.stop_words) + (list(fmt.stop_words) if tools and fmt else [])
+            names = list(self.template.stop_tokens)
+        else:
+            words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
+        if self.renderer is not None:
+            names = ["eos", *(w for w in self.stop_strings if w in enc.added or w in enc.extra_specials)]
+            words = [w for w in self.stop_strings if w not in names]
+        ids: list[int] = []
+        for name in names:
+            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
+            if tid is not None and tid not in ids:
+                ids.append(tid)
+        return words, ids
+
+    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | None = None,
+               add_generation_prompt: bool = True, **options: Any) -> Rendered:
+        """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
+        dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
+        if "functions" in options:  # would reach the Jinja context and be silently ignored
+            raise ChatlabError("render() takes legacy `functions` as tools: pass "
+                               "tools=chatlab.types.parse_tools(functions=...)")
+        msgs, tool_list = as_messages(messages), as_tools(tools)
+        enc = self.encoder
+        open_turn = False
+        if self.renderer is not None:
+            pieces = self.renderer(enc, msgs, tool_list, add_generation_prompt, options)
+        elif self.template is not None:
+            composer = Composer(self.template, enc, msgs, tool_list, options)
+            pieces = composer.render(add_generation_prompt)
+            open_turn = composer.open
+        else:
+            pieces = jinja_pieces(self.chat_template or "", enc, [m.to_template() for m in msgs],
+                                  [t.to_openai() for t in tool_list], add_generation_prompt, options)
+        ids, text, slots = encode_pieces(enc, pieces)
+        words, stop_ids = self.stops(bool(tool_list))
+        return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
+                        rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
+                        open_turn=open_turn)
+
+    def render_request(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True,
+                       **options: Any) -> tuple["Resolution", Rendered]:
+        """A request's render, as the server and `chatlab render` both do it: a template that
+        ignores tools would also drop earlier calls and results from the history, so a request
+        with tools, or with tool calls or results in its history, is rendered by the
+        tool-aware template (`for_tools`). Returns the resolution used and its render."""
+        msgs, tool_list = as_messages(messages), as_tools(tools)
+        used = self
+        if tool_list or any(m.tool_calls or m.role == "tool" for m in msgs):
+            used = self.for_tools()
+        return used, used.render(msgs, tool_list or None, add_generation_prompt, **options)
+
+    def explain(self) -> str:
+        return f"{self.name} (rule {self.rule}): {self.reason}"
+
+    def for_tools(self) -> "Resolution":
+        """This resolution if it can render tools, else the built-in template for the model's
+        type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
+        them Hermes-style in the same ChatML layout), else ChatML."""
+        if self.tool_format is not None:
+            return self
+        who = " ".join(filter(None, [self.name, identity_of(self.tokenizer, None)]))
+        name = (by_model_type(who, with_tools=True) or ("", "chatml"))[1]
+        fmt = get_template(name).tool_format
+        return builtin_resolution(self.tokenizer, name, "tools-fallback",
+                                  f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
+                                  f"template renders this request ({fmt.name if fmt else 'no'} tool format)")
+
+
+def by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:
+    """(hint, template name) of the most specific model-type hint in `who` ("qwen3" before "qwen")."""
+    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types
+                    if t.tool_format or not with_tools), key=lambda x: -len(x[0]))
+    lowered = who.lower()
+    return next(((h, n) for h, n in hints if h in lowered), None)
+
+
+def builtin_resolution(tokenizer: HFTokenizer, name: str, rule: str, reason: str) -> Resolution:
+    t = get_template(name)
+    return Resolution(rule, reason, name, tokenizer, template=t, tool_format=t.tool_format)

@@ -1,0 +1,142 @@
+"""The package's house plan, read from its imports: no module imports itself back (directly or
+round a circle), and the rooms (the subpackages and top-level modules of chatlab) stand on
+floors, each importing only rooms on floors below it. Every import counts, including the lazy
+ones inside functions: a lazy import hides a circle from Python, not from a reader."""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
+
+# Lowest first. Data flows render -> generate -> parse -> serve; the entry points are on top.
+# "__init__" is the package itself (chatlab/__init__.py: errors and data_path, nothing heavy),
+# which session.py imports to find where chatlab was imported from.
+FLOORS = [
+    ["errors", "_thirdparty"],
+    ["data", "types", "protocols"],
+    ["models", "tools", "__init__"],
+    ["render", "backends", "generate"],
+    ["engine", "bench", "colab", "exercises"],
+    ["serve", "finetune", "widgets", "session", "doctor", "evals"],
+    ["cli"],
+]
+FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+
+
+def module_names() -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each chatlab module -> the chatlab modules it imports (a name imported from a package
+    counts as its submodule when there is one: `from chatlab.tools import formats`)."""
+    modules = module_names()
+
+    def owner(name: str) -> str:
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, (path, is_package) in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level-1 more
+                    anchor = name.split(".") if is_package else name.split(".")[:-1]
+                    base = ".".join(anchor[: len(anchor) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == "chatlab" and owner(target) != name:
+                    graph[name].add(owner(target))
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    nodes = sorted(set(graph) | {t for ts in graph.values() for t in ts})
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.append(top)
+                        if top == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_the_graph_sees_lazy_and_relative_imports() -> None:
+    graph = import_graph()
+    # a lazy import inside a function (chatlab.cli imports session in main())
+    assert "chatlab.session" in graph["chatlab.cli"]
+    # a package importing its own submodules
+    assert "chatlab.render.resolve" in graph["chatlab.render"]
+
+
+def test_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_every_room_has_a_floor() -> None:
+    rooms = {room(m) for m in module_names()}
+    assert rooms - set(FLOOR_OF) == set(), "a new room: give it a floor in FLOORS"
+
+
+def test_rooms_import_only_rooms_below() -> None:
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        for target in targets
+        if room(source) != room(target) and FLOOR_OF[room(target)] >= FLOOR_OF[room(source)]
+    )
+    assert upward == []
