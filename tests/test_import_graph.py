@@ -16,10 +16,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 FLOORS = [
     ["errors", "_thirdparty"],
     ["data", "types", "protocols"],
-    ["models", "tools", "__init__"],
+    ["models", "tools", "__init__", "diagrams"],
     ["render", "backends", "generate"],
-    ["engine", "bench", "colab", "exercises"],
+    ["engine", "bench", "colab"],
     ["serve", "finetune", "widgets", "session", "doctor", "evals"],
+    ["exercises"],   # graded against the package's own code, evals and finetune included
     ["cli"],
 ]
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
