@@ -106,8 +106,8 @@ def to_svg(chart: Flowchart) -> str:
     size = {}
     for v, label in chart.labels.items():
         rows = _lines(label)
-        w, h = max(_width(r) for r in rows) + 2 * PAD, len(rows) * LINE + 2 * PAD
-        size[v] = (w * 1.35, h * 1.5) if chart.shapes[v] == "decision" else (w, h)
+        bw, bh = max(_width(r) for r in rows) + 2.0 * PAD, len(rows) * LINE + 2.0 * PAD
+        size[v] = (bw * 1.35, bh * 1.5) if chart.shapes[v] == "decision" else (bw, bh)
     columns: dict[int, list[str]] = {}
     for v in chart.labels:
         columns.setdefault(layer[v], []).append(v)
@@ -115,13 +115,12 @@ def to_svg(chart: Flowchart) -> str:
     for a, b, lab in chart.edges:
         if lab and (a, b) not in back and a != b:
             label_w[layer[a]] = max(label_w[layer[a]], max(_width(r) for r in _lines(lab)) + 16)
-    x, pos, col_x = 10.0, {}, {}
+    x, pos = 10.0, {}
     heights = {k: sum(size[v][1] for v in vs) + GAP_Y * (len(vs) - 1) for k, vs in columns.items()}
     total_h = max(heights.values())
     loops = any(a == b or (a, b) in back for a, b, _ in chart.edges)
     top = 30.0 if loops else 10.0
     for k in sorted(columns):
-        col_x[k] = x
         y = top + (total_h - heights[k]) / 2
         for v in columns[k]:
             w, h = size[v]

@@ -20,11 +20,14 @@ from chatlab.protocols import StepBackend
 
 class ChatWidget:
     def __init__(self, backend: StepBackend | ChatEngine, model_name: str | None = None,
-                 system: str = "You are a helpful assistant. Answer briefly.") -> None:
-        """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share."""
+                 system: str = "You are a helpful assistant. Answer briefly.",
+                 reuse_prefix: bool = False) -> None:
+        """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share.
+        `reuse_prefix`: each turn prefills only what is new since the last one (the engine's
+        chatlab.engine.prefix cache; for a backend the widget wraps itself)."""
         import ipywidgets as w
 
-        self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "")
+        self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
         self.backend = self.engine.backend
         self.resolution = self.engine.resolution
         self.history: list[dict[str, Any]] = []

@@ -34,6 +34,20 @@ class Backend:
     def reset(self) -> None:
         raise NotImplementedError
 
+    # Speculation and prefix reuse need two more calls; a backend that has them sets
+    # `can_rollback`. `extend(ids, keep)` feeds several tokens after the cache in one pass and
+    # returns the logits of the last `keep` of them, [keep, vocab]; `truncate(length)` drops
+    # the cache past its first `length` tokens. `length` is the number of tokens cached.
+    can_rollback: bool = False
+    rollback_note: str = ""  # why not, for the error message
+    length: int = 0
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        raise NotImplementedError(f"{self.name} cannot feed several tokens at once")
+
+    def truncate(self, length: int) -> None:
+        raise NotImplementedError(f"{self.name} cannot roll its cache back")
+
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name} {self.precision} vocab={self.vocab_size} "
                 f"ctx={self.context_length}>")

@@ -60,11 +60,20 @@ class GenaiStream:
 class GenaiBackend:
     """An exported model's facts and tokenizers (ExportedModel, as OpenVINOBackend has them)
     with genai's batched pipeline as the compute. It is no step backend: it has no `prefill` /
-    `step` for chatlab's loop; chatlab.engine.batched drains its streams instead."""
+    `step` for chatlab's loop; chatlab.engine.batched drains its streams instead.
+
+    `prefix_caching=True` turns on genai's own prefix caching: a prompt whose leading blocks
+    match a cached sequence's skips their prefill (multi-turn chat resending its history). Off
+    by default, as the pipeline's scheduler has it, so a benchmark repeating one prompt times
+    real prefills."""
+
+    can_rollback = False  # genai schedules its own tokens: chatlab's speculation cannot drive it
+    rollback_note = "openvino-genai's pipeline schedules its own tokens"
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
-                 model_name: str | None = None, kv_cache_precision: str | None = None) -> None:
+                 model_name: str | None = None, kv_cache_precision: str | None = None,
+                 prefix_caching: bool = False) -> None:
         import openvino_genai as genai
 
         precision = check_precision(precision)
@@ -75,6 +84,8 @@ class GenaiBackend:
         # long prompt arriving does not stall the other streams for its whole prefill.
         sched.max_num_batched_tokens = 256
         sched.dynamic_split_fuse = True
+        sched.enable_prefix_caching = bool(prefix_caching)
+        self.prefix_caching = bool(prefix_caching)
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
@@ -200,7 +211,8 @@ class GenaiBackend:
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None) -> GenaiBackend:
+         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
+         prefix_caching: bool = False) -> GenaiBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -209,4 +221,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
         raise ChatlabError(f"{folder} has no openvino_tokenizer.xml, which openvino-genai needs; "
                            "re-export with `chatlab export --force` (openvino-tokenizers installed)")
     return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
-                        threads=threads, name=f"genai-{weight_format}", model_name=model_name)
+                        threads=threads, name=f"genai-{weight_format}", model_name=model_name,
+                        prefix_caching=prefix_caching)

@@ -42,7 +42,7 @@ class OpenVINOBackend(Backend):
     def __init__(self, folder: Path, tokenizer: HFTokenizer = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 attention: str = DEFAULT_ATTENTION) -> None:
+                 attention: str = DEFAULT_ATTENTION, dynamic_quantization: bool = True) -> None:
         precision = check_precision(precision)
         if attention not in ATTENTIONS:
             raise UnknownNameError("attention", attention, ATTENTIONS)
@@ -50,6 +50,13 @@ class OpenVINOBackend(Backend):
         # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8).
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
                   **ov_config(precision, threads, kv_cache_precision)}
+        if not dynamic_quantization:
+            # The CPU plugin quantizes activations to int8 in groups before an int8/int4 weight
+            # matmul, and does so differently for one token than for several: measured on
+            # SmolLM2 int8, a 2-token pass's logits differ from two 1-token steps by up to 1.2
+            # (6e-5 with this off, as with fp32 weights). Speculation needs the k-token verify
+            # pass to agree with a step, so it asks for this off (see `exact_extend`).
+            config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
         self.attention = attention
         self.exported = ExportedModel(folder, model_name, tokenizer)
         self.folder, self.model_name = folder, model_name
@@ -78,6 +85,10 @@ class OpenVINOBackend(Backend):
         self.name = name
         self.eos_ids = self.exported.eos_ids
         self.length = 0
+        try:
+            self.exact_extend = int(self.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == 0
+        except Exception:  # noqa: BLE001 - a plugin without the property quantizes nothing
+            self.exact_extend = True
 
     def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
         import openvino as ov
@@ -132,6 +143,36 @@ class OpenVINOBackend(Backend):
         arr = np.asarray([ids], dtype=np.int64)
         return self._run(arr, np.arange(len(ids), dtype=np.int64)[None, :])
 
+    @property
+    def can_rollback(self) -> bool:  # type: ignore[override]
+        return self._paged is not None
+
+    rollback_note = ("the stateful sdpa graph keeps its cache in state variables that only "
+                     "grow; use attention=\"paged\"")
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} with attention=\"sdpa\" cannot feed several tokens "
+                               "after its cache; use attention=\"paged\"")
+        logits = self._paged.extend(ids, keep)
+        self.length = self._paged.length
+        return logits
+
+    def truncate(self, length: int) -> None:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} cannot roll back: {self.rollback_note}")
+        self._paged.truncate(length)
+        self.length = self._paged.length
+
+    def snapshot(self) -> tuple[Any, int]:
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} cannot copy its cache out: {self.rollback_note}")
+        return self._paged.snapshot()
+
+    def restore(self, snap: Any, length: int) -> None:
+        self._paged.restore(snap, length)
+        self.length = length
+
     def step(self, token_id: int) -> np.ndarray:
         if self._paged is not None:
             logits = self._paged.step(token_id)
@@ -144,7 +185,8 @@ class OpenVINOBackend(Backend):
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, slice_logits: bool = True,
-         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION) -> OpenVINOBackend:
+         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION,
+         dynamic_quantization: bool = True) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -152,4 +194,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
     name = f"openvino-{weight_format}"
     return OpenVINOBackend(folder, None, precision=precision, threads=threads,
                            slice_logits=slice_logits, name=name, model_name=model_name,
-                           kv_cache_precision=kv_cache_precision, attention=attention)
+                           kv_cache_precision=kv_cache_precision, attention=attention,
+                           dynamic_quantization=dynamic_quantization)

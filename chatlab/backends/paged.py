@@ -53,7 +53,14 @@ class PagedGraph:
         core = ov.Core()
         model = core.read_model(folder / "openvino_model.xml")
         paged_attention_transformation(model)
-        self.sliced = slice_logits and slice_last_position(model, axis=0)  # tokens: axis 0 (above)
+        # The slice keeps the last `-logits_keep` positions, an input of its own: 1 for prefill
+        # and decode, one per token for a speculative verify pass (all rows it must judge).
+        keep = ov.opset13.parameter([1], ov.Type.i64, name="logits_keep")
+        keep.output(0).get_tensor().set_names({"logits_keep"})
+        model.add_parameters([keep])  # before the slice: validating it needs the input declared
+        self.sliced = slice_logits and slice_last_position(model, axis=0, start=keep.output(0))
+        if not self.sliced:  # every position is projected; nothing reads logits_keep
+            model.remove_parameter(keep)
         self.compiled = core.compile_model(model, "CPU", config)
         self.ports = cache_ports(self.compiled)
         if not self.ports:
@@ -72,6 +79,7 @@ class PagedGraph:
         self._past, self._begins = np.zeros(1, np.int32), np.array([0, 1], np.int32)
         self._table_begins, self._context = np.zeros(2, np.int32), np.zeros((), np.int32)
         self._table = np.zeros(0, np.int32)
+        self._keep = np.array([-1], np.int64)
         self._bound = -1  # blocks in the block table bound for decoding; -1: nothing bound
 
     def _ensure(self, tokens: int) -> None:
@@ -100,20 +108,53 @@ class PagedGraph:
         self.length = 0  # the blocks are simply overwritten by the next prompt
 
     def prefill(self, ids: list[int]) -> np.ndarray:
-        """Logits of the last prompt position; the prompt's cache is left in the blocks. The
-        inputs go in by name, as arrays of this prompt's shapes."""
-        n = len(ids)
+        """Logits of the last prompt position; the prompt's cache is left in the blocks."""
         self.reset()
-        self._ensure(n)
-        used = -(-n // self.block)
-        self._table_begins[1], self._context[()] = used, n
-        self.request.infer({"input_ids": np.asarray(ids, np.int64), "position_ids": np.arange(n, dtype=np.int64),
-                            "past_lens": np.zeros(1, np.int32), "subsequence_begins": np.array([0, n], np.int32),
-                            "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
-                            "max_context_len": self._context}, share_inputs=True)
-        self._bound = -1  # the request now holds the prefill's arrays, not the decode step's
-        self.length = n
-        return self._logits()
+        return self.extend(ids)[-1]
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        """Feed `ids` after the cached tokens in one pass; the logits of the last `keep`,
+        [keep, vocab] (a view). The inputs go in by name, as arrays of this call's shapes:
+        `past_lens` says where the new tokens start, so a cache cut back by `truncate` is
+        simply written over from there."""
+        n, past = len(ids), self.length
+        if not ids or not 1 <= keep <= n:
+            raise ValueError(f"extend needs tokens and 1 <= keep <= {n}")
+        total = past + n
+        self._ensure(total)
+        used = -(-total // self.block)
+        self._table_begins[1], self._context[()] = used, total
+        inputs = {"input_ids": np.asarray(ids, np.int64),
+                  "position_ids": np.arange(past, total, dtype=np.int64),
+                  "past_lens": np.array([past], np.int32), "subsequence_begins": np.array([0, n], np.int32),
+                  "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
+                  "max_context_len": self._context}
+        if self.sliced:
+            inputs["logits_keep"] = np.array([-keep], np.int64)
+        self.request.infer(inputs, share_inputs=True)
+        self._bound = -1  # the request now holds this call's arrays, not the decode step's
+        self.length = total
+        return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-keep:]
+
+    def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
+        """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        used = -(-self.length // self.block)
+        copy = {name: tensor.data[:used].copy() for name, tensor in self.caches.items()}
+        return copy, sum(a.nbytes for a in copy.values())
+
+    def restore(self, snap: dict[str, np.ndarray], length: int) -> None:
+        self.length = 0  # nothing of the current sequence is kept: no copy when growing
+        self._ensure(length)
+        for name, blocks in snap.items():
+            self.caches[name].data[:len(blocks)] = blocks
+        self.length = length
+
+    def truncate(self, length: int) -> None:
+        """Forget the tokens past `length`: the next call's `past_lens` starts there, and the
+        blocks past it are overwritten (nothing else in the graph remembers them)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
+        self.length = length
 
     def step(self, token_id: int) -> np.ndarray:
         """One token. Its inputs are bound to the request once per prefill and then only written
@@ -124,10 +165,12 @@ class PagedGraph:
         self._ensure(total)
         used = -(-total // self.block)
         if self._bound < 0:
-            for name, array in (("input_ids", self._id), ("position_ids", self._pos),
-                                ("past_lens", self._past), ("subsequence_begins", self._begins),
-                                ("block_indices_begins", self._table_begins),
-                                ("max_context_len", self._context)):
+            bound = [("input_ids", self._id), ("position_ids", self._pos), ("past_lens", self._past),
+                     ("subsequence_begins", self._begins), ("block_indices_begins", self._table_begins),
+                     ("max_context_len", self._context)]
+            if self.sliced:
+                bound.append(("logits_keep", self._keep))
+            for name, array in bound:
                 self.request.set_tensor(name, ov.Tensor(array, shared_memory=True))
         if used != self._bound:
             self.request.set_tensor("block_indices", ov.Tensor(self._table[:used], shared_memory=True))

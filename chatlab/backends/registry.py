@@ -68,6 +68,14 @@ def _genai(model: str, weight_format: str, precision: str, **options: Any) -> Ba
 
 
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
+
+
+def on_off(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{value!r}: use on or off")
+    return value == "on"
+
+
 REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
     BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
                 ("fp32",), "fp32", _torch, (THREADS,)),
@@ -80,13 +88,18 @@ REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
                         "paged-attention rewrite) or sdpa (the stateful graph as exported)",
                         ("paged", "sdpa")),
                  Option("kv_cache_precision", str, None, "openvino: the KV cache's precision "
-                        "(default: the arithmetic's, f32 at f32)"))),
+                        "(default: the arithmetic's, f32 at f32)"),
+                 Option("dynamic_quantization", on_off, None, "openvino: on or off, the CPU "
+                        "plugin's int8 activation quantization in int8/int4-weight matmuls (on "
+                        "by default; --speculate turns it off: exact verify passes)"))),
     BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
                 ("fp32", "int8", "int4"), "int8", _genai,
                 (THREADS,
                  Option("max_seqs", int, 8, "genai: sequences generated at once (requests beyond "
                         "wait in the queue)"),
-                 Option("cache_gb", float, 1.0, "genai: GB of paged KV cache"))),
+                 Option("cache_gb", float, 1.0, "genai: GB of paged KV cache"),
+                 Option("prefix_caching", on_off, None, "genai: on or off, its prefix caching "
+                        "(off by default; --reuse-prefix turns it on)"))),
 ]}
 DEFAULT_BACKEND = "openvino"
 

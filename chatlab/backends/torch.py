@@ -54,14 +54,50 @@ class TorchBackend(Backend):
     def reset(self) -> None:
         self.cache, self.length = None, 0
 
-    def _forward(self, input_ids: Any) -> np.ndarray:
+    can_rollback = True  # DynamicCache.crop drops the cache past a length
+
+    def _forward(self, input_ids: Any, keep: int = 1) -> np.ndarray:
         with self.torch.inference_mode():
             out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
-                             logits_to_keep=1)
+                             logits_to_keep=keep)
         self.cache = out.past_key_values
         self.length += input_ids.shape[1]
-        # float32 row, no copy; `.numpy()` shares memory with the output tensor.
-        return out.logits[0, -1].float().numpy()
+        # float32 rows, no copy; `.numpy()` shares memory with the output tensor.
+        return out.logits[0].float().numpy()
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        """Several tokens after the cache in one forward (a speculative draft, a new turn)."""
+        if not ids or not 1 <= keep <= len(ids):
+            raise ValueError(f"extend needs tokens and 1 <= keep <= {len(ids)}")
+        if self.cache is None:
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache(config=self.model.config)
+        return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
+
+    def snapshot(self) -> tuple[Any, int]:
+        """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        import copy
+
+        snap = copy.deepcopy(self.cache)
+        nbytes = sum(t.numel() * t.element_size() for layer in getattr(snap, "layers", [])
+                     for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                     if t is not None and hasattr(t, "numel"))
+        return (snap, self.length), nbytes
+
+    def restore(self, snap: Any, length: int) -> None:
+        self.cache, self.length = snap[0], length
+        if snap[1] > length:
+            self.cache.crop(length)
+
+    def truncate(self, length: int) -> None:
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
+        if length == 0:
+            self.reset()
+        elif length < self.length:
+            self.cache.crop(length)
+        self.length = length
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         from transformers import DynamicCache
@@ -70,11 +106,11 @@ class TorchBackend(Backend):
             raise ValueError("prefill needs at least one token")
         self.reset()
         self.cache = DynamicCache(config=self.model.config)
-        return self._forward(self.torch.tensor([ids], dtype=self.torch.long))
+        return self._forward(self.torch.tensor([ids], dtype=self.torch.long))[-1]
 
     def step(self, token_id: int) -> np.ndarray:
         self._one[0, 0] = token_id
-        return self._forward(self._one)
+        return self._forward(self._one)[-1]
 
 
 def load(model_name: str, threads: int | None = None,

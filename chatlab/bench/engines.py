@@ -25,6 +25,13 @@ BASELINE = "genai-int8"
 # Not in the default set: chatlab's loop and genai each forced onto the exported stateful graph
 # (SDPA attention) instead of its paged-attention rewrite, to show what the rewrite gains.
 EXTRA_ENGINES = ["chatlab-openvino-int8-sdpa", "genai-int8-sdpa"]
+# Speculative rows (`--speculate prompt-lookup` adds the first three): chatlab's loop with
+# prompt-lookup drafts; its plain loop compiled the same way (dynamic activation quantization
+# off, which exact speculation needs: the control that separates the two effects); genai's own
+# prompt lookup. Then the same at int4 weights, for equal bits with llama.cpp's q4_1.
+SPECULATIVE_ENGINES = ["chatlab-openvino-int8-pl", "chatlab-openvino-int8-nodq", "genai-int8-pl"]
+INT4_ENGINES = ["chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
+EXTRA_ENGINES += SPECULATIVE_ENGINES + INT4_ENGINES
 
 
 def ov_compute(compiled: Any) -> str:
@@ -44,14 +51,21 @@ class ChatlabLoop:
     """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
 
     def __init__(self, model: str, backend: str, weight_format: str,
-                 precision: str = DEFAULT_PRECISION, attention: str | None = None) -> None:
+                 precision: str = DEFAULT_PRECISION, attention: str | None = None,
+                 speculate: dict[str, int] | None = None, dynamic_quantization: bool = True) -> None:
+        from chatlab.generate.speculate import Speculation
+
         self.args = (model, backend, weight_format)
         self.precision, self.attention = precision, attention
+        self.speculate = Speculation(**speculate) if speculate is not None else None
+        self.dynamic_quantization = dynamic_quantization and self.speculate is None
 
     def load(self) -> None:
         from chatlab.backends import load_step_backend
 
-        options = {"attention": self.attention} if self.attention else {}
+        options: dict[str, Any] = {"attention": self.attention} if self.attention else {}
+        if not self.dynamic_quantization:
+            options["dynamic_quantization"] = False
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
@@ -65,11 +79,19 @@ class ChatlabLoop:
         from chatlab.generate import Finished, SamplingParams, generate
 
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
-        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True)))[-1]
+        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True),
+                            speculate=self.speculate))[-1]
         assert isinstance(fin, Finished)  # the loop always ends with one
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
-        return Timing(ttft, decode, fin.token_ids)
+        spec = None
+        if fin.speculation is not None:
+            # model passes after prefill: one per token after the first, less one per token a
+            # verify pass got accepted
+            after_first = fin.completion_tokens - 1
+            passes = max(after_first - int(fin.speculation["accepted_tokens"]), 1)
+            spec = {"tokens_per_step": after_first / passes, **fin.speculation}
+        return Timing(ttft, decode, fin.token_ids, spec)
 
 
 class StampStreamer:
@@ -140,9 +162,9 @@ class GenAI:
     """openvino-genai's `LLMPipeline` on the same int8 export, fed ids (no templating)."""
 
     def __init__(self, model: str, weight_format: str = "int8", attention: str | None = None,
-                 precision: str = DEFAULT_PRECISION) -> None:
+                 precision: str = DEFAULT_PRECISION, prompt_lookup: dict[str, int] | None = None) -> None:
         self.model_name, self.weight_format, self.attention = model, weight_format, attention
-        self.precision = precision
+        self.precision, self.prompt_lookup = precision, prompt_lookup
 
     def load(self) -> None:
         import openvino_genai as genai
@@ -163,15 +185,20 @@ class GenAI:
         scheduler.enable_prefix_caching = False
         scheduler.max_num_batched_tokens = 2**31 - 1
         options["scheduler_config"] = scheduler
+        if self.prompt_lookup is not None:
+            options["prompt_lookup"] = True  # genai's own n-gram drafts, verified in one pass
         self.pipe = genai.LLMPipeline(str(export_model(self.model_name, self.weight_format)), "CPU",
                                       **options)
 
     def facts(self) -> dict[str, Any]:
         # LLMPipeline does not expose its compiled model: this is the property it was given,
         # on top of the same CPU plugin defaults as the other OpenVINO engines.
+        lookup = "" if self.prompt_lookup is None else (
+            f"; prompt lookup, {self.prompt_lookup['draft_tokens']} tokens per draft, "
+            f"n-grams up to {self.prompt_lookup['ngram']}")
         return {"precision": self.precision, "threads": None,
                 "compute": "CPU plugin defaults as the OpenVINO rows (not readable from genai); "
-                           "prefix caching off"}
+                           "prefix caching off" + lookup}
 
     def run(self, ids: list[int], n: int) -> Timing:
         import numpy as np
@@ -192,6 +219,9 @@ class GenAI:
 
         config = genai.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False,
                                         ignore_eos=True, apply_chat_template=False)
+        if self.prompt_lookup is not None:
+            config.num_assistant_tokens = self.prompt_lookup["draft_tokens"]
+            config.max_ngram_size = self.prompt_lookup["ngram"]
         inputs = ov.Tensor(np.asarray([ids], dtype=np.int64))
         t0 = time.perf_counter()
         self.pipe.generate(inputs, config, Stamp())
@@ -208,7 +238,20 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
     return None
 
 
-def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION) -> Any:
+DEFAULT_SPECULATION = {"draft_tokens": 4, "ngram": 3}
+
+
+def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,
+                speculate: dict[str, int] | None = None) -> Any:
+    """`speculate` ({"draft_tokens": k, "ngram": n}) sets the speculative engines' drafts."""
+    lookup = speculate or DEFAULT_SPECULATION
+    if name.startswith("chatlab-openvino-") and name.endswith(("-pl", "-nodq")):
+        weights, kind = name.split("-")[2], name.rsplit("-", 1)[1]
+        return ChatlabLoop(model, "openvino", weights, precision,
+                           speculate=lookup if kind == "pl" else None, dynamic_quantization=False)
+    if name.startswith("genai-int") and name.split("-")[1] in ("int8", "int4") and "sdpa" not in name:
+        return GenAI(model, name.split("-")[1], precision=precision,
+                     prompt_lookup=lookup if name.endswith("-pl") else None)
     if name == "chatlab-torch":
         return ChatlabLoop(model, "torch", "fp32", precision)
     if name == "chatlab-openvino-int8-sdpa":

@@ -39,23 +39,41 @@ class BenchConfig:
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
     precision: str = DEFAULT_PRECISION  # the same for every engine
+    # A task shape of chatlab.bench.tasks: its cases replace the short chat prompt, one per
+    # round in turn (None: the short question)
+    task: str | None = None
+    # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
+    speculate: dict[str, int] | None = None
 
     @classmethod
     def make(cls, model: str, quick: bool = False, rounds: int | None = None,
              tokens: int | None = None, engines: list[str] | None = None,
-             precision: str | None = None) -> "BenchConfig":
+             precision: str | None = None, task: str | None = None,
+             speculate: Any = None) -> "BenchConfig":
+        from chatlab.bench.engines import SPECULATIVE_ENGINES
+        from chatlab.bench.tasks import TASKS
+
         for e in engines or []:
             if e not in ENGINES + EXTRA_ENGINES:
                 raise UnknownNameError("benchmark engine", e, ENGINES + EXTRA_ENGINES)
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
-        return cls(model=model, engines=list(engines or ENGINES),
+        if task is not None and task not in TASKS:
+            raise UnknownNameError("bench task", task, TASKS)
+        chosen = list(engines or ENGINES)
+        if speculate is not None and not engines:  # --speculate alone adds the speculative rows
+            chosen += [e for e in SPECULATIVE_ENGINES if e not in chosen]
+        drafts = None if speculate is None else {"draft_tokens": speculate.draft_tokens,
+                                                 "ngram": speculate.ngram}
+        return cls(model=model, engines=chosen,
                    rounds=rounds or (3 if quick else 5), tokens=tokens or (64 if quick else 128),
-                   precision=check_precision(precision))
+                   precision=check_precision(precision), task=task, speculate=drafts)
 
 
-def bench_prompts(model: str) -> dict[str, list[int]]:
-    """The same rendered ids for every engine: a short chat turn and a ~1,000-token one."""
+def bench_prompts(model: str, task: str | None = None) -> dict[str, Any]:
+    """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
+    a task, its cases too (`cases`, a list of prompts)."""
+    from chatlab.bench.tasks import task_messages
     from chatlab.models import load_tokenizer
     from chatlab.render import resolve
 
@@ -65,17 +83,21 @@ def bench_prompts(model: str) -> dict[str, list[int]]:
     while len(long) < LONG_PROMPT_TOKENS:
         text += FILLER
         long = res.render([{"role": "user", "content": text + "\nSummarize the text above."}]).ids
-    return {"short": short, "long": long}
+    out: dict[str, Any] = {"short": short, "long": long}
+    if task is not None:
+        out["cases"] = [list(res.render(messages).ids) for messages in task_messages(task)]
+    return out
 
 
-def prompts_in_child(model: str) -> dict[str, list[int]]:
+def prompts_in_child(model: str, task: str | None = None) -> dict[str, Any]:
     """`bench_prompts` run in a short-lived process. Rendering loads transformers' tokenizer,
     which imports torch (~500 MB) into whichever process calls it, and keeps it there; the
     parent of the engine workers only needs the ids. In a notebook that parent is the kernel,
     whose memory counts against Binder's 2 GB next to the two workers'."""
     code = ("import json, sys; from chatlab.bench.runner import bench_prompts; "
-            "print(json.dumps(bench_prompts(sys.argv[1])))")
-    done = subprocess.run([sys.executable, "-c", code, model], capture_output=True, text=True)
+            "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
+    done = subprocess.run([sys.executable, "-c", code, model, task or ""], capture_output=True,
+                          text=True)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ChatlabError(f"rendering the benchmark prompts for {model!r} failed: {last}")
@@ -83,11 +105,13 @@ def prompts_in_child(model: str) -> dict[str, list[int]]:
 
 
 class Worker:
-    def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION) -> None:
+    def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION,
+                 speculate: dict[str, int] | None = None) -> None:
         self.engine = engine
         self.log = tempfile.TemporaryFile(mode="w+")
+        extra = [json.dumps(speculate)] if speculate is not None else []
         self.proc = subprocess.Popen([sys.executable, "-m", "chatlab.bench.worker", engine, model,
-                                      precision],
+                                      precision, *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1)
         ready = self.ask(None)
@@ -156,6 +180,9 @@ class Samples:
             s["decode_tok_s"].append(short["decode_tok_s"])
             s["ttft_ms"].append(short["ttft_s"] * 1000)
             s["ttft_long_ms"].append(long["ttft_s"] * 1000)
+            if short.get("spec"):  # a speculative engine: tokens per model pass, accepted
+                s.setdefault("tokens_per_step", []).append(short["spec"]["tokens_per_step"])
+                s.setdefault("acceptance", []).append(short["spec"]["acceptance"])
 
 
 def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int]],
@@ -166,8 +193,12 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
     make_worker = make_worker or Worker
     workers: dict[str, Any] = {}
     try:
+        from chatlab.bench.engines import EXTRA_ENGINES
+
+        speculative = set(EXTRA_ENGINES[2:])  # the -pl/-nodq/int4 rows take the drafts' settings
         for e in group:
-            workers[e] = make_worker(e, config.model, config.precision)
+            extra = [config.speculate] if config.speculate is not None and e in speculative else []
+            workers[e] = make_worker(e, config.model, config.precision, *extra)
             # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
             # paged graphs' cache blocks grow to the long prompt)
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
@@ -176,8 +207,9 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
         anchor = group[0]
         for r in range(config.rounds):
             shift = r % len(group)  # rotate who goes first: no engine always runs after the other
+            cases = prompts.get("cases") or [prompts["short"]]
             for e in group[shift:] + group[:shift]:
-                short = workers[e].ask({"ids": prompts["short"], "tokens": config.tokens})
+                short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
                 long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
                 partner = group[1] if e == anchor and len(group) > 1 else None
                 samples.add(e, short, long, partner)
@@ -208,7 +240,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
     if not engines:
         raise ChatlabError("no benchmark engine can run here: " +
                            "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
-    prompts = prompts_in_child(config.model)
+    prompts = prompts_in_child(config.model, config.task)
     groups = plan_groups(engines)
     samples, info = Samples(), dict[str, Any]()
     max_alive = 0
@@ -224,11 +256,13 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
             med, lo, hi = summarize(values)
             row[metric], row[f"{metric}_range"] = med, (lo, hi)
         if e in samples.paired:  # the anchor's medians in this engine's own pair
-            row["paired_anchor"] = {m: statistics.median(v) for m, v in samples.paired[e].items()}
+            row["paired_anchor"] = {m: statistics.median(v) for m, v in samples.paired[e].items()
+                                    if m in ("decode_tok_s", "ttft_ms", "ttft_long_ms")}
         row.update(info[e])
         rows.append(row)
     result = {"model": config.model, "rounds": config.rounds, "new_tokens": config.tokens,
               "prompt_tokens": {"short": len(prompts["short"]), "long": len(prompts["long"])},
+              "task": config.task, "speculate": config.speculate,
               "baseline": groups[0][0], "precision": config.precision, "cpu": cpu_info(),
               "schedule": "pairs with the baseline, interleaved rounds",
               "max_workers_alive": max_alive, "engines": rows, "skipped": skipped}

@@ -9,6 +9,7 @@ class Timing:
     ttft_s: float
     decode_tok_s: float
     tokens: list[int]
+    spec: dict[str, float] | None = None  # speculation's counts, when the engine speculates
 
 
 def from_stamps(t0: float, stamps: list[float], tokens: list[int]) -> Timing:

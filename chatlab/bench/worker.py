@@ -3,7 +3,8 @@
 Protocol (JSON lines): `python -m chatlab.bench.worker ENGINE MODEL PRECISION` loads its engine
 and prints {"ready": true, "load_s": …, "precision": …, "threads": …} (as the runtime reports them);
 then, for each request {"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s",
-"tokens"}; on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
+"tokens"} (and "spec", speculation's counts, from a speculative engine; an optional fourth
+argument, JSON {"draft_tokens": k, "ngram": n}, sets its drafts); on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
 carries nothing else: library chatter is redirected to stderr.
 """
 from __future__ import annotations
@@ -31,12 +32,13 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     engine_name, model, precision = sys.argv[1], sys.argv[2], sys.argv[3]
+    speculate = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None  # {"draft_tokens", "ngram"}
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
     from chatlab.bench.engines import make_engine
 
     t0 = time.perf_counter()
-    engine = make_engine(engine_name, model, precision)
+    engine = make_engine(engine_name, model, precision, speculate)
     engine.load()
     out.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0, **engine.facts()}) + "\n")
     for line in sys.stdin:
@@ -45,8 +47,10 @@ def main() -> None:
             out.write(json.dumps({"rss_mb": peak_rss_mb()}) + "\n")
             return
         timing = engine.run(request["ids"], request["tokens"])
-        out.write(json.dumps({"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s,
-                              "tokens": timing.tokens}) + "\n")
+        answer = {"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s, "tokens": timing.tokens}
+        if timing.spec is not None:
+            answer["spec"] = timing.spec
+        out.write(json.dumps(answer) + "\n")
 
 
 if __name__ == "__main__":

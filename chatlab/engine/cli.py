@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatlab.backends.options import add_model_args
+from chatlab.engine.speedups import add_speedup_args, speedups_from_args
 from chatlab.errors import ChatlabError
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("complete", help="render, generate and parse one chat completion")
     add_model_args(p)
+    add_speedup_args(p, reuse=False)
     p.add_argument("--messages", required=True, type=Path, help="a JSON file: a list of messages")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float, help="0 = greedy (default 1.0, as OpenAI)")
@@ -68,8 +70,9 @@ def load_engine(args: argparse.Namespace) -> "ChatEngine":
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
+    speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
     return load(args.model, args.backend, args.weight_format, template=args.template,
-                precision=args.precision, **options)
+                precision=args.precision, **{**options, **speedups})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,12 +30,31 @@ __all__ = ["ChatEngine", "StopFn"]
 
 
 class ChatEngine:
+    """`speculate` turns on prompt-lookup speculative decoding (chatlab.generate.speculate);
+    `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix) so that a client
+    resending the conversation prefills only the new tokens. Both drive chatlab's loop over a
+    backend that can roll back (torch, openvino paged) and are checked here, before any request."""
+
     def __init__(self, backend: AnyBackend, model_name: str, template: str | None = None,
-                 source: TokenSource | None = None) -> None:
+                 source: TokenSource | None = None, speculate: Any = None,
+                 reuse_prefix: bool = False) -> None:
         """`source`: what produces the tokens; by default chatlab's loop over `backend`, which
         must then be a step backend (prefill/step)."""
         from chatlab.render import resolve
 
+        if (speculate is not None or reuse_prefix) and source is not None:
+            raise ChatlabError("speculate and reuse_prefix drive chatlab's own loop; an engine "
+                               "with another token source cannot use them")
+        if speculate is not None:
+            from chatlab.generate.speculate import check_backend
+
+            check_backend(backend)
+        self.speculate = speculate
+        self.prefix = None
+        if reuse_prefix:
+            from chatlab.engine.prefix import PrefixCache
+
+            self.prefix = PrefixCache(backend)
         self.backend, self.model_name = backend, model_name
         self.tokenizer = backend.tokenizer
         self.vocab_size = int(backend.vocab_size)
@@ -48,7 +67,7 @@ class ChatEngine:
             if not isinstance(backend, StepBackend):
                 raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "
                                    "engine a token source for it (chatlab.engine.load_engine picks one)")
-            source = LoopSource(backend, self.vocab_size, self.tokenizer)
+            source = LoopSource(backend, self.vocab_size, self.tokenizer, speculate, self.prefix)
         self.source: TokenSource = source
         self.max_concurrency = source.max_concurrency
 
@@ -59,10 +78,15 @@ class ChatEngine:
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str | None = None, template: str | None = None, **options: Any) -> "ChatEngine":
+             weight_format: str | None = None, template: str | None = None, speculate: Any = None,
+             reuse_prefix: bool = False, **options: Any) -> "ChatEngine":
         from chatlab.backends import load_backend
 
-        return cls(load_backend(model, backend, weight_format, **options), model, template)
+        if speculate is not None and backend == "openvino":
+            # a verify pass agrees with a step only without the plugin's activation quantization
+            options.setdefault("dynamic_quantization", False)
+        return cls(load_backend(model, backend, weight_format, **options), model, template,
+                   speculate=speculate, reuse_prefix=reuse_prefix)
 
     # -- before the queue ---------------------------------------------------------------------
     @overload

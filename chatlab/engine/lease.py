@@ -36,13 +36,13 @@ class Lease:
     def __getattr__(self, name: str) -> Any:  # tokenizer, decoder, eos_ids, vocab_size, ...
         return getattr(self.backend, name)
 
-    def _call(self, fn: str, arg: Any) -> np.ndarray:
+    def _call(self, fn: str, *args: Any) -> Any:
         with self._guard.cond:
             if self.superseded:
                 raise Superseded("this generation sat unread and a newer call on the same engine "
                                  "took over the model; read a stream to its end (or close it) "
                                  "before starting another")
-            out = getattr(self.backend, fn)(arg)
+            out = getattr(self._guard.target, fn)(*args)
             self.touched = time.monotonic()
             return out
 
@@ -52,6 +52,12 @@ class Lease:
     def step(self, token_id: int) -> np.ndarray:
         return self._call("step", token_id)
 
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        return self._call("extend", ids, keep)
+
+    def truncate(self, length: int) -> None:
+        self._call("truncate", length)
+
     def release(self) -> None:
         with self._guard.cond:
             self.done = True
@@ -59,8 +65,11 @@ class Lease:
 
 
 class ModelGuard:
-    def __init__(self, backend: StepBackend, idle_s: float = 2.0) -> None:
+    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: Any = None) -> None:
         self.backend, self.idle_s = backend, idle_s
+        # What the model calls go to: the backend, or a PrefixCache around it
+        # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.
+        self.target = reuse if reuse is not None else backend
         self.cond = threading.Condition()
         self.current: Lease | None = None
 

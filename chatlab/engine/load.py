@@ -14,8 +14,18 @@ from chatlab.engine.engine import ChatEngine
 def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                 weight_format: str | None = None, template: str | None = None,
                 precision: str = DEFAULT_PRECISION, **options: Any) -> ChatEngine:
-    """A ready engine for `model` on `backend` (options: the backend's, see the registry)."""
+    """A ready engine for `model` on `backend` (options: the backend's, see the registry; and
+    chatlab's loop's `speculate` and `reuse_prefix`, see ChatEngine)."""
+    speculate, reuse_prefix = options.pop("speculate", None), options.pop("reuse_prefix", False)
+    if speculate is not None and backend == "openvino":
+        # a verify pass agrees with a step only without the plugin's activation quantization
+        options.setdefault("dynamic_quantization", False)
     spec, weight_format = check_choice(backend, weight_format, options)
+    if spec.source == "batched" and (speculate is not None or reuse_prefix):
+        from chatlab.errors import ChatlabError
+
+        raise ChatlabError(f"speculate and reuse_prefix drive chatlab's own loop; the {backend} "
+                           "backend batches its own tokens (its prefix caching: prefix_caching=True)")
     loaded = load_backend(model, backend, weight_format, precision, **options)
     if spec.source == "batched":
         from chatlab.engine.batched import BatchedEngine
@@ -23,4 +33,4 @@ def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BAC
         assert isinstance(loaded, BatchedBackend)
         return BatchedEngine(loaded, model, template)
     assert isinstance(loaded, StepBackend)
-    return ChatEngine(loaded, model, template)
+    return ChatEngine(loaded, model, template, speculate=speculate, reuse_prefix=reuse_prefix)

@@ -6,7 +6,7 @@ producing tokens is a new source, not a subclass that overrides the engine's ins
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.protocols import ModelFacts, StepBackend
@@ -48,9 +48,13 @@ class LoopSource:
 
     max_concurrency = 1
 
-    def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: HFTokenizer) -> None:
-        self.backend, self.guard = backend, ModelGuard(backend)
+    def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: HFTokenizer,
+                 speculate: Any = None, reuse: Any = None) -> None:
+        # speculate: a chatlab.generate.Speculation for every reply; reuse: a PrefixCache around
+        # the backend (chatlab.engine.prefix), called under the lease's lock
+        self.backend, self.guard = backend, ModelGuard(backend, reuse=reuse)
         self.vocab_size, self.tokenizer = vocab_size, tokenizer
+        self.speculate = speculate
 
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
         return None  # the loop does everything a request can ask
@@ -71,6 +75,7 @@ class LoopSource:
 
         lease = self.guard.acquire()
         try:
-            yield from generate(lease, list(prompt_ids), params, processor, should_stop)
+            yield from generate(lease, list(prompt_ids), params, processor, should_stop,
+                                speculate=self.speculate)
         finally:
             lease.release()

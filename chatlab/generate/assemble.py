@@ -41,6 +41,8 @@ class Finished:
     # the reply, so a server uses the deltas' entries; these complete the loop's own record
     # (all events' entries together: exactly one per token in `token_ids`).
     logprobs: list[TokenLogprob] | None = None
+    # With speculation (chatlab.generate.speculate): verify passes, drafted and accepted tokens
+    speculation: dict[str, float] | None = None
 
 
 Event = TextDelta | Finished

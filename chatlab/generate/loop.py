@@ -13,6 +13,7 @@ from chatlab.protocols import ModelFacts, StepBackend
 from chatlab.generate.assemble import Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
+from chatlab.generate.speculate import PromptLookup, Speculation, check_backend
 
 Event = TextDelta | Finished  # re-exported: the loop's events are the assembler's
 
@@ -25,12 +26,49 @@ def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
     return ids
 
 
+class _Picker:
+    """The per-token steps after the logits: grammar mask -> logit_bias -> (logprobs) ->
+    penalty and sampling -> grammar/penalty bookkeeping -> text. One instance per reply."""
+
+    def __init__(self, backend: Any, prompt_ids: list[int], params: SamplingParams,
+                 logits_processor: Any) -> None:
+        self.params, self.processor = params, logits_processor
+        self.sampler = Sampler(params)
+        if params.repetition_penalty != 1.0:
+            self.sampler.seen.extend(prompt_ids)
+        # A backend may offer a lighter `decoder` than its chat tokenizer (OpenVINO: no torch).
+        decoder = getattr(backend, "decoder", None) or backend.tokenizer
+        self.recorder = Recorder(decoder, params.top_logprobs) if params.logprobs else None
+        self.text = TextAssembler(decoder, params.stop, stop_ids_for(backend, params),
+                                  len(prompt_ids), params.logprobs)
+
+    def pick(self, logits: Any, draft: int | None = None) -> tuple[int, bool, Event | None]:
+        """(token, whether it is the draft's guess, the delta it made showable)."""
+        if self.processor is not None:
+            masked = self.processor.mask(logits)
+            logits = logits if masked is None else masked
+        logits = self.sampler.bias(logits)
+        if self.recorder is not None:
+            self.recorder.observe(logits)  # before sampling: the penalty edits the row in place
+        if draft is None:
+            token, accepted = self.sampler(logits), False
+        else:
+            token, accepted = self.sampler.check_draft(logits, draft)
+        if self.processor is not None:
+            self.processor.accept(token)
+        lp = self.recorder.record(token, self.text.decoded) if self.recorder is not None else None
+        self.sampler.accept(token)  # the penalties that look back at the reply
+        return token, accepted, self.text.add(token, lp)
+
+
 def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams | None = None,
              logits_processor: Any = None,
-             should_stop: Callable[[], bool] | None = None) -> Iterator[Event]:
+             should_stop: Callable[[], bool] | None = None,
+             speculate: Speculation | None = None) -> Iterator[Event]:
     """Stream TextDelta events, then exactly one Finished.
 
     Per token: grammar mask -> logit_bias -> (logprobs, when asked) -> penalty and sampling.
+    `speculate` turns on prompt-lookup drafts (the backend must be able to roll back).
     """
     import time
 
@@ -41,42 +79,72 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         from chatlab.errors import ChatlabError
 
         raise ChatlabError("the prompt is empty; render at least one message before generating")
-    stop_ids = stop_ids_for(backend, params)
-    sampler = Sampler(params)
-    if params.repetition_penalty != 1.0:
-        sampler.seen.extend(prompt_ids)
-    # A backend may offer a lighter `decoder` than its chat tokenizer (OpenVINO: no torch).
-    decoder = getattr(backend, "decoder", None) or backend.tokenizer
-    recorder = Recorder(decoder, params.top_logprobs) if params.logprobs else None
-    text = TextAssembler(decoder, params.stop, stop_ids, len(prompt_ids), params.logprobs)
+    if speculate is not None:
+        check_backend(backend)
+    picker = _Picker(backend, prompt_ids, params, logits_processor)
+    text = picker.text
     terminated = getattr(logits_processor, "is_terminated", None)
+
+    def halted() -> bool:
+        return (terminated is not None and terminated()) or (should_stop is not None and should_stop())
 
     t0 = time.perf_counter()
     logits = backend.prefill(prompt_ids)
     t_first = 0.0
-    for n in range(params.max_new_tokens):
-        if logits_processor is not None:
-            masked = logits_processor.mask(logits)
-            logits = logits if masked is None else masked
-        logits = sampler.bias(logits)
-        if recorder is not None:
-            recorder.observe(logits)  # before sampling: the penalty edits the row in place
-        token = sampler(logits)
-        if n == 0:
-            t_first = time.perf_counter()
-        if logits_processor is not None:
-            logits_processor.accept(token)
-        lp = recorder.record(token, text.decoded) if recorder is not None else None
-        sampler.accept(token)
-        delta = text.add(token, lp)
-        if delta is not None:
-            yield delta
-        if text.done:
+    if speculate is None:
+        for n in range(params.max_new_tokens):
+            token, _, delta = picker.pick(logits)
+            if n == 0:
+                t_first = time.perf_counter()
+            if delta is not None:
+                yield delta
+            if text.done:
+                break
+            if halted():
+                text.halt()
+                break
+            if n + 1 < params.max_new_tokens:  # no step after the last token: nobody reads it
+                logits = backend.step(token)
+        t_end = time.perf_counter()
+        yield from text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
+        return
+
+    lookup = PromptLookup(speculate, prompt_ids)
+    rows, draft, n = [logits], [], 0
+    while True:
+        # rows[i] is the model's next-token row after the guess's first i tokens; a row is
+        # read only while every guess before it was kept
+        kept = 0
+        for i, row in enumerate(rows):
+            token, accepted, delta = picker.pick(row, draft[i] if i < len(draft) else None)
+            if n == 0:
+                t_first = time.perf_counter()
+            n += 1
+            lookup.add(token)
+            if delta is not None:
+                yield delta
+            if text.done or n >= params.max_new_tokens:
+                break
+            if halted():
+                text.halt()
+                break
+            if not accepted:
+                break
+            kept += 1
+        if draft:
+            lookup.result(len(draft), kept)
+        if text.done or n >= params.max_new_tokens:
             break
-        if (terminated is not None and terminated()) or (should_stop is not None and should_stop()):
-            text.halt()
-            break
-        if n + 1 < params.max_new_tokens:  # no step after the last token: nobody reads it
-            logits = backend.step(token)
+        if kept < len(draft):  # drop the rejected guesses from the cache
+            backend.truncate(backend.length - (len(draft) - kept))
+        # Tokens the next pass may add: the last one picked, then the guess. The guess stops one
+        # short of max_new_tokens, since the row after the last allowed token is never read.
+        draft = lookup.draft(params.max_new_tokens - n - 1)
+        if draft:
+            rows = list(backend.extend([token] + draft, keep=len(draft) + 1))
+        else:
+            rows = [backend.step(token)]
     t_end = time.perf_counter()
-    yield from text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
+    events = text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
+    events[-1].speculation = lookup.stats()  # type: ignore[union-attr]
+    yield from events

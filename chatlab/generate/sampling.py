@@ -199,14 +199,46 @@ class Sampler:
             logits = logits.copy()
         self.penalize(logits)
         self.penalize_reply(logits)
-        p = self.params
-        if p.greedy:
+        if self.params.greedy:
             return int(np.argmax(logits))
+        ids, probs = self._candidates(logits)
+        return int(ids[self.rng.choice(len(ids), p=probs)])
+
+    def _candidates(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids sampling may pick and their probabilities (temperature, top-k, top-p)."""
+        p = self.params
         k = min(p.top_k or MAX_CANDIDATES, MAX_CANDIDATES, logits.shape[0])
         ids, probs = top_k_probs(logits, k, p.temperature)
         if p.top_p < 1.0:
             ids, probs = top_p_filter(ids, probs, p.top_p)
-        return int(ids[self.rng.choice(len(ids), p=probs)])
+        return ids, probs
+
+    def check_draft(self, logits: np.ndarray, draft: int) -> tuple[int, bool]:
+        """The token to emit where a draft guessed `draft`, and whether the guess stands.
+
+        Greedy: the argmax, accepted when it is the guess (so the output is plain greedy's).
+        Sampling, by the speculative-sampling rule for a draft that is a point mass q(draft)=1:
+        accept with probability min(1, p(draft)/q(draft)) = p(draft); otherwise sample from p
+        with `draft` removed and renormalised. Every token y then comes out with probability
+        p(draft)*[y=draft] + (1-p(draft)) * p(y)/(1-p(draft)) = p(y): the distribution of plain
+        sampling, though not its random stream (a seeded run differs from the plain one)."""
+        if (self.seen or self.counts) and not logits.flags.writeable:
+            logits = logits.copy()
+        self.penalize(logits)
+        self.penalize_reply(logits)
+        if self.params.greedy:
+            token = int(np.argmax(logits))
+            return token, token == draft
+        ids, probs = self._candidates(logits)
+        hit = np.flatnonzero(ids == draft)
+        p_draft = float(probs[hit[0]]) if hit.size else 0.0
+        if p_draft > 0.0 and self.rng.random() < p_draft:
+            return draft, True
+        if hit.size:
+            probs = probs.copy()
+            probs[hit[0]] = 0.0
+            probs /= probs.sum()  # p_draft < 1 here: a sure draft is always accepted above
+        return int(ids[self.rng.choice(len(ids), p=probs)]), False
 
 
 def top_k_probs(logits: np.ndarray, k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:

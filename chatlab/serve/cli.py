@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 
 from chatlab.backends.options import add_model_args
+from chatlab.engine.speedups import add_speedup_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
     add_model_args(p)
+    add_speedup_args(p)
     p.add_argument("--host", default="127.0.0.1", help="loopback by default")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")

@@ -1,0 +1,141 @@
+"""Prompt-lookup drafts: guess the next tokens by finding the last few tokens earlier in the text.
+
+A chat reply often copies: an extraction repeats a name from the sentence, a RAG answer quotes
+its passage, a rewrite keeps most words. When the last `ngram` tokens of prompt + reply appeared
+before, the tokens that followed them then are a cheap guess for what follows now. The loop
+(chatlab.generate.loop) feeds the guess to the model in one forward pass and keeps the part the
+model agrees with: on a CPU a pass over k+1 tokens costs about one decode step, because a step
+of a small model is bound by reading the weights, not by arithmetic on one token.
+
+No model drafts here, so there is nothing to load and nothing to tune but two numbers:
+`draft_tokens` (k, the longest guess) and `ngram` (n, the longest suffix looked up; shorter ones
+are tried when it has no earlier match, down to `min_ngram`).
+
+Guessing costs a little when the guess is wrong (a k+1-token pass is slightly dearer than a
+step), so `PromptLookup` backs off: after `MISSES` drafts in a row of which nothing was
+accepted it stops drafting for a while, and the pause doubles each time this repeats (up to
+`MAX_PAUSE` tokens), so text that copies nothing runs as plain decoding with rare probes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatlab.errors import ChatlabError
+
+METHODS = ["prompt-lookup"]
+DRAFT_TOKENS_RANGE = (1, 16)  # past ~10, a CPU's k+1-token pass stops costing about one step
+NGRAM_RANGE = (1, 8)
+MISSES = 3  # drafts in a row with nothing accepted before pausing
+FIRST_PAUSE, MAX_PAUSE = 8, 128  # tokens decoded plainly before the next probe
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """How to speculate: `chatlab complete/serve --speculate prompt-lookup --draft-tokens K
+    --ngram N`, `generate(..., speculate=Speculation())`, `ChatEngine(..., speculate=...)`."""
+
+    method: str = "prompt-lookup"
+    draft_tokens: int = 4
+    ngram: int = 3
+    min_ngram: int = 1
+    adaptive: bool = True  # pause drafting after misses (see the module docstring)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ChatlabError(f"speculation method {self.method!r} is unknown; use one of "
+                               f"{', '.join(METHODS)}")
+        lo, hi = DRAFT_TOKENS_RANGE
+        if not _int(self.draft_tokens) or not lo <= self.draft_tokens <= hi:
+            raise ChatlabError(f"draft_tokens={self.draft_tokens!r} is invalid; it must be an "
+                               f"integer from {lo} to {hi} (tokens guessed per verify pass)")
+        lo, hi = NGRAM_RANGE
+        if not _int(self.ngram) or not lo <= self.ngram <= hi:
+            raise ChatlabError(f"ngram={self.ngram!r} is invalid; it must be an integer from "
+                               f"{lo} to {hi} (the longest suffix looked up)")
+        if not _int(self.min_ngram) or not 1 <= self.min_ngram <= self.ngram:
+            raise ChatlabError(f"min_ngram={self.min_ngram!r} is invalid; it must be an integer "
+                               f"from 1 to ngram={self.ngram}")
+
+
+def _int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_backend(backend: object) -> None:
+    """ChatlabError unless the backend can verify several tokens and roll its cache back."""
+    if not getattr(backend, "can_rollback", False):
+        name = getattr(backend, "name", type(backend).__name__)
+        why = getattr(backend, "rollback_note", "") or "it cannot drop rejected tokens from its cache"
+        raise ChatlabError(f"speculative decoding needs a backend that can roll its KV cache "
+                           f"back; {name} cannot ({why}). Use --backend torch, or openvino with "
+                           "its default paged attention, or leave out --speculate")
+    if not getattr(backend, "exact_extend", True):
+        raise ChatlabError("speculative decoding on this OpenVINO backend would change greedy "
+                           "output: its CPU plugin quantizes activations differently for a "
+                           "several-token verify pass than for a one-token step; load it with "
+                           "dynamic_quantization=False (chatlab's --speculate does so)")
+
+
+class PromptLookup:
+    """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come."""
+
+    def __init__(self, spec: Speculation, prompt_ids: list[int]) -> None:
+        self.spec = spec
+        self.ids: list[int] = list(prompt_ids)
+        # n -> {n-gram: end position of its latest occurrence}; ends < `indexed` are in it. The
+        # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
+        # *earlier* occurrence and always has at least one token after it.
+        self.index: dict[int, dict[tuple[int, ...], int]] = {
+            n: {} for n in range(spec.min_ngram, spec.ngram + 1)}
+        self.indexed = 0
+        self.misses = 0
+        self.pause = 0  # tokens left before drafting again
+        self.next_pause = FIRST_PAUSE
+        # counts the bench and tests read
+        self.drafts = self.drafted = self.accepted = 0
+
+    def add(self, token: int) -> None:
+        self.ids.append(token)
+        if self.pause:
+            self.pause -= 1
+
+    def _catch_up(self) -> None:
+        ids = self.ids
+        for end in range(max(self.indexed, 1), len(ids)):
+            for n, table in self.index.items():
+                if end >= n:
+                    table[tuple(ids[end - n:end])] = end
+        self.indexed = max(self.indexed, len(ids))
+
+    def draft(self, limit: int) -> list[int]:
+        """Up to min(k, limit) guessed tokens; [] when paused or nothing matches."""
+        limit = min(limit, self.spec.draft_tokens)
+        if limit <= 0 or self.pause:
+            return []
+        self._catch_up()
+        ids = self.ids
+        for n in range(self.spec.ngram, self.spec.min_ngram - 1, -1):
+            if n > len(ids) - 1:
+                continue
+            end = self.index[n].get(tuple(ids[-n:]))
+            if end is not None:
+                return ids[end:end + limit]
+        return []
+
+    def result(self, drafted: int, accepted: int) -> None:
+        """Record a verify pass: back off after MISSES empty ones in a row (when adaptive)."""
+        self.drafts += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        if accepted:
+            self.misses, self.next_pause = 0, FIRST_PAUSE
+            return
+        self.misses += 1
+        if self.spec.adaptive and self.misses >= MISSES:
+            self.pause, self.misses = self.next_pause, 0
+            self.next_pause = min(2 * self.next_pause, MAX_PAUSE)
+
+    def stats(self) -> dict[str, float]:
+        return {"verify_passes": float(self.drafts), "drafted_tokens": float(self.drafted),
+                "accepted_tokens": float(self.accepted),
+                "acceptance": self.accepted / self.drafted if self.drafted else 0.0}
