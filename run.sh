@@ -7,12 +7,17 @@
 #   ./run.sh setup   set up only
 #   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
 #                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
-#   ./run.sh colab   install into the running Python (no venv), keeping a fitting torch
-# Python: PYTHON=python3.12 ./run.sh test uses 3.12 (default python3.11). One venv per version:
-# .venv for 3.11, .venv312 for 3.12, each from its own lock (requirements/lock-py312.txt: 3.12
-# gets torch's registry build and its nvidia libraries; no CPU-only cp312 wheel is at hand).
-# The Python 3.12 leg: `./run.sh test` with CI=true (as CI services set, and .ci/run) or
-# CHATLAB_PY312=1 also runs the fast tests and notebooks 01-02 on 3.12; CHATLAB_PY312=0 skips it.
+#   ./run.sh colab   install into the running Python (no venv) as the notebooks' first cell does
+#                    on Colab: only what is missing, every installed package kept (chatlab/colab.py)
+# Python: PYTHON=python3.12 (or python3.13) ./run.sh test uses that Python (default python3.11).
+# One venv per version: .venv for 3.11, .venv312 / .venv313 for 3.12 / 3.13, each from its own
+# lock (requirements/lock-py312.txt, lock-py313.txt: torch's registry build and its nvidia
+# libraries; no CPU-only wheel for them is at hand).
+# The suite includes the Colab replica (tests/test_colab_replica.py, slow): a Python 3.13 venv of
+# Colab's own package list (.venv313-colab), the first cell's install into it and notebooks 01-03
+# on its kernel; it needs a Python 3.13 (found like the others), and fails under CI=true without.
+# The Python 3.12 leg: CHATLAB_PY312=1 ./run.sh test also runs the fast tests and notebooks
+# 01-02 on 3.12 (CI no longer runs it: the replica is its 3.13 leg).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -72,8 +77,7 @@ setup() {
 PY312_SELECTION=(-m "not slow" -k "not test_notebook_runs_offline or 01_chat_templates_break or 02_id_level_rendering")
 py312_leg() {
   local want=${CHATLAB_PY312:-} py312
-  [[ $want == 0 ]] && return 0
-  [[ $want == 1 || ${CI:-} == true ]] || return 0
+  [[ $want == 1 ]] || return 0
   if ! py312=$(find_python python3.12); then
     echo "run.sh: no Python 3.12 here (python3.12, or pyenv's 3.12.x): the 3.12 leg is skipped" >&2
     if [[ $want == 1 ]]; then return 1; fi  # asked for explicitly: a failure, not a skip
@@ -115,22 +119,12 @@ store() {
   return "$rc"
 }
 
-# `./run.sh colab`: Colab (or any ready Python) already has a torch; reinstalling it would pull
-# gigabytes. Keep it when chatlab's libraries accept it (torch >= 2.4), else install the pin.
+# `./run.sh colab`: the first cell's install, from a terminal: Colab (or any ready Python) keeps
+# every package it has; only what chatlab lacks is added (chatlab/colab.py says what it did).
 colab() {
-  local python=${PYTHON:-python3} lock tmp
-  lock=$(lock_for "$(py_tag "$python")")
-  tmp=$(mktemp)
-  if "$python" -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(v < (2, 4))' 2>/dev/null; then
-    echo "run.sh: keeping the installed torch $("$python" -c 'import torch; print(torch.__version__)')" >&2
-    grep -v -i -E '^(torch|triton|nvidia-|cuda-)' "$lock" > "$tmp"
-  else
-    cp "$lock" "$tmp"
-  fi
-  pip_install "$python" --no-deps -r "$tmp"
-  rm -f "$tmp"
-  pip_install "$python" --no-deps -r requirements/nodeps.txt
-  pip_install "$python" --no-deps --no-build-isolation -e .
+  local python=${PYTHON:-python3}
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" -c \
+    'import sys; from pathlib import Path; from chatlab import colab; done, loaded = colab.install(Path.cwd()); print(*(done or ["chatlab: already installed for these requirement files"]), sep="\n"); loaded and print("restart the Python that had imported:", *loaded)'
 }
 
 PY=$(find_python "${PYTHON:-python3.11}" || true)
@@ -154,7 +148,7 @@ case "$cmd" in
     setup "$PY"
     rc=0
     "$VENV/bin/python" -m pytest "$@" || rc=$?
-    if [[ $(py_tag "$PY") != 312 ]]; then
+    if [[ $(py_tag "$PY") == 311 ]]; then
       py312_leg "$@" || rc=$?
     fi
     exit "$rc"

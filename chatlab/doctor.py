@@ -20,7 +20,7 @@ from typing import Any
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",
             "jsonschema"]
-PYTHONS = ((3, 11), (3, 12))
+PYTHONS = ((3, 11), (3, 12), (3, 13))
 FLAGS = ["sse4_2", "avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
          "amx_tile", "amx_bf16", "amx_int8"]
 MIN_FREE_MEMORY = 2 * 1024**3  # SmolLM2 in fp32 with PyTorch peaks near 1.2 GB
@@ -137,7 +137,7 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
     if tuple(map(int, report["versions"]["python"].split(".")[:2])) not in PYTHONS:
         found.append(problem(f"Python {report['versions']['python']} is not supported",
-                             "use Python 3.11 or 3.12: PYTHON=python3.12 ./run.sh setup"))
+                             "use Python 3.11, 3.12 or 3.13: PYTHON=python3.13 ./run.sh setup"))
     for name, want in report["pins"].items():
         have = report["versions"].get(name)
         if have is None:

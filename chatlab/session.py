@@ -19,19 +19,43 @@ from pathlib import Path
 
 from chatlab.errors import ChatlabError
 
-# Placeholder: the repository's public address (also in the README's badges and BOOTSTRAP).
+# The repository's public address: the default clone source of the first cell (CHATLAB_REPO
+# overrides it) and the target of the README's and notebooks' badges, which work once the
+# repository is published there.
 REPO_URL = "https://github.com/chatlab-course/chatlab"
 COLAB_CLONE = "/content/chatlab"
-PYTHONS = ((3, 11), (3, 12))
+PYTHONS = ((3, 11), (3, 12), (3, 13))
 
 # The notebooks' first code cell, verbatim (tests/test_notebooks.py checks every notebook has it).
+# On Colab it gets the code before chatlab can be imported: a checkout already at CLONE (a second
+# run, or a folder the learner uploaded), else a zip of the repository uploaded beside it
+# (unpacked into CLONE), else a clone of REPO. A failed clone is one message naming the URL it
+# tried and the other way in; nothing is left at CLONE for the next run to trip over.
 BOOTSTRAP = f'''\
-# Set up this session: nothing to install locally or on Binder; on Colab this clones and installs
-# chatlab (a few minutes, once). Then it checks Python and the asset packages and prints versions.
-import os, subprocess, sys
-REPO, CLONE = "{REPO_URL}", "{COLAB_CLONE}"
-if "google.colab" in sys.modules and not os.path.isdir(CLONE):
-    subprocess.run(["git", "clone", "-q", "--depth=1", REPO, CLONE], check=True)
+# Set up this session: nothing to install locally or on Binder; on Colab this gets the code (a clone of
+# CHATLAB_REPO, or a folder or zip of the repository uploaded to the session) and installs what Colab
+# lacks (a few minutes, once). Then it checks Python and the asset packages and prints versions.
+import glob, os, shutil, subprocess, sys, zipfile
+REPO = os.environ.get("CHATLAB_REPO", "{REPO_URL}")
+CLONE = os.environ.get("CHATLAB_CLONE", "{COLAB_CLONE}")
+if "google.colab" in sys.modules and not os.path.isfile(f"{{CLONE}}/chatlab/__init__.py"):
+    shutil.rmtree(CLONE, ignore_errors=True)  # a half-made clone or unpack of an earlier run
+    zips = sorted(glob.glob(os.path.join(os.path.dirname(CLONE), "chatlab*.zip")))
+    if zips:  # GitHub's "Download ZIP" holds one top folder (chatlab-main/); a zip of the folder may not
+        with zipfile.ZipFile(zips[-1]) as z:
+            z.extractall(CLONE + ".unzip")
+        top = [os.path.dirname(os.path.dirname(p)) for p in glob.glob(CLONE + ".unzip/**/chatlab/__init__.py", recursive=True)]
+        if top:
+            shutil.move(min(top, key=len), CLONE)
+        shutil.rmtree(CLONE + ".unzip", ignore_errors=True)
+    if not os.path.isdir(CLONE):
+        got = subprocess.run(["git", "clone", "-q", "--depth=1", REPO, CLONE], capture_output=True, text=True)
+        if got.returncode:
+            shutil.rmtree(CLONE, ignore_errors=True)
+            why = (got.stderr.strip().splitlines() or [f"git exit {{got.returncode}}"])[-1]
+            raise SystemExit(f"could not clone {{REPO}} ({{why}}). Set CHATLAB_REPO to the repository's address "
+                             f"and run this cell again, or upload the repository folder (as {{CLONE}}) or a zip "
+                             f"of it (chatlab*.zip, to {{os.path.dirname(CLONE)}}) to this session, then run this cell again")
 if "google.colab" in sys.modules and CLONE not in sys.path:
     sys.path.insert(0, CLONE)
 try:
@@ -79,12 +103,14 @@ def python_problem(version: tuple[int, int] | None = None, place: str = "local")
     have = tuple(version or sys.version_info[:2])
     if have in PYTHONS:
         return None
-    need = " or ".join(f"{a}.{b}" for a, b in PYTHONS)
+    names = [f"{a}.{b}" for a, b in PYTHONS]
+    need = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
     fix = {
-        "colab": "pick a runtime with Python 3.12 (Runtime → Change runtime type → Runtime "
-                 "version) or run the notebooks locally with ./run.sh lab",
+        "colab": "pick a runtime with Python 3.11 to 3.13 (Runtime → Change runtime type → "
+                 "Runtime version) or run the notebooks locally with ./run.sh lab",
         "binder": "the repository's environment.yml must pin python=3.11; rebuild the Binder image",
-    }.get(place, "run with a supported Python: ./run.sh lab (Python 3.11) or PYTHON=python3.12 ./run.sh lab")
+    }.get(place, "run with a supported Python: ./run.sh lab (Python 3.11), or PYTHON=python3.12 (or "
+                  "python3.13) ./run.sh lab")
     return f"Python {have[0]}.{have[1]} is not supported (chatlab needs {need}); {fix}"
 
 
@@ -157,7 +183,12 @@ def setup(install: object = None) -> str:
     if place == "colab":
         from chatlab import colab
 
-        done, replaced = (install or colab.install)(package.parent)  # type: ignore[operator]
+        try:
+            done, replaced = (install or colab.install)(package.parent)  # type: ignore[operator]
+        except SetupError:
+            raise
+        except ChatlabError as err:  # one message, no traceback: it names what to do
+            raise SetupError(str(err)) from None
         for line in done:
             print("chatlab setup:", line)
         os.chdir(package.parent / "notebooks")  # the layout every notebook expects

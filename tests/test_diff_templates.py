@@ -106,3 +106,41 @@ def test_cli_unknown_template_format_is_refused(capsys, msgs):
         main(["render", "--model", "smollm2-135m-instruct", "--messages", msgs, "--template", "x.j2",
               "--template-format", "toml"])
     assert exc.value.code == 2 and "invalid choice: 'toml'" in capsys.readouterr().err
+
+
+def test_diff_reports_every_difference_by_cause_so_a_bos_cannot_hide_the_real_one():
+    from test_engine_semantics import tok_with
+
+    tok = tok_with("<|im_start|>", "<|im_end|>", bos="<s>")
+    chat = [{"role": "user", "content": "Hello"}]
+    # the Modelfile: Ollama adds <s>, and SmolLM's default system prompt; qwen2.5: neither <s> nor that text
+    d = diff_templates(tok, chat, DATA + "Modelfile", "qwen2.5")
+    assert not d.equal and d.index == 0
+    causes = [x.cause for x in d.differences]
+    assert causes[0] == "bos" and "default system prompt" in causes
+    report = str(d)
+    assert "[bos]" in report and "the engine's bos" in report and "the default system prompt" in report
+    dsp = [x for x in d.differences if x.cause == "default system prompt"]
+    assert any(x.a_owner == "the default system prompt" for x in dsp)  # the Modelfile's SYSTEM, named as such
+    assert any(x.b_owner == "the default system prompt" for x in dsp)  # qwen2.5's own
+
+
+def test_diff_names_a_special_token_split():
+    from chatlab.render.encoder import encoder_for
+    from chatlab.render.ids import Piece, Rendered, encode_pieces
+    from chatlab.render.io.causes import differences
+    from test_engine_semantics import tok_with
+
+    tok = tok_with("<|user|>", "<|end|>")
+    enc = encoder_for(tok)
+
+    def rendered(pieces):
+        ids, text, slots = encode_pieces(enc, pieces)
+        return Rendered(ids=ids, text=text, slot_map=slots, stop_words=[], stop_ids=[], encoder=enc)
+
+    one = rendered([Piece("text", "<|user|>", -1, "template"), Piece("content", "hi", 0, "content")])
+    # "user" as client text between template "<|" and "|>": the same characters, ordinary pieces
+    split = rendered([Piece("text", "<|", -1, "template"), Piece("content", "user", 0, "content"),
+                      Piece("text", "|>", -1, "template"), Piece("content", "hi", 0, "content")])
+    assert one.text == split.text and one.ids != split.ids
+    assert [d.cause for d in differences(one, split)] == ["special token split"]

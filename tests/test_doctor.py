@@ -104,7 +104,7 @@ def test_damage_stale_folders_and_wrong_versions_are_problems(
     monkeypatch.setattr(doctor, "pinned", lambda: {
         "torch": "2.13.0", "transformers": "5.5.4", "openvino": "2026.4.1"})
     found = {p["problem"]: p["fix"] for p in doctor.collect(cpuinfo=AVX2_ONLY)["problems"]}
-    assert found["Python 3.10.4 is not supported"].startswith("use Python 3.11 or 3.12")
+    assert found["Python 3.10.4 is not supported"].startswith("use Python 3.11, 3.12 or 3.13")
     assert found["transformers 4.57.0 is installed; chatlab pins 5.5.4"] == "pip install transformers==5.5.4"
     assert "pip install openvino==2026.4.1" in found["openvino is not installed"]
     assert not any(p.startswith("torch") for p in found)  # 2.13.0+cpu is the pinned 2.13.0

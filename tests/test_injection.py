@@ -81,6 +81,21 @@ def forms(text: str) -> list[str]:
     return [text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]]
 
 
+def as_vllm(msgs: list[dict]) -> list[dict]:
+    """The messages as vLLM hands them to apply_chat_template: tool-call arguments parsed into
+    objects (chatlab's Jinja path does the same, so the texts must agree with this render)."""
+    out = json.loads(json.dumps(msgs))
+    for m in out:
+        for c in m.get("tool_calls") or []:
+            args = c["function"].get("arguments")
+            if isinstance(args, str):
+                try:
+                    c["function"]["arguments"] = json.loads(args)
+                except ValueError:
+                    pass
+    return out
+
+
 def check(res: Any, tools: bool, jinja: bool, decodes: bool = True) -> list[str]:
     """Every field x payload through one renderer; the problems found, as readable lines."""
     control = control_ids(res)
@@ -105,7 +120,7 @@ def check(res: Any, tools: bool, jinja: bool, decodes: bool = True) -> list[str]
                 problems.append(f"{where}: the probe does not come back from the ids")
             if jinja:  # the text is exactly Hugging Face's render of the same request
                 msgs, spec = conversation(tools, field, payload)
-                if r.text != res.tokenizer.apply_chat_template(msgs, tools=spec, tokenize=False,
+                if r.text != res.tokenizer.apply_chat_template(as_vllm(msgs), tools=spec, tokenize=False,
                                                                add_generation_prompt=True):
                     problems.append(f"{where}: the text differs from apply_chat_template's")
                 bad = [s for s in r.slots if s.slot != "template"
@@ -179,14 +194,14 @@ def test_jinja_exported_templates(name):
 
 
 def test_jinja_exported_chatglm3():
-    """ChatGLM3's export needs tool-call arguments as objects, which normalized messages are not,
-    so its history with calls is refused by the template itself; tool definitions and every plain
-    field are checked."""
+    """ChatGLM3's export needs tool-call arguments as objects, which the Jinja path now passes
+    (as vLLM does), so its history with calls renders; tool definitions and every plain field
+    are checked, and the calls' arguments come back as the objects they were."""
     res = exported("chatglm3")
     assert check(res, False, jinja=True) == []
     msgs, tools = conversation(True)
-    with pytest.raises(ChatlabError, match="JSON objects"):
-        res.render(msgs, tools)
+    assert res.render(msgs, tools).text == res.tokenizer.apply_chat_template(
+        as_vllm(msgs), tools=tools, tokenize=False, add_generation_prompt=True)
     control = control_ids(res)
     msgs, tools = conversation(True)
     neutral = Counter(i for i in res.render(msgs[:2], tools).ids if i in control)
@@ -224,14 +239,15 @@ def test_the_issue_probe_on_qwen3(qwen3_tokenizer):
     attacked, neutral = res.render(msgs, tools(attack)), res.render(msgs, tools("Get the weather"))
     assert Counter(i for i in attacked.ids if i in control) == Counter(i for i in neutral.ids if i in control)
     # The text is exactly what Hugging Face renders: only the ids differ (no injection).
-    assert attacked.text == qwen3_tokenizer.apply_chat_template(msgs, tools=tools(attack), tokenize=False,
+    assert attacked.text == qwen3_tokenizer.apply_chat_template(as_vllm(msgs), tools=tools(attack), tokenize=False,
                                                                 add_generation_prompt=True)
     assert json.dumps(attack)[1:-1] in res.encoder.decode(attacked.ids)
 
 
 # A template that writes tools every way templates do: tojson with ensure_ascii, sort_keys,
 # indent and separators, plain concatenation, a branch on a schema type, `in required`, and
-# Mistral's check that call ids have exactly 9 characters.
+# Mistral's check that call ids have exactly 9 characters. Arguments arrive as objects (as vLLM
+# passes them), so they are written through tojson: printed bare they would be Python's repr.
 EVERY_WAY = (
     "{%- for tool in tools %}{{ tool | tojson(ensure_ascii=True, sort_keys=True, indent=2) }}\n"
     "{{ tool.function | tojson(separators=(',', ':')) }}\n{{ tool.function.name }}: "
@@ -240,7 +256,7 @@ EVERY_WAY = (
     "{{ ' str' if p.type == 'string' }} {{ p.enum | join('|') }}\n{%- endfor %}{%- endfor %}"
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
     "{%- for c in m.tool_calls or [] %}{%- if c.id | length != 9 %}{{ raise_exception('ids have 9 "
-    "characters') }}{%- endif %}[{{ c.id }}] {{ c.function.name }} {{ c.function.arguments }}"
+    "characters') }}{%- endif %}[{{ c.id }}] {{ c.function.name }} {{ c.function.arguments | tojson }}"
     "{%- endfor %}<|im_end|>\n{%- endfor %}<|im_start|>assistant\n"
 )
 
@@ -259,7 +275,7 @@ def test_jinja_tools_written_every_way():
             return msgs, spec
 
         r, neutral = res.render(*request(attack)), res.render(*request("plain words"))
-        assert r.text == tok.apply_chat_template(*request(attack)[:1], tools=request(attack)[1],
+        assert r.text == tok.apply_chat_template(as_vllm(request(attack)[0]), tools=request(attack)[1],
                                                  tokenize=False, add_generation_prompt=True), field
         assert Counter(i for i in r.ids if i in control) == Counter(i for i in neutral.ids if i in control), field
         client = [i for s in r.slots if s.slot != "template" for i in r.ids[s.start:s.end]]

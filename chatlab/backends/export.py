@@ -2,7 +2,8 @@
 
 The conversion itself is optimum-intel's (`optimum-cli export openvino --task
 text-generation-with-past`, which also converts the tokenizer for openvino-genai); it runs in a
-child process so that an interrupt stops it cleanly and its memory is returned afterwards, and
+child process (in a Python of its own where optimum-intel cannot sit beside this one's
+transformers, as on Colab: chatlab.backends.export_env) so that an interrupt stops it cleanly and its memory is returned afterwards, and
 the child dies with chatlab even on `kill -9` (see `chatlab.backends.child`). chatlab adds the
 cache discipline of the model store:
 
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from chatlab.backends.child import run_cli
+from chatlab.backends.export_env import export_python
 from chatlab.errors import ChatlabError, UnknownNameError
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
@@ -145,8 +147,11 @@ def int4_group_size(folder: Path) -> int:
     return -1  # per-channel
 
 
-def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True) -> list[str]:
-    args = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
+             python: str | None = None) -> list[str]:
+    """optimum-cli's command line; `python` defaults to export_env's choice: this Python, or an
+    isolated one where optimum-intel cannot run beside this Python's transformers (Colab)."""
+    args = [python or export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
     if not stateful:

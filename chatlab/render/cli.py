@@ -8,8 +8,10 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 
-FORMATS = ("jinja", "lmdeploy", "ollama", "llamafactory")  # chatlab.render.io.FORMATS (kept light)
-TARGETS = ("jinja", "lmdeploy", "ollama")
+from chatlab.render.io.registry import FORMATS as _REGISTRY
+from chatlab.render.io.registry import TARGETS  # noqa: F401 - the export choices
+
+FORMATS = tuple(_REGISTRY)  # the readable formats, from the registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -61,7 +61,7 @@ class Composer:
                 out.append(Piece("special", self.special(self.enc.bos_id, "bos"), msg, slot))
             elif k == "eos":
                 out.append(Piece("special", self.special(self.enc.eos_id, "eos"), msg, slot))
-            elif k == "break":
+            elif k in ("break", "seam"):
                 out.append(Piece("break", "", msg, slot))
             elif k == "round":
                 out.append(Piece("text", str(self.round), msg, slot))
@@ -125,6 +125,8 @@ class Composer:
         t, first = self.t, self.msgs[0]
         has = first.role == "system"
         text, idx = (first.content, 0) if has else (t.default_system, -1)
+        if t.empty_system_default and not text:
+            text, idx = t.default_system or None, -1
         if self.fmt and text is None:
             text = self.fmt.default_system
         body = [] if text is None else [self.content(text, idx, "system" if idx < 0 else "content")]

@@ -75,6 +75,22 @@ class Encoder:
         spec["added_tokens"] = []
         return Tokenizer.from_str(json.dumps(spec))
 
+    @cached_property
+    def adds_bos(self) -> bool:
+        """Whether encoding a prompt the ordinary way (special tokens on) puts the bos id first:
+        what an engine that tokenizes the rendered text itself gets (LMDeploy's
+        `encode(prompt, add_bos=True)`, llama.cpp's `add_special` under Ollama, which reads the
+        GGUF's add_bos_token, the same flag as the Hugging Face tokenizer's)."""
+        if self.bos_id is None:
+            return False
+        if self.kind in ("fast", "slow"):
+            try:
+                ids = self.tokenizer.encode("a", add_special_tokens=True)
+            except Exception:  # noqa: BLE001 - an exotic tokenizer: fall back on its flag
+                return bool(getattr(self.tokenizer, "add_bos_token", False))
+            return bool(ids) and ids[0] == self.bos_id
+        return bool(getattr(self.tokenizer, "add_bos_token", False))
+
     def special_id(self, token: str, template: str = "") -> int:
         """The single id of a special token, or a ChatlabError naming the fix."""
         if token in self.added:

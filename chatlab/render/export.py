@@ -75,6 +75,8 @@ class Exporter:
         default = "none" if t.default_system is None else lit(t.default_system)
         s = ("{%- if messages[0].role == 'system' %}{%- set sys = messages[0].content %}{%- set start = 1 %}"
              "{%- else %}{%- set sys = " + default + " %}{%- set start = 0 %}{%- endif %}")
+        if t.empty_system_default:  # LLaMA-Factory: an empty system is the default, or none
+            s += "{%- if not sys %}{%- set sys = " + ("none" if not t.default_system else default) + " %}{%- endif %}"
         s += "{%- set ns.body = sys %}" + (self.fmt.jinja_system() if self.fmt else "")
         if t.system_style == "turn":
             return s + "{%- if ns.body is not none %}" + self.turn("system", "ns.body") + "{%- endif %}"

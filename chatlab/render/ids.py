@@ -73,26 +73,35 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
             items.append(run)
             run = []
 
+    pending: list[Piece] = []  # consecutive template text, matched for specials as one string
+
+    def flush() -> None:
+        for part, owner in _split_across(encoder, pending):
+            if isinstance(part, int):
+                close()
+                items.append((part, *owner))
+                texts.append(_special_text(encoder, part))
+            else:
+                run.append((part, *owner))
+                texts.append(part)
+        pending.clear()
+
     for piece in pieces:
         kind = piece.kind
+        if kind == "text":
+            pending.append(piece)
+            continue
+        flush()
         if kind == "special":
             close()
             items.append((piece.value, piece.message, piece.slot))
             texts.append(_special_text(encoder, piece.value))
         elif kind == "break":
             close()
-        elif kind == "text":
-            for part in encoder.split_specials(piece.value):
-                if isinstance(part, int):
-                    close()
-                    items.append((part, piece.message, piece.slot))
-                    texts.append(_special_text(encoder, part))
-                else:
-                    run.append((part, piece.message, piece.slot))
-                    texts.append(part)
         elif piece.value:
             run.append((piece.value, piece.message, piece.slot))
             texts.append(piece.value)
+    flush()
     close()
     runs = [item for item in items if isinstance(item, list)]
     mixed = [len({(m, s) for _, m, s in r}) > 1 for r in runs]
@@ -106,6 +115,42 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
             ids.extend(encoded[k][0])
             k += 1
     return ids, "".join(texts), lambda: _slot_map(items, encoded)
+
+
+def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int, tuple[int, str]]]:
+    """Consecutive template-text pieces cut at special-token text as ONE string, the way a
+    rendered prompt is tokenized: `<|` + `user` + `|>` from three template nodes (Ollama's
+    `<|{{ .Role }}|>`) is the one id of `<|user|>`, not five pieces. Each output part keeps the
+    owner (message, slot) of the piece it starts in; text parts are also cut at piece bounds so
+    the slot map still tells template text of different owners apart."""
+    if len(pieces) == 1:  # the common case: no boundary to look across
+        p = pieces[0]
+        return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.value)]
+    starts, pos = [], 0
+    for p in pieces:
+        starts.append(pos)
+        pos += len(p.value)
+    joined = "".join(p.value for p in pieces)
+    out: list[tuple[str | int, tuple[int, str]]] = []
+
+    def owner(at: int) -> tuple[int, str]:
+        p = pieces[bisect_right(starts, at) - 1]
+        return p.message, p.slot
+
+    def plain(pos: int, end: int) -> None:  # text, cut where a new piece begins
+        while pos < end:
+            k = bisect_right(starts, pos) - 1
+            stop = min(end, starts[k] + len(pieces[k].value))
+            out.append((joined[pos:stop], owner(pos)))
+            pos = stop
+
+    last = 0
+    for m in encoder.added_re.finditer(joined) if encoder.added_re is not None else ():
+        plain(last, m.start())
+        out.append((encoder.added[m.group()], owner(m.start())))
+        last = m.end()
+    plain(last, len(joined))
+    return out
 
 
 def _slot_map(items: list, encoded: list) -> list[SlotSpan]:

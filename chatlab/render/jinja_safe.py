@@ -65,6 +65,9 @@ def compile_template(source: str) -> Any:
     except jinja2.TemplateSyntaxError as err:
         raise ChatlabError(f"the chat template has a syntax error (line {err.lineno}: {err.message}); "
                            "fix it or pick a built-in template with --template") from None
+    except RecursionError:
+        raise ChatlabError("the chat template nests its blocks thousands deep, past what can be compiled; "
+                           "real templates nest a few levels: fix it or pick a built-in template") from None
 
 
 def render_string(source: str, context: dict[str, Any]) -> str:
@@ -79,6 +82,9 @@ def render_string(source: str, context: dict[str, Any]) -> str:
                            "Use a trusted template or a built-in one (--template)") from None
     except jinja2.TemplateError as err:
         raise ChatlabError(f"the chat template refused these messages: {err}") from None
+    except RecursionError:
+        raise ChatlabError("the chat template recursed without end on these messages (a macro calling "
+                           "itself?); it is refused. Fix it or use --template") from None
     except (TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
         raise ChatlabError(f"the chat template failed on these messages ({type(err).__name__}: {err}); "
                            "check the message shapes or use --template") from None

@@ -5,6 +5,7 @@ It lives apart from the resolution chain (resolve.py) so that template files
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -13,7 +14,7 @@ from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.compose import Composer
 from chatlab.render.encoder import Encoder, encoder_for
-from chatlab.render.ids import Rendered, encode_pieces
+from chatlab.render.ids import Piece, Rendered, encode_pieces
 from chatlab.render.jinja_safe import jinja_pieces
 from chatlab.render.template import Template
 from chatlab.tools import as_tools
@@ -40,6 +41,22 @@ def as_messages(messages: Any) -> list[Message]:
     return parse_messages(messages)
 
 
+def vllm_message(m: Message) -> dict[str, Any]:
+    """A message as vLLM hands it to a Jinja chat_template: tool-call arguments as an object
+    (vLLM's chat_utils parses the JSON text), so `arguments | tojson` writes `{"city": ...}` and
+    `arguments.items()` works (Qwen2.5, Hermes, Llama-3.1), not a JSON string inside a string.
+    Arguments that are not a JSON object stay the text they are."""
+    d = m.to_template()
+    for call in d.get("tool_calls", ()):
+        try:
+            args = json.loads(call["function"]["arguments"])
+        except ValueError:
+            continue
+        if isinstance(args, dict):
+            call["function"]["arguments"] = args
+    return d
+
+
 @dataclass
 class Resolution:
     rule: str
@@ -53,6 +70,11 @@ class Resolution:
     # add_generation_prompt, options) -> pieces; its stop strings become ids or stop words.
     renderer: Callable[..., list] | None = field(default=None, repr=False)
     stop_strings: tuple[str, ...] = ()
+    # The engine whose own tokenizer call adds the bos id in front of the rendered text (a
+    # template in its format never writes it): "ollama" (llama.cpp adds it even when the text
+    # already starts with one) or "lmdeploy" (its encode drops a doubled one). None: the
+    # template writes everything itself (Jinja, built-ins, LLaMA-Factory slots).
+    engine_bos: str | None = None
 
     @property
     def encoder(self) -> Encoder:
@@ -93,9 +115,11 @@ class Resolution:
             pieces = composer.render(add_generation_prompt)
             open_turn = composer.open
         else:
-            pieces = jinja_pieces(self.chat_template or "", enc, [m.to_template() for m in msgs],
+            pieces = jinja_pieces(self.chat_template or "", enc, [vllm_message(m) for m in msgs],
                                   [t.to_openai() for t in tool_list], add_generation_prompt, options)
         ids, text, slots = encode_pieces(enc, pieces)
+        if self.engine_bos and enc.adds_bos and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
+            ids, text, slots = encode_pieces(enc, [Piece("special", enc.bos_id, -1, "bos"), *pieces])
         words, stop_ids = self.stops(bool(tool_list))
         return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
                         rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
@@ -120,8 +144,8 @@ class Resolution:
         """This resolution if it can render tools, else the built-in template for the model's
         type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
         them Hermes-style in the same ChatML layout), else ChatML."""
-        if self.tool_format is not None:
-            return self
+        if self.tool_format is not None or self.renderer is not None:  # an Ollama template decides
+            return self  # itself: it renders .Tools, or refuses tools as Ollama does
         who = " ".join(filter(None, [self.name, identity_of(self.tokenizer, None)]))
         name = (by_model_type(who, with_tools=True) or ("", "chatml"))[1]
         fmt = get_template(name).tool_format

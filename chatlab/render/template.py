@@ -36,6 +36,10 @@ def S(token: str) -> Part:
 
 BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
 ROUND, META = Part("round"), Part("meta")
+# SEAM: where an engine encodes the text before and after apart (LLaMA-Factory encodes each slot
+# element on its own, so no token merges, and no special token matches, across it). At id level a
+# break; engines that tokenize the whole rendered text (Jinja, LMDeploy, Ollama exports) have none.
+SEAM = Part("seam")
 Parts = tuple[Part, ...]
 
 
@@ -55,6 +59,9 @@ class Template:
     # written through `system_merge` before the first turn (baichuan2).
     system_style: str = "turn"
     system_merge: Parts = ()
+    # LLaMA-Factory's `system = system or default_system`: an empty system message means the
+    # default, and a system that is still empty writes no system block at all.
+    empty_system_default: bool = False
     stop_words: tuple[str, ...] = ()
     stop_tokens: tuple[str, ...] = ()  # token strings; "eos" means the tokenizer's eos
     assistant_eos: bool = False  # an assistant turn in the history ends with the eos token

@@ -19,6 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--template-format-b", choices=FORMATS, help="the format of file B (default: detected)")
     p.set_defaults(func=run_diff)
 
+    p = sub.add_parser("certify", help="render a fixed conversation set with a template through every engine's "
+                       "semantics (Jinja/vLLM, LMDeploy, Ollama); exit 0 when all are id-equal, 1 otherwise")
+    p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
+    p.add_argument("template", help="a built-in template name or a template file")
+    p.add_argument("--template-format", choices=FORMATS, help="the format of the file (default: detected)")
+    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI)")
+    p.set_defaults(func=run_certify)
+
 
 def run_diff(args: argparse.Namespace) -> int:
     a = load_cli_template(args.a, args.template_format_a)
@@ -31,3 +39,15 @@ def run_diff(args: argparse.Namespace) -> int:
     d = diff_templates(load_tokenizer(args.model), messages, a, b, tools=tools)
     print(d)
     return 0 if d.equal else 1
+
+
+def run_certify(args: argparse.Namespace) -> int:
+    import json
+
+    template = load_cli_template(args.template, args.template_format)
+    from chatlab.models import load_tokenizer
+    from chatlab.render.io.certify import certify
+
+    cert = certify(load_tokenizer(args.model), template)
+    print(json.dumps(cert.to_json(), indent=2, ensure_ascii=False) if args.json else cert.format())
+    return 0 if cert.ok else 1

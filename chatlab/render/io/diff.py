@@ -1,7 +1,8 @@
-"""Render one chat with two templates and report where their ids first differ, and whose they are.
+"""Render one chat with two templates and report where their ids differ, whose they are, and why.
 
     d = diff_templates(tokenizer, messages, "chatml", "data/templates/x.json")
     d.equal, d.index, print(d)   # "first difference at token 12", context, message/slot owners
+    d.differences, d.groups()    # every difference (causes.py), so a bos cannot hide the real one
 
 `a` and `b` are anything load_template accepts, or Resolutions. The report names, for each
 side, the token at the difference with a few tokens around it, and the message index and slot
@@ -9,10 +10,12 @@ side, the token at the difference with a few tokens around it, and the message i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatlab.render.ids import Rendered
+from chatlab.render.io.causes import Difference, differences, group
+from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
 
 CONTEXT = 4  # tokens shown before the difference (and as many after)
@@ -26,15 +29,13 @@ class TemplateDiff:
     b: Rendered
     names: tuple[str, str] = ("a", "b")
 
+    differences: list[Difference] = field(default_factory=list)
+
     def owner(self, r: Rendered, k: int) -> str:
-        if k >= len(r.ids):
-            return "past the end"
-        span = next((s for s in r.slots if s.start <= k < s.end), None)
-        if span is None:
-            return "?"
-        if span.message_index < 0:  # prefix, default system prompt, generation prompt
-            return "the default system prompt" if span.slot == "system" else f"the template / {span.slot}"
-        return f"message {span.message_index} / {span.slot}"
+        return owner_of(r, k)
+
+    def groups(self) -> dict[str, list[Difference]]:
+        return group(self.differences)
 
     def side(self, label: str, r: Rendered) -> list[str]:
         k = self.index or 0
@@ -49,8 +50,13 @@ class TemplateDiff:
         a, b = self.names
         if self.equal:
             return f"{a} and {b} give the same {len(self.a.ids)} ids"
-        return "\n".join([f"first difference at token {self.index} ({a} vs {b})",
-                          *self.side(a, self.a), *self.side(b, self.b)])
+        lines = [f"first difference at token {self.index} ({a} vs {b})", *self.side(a, self.a), *self.side(b, self.b)]
+        if self.differences:
+            lines.append(f"all differences ({len(self.differences)}), by cause:")
+            for cause, diffs in self.groups().items():
+                lines.append(f"  {cause}: {len(diffs)}")
+                lines.extend(f"    {d.line(self.names)}" for d in diffs[:8])
+        return "\n".join(lines)
 
 
 def _resolution(x: Any, tokenizer: Any) -> tuple[Any, str]:
@@ -72,4 +78,4 @@ def diff_templates(tokenizer: Any, messages: Any, a: Any, b: Any, tools: Any = N
     k = next((i for i, (p, q) in enumerate(zip(x.ids, y.ids)) if p != q), None)
     if k is None and len(x.ids) != len(y.ids):
         k = min(len(x.ids), len(y.ids))  # one is a prefix of the other
-    return TemplateDiff(k is None, k, x, y, (na, nb))
+    return TemplateDiff(k is None, k, x, y, (na, nb), differences(x, y) if k is not None else [])

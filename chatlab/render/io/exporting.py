@@ -11,9 +11,7 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 from chatlab.render.io.loaded import load_template
-
-TARGETS = ("jinja", "lmdeploy", "ollama")
-
+from chatlab.render.io.registry import TARGETS, get_format
 
 def export_template(name_or_loaded: Any, fmt: str = "jinja", *, drop_tools: bool = False) -> str:
     """The template as text in `fmt`; `drop_tools` exports a tool-capable template's chat layout
@@ -22,18 +20,7 @@ def export_template(name_or_loaded: Any, fmt: str = "jinja", *, drop_tools: bool
         raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(TARGETS)}")
     loaded = load_template(name_or_loaded)
     if loaded.template is not None:
-        t = loaded.template
-        if fmt == "jinja":
-            from chatlab.render.export import Exporter
-
-            return Exporter(t).render()
-        if fmt == "lmdeploy":
-            from chatlab.render.io.lmdeploy import export_lmdeploy
-
-            return export_lmdeploy(t, drop_tools)
-        from chatlab.render.io.ollama import export_ollama
-
-        return export_ollama(t, drop_tools)
+        return get_format(fmt).write(loaded.template, drop_tools)
     if loaded.fmt == fmt:  # a Jinja file as Jinja, a Modelfile as a Modelfile: unchanged
         if fmt == "jinja":
             return loaded.jinja or ""

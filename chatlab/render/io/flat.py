@@ -24,6 +24,8 @@ def flat(parts: Parts, where: str, t: Template, target: str) -> str:
     for p in parts:
         if p.kind in ("text", "special"):
             out.append(p.value)
+        elif p.kind == "seam":  # these engines tokenize the whole text: no seam to write
+            continue
         else:
             raise ChatlabError(f"template {t.name!r} writes {NAMES.get(p.kind, p.kind)} in its {where}, "
                                f"which an {target} template cannot express (it has only text around the "
@@ -35,6 +37,20 @@ def around(parts: Parts, where: str, t: Template, target: str) -> tuple[str, str
     """(text before CONTENT, text after CONTENT) of a turn."""
     k = parts.index(CONTENT)
     return flat(parts[:k], where, t, target), flat(parts[k + 1:], where, t, target)
+
+
+# The bos tokens of common tokenizers, written as a template's first part (llama3's prefix).
+KNOWN_BOS = ("<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>")
+
+
+def without_engine_bos(prefix: Parts) -> tuple[Parts, str | None]:
+    """The prefix minus a leading bos, and the bos it dropped: Ollama and LMDeploy tokenize the
+    rendered text with special tokens on, so the tokenizer adds its own bos (Ollama even when the
+    text already starts with one: a bos written into the export would be doubled)."""
+    prefix = tuple(p for p in prefix if p.kind != "seam")
+    if prefix and (prefix[0].kind == "bos" or prefix[0].kind == "special" and prefix[0].value in KNOWN_BOS):
+        return prefix[1:], prefix[0].value or "the tokenizer's bos"
+    return prefix, None
 
 
 def text_parts(*texts: str) -> Parts:

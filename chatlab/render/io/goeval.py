@@ -14,10 +14,19 @@ from typing import Any
 from chatlab.errors import ChatlabError
 from chatlab.render.ids import Piece
 from chatlab.render.io.gotemplate import Node, Val
+from chatlab.render.io.govalues import GoStruct, go_json, go_print, printf, truth
+from chatlab.render.io.govalues import owner as value_owner
 
 
-def truth(v: Any) -> bool:
-    return bool(v) if not isinstance(v, (int, float)) or isinstance(v, bool) else v != 0
+MAX_PIECES = 200_000  # far above any prompt; bounds time and memory on a runaway template
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
 
 
 class Evaluator:
@@ -28,6 +37,9 @@ class Evaluator:
     def run(self, nodes: list[Node], dot: Any, scopes: list[dict[str, Any]], owner: int) -> None:
         scopes = [*scopes, {}]
         for n in nodes:
+            if len(self.out) > MAX_PIECES:
+                raise ChatlabError(f"Ollama TEMPLATE line {n.line}: the render passed {MAX_PIECES} pieces; "
+                                   "a chat template's output is a prompt, so this template is refused as runaway")
             if n.kind == "text":
                 self.out.append(Piece("text", n.value, owner, "template"))
             elif n.kind == "out":
@@ -47,27 +59,55 @@ class Evaluator:
                 else:
                     self.run(n.orelse, dot, scopes, owner)
             elif n.kind == "range":
-                expr, body = n.branches[0]
-                items = self.eval(expr, dot, scopes, n.line)
-                if not isinstance(items, list):
-                    raise ChatlabError(f"Ollama TEMPLATE line {n.line}: range over a {type(items).__name__}; "
-                                       "range only over .Messages")
-                for i, item in enumerate(items):
-                    names = dict(zip(n.names, (i, item))) if len(n.names) == 2 else dict(zip(n.names, (item,)))
-                    self.run(body, item, [*scopes, names], item.get("_index", owner) if isinstance(item, dict) else owner)
-                if not items:
-                    self.run(n.orelse, dot, scopes, owner)
+                self.range_(n, dot, scopes, owner)
+            elif n.kind == "break":
+                raise _Break
+            elif n.kind == "continue":
+                raise _Continue
+
+    def range_(self, n: Node, dot: Any, scopes: list[dict[str, Any]], owner: int) -> None:
+        expr, body = n.branches[0]
+        items = self.eval(expr, dot, scopes, n.line)
+        if isinstance(items, dict) and not isinstance(items, GoStruct):  # a Go map: in key order
+            pairs = [(k, items[k]) for k in sorted(items, key=str)]
+        elif isinstance(items, (list, tuple)):
+            pairs = list(enumerate(items))
+        elif items is None or items == "":
+            pairs = []
+        else:
+            raise ChatlabError(f"Ollama TEMPLATE line {n.line}: range over a {type(items).__name__}; "
+                               "range over a list or a map (.Messages, .Tools, .ToolCalls, ...)")
+        for key, item in pairs:
+            names = dict(zip(n.names, (key, item))) if len(n.names) == 2 else dict(zip(n.names, (item,)))
+            who = item.get("_index", owner) if isinstance(item, dict) and not isinstance(item, GoStruct) else owner
+            try:
+                self.run(body, item, [*scopes, names], who)
+            except _Continue:
+                continue
+            except _Break:
+                break
+        if not pairs:
+            self.run(n.orelse, dot, scopes, owner)
 
     def emit(self, v: Any, owner: int, line: int) -> None:
         if isinstance(v, Val):
             self.out.append(Piece("content", str(v), v.msg, v.slot))
-        elif isinstance(v, bool):
-            self.out.append(Piece("text", "true" if v else "false", owner, "template"))
-        elif isinstance(v, (str, int)):
-            self.out.append(Piece("text", str(v), owner, "template"))
-        else:
-            raise ChatlabError(f"Ollama TEMPLATE line {line}: prints a {type(v).__name__} "
-                               "(e.g. {{ .Messages }}); print only strings such as .Content")
+        elif isinstance(v, (str, int, float, bool)) or v is None:
+            self.out.append(Piece("text", go_print(v), owner, "template"))
+        else:  # a struct, list or map printed as Go prints it: client data, so content
+            who = value_owner(v) or (owner, "template")
+            self.out.append(Piece("content", go_print(v), who[0], who[1]))
+
+    def field(self, value: Any, name: str, line: int) -> Any:
+        if isinstance(value, GoStruct):
+            if name not in value:
+                raise ChatlabError(f"Ollama TEMPLATE line {line}: a {type(value).__name__} has no field .{name}")
+            return value[name]
+        if isinstance(value, dict):
+            return value.get(name, "")
+        if value is None or value == "":
+            return ""  # a missing map entry's field: Go's zero value prints nothing here
+        raise ChatlabError(f"Ollama TEMPLATE line {line}: .{name} of a {type(value).__name__}")
 
     def eval(self, e: tuple, dot: Any, scopes: list[dict[str, Any]], line: int) -> Any:
         kind = e[0]
@@ -85,9 +125,7 @@ class Evaluator:
                     raise ChatlabError(f"Ollama TEMPLATE line {line}: undefined variable {root}")
                 value = scope[root]
             for name in names:
-                if not isinstance(value, dict):
-                    raise ChatlabError(f"Ollama TEMPLATE line {line}: .{name} of a {type(value).__name__}")
-                value = value.get(name, "")
+                value = self.field(value, name, line)
             return value
         _, fn, args = e
         if fn == "and" or fn == "or":  # Go returns the deciding operand, evaluating lazily
@@ -97,22 +135,62 @@ class Evaluator:
                 if truth(value) != (fn == "and"):
                     return value
             return value
-        vals = [self.eval(a, dot, scopes, line) for a in args]
-        want = {"not": 1, "len": 1, "ne": 2}.get(fn)
-        if (want and len(vals) != want) or (fn == "eq" and len(vals) < 2) or (fn == "slice" and not vals):
-            raise ChatlabError(f"Ollama TEMPLATE line {line}: {fn} takes {want or 'more'} argument(s), got {len(vals)}")
-        if fn == "not":
-            return not truth(vals[0])
-        if fn == "eq":
-            return any(vals[0] == v for v in vals[1:])
-        if fn == "ne":
-            return vals[0] != vals[1]
-        if fn == "len":
-            return len(vals[0])
-        bounds = vals[1:3]
-        if not all(isinstance(b, int) for b in bounds):
-            raise ChatlabError(f"Ollama TEMPLATE line {line}: slice takes integer indices")
-        return vals[0][slice(*bounds)] if len(bounds) == 2 else vals[0][bounds[0]:] if bounds else vals[0]
+        return call(fn, [self.eval(a, dot, scopes, line) for a in args], line)
+
+
+ARITY = {"not": 1, "len": 1, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2, "json": 1}
+
+
+def call(fn: str, vals: list[Any], line: int) -> Any:
+    """The functions of the subset, with Go's argument rules."""
+    want = ARITY.get(fn)
+    if (want and len(vals) != want) or (fn in ("eq", "index", "printf") and len(vals) < (2 if fn == "eq" else 1)) \
+            or (fn == "slice" and not vals):
+        raise ChatlabError(f"Ollama TEMPLATE line {line}: {fn} takes {want or 'more'} argument(s), got {len(vals)}")
+    if fn == "not":
+        return not truth(vals[0])
+    if fn == "eq":
+        return any(vals[0] == v for v in vals[1:])
+    if fn == "ne":
+        return vals[0] != vals[1]
+    if fn in ("lt", "le", "gt", "ge"):
+        a, b = vals
+        if type(a) is bool or type(b) is bool or isinstance(a, str) != isinstance(b, str):
+            raise ChatlabError(f"Ollama TEMPLATE line {line}: {fn} compares a {type(a).__name__} with a "
+                               f"{type(b).__name__}; Go compares only numbers with numbers, strings with strings")
+        return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[fn]
+    if fn == "len":
+        return len(vals[0])
+    if fn == "json":
+        who = value_owner(vals[0])
+        text = go_json(vals[0])
+        return Val(text, *who) if who else text
+    if fn in ("print", "printf"):
+        text = printf(str(vals[0]), vals[1:]) if fn == "printf" else _sprint(vals)
+        who = value_owner(vals)
+        return Val(text, *who) if who else text  # client text in it: encoded as content
+    if fn == "index":
+        value = vals[0]
+        for k in vals[1:]:
+            try:
+                value = value[k] if not isinstance(value, dict) or k in value else ""
+            except (IndexError, TypeError, KeyError):
+                raise ChatlabError(f"Ollama TEMPLATE line {line}: index {k!r} is out of range") from None
+        return value
+    bounds = vals[1:3]
+    if not all(isinstance(b, int) for b in bounds):
+        raise ChatlabError(f"Ollama TEMPLATE line {line}: slice takes integer indices")
+    return vals[0][slice(*bounds)] if len(bounds) == 2 else vals[0][bounds[0]:] if bounds else vals[0]
+
+
+def _sprint(vals: list[Any]) -> str:
+    """fmt.Sprint: a space between operands when neither is a string."""
+    out = ""
+    for k, v in enumerate(vals):
+        if k and not isinstance(v, str) and not isinstance(vals[k - 1], str):
+            out += " "
+        out += go_print(v)
+    return out
 
 
 def mentions(nodes: list[Node], name: str) -> bool:

@@ -1,13 +1,18 @@
-"""The subset of Go's text/template that Ollama chat templates commonly use: parser and evaluator.
+"""The subset of Go's text/template that Ollama chat templates use: parser (evaluator: goeval.py).
 
-Read: text; `{{ .System }}`-style fields (`.X`, `$.X`, `$var`, `$var.X`); `if` / `else if` /
-`else` / `end`; `range .Messages` (also `range $i, $m := ...`, with `else`); `$x := expr`;
-the functions eq, ne, not, and, or, len, slice; string and integer literals; parentheses;
-comments; and the trim markers `{{-` / `-}}`. Anything else (pipes, `with`, `template`, `block`,
-`index`, printf, method calls, nested fields such as .Function.Name) is refused at parse time with
-the line and the construct, so an imported template never renders differently from Ollama in
-silence. Values that came from a message keep their message index (`Val`), so the output can be
-encoded at id level: message text as content, template text as template text.
+Read: text; fields and chains of them (`.System`, `.Function.Name`, `$.Tools`, `$m.ToolCalls`);
+`if` / `else if` / `else` / `end`; `range` over a list or a map (`range $i, $m := ...`, `else`,
+`break`, `continue`); `$x := expr` / `$x = expr`; the functions eq, ne, lt, le, gt, ge, not, and,
+or, len, slice, index, print, printf, and Ollama's json; string, integer and boolean literals;
+parentheses; comments; and the trim markers `{{-` / `-}}`. The fields are those Ollama passes
+(template.go): System, Prompt, Suffix, Response, Messages (Role, Content, Thinking, ToolCalls,
+ToolName, ToolCallID), Tools (Type, Function: Name, Description, Parameters: Type, Required,
+Properties: Type, Description, Enum), a call's Function (Index, Name, Arguments) and ID, Think,
+ThinkLevel, IsThinkSet. Anything else (pipes, `with`, `template`, `block`, method calls, other
+fields) is refused at parse time with the line and the construct, so an imported template never
+renders differently from Ollama in silence. Values that came from a message keep their message
+index (`Val`), so the output can be encoded at id level: message text as content, template text
+as template text.
 """
 from __future__ import annotations
 
@@ -18,11 +23,17 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 
-FIELDS = {"System", "Prompt", "Response", "Messages", "Role", "Content", "Tools", "ToolCalls"}
-FUNCS = {"eq", "ne", "not", "and", "or", "len", "slice"}
-SUBSET = ("if/else/end, range over .Messages, eq/ne/not/and/or/len/slice, $variables and the fields "
-          ".System .Prompt .Response .Messages .Role .Content")
+FIELDS = {"System", "Prompt", "Suffix", "Response", "Messages", "Role", "Content", "Thinking", "Tools",
+          "ToolCalls", "ToolName", "ToolCallID", "Type", "Function", "Name", "Description", "Parameters",
+          "Required", "Properties", "Enum", "Items", "Index", "Arguments", "ID", "Think", "ThinkLevel",
+          "IsThinkSet"}
+FUNCS = {"eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or", "len", "slice", "index", "print",
+         "printf", "json"}
+SUBSET = ("if/else/end, range/break/continue, $variables, eq/ne/lt/le/gt/ge/not/and/or/len/slice/index/"
+          "print/printf/json and the fields Ollama passes (.System .Messages .Role .Content .Tools "
+          ".ToolCalls .Function.Name ...)")
 WS = " \t\r\n"
+MAX_DEPTH = 100  # nesting of if/range (and parentheses): a few levels in real templates
 ACTION = re.compile(r"\{\{(-[ \t\r\n])?(.*?)([ \t\r\n]-)?\}\}", re.S)
 TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<raw>`[^`]*`)|(?P<op>:=|=|,|\(|\))|'
                    r"(?P<var>\$[A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)|(?P<field>(?:\.[A-Za-z_]\w*)+|\.)|"
@@ -90,6 +101,16 @@ class Parser:
         return body
 
     def block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            return self._block(stops)
+        finally:
+            self.depth -= 1
+
+    def _block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
+        if self.depth > MAX_DEPTH:
+            raise _err(self.items[min(self.k, len(self.items) - 1)][2], f"if/range nested more than {MAX_DEPTH} deep",
+                       "Flatten the template; real chat templates nest a few levels")
         out: list[Node] = []
         while self.k < len(self.items):
             kind, body, line = self.items[self.k]
@@ -109,7 +130,9 @@ class Parser:
                 out.append(self.if_(body[2:], line))
             elif word == "range":
                 out.append(self.range_(body[5:], line))
-            elif word in ("with", "template", "block", "define", "break", "continue"):
+            elif word in ("break", "continue") and body == word:
+                out.append(Node(word, line))
+            elif word in ("with", "template", "block", "define"):
                 raise _err(line, f"the '{word}' action")
             else:
                 out.append(self.simple(body, line))
@@ -184,7 +207,11 @@ class Expr:
         kind, tok = self.toks[self.k]
         self.k += 1
         if tok == "(":
+            self.depth = getattr(self, "depth", 0) + 1
+            if self.depth > MAX_DEPTH:
+                raise _err(self.line, f"parentheses nested more than {MAX_DEPTH} deep")
             e = self.command()
+            self.depth -= 1
             if self.k >= len(self.toks) or self.toks[self.k][1] != ")":
                 raise _err(self.line, f"an unbalanced '(' in '{self.text}'")
             self.k += 1
@@ -198,9 +225,8 @@ class Expr:
         if kind in ("var", "field"):
             root, *names = tok.split(".") if kind == "var" else ["", *tok.split(".")[1:]]
             bad = [n for n in names if n and n not in FIELDS]
-            if bad or (kind == "field" and len(names) > 1) or (kind == "var" and len(names) > 1 and root != "$"):
+            if bad:
                 raise _err(self.line, f"the field {tok!r}",
-                           "Ollama's fields beyond these (e.g. tool calls' .Function.Name) are not imported; "
-                           "use a template without them")
+                           "Ollama passes no such field (template.go); use a template without it")
             return ("get", root, [n for n in names if n])
         raise _err(self.line, f"the {'function' if kind == 'name' else 'token'} {tok!r} in '{self.text}'")

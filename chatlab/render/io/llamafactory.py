@@ -3,7 +3,8 @@
 LLaMA-Factory registers templates in Python as formatters with slots, e.g.
 `format_user=["<|im_start|>user\\n{{content}}<|im_end|>\\n<|im_start|>assistant\\n"]`. The JSON
 form here keeps those names: format_user, format_assistant (required), format_system,
-format_separator, default_system, stop_words (and format_prefix). A slot list holds strings (with
+format_separator, default_system, stop_words, format_prefix and template_class ("llama2" for
+the Llama2Template family, whose system text goes inside the first user slot). A slot list holds strings (with
 `{{content}}` once per role) and objects: {"token": "<|im_start|>"} for a special token,
 {"bos_token": true} / {"eos_token": true} for the tokenizer's own. LLaMA-Factory's encoding
 (template.py `_encode`): the prefix and the system (content or default_system) before the first
@@ -18,10 +19,13 @@ from typing import Any
 
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import json_config, stops_of
-from chatlab.render.template import BOS, CONTENT, EOS, Part, Parts, S, T, Template
+from chatlab.render.template import BOS, CONTENT, EOS, SEAM, Part, Parts, S, T, Template
 
 FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_separator",
-          "format_prefix", "default_system", "stop_words")
+          "format_prefix", "default_system", "stop_words", "template_class")
+# register_template(template_class=...): the base Template writes the system block before the
+# first user turn; Llama2Template (llama2, mistral, gemma...) puts it inside the first user slot.
+CLASSES = ("default", "llama2")
 
 
 def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
@@ -33,6 +37,7 @@ def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
                            '{"token": ...} objects), not ' + type(value).__name__)
     out: list[Part] = []
     for k, slot in enumerate(value):
+        out.append(SEAM)  # _convert_elements_to_ids encodes each element on its own
         if isinstance(slot, str):
             if "{{" in slot.replace("{{content}}", ""):
                 raise ChatlabError(f"{origin}: {field}[{k}] uses a placeholder other than {{{{content}}}} "
@@ -50,6 +55,8 @@ def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
         else:
             raise ChatlabError(f"{origin}: {field}[{k}] is {json.dumps(slot)[:60]}; a slot is a string, "
                                '{"token": "<special>"}, {"bos_token": true} or {"eos_token": true}')
+    if out:
+        out.append(SEAM)
     n = out.count(CONTENT)
     if content and n != 1:
         raise ChatlabError(f"{origin}: field {field!r} must contain {{{{content}}}} exactly once (found {n})")
@@ -73,17 +80,26 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     stops = data.get("stop_words") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
+    cls = data.get("template_class", "default")
+    if cls not in CLASSES:
+        raise ChatlabError(f"{origin}: field 'template_class' must be one of {', '.join(CLASSES)} "
+                           f"(LLaMA-Factory's Template / Llama2Template), not {cls!r}")
     user = _slots(data["format_user"], "format_user", origin, True)
     assistant = _slots(data["format_assistant"], "format_assistant", origin, True)
     system = _slots(data.get("format_system", ["{{content}}"]), "format_system", origin, True)
     sep = _slots(data.get("format_separator", []), "format_separator", origin, False)
     prefix = _slots(data.get("format_prefix", []), "format_prefix", origin, False)
     words, tokens = stops_of(stops)
-    # LLaMA-Factory writes a system block only when there is text (`if system or tools`), so an
-    # empty default is none; at inference the prompt ends where the last user slot ends (the
-    # assistant slot is the response), hence no generation prompt of its own.
+    # LLaMA-Factory's _encode: `system = system or default_system`, then a system block only when
+    # there is text (`if system or tools`): so an empty system message means the default, and an
+    # empty default is none. At inference the prompt ends where the last user slot ends (the
+    # assistant slot is the response), hence no generation prompt of its own. Llama2Template
+    # prepends format_system's text to the first user message's content, inside [INST].
+    # (its text joins the user's content inside the user element: no seams around it)
+    merged = tuple(p for p in system if p != SEAM)
+    style = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
     return Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
                     {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
-                    generation_prompt=(), default_system=default or None,
-                    stop_words=words, stop_tokens=tokens)
+                    generation_prompt=(), default_system=default or None, empty_system_default=True,
+                    stop_words=words, stop_tokens=tokens, **style)
 

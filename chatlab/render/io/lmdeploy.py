@@ -4,9 +4,11 @@ LMDeploy renders a conversation as
 `{system}{meta_instruction}{eosys}` (only when the first message is not a system message: the
 meta_instruction is the default system prompt), then per message `{box}{content}{eox}` with
 box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool, then `{assistant}` to
-open the reply. An unknown model_name is registered on LMDeploy's BaseChatTemplate, whose
-defaults are '' for every string, including meta_instruction: so a config without one still
-writes an (empty) system turn, and a template with no default system prompt cannot be written.
+open the reply. An unknown (or null: LMDeploy draws a random one) model_name is registered on
+LMDeploy's BaseChatTemplate; `chat_template()` drops null fields, so BaseChatTemplate's default ''
+fills them, meta_instruction included: a config without one still writes an (empty) system turn
+(checked against LMDeploy's own code in tests/test_engine_oracles.py), and a template with no
+default system prompt cannot be written. model_path (to_json writes it) only matches models.
 Both directions go through a chatlab Template, so the import renders at id level.
 """
 from __future__ import annotations
@@ -16,12 +18,17 @@ import re
 from typing import Any
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn
+from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
 
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
            "tool", "eotool")
-FIELDS = ("model_name", *STRINGS, "capability", "stop_words")
+FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
+# The names lmdeploy 0.18's model.py registers. A config naming one runs that class (its own
+# defaults for every null field, its own messages2prompt), which is not what the file says.
+LMDEPLOY_BUILTINS = ("base", "chatglm", "codellama", "cogvlm", "deepseek-v3.2", "deepseek-v32",
+                     "deepseek-v4", "deepseek-vl", "deepseek-vl2", "hf", "internvl-zh", "llama2",
+                     "llava-chatml", "llava-v1", "mistral", "mixtral", "vicuna")
 CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 
@@ -32,8 +39,18 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
     if unknown:  # LMDeploy's ChatTemplateConfig(**json) refuses them too
         raise ChatlabError(f"{origin}: unknown LMDeploy field(s) {', '.join(map(repr, unknown))}; "
                            f"the fields are {', '.join(FIELDS)}")
-    if not isinstance(data.get("model_name"), str) or not data["model_name"]:
-        raise ChatlabError(f"{origin}: field 'model_name' is required (a non-empty string naming the template)")
+    name = data.get("model_name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ChatlabError(f"{origin}: field 'model_name' must be a non-empty string or null "
+                           f"(LMDeploy names a nameless config with a random id), not {name!r}")
+    if name in LMDEPLOY_BUILTINS:
+        raise ChatlabError(f"{origin}: model_name {name!r} is one of LMDeploy's built-in templates, "
+                           "so LMDeploy would render with that class's code and defaults, not with "
+                           "this file's fields; give the config a name of its own (e.g. 'my-chat')")
+    path = data.get("model_path")
+    if path is not None and not isinstance(path, str):
+        raise ChatlabError(f"{origin}: field 'model_path' must be a string or null (LMDeploy's to_json "
+                           f"writes null), not {type(path).__name__}")
     for key in STRINGS:
         if data.get(key) is not None and not isinstance(data[key], str):
             raise ChatlabError(f"{origin}: field {key!r} must be a string (or null), not "
@@ -54,7 +71,7 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
     if f["tool"] or f["eotool"]:
         roles["tool"] = turn(f["tool"], f["eotool"])
     meta = data.get("meta_instruction")
-    t = Template(data["model_name"], f"imported from {origin} (LMDeploy JSON)", roles,
+    t = Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
                  default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
     return t, data
 
@@ -63,11 +80,15 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     """The LMDeploy JSON config that renders like `t` (conversations ending with a user turn)."""
     target = "LMDeploy JSON"
     check_flat(t, target, drop_tools)
-    if t.prefix:
-        raise ChatlabError(f"template {t.name!r} starts every prompt with {''.join(p.value or p.kind for p in t.prefix)!r}, which an {target} "
+    prefix, _ = without_engine_bos(t.prefix)  # LMDeploy's encode adds the tokenizer's bos itself
+    if prefix:
+        raise ChatlabError(f"template {t.name!r} starts every prompt with {''.join(p.value or p.kind for p in prefix)!r}, which an {target} "
                            "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
                            "export it as Jinja instead (--format jinja)")
-    if t.gen_prompt() != t.header("assistant"):
+    def unseamed(parts: tuple) -> list:  # LMDeploy tokenizes the whole prompt: seams do not count
+        return [p for p in parts if p.kind != "seam"]
+
+    if unseamed(t.gen_prompt()) != unseamed(t.header("assistant")):
         raise ChatlabError(f"template {t.name!r} opens the reply differently from an assistant turn's "
                            f"header, which an {target} template cannot express (it writes {{assistant}})")
     if t.system_style == "turn":
@@ -75,16 +96,22 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     else:  # "none": plain text before the first turn, no header of its own
         system, eosys = around((*t.system_merge,), "system text", t, target)
     if t.default_system is None and (system or eosys):
-        raise ChatlabError(f"template {t.name!r} has no default system prompt; LMDeploy writes "
-                           "{system}{meta_instruction}{eosys} whenever the conversation has no system "
-                           "message, so it would add an empty system turn. Give the template a default "
-                           "system prompt (LLaMA-Factory default_system), or export as Jinja")
+        # messages2prompt skips that turn only when meta_instruction is None, but a config file
+        # cannot say None: ChatTemplateConfig.chat_template() drops null fields, and the
+        # BaseChatTemplate a --chat-template file becomes defaults meta_instruction to ''.
+        raise ChatlabError(f"template {t.name!r} has no default system prompt; an LMDeploy config file "
+                           "writes {system}{meta_instruction}{eosys} whenever the conversation has no "
+                           "system message (a missing or null meta_instruction becomes BaseChatTemplate's "
+                           "'', not None), so it would add an empty system turn. Give the template a "
+                           "default system prompt (LLaMA-Factory default_system), or export as Jinja")
     user, eoh = around(t.turn("user"), "user turn", t, target)
     assistant, end = around(t.turn("assistant"), "assistant turn", t, target)
     # eoa is the end-of-turn marker, separator what follows it ("<|im_end|>" + "\n")
     marks = list(re.finditer(r"<[^<>\s]+>", end))
     eoa = end[:marks[-1].end()] if marks else end
-    data = {"model_name": t.name, "system": system, "meta_instruction": t.default_system or "",
+    # a built-in name would make LMDeploy run its own class instead of these fields
+    name = f"chatlab-{t.name}" if t.name in LMDEPLOY_BUILTINS else t.name
+    data = {"model_name": name, "system": system, "meta_instruction": t.default_system or "",
             "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
             "separator": end[len(eoa):], "capability": "chat", "stop_words": stop_strings(t)}
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"

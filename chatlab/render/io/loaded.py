@@ -12,7 +12,6 @@ through the Go-template subset evaluator.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,7 +21,10 @@ from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.template import Template
 
-FORMATS = ("jinja", "lmdeploy", "ollama", "llamafactory")
+from chatlab.render.io.registry import FORMATS as REGISTRY
+from chatlab.render.io.registry import MAX_BYTES, get_format
+
+FORMATS = tuple(REGISTRY)  # the format names (chatlab.render.io.FORMATS)
 
 
 @dataclass
@@ -45,85 +47,43 @@ class LoadedTemplate:
             f" from {self.source})" if self.source else ")")
         if self.template is not None:
             return Resolution("explicit", why, self.name, tokenizer, template=self.template,
-                              tool_format=self.template.tool_format)
+                              tool_format=self.template.tool_format,
+                              engine_bos=REGISTRY[self.fmt].engine_bos if self.fmt in REGISTRY else None)
         if self.jinja is not None:
             return Resolution("explicit", why, self.name, tokenizer, chat_template=self.jinja,
                               tool_format=format_of_chat_template(self.jinja))
         from chatlab.render.io.ollama import render_modelfile
 
         return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
-                          stop_strings=tuple(self.stop_words))
+                          stop_strings=tuple(self.stop_words), engine_bos=REGISTRY["ollama"].engine_bos)
 
 
-def _stops(t: Template) -> list[str]:
+def stops_of_template(t: Template) -> list[str]:
     return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
 
 
 def from_template(t: Template, fmt: str, source: str | None = None) -> LoadedTemplate:
-    return LoadedTemplate(t.name, fmt, t.default_system, _stops(t), template=t, source=source)
+    return LoadedTemplate(t.name, fmt, t.default_system, stops_of_template(t), template=t, source=source)
 
 
 def detect(path: Path, text: str) -> str:
-    """The format of a template file: by name first, then by content."""
-    name = path.name.lower()
-    if name.endswith((".jinja", ".j2", ".jinja2")):
-        return "jinja"
-    if name == "modelfile" or name.endswith(".modelfile") or name.startswith("modelfile."):
-        return "ollama"
-    stripped = text.lstrip()
-    if stripped.startswith("{") and (name.endswith(".json") or stripped.rstrip().endswith("}")):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            if "chat_template" in data:
-                return "jinja"  # a tokenizer_config.json
-            if "format_user" in data or "format_assistant" in data:
-                return "llamafactory"
-            if "model_name" in data or {"meta_instruction", "eoh", "eoa", "eosys"} & set(data):
-                return "lmdeploy"
-    first = next((x.split()[0].upper() for x in text.splitlines() if x.strip() and not x.lstrip().startswith("#")), "")
-    if first in ("FROM", "TEMPLATE"):
-        return "ollama"
-    if "{%" in text or "messages" in text and "{{" in text:
-        return "jinja"
-    raise ChatlabError(f"{path} is none of the template formats chatlab reads (Jinja chat_template, "
-                       "LMDeploy JSON, Ollama Modelfile, LLaMA-Factory slot JSON); name it *.jinja / "
-                       "Modelfile / *.json or pass --template-format jinja|lmdeploy|ollama|llamafactory")
+    """The format of a template file: by name first, then by content (the registry's rules)."""
+    from chatlab.render.io.registry import detect as by_registry
+
+    return by_registry(path, text)
 
 
 def parse(text: str, fmt: str, origin: str, name: str) -> LoadedTemplate:
-    if fmt == "jinja":
-        from chatlab.render.jinja_safe import compile_template
+    """Text in format `fmt` through that format's reader; nesting past Python's stack (3,000
+    levels of Jinja blocks, JSON arrays) is refused with the format named, never a traceback."""
+    from chatlab.render.io.registry import get_format
 
-        try:
-            data = json.loads(text) if text.lstrip().startswith("{") and "chat_template" in text else None
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and "chat_template" in data:  # tokenizer_config.json
-            text = data["chat_template"]
-            if isinstance(text, list):  # several named templates: the default one
-                text = next((t.get("template") for t in text if t.get("name") == "default"), None)
-            if not isinstance(text, str):
-                raise ChatlabError(f"{origin}: chat_template is not a string (nor a list with a 'default' one)")
-        compile_template(text)  # a syntax error is reported now, with its line
-        return LoadedTemplate(name, "jinja", jinja=text, source=origin)
-    if fmt == "lmdeploy":
-        from chatlab.render.io.lmdeploy import parse_lmdeploy
-
-        t, data = parse_lmdeploy(text, origin)
-        return LoadedTemplate(t.name, fmt, t.default_system, list(data.get("stop_words") or []),
-                              template=t, source=origin)
-    if fmt == "llamafactory":
-        from chatlab.render.io.llamafactory import parse_llamafactory
-
-        t = parse_llamafactory(text, origin)
-        return LoadedTemplate(t.name, fmt, t.default_system, _stops(t), template=t, source=origin)
-    from chatlab.render.io.ollama import parse_modelfile
-
-    mf = parse_modelfile(text, origin)
-    return LoadedTemplate(name, "ollama", mf.system, list(mf.stops), modelfile=mf, source=origin)
+    f = get_format(fmt)
+    try:
+        return f.read(text, origin, name)
+    except RecursionError:
+        raise ChatlabError(f"{origin} nests too deeply to be {f.what} (thousands of levels); real templates "
+                           "nest a few: fix the file") from None
 
 
 def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
@@ -132,8 +92,8 @@ def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
         return source
     if isinstance(source, Template):
         return from_template(source, "builtin")
-    if fmt is not None and fmt not in FORMATS:
-        raise ChatlabError(f"unknown template format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt is not None:
+        get_format(fmt)  # an unknown format: the list of known ones
     if not isinstance(source, (str, Path)):
         raise ChatlabError(f"a template is a built-in name, a file path or a LoadedTemplate, not {type(source).__name__}")
     if isinstance(source, str) and source in TEMPLATES and fmt is None:
@@ -145,9 +105,16 @@ def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
         is_file = False
     if not is_file:
         if fmt is not None and isinstance(source, str):
+            if len(source) > MAX_BYTES:
+                raise ChatlabError(f"the template text is {len(source) // 2**20} MB; a chat template is a few "
+                                   f"KB (the limit is {MAX_BYTES // 2**20} MB): pass the template, not the model")
             return parse(source, fmt, "<text>", fmt)
         raise ChatlabError(f"{str(source)[:80]!r} is neither a built-in template ({', '.join(TEMPLATES)}) nor "
                            "an existing file; pass a template name or the path to a template file")
+    size = path.stat().st_size
+    if size > MAX_BYTES:  # checked before reading: a weights file passed by mistake is not read
+        raise ChatlabError(f"{path.name} is {size // 2**20} MB; a template file is a few KB (the limit is "
+                           f"{MAX_BYTES // 2**20} MB): pass the template file, not a model file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

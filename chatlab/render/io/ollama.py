@@ -18,9 +18,11 @@ from typing import Any, Sequence
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
-from chatlab.render.io.flat import around, check_flat, flat, stop_strings
+from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
 from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
 from chatlab.render.io.gotemplate import Node, Parser, Val
+from chatlab.render.io.govalues import message, tool_calls
+from chatlab.render.io.govalues import tools as go_tools
 from chatlab.render.template import Template
 from chatlab.types import Message, ToolSpec
 
@@ -89,16 +91,17 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
 
 
 def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]]:
-    """Ollama's collate(): all system texts joined; consecutive same-role messages merged."""
+    """Ollama's collate(): all system texts joined; consecutive same-role messages merged (their
+    contents joined by a blank line; tool results kept apart)."""
     system = [(i, m.content) for i, m in msgs if m.role == "system"]
     out: list[dict[str, Any]] = []
     for i, m in msgs:
         if out and out[-1]["Role"] == m.role and m.role != "tool":
             prev = out[-1]["Content"]
             out[-1]["Content"] = Val(prev + "\n\n" + m.content, prev.msg, prev.slot)
+            out[-1]["ToolCalls"] = out[-1]["ToolCalls"] + tool_calls(m, i)
         else:
-            out.append({"Role": m.role, "Content": Val(m.content, i, "system" if i < 0 else "content"),
-                        "ToolCalls": [], "_index": i})
+            out.append(message(m, i, Val(m.content, i, "system" if i < 0 else "content")))
     joined = Val("\n\n".join(c for _, c in system), system[0][0] if system else -1,
                  "system" if system and system[0][0] < 0 else "content")
     return joined, out
@@ -107,9 +110,9 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]
 def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
                      add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
     """The pieces Ollama's template would produce for this chat (the Resolution renderer hook)."""
-    if tools or any(m.tool_calls for m in messages):
-        raise ChatlabError("an imported Ollama template renders plain chats only (chatlab does not read its "
-                           "tool fields); render tools with a built-in template or a Jinja chat_template")
+    if tools and not mentions(mf.nodes, "Tools"):
+        raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
+                           "(\"does not support tools\"); send the chat without tools or use a tool template")
     if not add_generation_prompt:
         raise ChatlabError("an Ollama template always decides itself how the reply opens; "
                            "add_generation_prompt=False cannot be honoured, render with a Jinja or built-in template")
@@ -118,12 +121,16 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
         indexed.insert(0, (-1, Message(role="system", content=mf.system)))
     system, collated = _collate(indexed)
     ev = Evaluator({})
+    think = options.get("think")
+    flags = {"Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
+             "IsThinkSet": think is not None}
     if mentions(mf.nodes, "Messages"):
-        ev.root = {"System": system, "Messages": collated, "Tools": [], "Response": "", "Prompt": ""}
+        ev.root = {"System": system, "Messages": collated, "Tools": go_tools(tools), "Response": "",
+                   "Prompt": "", "Suffix": "", **flags}
         ev.run(mf.nodes, ev.root, [{"$": ev.root}], -1)
         return ev.out
     nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
-    vals: dict[str, Any] = {"System": "", "Prompt": "", "Response": ""}
+    vals: dict[str, Any] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
 
     def execute(tree: list[Node]) -> None:
         ev.root = dict(vals)
@@ -165,7 +172,8 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
         raise ChatlabError(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
                            "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
                            "system prompt or export it as Jinja")
-    head, gen = flat(t.prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
+    prefix, bos = without_engine_bos(t.prefix)
+    head, gen = flat(prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
     if any(re.search(r"\{\{|\}\}", x) for x in [head, gen, *texts]):
         raise ChatlabError(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
                            "actions; export it as Jinja instead")
@@ -173,6 +181,7 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     out = [f"# chatlab template {t.name!r}: {t.description}",
            "# Exported by `chatlab export-template --format ollama`. Point FROM at your model (a GGUF",
            "# file or an Ollama model name), then: ollama create NAME -f Modelfile",
+           *([f"# {bos} is not in the TEMPLATE: Ollama's tokenizer adds the model's bos itself"] if bos else []),
            "FROM ./model.gguf", f"TEMPLATE {_quote(body, 'template text')}"]
     if t.default_system is not None:
         out.append(f"SYSTEM {_quote(t.default_system, 'default system prompt')}")

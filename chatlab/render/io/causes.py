@@ -1,0 +1,102 @@
+"""Every difference between two renders of one chat, each with a named cause.
+
+The ids are aligned (difflib's longest matching blocks), so a difference at token 0 (a bos one
+engine adds itself) cannot hide the real one further on: each unequal block is reported with the
+tokens on both sides, who wrote them (Rendered.slots) and why they differ:
+
+- "bos": one side has a bos id the other lacks (an engine that adds it, or writes it twice);
+- "default system prompt": the tokens are a default system prompt one side adds;
+- "special token split": the same text, one side one special id, the other ordinary pieces;
+- "whitespace/newline": the texts differ only in whitespace;
+- "same text, other tokens": equal texts, encoded differently (pieces merged across a boundary);
+- "dropped tool call": one side leaves a tool call (or tools) out;
+- "text": anything else (a header, a turn marker, merged consecutive turns...).
+Stop words and stop ids are compared too ("stop words").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from chatlab.render.ids import Rendered
+
+CONTEXT = 3
+
+
+@dataclass
+class Difference:
+    cause: str
+    a_at: int  # token positions where the block starts on each side
+    b_at: int
+    a_tokens: list[str] = field(default_factory=list)
+    b_tokens: list[str] = field(default_factory=list)
+    a_owner: str = ""
+    b_owner: str = ""
+
+    def line(self, names: tuple[str, str]) -> str:
+        a = " ".join(map(repr, self.a_tokens)) or "(nothing)"
+        b = " ".join(map(repr, self.b_tokens)) or "(nothing)"
+        return (f"[{self.cause}] {names[0]} token {self.a_at}: {a} ({self.a_owner}) | "
+                f"{names[1]} token {self.b_at}: {b} ({self.b_owner})")
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def owner(r: Rendered, k: int) -> str:
+    """Who wrote token k: a message's slot, the template, or a default system prompt."""
+    if k >= len(r.ids):
+        return "past the end"
+    span = next((s for s in r.slots if s.start <= k < s.end), None)
+    if span is None:
+        return "?"
+    if span.message_index < 0:  # prefix, default system prompt, generation prompt, engine bos
+        if span.slot == "system":
+            return "the default system prompt"
+        return "the engine's bos" if span.slot == "bos" else f"the template / {span.slot}"
+    return f"message {span.message_index} / {span.slot}"
+
+
+def _cause(a: Rendered, b: Rendered, i1: int, i2: int, j1: int, j2: int) -> str:
+    ea, eb = a.encoder, b.encoder
+    xa, xb = a.ids[i1:i2], b.ids[j1:j2]
+    bos = {e.bos_id for e in (ea, eb) if e is not None and e.bos_id is not None}
+    if (not xa and xb and set(xb) <= bos) or (not xb and xa and set(xa) <= bos):
+        return "bos"
+    owners = {owner(a, k) for k in range(i1, i2)} | {owner(b, k) for k in range(j1, j2)}
+    if "the default system prompt" in owners:
+        return "default system prompt"
+    if any("tool_call" in o or "/ tools" in o for o in owners) and (not xa or not xb):
+        return "dropped tool call"
+    ta, tb = ea.decode(xa) if ea else "", eb.decode(xb) if eb else ""
+    if ta == tb:
+        specials = [len([i for i in x if i in e.special_text]) for x, e in ((xa, ea), (xb, eb)) if e is not None]
+        return "special token split" if len(set(specials)) > 1 else "same text, other tokens"
+    if "".join(ta.split()) == "".join(tb.split()):
+        return "whitespace/newline"
+    return "text"
+
+
+def differences(a: Rendered, b: Rendered) -> list[Difference]:
+    """All unequal blocks of the two id lists, in order, each with its cause."""
+    out: list[Difference] = []
+    ops = SequenceMatcher(None, a.ids, b.ids, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            continue
+        out.append(Difference(_cause(a, b, i1, i2, j1, j2), i1, j1, a.tokens[i1:i2], b.tokens[j1:j2],
+                              owner(a, i1) if i2 > i1 else f"after {owner(a, max(i1 - 1, 0))}",
+                              owner(b, j1) if j2 > j1 else f"after {owner(b, max(j1 - 1, 0))}"))
+    if set(a.stop_ids) != set(b.stop_ids) or set(a.stop_words) != set(b.stop_words):
+        out.append(Difference("stop words", len(a.ids), len(b.ids),
+                              [*a.stop_words, *map(str, sorted(a.stop_ids))],
+                              [*b.stop_words, *map(str, sorted(b.stop_ids))], "stop words / ids", "stop words / ids"))
+    return out
+
+
+def group(diffs: list[Difference]) -> dict[str, list[Difference]]:
+    groups: dict[str, list[Difference]] = {}
+    for d in diffs:
+        groups.setdefault(d.cause, []).append(d)
+    return groups

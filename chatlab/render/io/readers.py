@@ -1,0 +1,64 @@
+"""Each format's reader (text -> LoadedTemplate) and the Jinja writer, for the registry.
+
+Every reader refuses an empty template, and input nested past any real template (3,000 levels
+of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from chatlab.errors import ChatlabError
+from chatlab.render.io.loaded import LoadedTemplate, stops_of_template
+from chatlab.render.io.registry import json_object
+
+
+def _nonempty(text: str, origin: str, what: str) -> None:
+    if not text.strip():
+        raise ChatlabError(f"{origin} is empty; {what} needs a template (it would render every chat as no tokens)")
+
+
+def read_jinja(text: str, origin: str, name: str) -> LoadedTemplate:
+    from chatlab.render.jinja_safe import compile_template
+
+    _nonempty(text, origin, "a Jinja chat_template file")
+    data = json_object(text) if "chat_template" in text else None
+    if isinstance(data, dict) and "chat_template" in data:  # tokenizer_config.json
+        text = data["chat_template"]
+        if isinstance(text, list):  # several named templates: the default one
+            text = next((t.get("template") for t in text if isinstance(t, dict) and t.get("name") == "default"), None)
+        if not isinstance(text, str):
+            raise ChatlabError(f"{origin}: chat_template is not a string (nor a list with a 'default' one)")
+        _nonempty(text, origin + " chat_template", "a tokenizer_config.json")
+    compile_template(text)  # a syntax error is reported now, with its line
+    return LoadedTemplate(name, "jinja", jinja=text, source=origin)
+
+
+def write_jinja(template: Any, drop_tools: bool = False) -> str:
+    from chatlab.render.export import Exporter
+
+    return Exporter(template).render()
+
+
+def read_lmdeploy(text: str, origin: str, name: str) -> LoadedTemplate:
+    from chatlab.render.io.lmdeploy import parse_lmdeploy
+
+    t, data = parse_lmdeploy(text, origin)
+    return LoadedTemplate(t.name, "lmdeploy", t.default_system, list(data.get("stop_words") or []),
+                          template=t, source=origin)
+
+
+def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
+    from chatlab.render.io.llamafactory import parse_llamafactory
+
+    t = parse_llamafactory(text, origin)
+    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t, source=origin)
+
+
+def read_ollama(text: str, origin: str, name: str) -> LoadedTemplate:
+    from chatlab.render.io.ollama import parse_modelfile
+
+    mf = parse_modelfile(text, origin)
+    if not mf.template.strip():
+        raise ChatlabError(f"{origin}: the TEMPLATE is empty; Ollama would send the bare content. "
+                           'Write the prompt layout in TEMPLATE """…"""')
+    return LoadedTemplate(name, "ollama", mf.system, list(mf.stops), modelfile=mf, source=origin)
