@@ -106,7 +106,9 @@ def certify(tokenizer: Any, template: Any, conversations: dict | None = None) ->
                 row[conv] = Cell("not rendered", str(err)[:160])
                 continue
             try:
-                got = _render(as_engine or chat_only, tokenizer, msgs, tools)
+                target = as_engine or chat_only
+                assert target is not None  # one of the two loaded above, or the engine was skipped
+                got = _render(target, tokenizer, msgs, tools)
             except ChatlabError as err:
                 row[conv] = Cell("refused", str(err)[:160])
                 continue

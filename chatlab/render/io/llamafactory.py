@@ -97,7 +97,7 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     # prepends format_system's text to the first user message's content, inside [INST].
     # (its text joins the user's content inside the user element: no seams around it)
     merged = tuple(p for p in system if p != SEAM)
-    style = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
+    style: dict[str, Any] = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
     return Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
                     {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
                     generation_prompt=(), default_system=default or None, empty_system_default=True,
