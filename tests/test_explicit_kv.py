@@ -61,6 +61,8 @@ def test_every_layer_has_a_past_and_a_present(kv, smollm2_path: Path):
     assert len(inputs) == 3 + 2 * layers + kv.has_beam_idx
     past0 = next(p for p in ports if p.name == "past_key_values.0.key")
     assert past0.shape.count("?") == 2  # batch and sequence are dynamic, heads and head_dim not
+    # f32 on every CPU (an AMX CPU's export says bf16 until the load retypes it)
+    assert {p.type for p in ports if p.name.startswith(("past_key_values", "present"))} == {"f32"}
     table = explicit_kv.io_table(ports)
     assert "past_key_values.0.key" in table and "present.0.value" in table
     assert "past_key_values.1.key" not in table and f"{4 * (layers - 1)} more" in table
@@ -106,3 +108,25 @@ def test_a_stateful_export_is_refused_by_name(stateful):
 def test_an_empty_prompt_is_refused(kv):
     with pytest.raises(ChatlabError, match="prompt is empty"):
         kv.greedy([], 4)
+
+
+def test_cache_ports_are_retyped_f32_whatever_the_exporting_cpu_chose() -> None:
+    """optimum-intel writes a stateless export's cache ports in the exporting CPU's default
+    precision (bf16 on an AMX CPU, as on the machine this was found on); f32 loading retypes
+    them so the cache round trip stays exact on every machine."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    past = ops.parameter([1, 3, -1, 64], ov.Type.bf16, name="past_key_values.0.key")
+    past.output(0).set_names({"past_key_values.0.key"})
+    ids = ops.parameter([1, -1], ov.Type.i64, name="input_ids")
+    ids.output(0).set_names({"input_ids"})
+    present = ops.result(ops.add(past, past))
+    present.output(0).set_names({"present.0.key"})
+    model = ov.Model([present, ops.result(ids)], [past, ids], "tiny")
+    fixed = explicit_kv.f32_cache_ports(model)
+    types = {p.get_any_name(): p.get_element_type() for p in [*fixed.inputs, *fixed.outputs]}
+    assert types["past_key_values.0.key"] == ov.Type.f32
+    assert types["present.0.key"] == ov.Type.f32
+    assert types["input_ids"] == ov.Type.i64  # other ports untouched
+    assert explicit_kv.f32_cache_ports(fixed) is fixed  # already f32: nothing rebuilt

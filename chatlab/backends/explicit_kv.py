@@ -43,6 +43,32 @@ class Port:
     shape: str
 
 
+def f32_cache_ports(model: Any) -> Any:
+    """The graph with its `past_key_values.*` inputs and `present.*` outputs typed f32.
+
+    optimum-intel saves a stateless export with cache ports of the exporting CPU's default
+    inference precision: bf16 on a CPU with avx512_bf16/AMX, f32 elsewhere. The same recipe then
+    hands back a 16-bit cache on one machine and an f32 one on the next, and the cache-vs-no-cache
+    comparison stops being exact. Retyping the ports at load time (a conversion node at each
+    port) makes every machine, and every export already in the cache, carry an f32 cache."""
+    from openvino.preprocess import PrePostProcessor
+    import openvino as ov
+
+    f32 = ov.Type.f32
+    inputs = [p.get_any_name() for p in model.inputs
+              if p.get_any_name().startswith(PAST) and p.get_element_type() != f32]
+    outputs = [p.get_any_name() for p in model.outputs
+               if p.get_any_name().startswith("present") and p.get_element_type() != f32]
+    if not inputs and not outputs:
+        return model
+    ppp = PrePostProcessor(model)
+    for name in inputs:
+        ppp.input(name).tensor().set_element_type(f32)
+    for name in outputs:
+        ppp.output(name).tensor().set_element_type(f32)
+    return ppp.build()
+
+
 class ExplicitKV:
     """A compiled stateless graph plus the few lines that carry its cache from step to step."""
 
@@ -58,8 +84,11 @@ class ExplicitKV:
         self.past_names = sorted((n for n in inputs if n.startswith(PAST)), key=_layer_order)
         self.layers = len(self.past_names) // 2
         self.has_beam_idx = "beam_idx" in inputs  # optimum adds it to stateful graphs only
+        precision = check_precision(precision)
+        if precision == "f32":
+            self.model = f32_cache_ports(self.model)
         # f32 by default, as chatlab's stateful loop: the two graphs then agree token for token.
-        self.compiled = core.compile_model(self.model, "CPU", ov_config(check_precision(precision), threads))
+        self.compiled = core.compile_model(self.model, "CPU", ov_config(precision, threads))
         self.request = self.compiled.create_infer_request()
         self.eos_ids = eos_ids_from(Path(folder))
 
