@@ -90,3 +90,14 @@ def test_cli_rejects_bad_precision_and_backend(tmp_path, capsys: pytest.CaptureF
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     assert main(["bench", "--precision", "bf16"]) == 2
     assert "--precision f32" in capsys.readouterr().err
+
+
+def test_f32_turns_dynamic_quantization_off_unless_asked() -> None:
+    """f32 means f32 activations too: the plugin's int8 activation quantization moved greedy
+    tokens on an AMX CPU (paged vs stateful graphs parted at token 25)."""
+    from chatlab.backends.precision import ov_config
+
+    assert ov_config("f32")["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in ov_config("f32", dynamic_quantization=True)
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in ov_config("bf16")
+    assert ov_config("bf16", dynamic_quantization=False)["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0

@@ -90,8 +90,9 @@ def test_dynamic_quantization_is_refused_with_the_fix_named(smollm2_path):
     logits differ by up to ~1 on int8 weights), so greedy output would drift: refused."""
     from chatlab.backends import load_backend
 
-    quantized = load_backend(backend="openvino", precision="f32")
-    assert not quantized.exact_extend
+    quantized = load_backend(backend="openvino", precision="f32", dynamic_quantization=True)
+    if quantized.exact_extend:
+        pytest.skip("this CPU's plugin does not quantize activations even when asked")
     ids = task_prompts(quantized.tokenizer, "story", 1)[0]
     with pytest.raises(ChatlabError, match="dynamic_quantization=False"):
         list(generate(quantized, ids, SamplingParams(max_new_tokens=4), speculate=Speculation()))

@@ -42,21 +42,18 @@ class OpenVINOBackend(Backend):
     def __init__(self, folder: Path, tokenizer: HFTokenizer = None, precision: str = DEFAULT_PRECISION,
                  threads: int | None = None, slice_logits: bool = True, name: str = "openvino",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 attention: str = DEFAULT_ATTENTION, dynamic_quantization: bool = True) -> None:
+                 attention: str = DEFAULT_ATTENTION, dynamic_quantization: bool | None = None) -> None:
         precision = check_precision(precision)
         if attention not in ATTENTIONS:
             raise UnknownNameError("attention", attention, ATTENTIONS)
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
-        # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8).
+        # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8), and
+        # turns the plugin's dynamic quantization of activations off at f32 (None: the
+        # precision's default). With it on, a 2-token pass's logits differ from two 1-token
+        # steps by up to 1.2 on SmolLM2 int8 (6e-5 with it off, as with fp32 weights), and
+        # speculation needs the k-token verify pass to agree with a step (see `exact_extend`).
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
-                  **ov_config(precision, threads, kv_cache_precision)}
-        if not dynamic_quantization:
-            # The CPU plugin quantizes activations to int8 in groups before an int8/int4 weight
-            # matmul, and does so differently for one token than for several: measured on
-            # SmolLM2 int8, a 2-token pass's logits differ from two 1-token steps by up to 1.2
-            # (6e-5 with this off, as with fp32 weights). Speculation needs the k-token verify
-            # pass to agree with a step, so it asks for this off (see `exact_extend`).
-            config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
+                  **ov_config(precision, threads, kv_cache_precision, dynamic_quantization)}
         self.attention = attention
         self.exported = ExportedModel(folder, model_name, tokenizer)
         self.folder, self.model_name = folder, model_name
@@ -186,7 +183,7 @@ class OpenVINOBackend(Backend):
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, slice_logits: bool = True,
          kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION,
-         dynamic_quantization: bool = True) -> OpenVINOBackend:
+         dynamic_quantization: bool | None = None) -> OpenVINOBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute

@@ -97,12 +97,19 @@ KV_CACHE_PRECISIONS = ("f32", "f16", "bf16", "u8")
 
 
 def ov_config(precision: str, threads: int | None = None,
-              kv_cache_precision: str | None = None) -> dict[str, Any]:
+              kv_cache_precision: str | None = None,
+              dynamic_quantization: bool | None = None) -> dict[str, Any]:
     """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
 
     At an f32 hint the CPU plugin still stores the KV cache in u8, and that alone moves greedy
     tokens (notebook 05 measures it: the row "openvino fp32, u8 cache" of its parity table). So f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise
-    ("u8" trades that exactness for memory traffic). At bf16 the plugin keeps its choice."""
+    ("u8" trades that exactness for memory traffic). At bf16 the plugin keeps its choice.
+
+    f32 also means f32 activations: on CPUs with AMX or VNNI the plugin quantizes activations to
+    int8 in groups before an int8/int4-weight matmul ("dynamic quantization"), differently for a
+    one-token step than for a many-token pass. Found on an AMX Xeon: paged vs stateful prefill
+    logits 0.59 apart and greedy tokens parting at token 25, where a CPU without AMX agreed to
+    1e-3. So at f32 it is off unless `dynamic_quantization=True` asks for its speed."""
     config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
@@ -112,6 +119,8 @@ def ov_config(precision: str, threads: int | None = None,
     kv = kv_cache_precision or ("f32" if precision == "f32" else None)
     if kv:
         config["KV_CACHE_PRECISION"] = kv
+    if dynamic_quantization is False or (dynamic_quantization is None and precision == "f32"):
+        config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
     return config
 
 

@@ -90,8 +90,9 @@ REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
                  Option("kv_cache_precision", str, None, "openvino: the KV cache's precision "
                         "(default: the arithmetic's, f32 at f32)"),
                  Option("dynamic_quantization", on_off, None, "openvino: on or off, the CPU "
-                        "plugin's int8 activation quantization in int8/int4-weight matmuls (on "
-                        "by default; --speculate turns it off: exact verify passes)"))),
+                        "plugin's int8 activation quantization in int8/int4-weight matmuls (off "
+                        "at f32 by default for exact answers; on trades that for speed; "
+                        "--speculate needs it off)"))),
     BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
                 ("fp32", "int8", "int4"), "int8", _genai,
                 (THREADS,

@@ -52,20 +52,21 @@ class ChatlabLoop:
 
     def __init__(self, model: str, backend: str, weight_format: str,
                  precision: str = DEFAULT_PRECISION, attention: str | None = None,
-                 speculate: dict[str, Any] | None = None, dynamic_quantization: bool = True) -> None:
+                 speculate: dict[str, Any] | None = None, dynamic_quantization: bool | None = None) -> None:
         from chatlab.generate.speculate import Speculation
 
         self.args = (model, backend, weight_format)
         self.precision, self.attention = precision, attention
         self.speculate = Speculation(**speculate) if speculate is not None else None
-        self.dynamic_quantization = dynamic_quantization and self.speculate is None
+        # None: the precision's default (off at f32); speculation needs it off
+        self.dynamic_quantization = False if self.speculate is not None else dynamic_quantization
 
     def load(self) -> None:
         from chatlab.backends import load_step_backend
 
         options: dict[str, Any] = {"attention": self.attention} if self.attention else {}
-        if not self.dynamic_quantization:
-            options["dynamic_quantization"] = False
+        if self.dynamic_quantization is not None:
+            options["dynamic_quantization"] = self.dynamic_quantization
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
     def facts(self) -> dict[str, Any]:
