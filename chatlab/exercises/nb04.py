@@ -7,15 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chatlab.evals.relay import TOOLS  # the notebook's weather tool, defined once
 from chatlab.exercises import Case, Exercise, register
 
-TOOLS = [{"type": "function", "function": {
-    "name": "get_current_weather",
-    "description": "Get the current weather in a given location",
-    "parameters": {"type": "object", "properties": {
-        "location": {"type": "string", "description": "The city, e.g. Boston"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["location", "unit"]}}}]
 CALL = 'Action: get_current_weather\nAction Input: {"location": "Boston", "unit": "celsius"}'
 
 
