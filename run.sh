@@ -96,6 +96,20 @@ py312_leg() {
 # outputs are what a fresh run shows (tests/test_notebook_outputs.py checks them). The repository
 # goes first on PYTHONPATH so that the kernel imports this checkout's chatlab. A notebook that
 # fails is left as it was (nbconvert writes only after a clean run) and the exit status is 1.
+# Exercise solutions ran (so Run All grades them), but their outputs would show the answer:
+# cells tagged `solution` are stored without outputs (tests/test_notebook_outputs.py checks).
+clear_solutions() {
+  "$VENV/bin/python" - "$1" <<'PY'
+import sys, nbformat
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+for cell in nb.cells:
+    if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+        cell.outputs, cell.execution_count = [], None
+nbformat.write(nb, path)
+PY
+}
+
 store() {
   local nb start rc=0 arg
   local notebooks=()
@@ -109,7 +123,8 @@ store() {
     if HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
         "$VENV/bin/jupyter" nbconvert --to notebook --execute --inplace --log-level=WARN \
         --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
-        --ExecutePreprocessor.coalesce_streams=True "$nb"; then
+        --ExecutePreprocessor.coalesce_streams=True "$nb" &&
+        clear_solutions "$nb"; then
       echo "run.sh store: $nb stored in $((SECONDS - start)) s"
     else
       echo "run.sh store: $nb failed after $((SECONDS - start)) s; its stored outputs are unchanged" >&2
