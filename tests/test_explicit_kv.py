@@ -111,22 +111,27 @@ def test_an_empty_prompt_is_refused(kv):
 
 
 def test_cache_ports_are_retyped_f32_whatever_the_exporting_cpu_chose() -> None:
-    """optimum-intel writes a stateless export's cache ports in the exporting CPU's default
-    precision (bf16 on an AMX CPU, as on the machine this was found on); f32 loading retypes
-    them so the cache round trip stays exact on every machine."""
+    """optimum-intel wraps a stateless export's f32 graph in bf16 conversions at its cache ports
+    on a CPU with bf16 (an AMX Xeon here); f32 loading undoes the wrapping, so the cache is never
+    rounded to bf16 on the way in or out."""
     import openvino as ov
     import openvino.opset13 as ops
 
-    past = ops.parameter([1, 3, -1, 64], ov.Type.bf16, name="past_key_values.0.key")
+    past = ops.parameter([1, 3, -1, 64], ov.Type.bf16, name="past")
     past.output(0).set_names({"past_key_values.0.key"})
-    ids = ops.parameter([1, -1], ov.Type.i64, name="input_ids")
+    ids = ops.parameter([1, -1], ov.Type.i64, name="ids")
     ids.output(0).set_names({"input_ids"})
-    present = ops.result(ops.add(past, past))
-    present.output(0).set_names({"present.0.key"})
-    model = ov.Model([present, ops.result(ids)], [past, ids], "tiny")
+    inner = ops.add(ops.convert(past, "f32"), ops.constant(np.float32(0.5)))  # the f32 graph
+    wrapped = ops.convert(inner, "bf16")
+    wrapped.output(0).set_names({"present.0.key"})
+    model = ov.Model([ops.result(wrapped), ops.result(ids)], [past, ids], "tiny")
     fixed = explicit_kv.f32_cache_ports(model)
     types = {p.get_any_name(): p.get_element_type() for p in [*fixed.inputs, *fixed.outputs]}
-    assert types["past_key_values.0.key"] == ov.Type.f32
-    assert types["present.0.key"] == ov.Type.f32
-    assert types["input_ids"] == ov.Type.i64  # other ports untouched
-    assert explicit_kv.f32_cache_ports(fixed) is fixed  # already f32: nothing rebuilt
+    assert types == {"past_key_values.0.key": ov.Type.f32, "present.0.key": ov.Type.f32,
+                     "input_ids": ov.Type.i64}
+    # exact in f32: 1 + 2**-12 is not a bf16 number, and survives the round trip
+    x = np.full((1, 3, 2, 64), 1 + 2**-12, dtype=np.float32)
+    out = ov.Core().compile_model(fixed, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(
+        {"past_key_values.0.key": x, "input_ids": np.zeros((1, 1), np.int64)})
+    assert np.array_equal(out["present.0.key"], x + 0.5)
+    assert explicit_kv.f32_cache_ports(fixed) is fixed

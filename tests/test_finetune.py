@@ -139,7 +139,13 @@ def test_micro_batches_take_the_step_of_a_whole_batch(smollm2: tuple[Any, Any]) 
         losses, weights = runs[micro]
         assert losses == pytest.approx(whole_losses, rel=1e-4), micro
         # Adam rescales each update to ~lr, so float-order noise shows at ~1e-5 of the ~1e-2 steps
-        assert all(torch.allclose(weights[n], w, atol=1e-4) for n, w in whole.items()), micro
+        # -- except where a gradient element is ~0: there Adam's m/sqrt(v) turns noise into a
+        # full-size step. On an AMX Xeon 5 of 307,200 elements moved by up to 4e-4 (mean |diff|
+        # 2.5e-8 against mean |w| 7.8e-3). A wrong normalisation moves nearly every element.
+        diff = torch.cat([(weights[n] - w).abs().flatten() for n, w in whole.items()])
+        size = torch.cat([w.abs().flatten() for w in whole.values()])
+        assert diff.mean() < 1e-4 * size.mean(), micro
+        assert (diff > 1e-4).float().mean() < 1e-3, micro
     with pytest.raises(ChatlabError, match="micro_batch=0"):
         ft.train(pm, examples, steps=1, micro_batch=0)
 

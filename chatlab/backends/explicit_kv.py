@@ -44,29 +44,37 @@ class Port:
 
 
 def f32_cache_ports(model: Any) -> Any:
-    """The graph with its `past_key_values.*` inputs and `present.*` outputs typed f32.
+    """The graph with its `past_key_values.*` inputs and `present.*` outputs carried in f32.
 
     optimum-intel saves a stateless export with cache ports of the exporting CPU's default
-    inference precision: bf16 on a CPU with avx512_bf16/AMX, f32 elsewhere. The same recipe then
-    hands back a 16-bit cache on one machine and an f32 one on the next, and the cache-vs-no-cache
-    comparison stops being exact. Retyping the ports at load time (a conversion node at each
-    port) makes every machine, and every export already in the cache, carry an f32 cache."""
-    from openvino.preprocess import PrePostProcessor
+    inference precision: bf16 on a CPU with avx512_bf16/AMX, f32 elsewhere. It does so by wrapping
+    the f32 graph in conversions (bf16 parameter -> Convert to f32, and Convert to bf16 -> result),
+    so the same recipe hands back a 16-bit cache on one machine and an f32 one on the next. Adding
+    another conversion in front would still round the cache to bf16 in between; instead the
+    wrapping is undone: the parameter becomes f32 (its Convert then converts f32 to f32, a no-op)
+    and each result takes the f32 value from before its Convert. That also repairs exports already
+    in a cache."""
     import openvino as ov
 
-    f32 = ov.Type.f32
-    inputs = [p.get_any_name() for p in model.inputs
-              if p.get_any_name().startswith(PAST) and p.get_element_type() != f32]
-    outputs = [p.get_any_name() for p in model.outputs
-               if p.get_any_name().startswith("present") and p.get_element_type() != f32]
-    if not inputs and not outputs:
-        return model
-    ppp = PrePostProcessor(model)
-    for name in inputs:
-        ppp.input(name).tensor().set_element_type(f32)
-    for name in outputs:
-        ppp.output(name).tensor().set_element_type(f32)
-    return ppp.build()
+    f32, changed = ov.Type.f32, False
+    for param in model.get_parameters():
+        names = param.output(0).get_names()
+        if any(n.startswith(PAST) for n in names) and param.get_element_type() != f32:
+            param.set_element_type(f32)
+            changed = True
+    for result in model.get_results():
+        names = result.output(0).get_names()
+        source = result.input_value(0).get_node()
+        if (any(n.startswith("present") for n in names) and source.get_type_name() == "Convert"
+                and source.input_value(0).get_element_type() == f32
+                and source.get_output_element_type(0) != f32):
+            value = source.input_value(0)
+            result.input(0).replace_source_output(value)
+            value.get_tensor().add_names(names)  # the port keeps its name
+            changed = True
+    if changed:
+        model.validate_nodes_and_infer_types()
+    return model
 
 
 class ExplicitKV:
