@@ -96,11 +96,16 @@ def prompts_in_child(model: str, task: str | None = None) -> dict[str, Any]:
     whose memory counts against Binder's 2 GB next to the two workers'."""
     code = ("import json, sys; from chatlab.bench.runner import bench_prompts; "
             "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
-    done = subprocess.run([sys.executable, "-c", code, model, task or ""], capture_output=True,
-                          text=True)
+    return json_from_child(code, [model, task or ""], f"rendering the benchmark prompts for {model!r}")
+
+
+def json_from_child(code: str, args: list[str], what: str) -> Any:
+    """Run `python -c code *args` and read the JSON its last stdout line holds; a failure is a
+    ChatlabError naming `what` and the child's last stderr line."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ChatlabError(f"rendering the benchmark prompts for {model!r} failed: {last}")
+        raise ChatlabError(f"{what} failed: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -19,17 +19,64 @@ import json
 import time
 from typing import Any
 
+from chatlab.errors import ChatlabError
 
-def user_turns(n: int) -> list[str]:
+
+def user_turns(n: int, start: int = 0) -> list[str]:
+    """`n` user messages, from question `start` of notebook 08's set on (another conversation
+    for each `start`, so that no cache holds a repeated one)."""
     from chatlab.bench.tasks import questions_with_passages
 
-    pairs = questions_with_passages()
-    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs[:n]]
+    pairs = questions_with_passages()[start:start + n]
+    if len(pairs) < n:
+        raise ChatlabError(f"the question set has {len(pairs) + start} questions; "
+                           f"{n} turns from question {start} need more: ask for fewer turns")
+    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
+
+
+class GenaiChatMode:
+    """openvino-genai's own chat mode: `LLMPipeline.start_chat()`, then one user message per
+    `generate` call. genai keeps the history, renders it with the model's chat template itself
+    and, on its paged-attention path, finds the earlier turns' KV blocks by its prefix caching
+    (its default there). This is the multi-turn target: what a genai user gets without chatlab.
+    It is given every turn's message, not the history, since it keeps its own."""
+
+    def __init__(self, model: str, precision: str = "f32") -> None:
+        import openvino_genai as genai
+
+        from chatlab.backends.export import export_model
+        from chatlab.backends.precision import ov_config
+
+        self.genai: Any = genai
+        self.pipe = genai.LLMPipeline(str(export_model(model, "int8")), "CPU", **ov_config(precision))
+        self.pipe.start_chat()
+        self.prompt_tokens = 0  # genai does not report it; the caller's row says chatlab's count
+
+    def restart(self) -> None:
+        """A new conversation (genai's prefix cache keeps the old one's blocks, as chatlab's LRU does)."""
+        self.pipe.finish_chat()
+        self.pipe.start_chat()
+
+    def timed_turn(self, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
+        stamps: list[float] = []
+
+        def stamp(piece: str) -> bool:
+            if piece and not stamps:
+                stamps.append(time.perf_counter())
+            return False  # keep going
+
+        config = self.genai.GenerationConfig(max_new_tokens=tokens, do_sample=False)
+        t0 = time.perf_counter()
+        reply = str(self.pipe.generate(history[-1]["content"], config, stamp))
+        return (stamps[0] if stamps else time.perf_counter()) - t0, reply, 0
 
 
 def timed_turn(engine: Any, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
     """(TTFT in s, reply text, prompt tokens) of one greedy turn through the engine's stream."""
     from chatlab.engine import parse_request
+
+    if isinstance(engine, GenaiChatMode):
+        return engine.timed_turn(history, tokens)
 
     req = parse_request({"model": engine.model_name, "messages": history, "max_tokens": tokens,
                          "temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
@@ -46,13 +93,14 @@ def timed_turn(engine: Any, history: list[dict[str, str]], tokens: int) -> tuple
     return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
 
 
-def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16) -> dict[str, Any]:
+def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16,
+                 start: int = 0) -> dict[str, Any]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
     runs before turn t+1 of any, in an order that alternates."""
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
     rows: list[dict[str, Any]] = []
     names = list(engines)
-    for t, message in enumerate(user_turns(turns), 1):
+    for t, message in enumerate(user_turns(turns, start), 1):
         row: dict[str, Any] = {"turn": t}
         for name in (names if t % 2 else names[::-1]):
             history = histories[name]
@@ -60,7 +108,7 @@ def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16) -> d
             ttft, reply, prompt_tokens = timed_turn(engines[name], history, tokens)
             history.append({"role": "assistant", "content": reply})
             row[f"{name}_ttft_ms"] = ttft * 1000
-            row["prompt_tokens"] = prompt_tokens
+            row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
             prefix = getattr(engines[name], "prefix", None)
             if prefix is not None:
                 row[f"{name}_reused_tokens"] = prefix.reused
