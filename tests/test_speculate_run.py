@@ -1,0 +1,116 @@
+"""The one-command measurement of issue 23 (chatlab.bench.speculate_run) on stand-in workers:
+every task runs in each pair, ratios come from the pair's own baseline runs, each target is
+judged MET, MISSED or NOT RUN with the reason, and the JSON is written whole."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatlab.bench import engines, sidebyside, speculate_run
+from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+
+# decode tok/s per engine on copy-heavy tasks; the story copies nothing, so prompt lookup
+# gains nothing there (and here costs 2%)
+SPEED = {"genai-int8": 50.0, "chatlab-openvino-int8": 52.0, "chatlab-openvino-int8-pl": 80.0,
+         "genai-int8-pl": 70.0, "chatlab-openvino-int4": 55.0, "chatlab-openvino-int4-pl": 60.0,
+         "genai-int4": 50.0, "genai-int4-pl": 62.0}
+
+
+class Worker:
+    alive = 0
+    peak = 0
+    calls: list[tuple[str, int]] = []
+
+    def __init__(self, engine, model, precision, *extra):
+        self.engine, self.load_s, self.precision, self.threads, self.compute = engine, 0.1, precision, 2, None
+        self.extra = extra
+        Worker.alive += 1
+        Worker.peak = max(Worker.peak, Worker.alive)
+
+    def ask(self, request):
+        ids, n = request["ids"], request["tokens"]
+        Worker.calls.append((self.engine, ids[0]))
+        copy = ids[0] != 3  # the story's ids start with 3 in the stand-in cases
+        speed = SPEED[self.engine] if copy or not self.engine.endswith("-pl") else SPEED["genai-int8"] * 0.98
+        answer = {"ttft_s": 0.1, "decode_tok_s": speed, "tokens": [i % 7 for i in ids][:n]}
+        if self.engine.endswith("-pl"):
+            answer["spec"] = {"tokens_per_step": 2.0 if copy else 1.0, "acceptance": 0.5}
+        return answer
+
+    def close(self):
+        Worker.alive -= 1
+        return 300.0
+
+    def kill(self):
+        pass
+
+
+CASES = {"extract": [[0, 1, 2], [0, 2, 2]], "rag": [[1, 5], [1, 6]], "rewrite": [[2, 2], [2, 3]],
+         "story": [[3, 1], [3, 2]]}
+
+
+@pytest.fixture
+def part(monkeypatch):
+    monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
+    monkeypatch.setattr(engines, "unavailable",  # as on a machine without llama-cpp-python
+                        lambda name, precision: "not installed here" if name == LLAMA_CPP else None)
+    Worker.alive, Worker.peak, Worker.calls = 0, 0, []
+    return sidebyside.run_tasks("m", speculate_run.ENGINES, speculate_run.TASKS, rounds=2, tokens=4,
+                                speculate={"draft_tokens": 4, "ngram": 3}, progress=False,
+                                make_worker=Worker)
+
+
+def test_every_task_runs_in_each_pair_with_paired_ratios(part):
+    assert Worker.peak == 2 and Worker.alive == 0
+    by = {r["name"]: r for r in part["engines"]}
+    assert LLAMA_CPP not in by and part["skipped"] == [{"name": LLAMA_CPP, "reason": "not installed here"}]
+    pl = by["chatlab-openvino-int8-pl"]["tasks"]
+    assert pl["rag"]["decode_tok_s_ratio"] == pytest.approx(80 / 50)
+    assert pl["rag"]["tokens_per_step"] == 2.0 and pl["story"]["tokens_per_step"] == 1.0
+    assert by["genai-int8"]["tasks"]["extract"]["decode_tok_s_ratio"] == 1.0
+    timed = [c for c in Worker.calls if c[0] == "chatlab-openvino-int8-pl"]
+    assert len(timed) == 4 + 2 * 4  # one warm-up per task, then one case per task per round
+    assert {ids0 for _, ids0 in timed} == {0, 1, 2, 3}
+
+
+def test_targets_are_judged_with_reasons(part):
+    verdicts = {(t["what"], t["task"]): t for t in speculate_run.judge_tasks(part)}
+    assert verdicts[("copy-heavy decode vs genai plain", "extract")]["verdict"] == "MET"  # 1.6x
+    assert verdicts[("copy-heavy decode vs genai prompt lookup", "rag")]["ratio"] == pytest.approx(80 / 70, abs=1e-3)
+    assert verdicts[("int4: decode vs genai-int4 plain", "rewrite")]["verdict"] == "MISSED"  # 1.2x
+    assert verdicts[("no-copy decode vs genai plain", "story")]["verdict"] == "MET"  # 0.98x
+    assert verdicts[("no-copy decode vs chatlab plain", "story")]["verdict"] == "MISSED"  # 49/52
+    moon = verdicts[("moonshot: int4 decode vs llama.cpp-q4_1", "extract")]
+    assert moon["verdict"] == "NOT RUN (llama.cpp-q4_1: not installed here)" and moon["ratio"] is None
+    assert speculate_run.identical_replies(part) == {
+        "chatlab-openvino-int8-pl == chatlab-openvino-int8": True,
+        "chatlab-openvino-int4-pl == chatlab-openvino-int4": True}
+
+
+def test_turn_target_report_and_json(part, tmp_path):
+    turns = {"turns": [{"turn": 1, "prompt_tokens": 200, "reuse_ttft_ms": 100.0, "plain_ttft_ms": 100.0,
+                        "genai-chat_ttft_ms": 90.0, "reuse/plain": 1.0, "reuse/genai-chat": 100 / 90},
+                       {"turn": 2, "prompt_tokens": 400, "reuse_ttft_ms": 60.0, "plain_ttft_ms": 200.0,
+                        "genai-chat_ttft_ms": 80.0, "reuse/plain": 0.3, "reuse/genai-chat": 0.75}]}
+    [turn] = speculate_run.judge_turns(turns)
+    assert turn["what"].startswith("turn-2 TTFT") and turn["ratio"] == 0.75 and turn["verdict"] == "MET"
+    result = {"model": "m", "cpu": None, "tasks": part, "turns": turns,
+              "identical": speculate_run.identical_replies(part),
+              "targets": speculate_run.judge_tasks(part) + [turn]}
+    table = speculate_run.format_report(result)
+    assert "turn 2 (400): 60 / 200 / 80" in table
+    assert "chatlab-openvino-int8-pl tokens per model pass: extract 2.00" in table
+    assert "copy-heavy decode vs genai plain              extract         1.60x  >= 1.25 MET" in table
+    path = speculate_run.write_json(result, tmp_path / "bench" / "run.json")
+    assert json.loads(path.read_text())["targets"][-1]["verdict"] == "MET"
+    assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left
+
+
+def test_bad_sizes_are_refused():
+    from chatlab.errors import ChatlabError
+
+    with pytest.raises(ChatlabError, match="--rounds"):
+        speculate_run.main(["--rounds", "0"])
+    with pytest.raises(ChatlabError, match="draft_tokens=40"):
+        speculate_run.main(["--draft-tokens", "40"])
