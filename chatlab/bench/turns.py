@@ -113,7 +113,8 @@ def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16,
             if prefix is not None:
                 row[f"{name}_reused_tokens"] = prefix.reused
         rows.append(row)
-    return {"turns": rows, "engines": names, "new_tokens": tokens}
+    replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
+    return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
 
 
 def ratios(result: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
