@@ -86,6 +86,19 @@ def test_alternating_conversations_come_back_from_the_lru():
     assert len(cache.saved) == 1  # bounded: the LRU keeps max_entries sequences
 
 
+def test_conversations_sharing_a_system_prompt_come_back_from_the_lru():
+    """Two clients under one system prompt share its ids; the one cut back to them is saved."""
+    cache = PrefixCache(backend(), max_entries=2)
+    system = [0, 1, 2, 3] * 5  # 20 shared ids, more than MIN_REUSE
+    a, b = system + [1, 1, 2] * 4, system + [3, 0, 0] * 4
+    out_a = reply(cache, a)
+    reply(cache, b)
+    assert cache.reused == len(system) and list(cache.saved) == [tuple(a + out_a[:-1])]
+    a2 = a + out_a + [2, 1]
+    assert reply(cache, a2) == reply(backend(), a2)
+    assert cache.reused == len(a) + len(out_a) - 1  # restored, not cut back to the system prompt
+
+
 def test_lru_is_bounded_in_bytes():
     cache = PrefixCache(backend(), max_entries=8, max_bytes=8 * 40)
     for start in range(4):

@@ -13,9 +13,11 @@ another client's prompt simply matches less (down to nothing: a full prefill). I
 continues from a cache whose ids differ from the prompt's.
 
 Several conversations alternating on one backend would evict each other's cache, so when a
-prompt shares little with the live sequence, the live one is first copied out (`snapshot`)
-into a small LRU bounded by `max_bytes`, and a later prompt extending a saved sequence brings
-it back (`restore`) instead of recomputing it. Backends without snapshots keep the live one only.
+prompt leaves the live sequence behind (it shares little with it, or only its first part:
+another client's conversation under the same system prompt, an edited message), the live one
+is first copied out (`snapshot`) into a small LRU bounded by `max_bytes`, and a later prompt
+extending a saved sequence brings it back (`restore`) instead of recomputing it. Backends
+without snapshots keep the live one only.
 
 The record is only true while every call to the backend goes through the PrefixCache: the
 engine, the chat widget or a script that wraps a backend must not also drive it directly.
@@ -70,7 +72,9 @@ class PrefixCache:
             self._save_live()  # after taking the saved one out: saving may evict
             self.backend.restore(snap, length)
             self.live, keep = list(best_saved), saved_keep  # type: ignore[arg-type]
-        elif keep < MIN_REUSE:
+        elif keep < MIN_REUSE or len(self.live) - keep >= MIN_REUSE:
+            # Not only when nothing is shared: two clients under one default system prompt
+            # share its ~30 ids, and cutting back to them would lose the other's whole turn.
             self._save_live()
         # At least the last prompt token is fed again: its logits are what the loop samples from.
         keep = min(keep, len(ids) - 1)
