@@ -5,10 +5,17 @@ really is, so a signature reads `tokenizer: HFTokenizer`, not `tokenizer: Any`.
 Why each is untyped:
 - HFTokenizer: a transformers tokenizer, or one of chatlab's stand-ins that quack like one
   (ChatGLM3's, Qwen-1's, tiktoken's wrapper); no common base class covers them all.
+- HFCache: the KV cache a transformers model returns (a DynamicCache, or None before the
+  first forward), held by TorchBackend between calls and only handed back to the model.
+- Decoder: what the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
+  `tokenizers` library's Tokenizer read from tokenizer.json (no type information), or an
+  HFTokenizer when a backend has nothing lighter.
+- Embedding: a llama-index embedding model (llama_index: no type information here).
 - HFModel: a transformers causal LM; transformers' `generate` is declared on a mixin whose self
   type mypy cannot bind (an error inside transformers' annotations, not in chatlab's call).
-- OVModel, OVCompiled, OVRequest: openvino's Model, CompiledModel and InferRequest (openvino ships
-  no type information).
+- OVModel, OVCompiled, OVRequest, OVPort, OVTensor: openvino's Model, CompiledModel,
+  InferRequest, a graph input/output (Output/ConstOutput) and Tensor (openvino ships no type
+  information).
 - GenaiPipeline, GenaiConfig, GenaiHandle: openvino-genai's ContinuousBatchingPipeline, its
   GenerationConfig and a request's GenerationHandle (no type information).
 - Processor: a logits processor of chatlab's loop or genai's structured-output config: what a
@@ -30,9 +37,14 @@ from typing import Any
 
 HFTokenizer = Any
 HFModel = Any
+HFCache = Any
+Decoder = Any
+Embedding = Any
 OVModel = Any
 OVCompiled = Any
 OVRequest = Any
+OVPort = Any
+OVTensor = Any
 GenaiPipeline = Any
 GenaiConfig = Any
 GenaiHandle = Any
@@ -42,5 +54,6 @@ Jsonable = Any
 LoaderOption = Any
 PydanticField = Any
 
-__all__ = ["GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption",
-           "OVCompiled", "OVModel", "OVRequest", "Processor", "PydanticField", "Widget"]
+__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFCache",
+           "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled", "OVModel", "OVPort",
+           "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget"]

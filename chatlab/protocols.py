@@ -14,11 +14,11 @@ chatlab.engine.source.TokenSource.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from chatlab._thirdparty import GenaiConfig, HFTokenizer
+from chatlab._thirdparty import Decoder, GenaiConfig, HFTokenizer
 
 
 class ModelFacts(Protocol):
@@ -56,6 +56,16 @@ class SpeculativeBackend(StepBackend, Protocol):
     def truncate(self, length: int) -> None: ...
 
 
+class LogitsProcessor(Protocol):
+    """What chatlab's loop enforces a grammar with (chatlab.tools.processor.GrammarProcessor):
+    `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
+    edited the given one), `accept` advances it by the sampled token. `is_terminated()`, when a
+    processor has it, ends the reply once the grammar is complete."""
+
+    def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
+    def accept(self, token: int) -> object: ...
+
+
 class IdStream(Protocol):
     """One batched request's new ids: lists of ids per scheduler step, an error, or None at the end."""
 
@@ -68,7 +78,7 @@ class IdStream(Protocol):
 @runtime_checkable
 class BatchedBackend(ModelFacts, Protocol):
     @property
-    def decoder(self) -> Any: ...
+    def decoder(self) -> Decoder: ...
     @property
     def max_seqs(self) -> int: ...
     def submit(self, ids: list[int], config: GenaiConfig) -> IdStream: ...
