@@ -21,7 +21,7 @@ from chatlab.render.ids import Piece
 from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
 from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
 from chatlab.render.io.gotemplate import Node, Parser, Val
-from chatlab.render.io.govalues import message, tool_calls
+from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
 from chatlab.render.template import Template
 from chatlab.types import Message, ToolSpec
@@ -91,15 +91,15 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
 
 
 def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]]:
-    """Ollama's collate(): all system texts joined; consecutive same-role messages merged (their
-    contents joined by a blank line; tool results kept apart)."""
+    """Ollama's collate() (template.go): all system texts joined; consecutive same-role messages
+    merged into the first (contents joined by a blank line; its other fields, tool calls
+    included, stay the first's); tool results kept apart."""
     system = [(i, m.content) for i, m in msgs if m.role == "system"]
     out: list[dict[str, Any]] = []
     for i, m in msgs:
         if out and out[-1]["Role"] == m.role and m.role != "tool":
             prev = out[-1]["Content"]
             out[-1]["Content"] = Val(prev + "\n\n" + m.content, prev.msg, prev.slot)
-            out[-1]["ToolCalls"] = out[-1]["ToolCalls"] + tool_calls(m, i)
         else:
             out.append(message(m, i, Val(m.content, i, "system" if i < 0 else "content")))
     joined = Val("\n\n".join(c for _, c in system), system[0][0] if system else -1,
