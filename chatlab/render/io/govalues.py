@@ -51,6 +51,13 @@ class GoList(list):
     type_name = "template.templateTools"
 
 
+class PropertyType(list):
+    """api.PropertyType: a list of type names that prints as, and marshals to, its one name
+    when it holds one (a JSON list otherwise)."""
+
+    type_name = "api.PropertyType"
+
+
 def keys(v: dict) -> list[Any]:
     """The order Go ranges and marshals a map in: sorted, except Ollama's ordered maps."""
     return list(v) if isinstance(v, GoMap) and v.ordered else sorted(v, key=str)
@@ -82,6 +89,8 @@ def owner(v: Any) -> tuple[int, str] | None:
 def _plain(v: Any) -> Any:
     if isinstance(v, GoStruct):
         return {name: _plain(v[go]) for go, name, omit in v.json_fields if not (omit and not truth(v[go]))}
+    if isinstance(v, PropertyType) and len(v) == 1:
+        return _plain(v[0])
     if isinstance(v, dict):
         return {str(k): _plain(v[k]) for k in keys(v)}
     if isinstance(v, (list, tuple)):
@@ -104,6 +113,8 @@ def go_print(v: Any) -> str:
         return "<nil>"
     if getattr(v, "stringer", False):
         return go_json(v)
+    if isinstance(v, PropertyType):
+        return str(v[0]) if len(v) == 1 else "" if not v else "[" + " ".join(map(str, v)) + "]"
     if isinstance(v, GoStruct):
         return "{" + " ".join(go_print(v[go]) for go, _, _ in v.json_fields) + "}"
     if isinstance(v, dict):
@@ -232,7 +243,7 @@ def _property(v: dict) -> GoStruct:
     nested = v.get("properties")
     return GoStruct([
         ("AnyOf", "anyOf", True, [_property(x) for x in v.get("anyOf") or [] if isinstance(x, dict)]),
-        ("Type", "type", True, kind[0] if len(kind) == 1 else kind),
+        ("Type", "type", True, PropertyType(kind)),
         ("Items", "items", True, v.get("items")),
         ("Description", "description", True, v.get("description", "")),
         ("Enum", "enum", True, v.get("enum")),
@@ -276,5 +287,5 @@ def _strings_struct(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _strings_struct(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_strings_struct(x) for x in v]
+        return type(v)(_strings_struct(x) for x in v) if isinstance(v, PropertyType) else [_strings_struct(x) for x in v]
     return Val(v, -1, "tools") if isinstance(v, str) and not isinstance(v, Val) else v
