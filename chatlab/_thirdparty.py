@@ -14,7 +14,15 @@ Why each is untyped:
 - Processor: a logits processor of chatlab's loop or genai's structured-output config: what a
   token source takes to enforce a grammar (xgrammar's objects inside carry no types).
 - Widget: an ipywidgets widget (no type information).
-- Jsonable: decoded JSON (a dict, list, str, number, bool or None).
+- Jsonable: decoded JSON (a dict, list, str, number, bool or None): a request body, a
+  response, a report or a manifest. A recursive union would need a cast at every read of a
+  field, so the wire's JSON stays unchecked and is checked by chatlab.types' parse rules.
+- LoaderOption: the value of one backend loader option (chatlab.backends.registry's Option:
+  threads, attention, cache_gb, ...), carried in **options from the CLI or a caller to the
+  loader that names it with its own type; mypy cannot match a **dict's values to each typed
+  keyword, so the seam between the table and the loaders is unchecked (the table checks names).
+- PydanticField: what pydantic.Field(...) returns; pydantic types it Any on purpose, so that a
+  field's default fits whatever the field is annotated with.
 """
 from __future__ import annotations
 
@@ -31,6 +39,8 @@ GenaiHandle = Any
 Processor = Any
 Widget = Any
 Jsonable = Any
+LoaderOption = Any
+PydanticField = Any
 
-__all__ = ["GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFModel", "HFTokenizer", "Jsonable", "OVCompiled",
-           "OVModel", "OVRequest", "Processor", "Widget"]
+__all__ = ["GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption",
+           "OVCompiled", "OVModel", "OVRequest", "Processor", "PydanticField", "Widget"]

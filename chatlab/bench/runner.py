@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
-from chatlab.bench.engines import BASELINE, ENGINES, EXTRA_ENGINES
+from chatlab.bench.engines import BASELINE, ENGINES
 from chatlab.errors import ChatlabError, UnknownNameError
 
 LONG_PROMPT_TOKENS = 1000
@@ -53,9 +53,10 @@ class BenchConfig:
         from chatlab.bench.engines import SPECULATIVE_ENGINES
         from chatlab.bench.tasks import TASKS
 
+        from chatlab.backends.engines import get_engine
+
         for e in engines or []:
-            if e not in ENGINES + EXTRA_ENGINES:
-                raise UnknownNameError("benchmark engine", e, ENGINES + EXTRA_ENGINES)
+            get_engine(e)  # an UnknownNameError listing the registry's rows
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         if task is not None and task not in TASKS:
@@ -193,11 +194,11 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
     make_worker = make_worker or Worker
     workers: dict[str, Any] = {}
     try:
-        from chatlab.bench.engines import EXTRA_ENGINES
+        from chatlab.backends.engines import get_engine
 
-        speculative = set(EXTRA_ENGINES[2:])  # the -pl/-nodq/int4 rows take the drafts' settings
         for e in group:
-            extra = [config.speculate] if config.speculate is not None and e in speculative else []
+            takes = config.speculate is not None and get_engine(e).takes_drafts
+            extra = [config.speculate] if takes else []
             workers[e] = make_worker(e, config.model, config.precision, *extra)
             # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
             # paged graphs' cache blocks grow to the long prompt)

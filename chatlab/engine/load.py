@@ -3,8 +3,7 @@ drives the backend — chatlab's loop (ChatEngine over a step backend) or a batc
 (BatchedEngine) — so no caller branches on the name."""
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import LoaderOption
 from chatlab.backends.precision import DEFAULT_PRECISION
 from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend
 from chatlab.protocols import BatchedBackend, StepBackend
@@ -13,7 +12,7 @@ from chatlab.engine.engine import ChatEngine
 
 def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                 weight_format: str | None = None, template: str | None = None,
-                precision: str = DEFAULT_PRECISION, **options: Any) -> ChatEngine:
+                precision: str = DEFAULT_PRECISION, **options: LoaderOption) -> ChatEngine:
     """A ready engine for `model` on `backend` (options: the backend's, see the registry; and
     chatlab's loop's `speculate` and `reuse_prefix`, see ChatEngine)."""
     speculate, reuse_prefix = options.pop("speculate", None), options.pop("reuse_prefix", False)
