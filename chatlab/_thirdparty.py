@@ -28,6 +28,9 @@ Why each is untyped:
   threads, attention, cache_gb, ...), carried in **options from the CLI or a caller to the
   loader that names it with its own type; mypy cannot match a **dict's values to each typed
   keyword, so the seam between the table and the loaders is unchecked (the table checks names).
+- Graded: what a learner's exercise function returned (chatlab.exercises): whatever their
+  code makes; each exercise's `same` unpacks it inside a try (exercises._safe_same), so a value
+  of the wrong shape is a failed case, not a type error.
 - PydanticField: what pydantic.Field(...) returns; pydantic types it Any on purpose, so that a
   field's default fits whatever the field is annotated with.
 """
@@ -53,7 +56,8 @@ Widget = Any
 Jsonable = Any
 LoaderOption = Any
 PydanticField = Any
+Graded = Any
 
-__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFCache",
-           "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled", "OVModel", "OVPort",
-           "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget"]
+__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "Graded",
+           "HFCache", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled",
+           "OVModel", "OVPort", "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget"]

@@ -4,7 +4,6 @@ position of the prompt to the vocabulary; cutting the hidden states before the p
 that matmul (and its memory) on every prefill."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from chatlab._thirdparty import OVModel, OVPort

@@ -10,7 +10,6 @@ cost per token stays constant however long the reply gets.
 """
 from __future__ import annotations
 
-
 from chatlab._thirdparty import Decoder
 
 REPLACEMENT = "\ufffd"

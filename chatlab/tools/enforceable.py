@@ -9,7 +9,6 @@ schema positions only (a property *named* "not" is fine) and names the first suc
 """
 from __future__ import annotations
 
-
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 

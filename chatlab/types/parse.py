@@ -6,7 +6,6 @@ objects and never re-check them.
 """
 from __future__ import annotations
 
-
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.types.checks import check_json, check_name, check_schema, check_text
