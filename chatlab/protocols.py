@@ -45,6 +45,7 @@ class StepBackend(ModelFacts, Protocol):
     def reset(self) -> None: ...
 
 
+@runtime_checkable
 class SpeculativeBackend(StepBackend, Protocol):
     """A step backend that can verify a guess in one pass and roll its cache back
     (chatlab.generate.speculate): `extend(ids, keep)` feeds several tokens and returns the last
@@ -54,6 +55,15 @@ class SpeculativeBackend(StepBackend, Protocol):
     def length(self) -> int: ...
     def extend(self, ids: list[int], keep: int) -> np.ndarray: ...
     def truncate(self, length: int) -> None: ...
+
+
+@runtime_checkable
+class SnapshotBackend(Protocol):
+    """A backend that can copy its KV cache out and back (chatlab.engine.prefix's LRU): the copy
+    is the backend's own (opaque to the caller) with its size in bytes."""
+
+    def snapshot(self) -> tuple[object, int]: ...
+    def restore(self, snap: object, length: int) -> None: ...
 
 
 class LogitsProcessor(Protocol):

@@ -164,13 +164,14 @@ class OpenVINOBackend(Backend):
         self._paged.truncate(length)
         self.length = self._paged.length
 
-    def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
+    def snapshot(self) -> tuple[object, int]:
         if self._paged is None:
             raise ChatlabError(f"{self.name} cannot copy its cache out: {self.rollback_note}")
         return self._paged.snapshot()
 
-    def restore(self, snap: dict[str, np.ndarray], length: int) -> None:
-        assert self._paged is not None  # a snapshot came from snapshot(), which needs the paged graph
+    def restore(self, snap: object, length: int) -> None:
+        # a snapshot came from snapshot(), which needs the paged graph: its arrays by name
+        assert self._paged is not None and isinstance(snap, dict)
         self._paged.restore(snap, length)
         self.length = length
 

@@ -79,7 +79,7 @@ class TorchBackend(Backend):
             self.cache = DynamicCache(config=self.model.config)
         return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
 
-    def snapshot(self) -> tuple[tuple[HFCache, int], int]:
+    def snapshot(self) -> tuple[object, int]:
         """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
         import copy
 
@@ -89,7 +89,8 @@ class TorchBackend(Backend):
                      if t is not None and hasattr(t, "numel"))
         return (snap, self.length), nbytes
 
-    def restore(self, snap: tuple[HFCache, int], length: int) -> None:
+    def restore(self, snap: object, length: int) -> None:
+        assert isinstance(snap, tuple), "a snapshot of this backend: (its cache, its length)"
         self.cache, self.length = snap[0], length
         if snap[1] > length:
             self.cache.crop(length)
