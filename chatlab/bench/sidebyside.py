@@ -14,10 +14,12 @@ is left out, being the same with or without speculation.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Callable
+
+from chatlab._thirdparty import Jsonable
 
 from chatlab.bench.engines import BASELINE
-from chatlab.bench.runner import Worker, json_from_child, plan_groups
+from chatlab.bench.runner import Bar, Worker, json_from_child, plan_groups
 
 METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
 
@@ -49,7 +51,7 @@ class TaskSamples:
         self.anchor: dict[str, dict[str, dict[str, list[float]]]] = {}
         self.tokens: dict[str, dict[str, dict[int, list[int]]]] = {}  # each case's reply, once
 
-    def add(self, store: dict[str, Any], engine: str, task: str, answer: dict[str, Any]) -> None:
+    def add(self, store: dict[str, dict[str, dict[str, list[float]]]], engine: str, task: str, answer: dict[str, Jsonable]) -> None:
         s = store.setdefault(engine, {}).setdefault(task, {m: [] for m in METRICS})
         s["decode_tok_s"].append(answer["decode_tok_s"])
         s["ttft_ms"].append(answer["ttft_s"] * 1000)
@@ -60,16 +62,16 @@ class TaskSamples:
 
 def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], rounds: int,
              tokens: int, precision: str, speculate: dict[str, int] | None, samples: TaskSamples,
-             info: dict[str, Any], bar: Any, make_worker: Any = None) -> None:
+             info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None) -> None:
     """One pair (the baseline first): load both, warm up on every task, run the rounds."""
-    from chatlab.bench.engines import EXTRA_ENGINES
+    from chatlab.backends.engines import get_engine
 
     make_worker = make_worker or Worker
-    speculative = set(EXTRA_ENGINES[2:])  # rows that take the drafts' settings, as in run_group
-    workers: dict[str, Any] = {}
+    workers: dict[str, Worker] = {}
     try:
         for e in group:
-            extra = [speculate] if speculate is not None and e in speculative else []
+            takes = speculate is not None and get_engine(e).takes_drafts  # as in runner.run_group
+            extra = [speculate] if takes else []
             workers[e] = make_worker(e, model, precision, *extra)
             for task_cases_ in cases.values():  # warm-up, not timed: first-shape allocations
                 workers[e].ask({"ids": max(task_cases_, key=len), "tokens": 4})
@@ -95,7 +97,7 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
 
 def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tokens: int,
               precision: str = "f32", speculate: dict[str, int] | None = None,
-              progress: bool = True, make_worker: Any = None) -> dict[str, Any]:
+              progress: bool = True, make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
     """Each engine (the baseline included) per task: medians, ranges and the ratio to the
     baseline's runs in the same pair; engines that cannot run here are listed under `skipped`."""
     from tqdm.auto import tqdm
@@ -106,7 +108,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
     runnable = [e for e in engines if e not in {s["name"] for s in skipped}]
     cases = task_cases_in_child(model, tasks, rounds)
     groups = plan_groups(runnable)
-    samples, info = TaskSamples(), dict[str, Any]()
+    samples, info = TaskSamples(), dict[str, dict[str, Jsonable]]()
     with tqdm(total=rounds * sum(len(g) for g in groups), desc="engine pairs, all tasks",
               disable=not progress) as bar:
         for group in groups:
@@ -122,7 +124,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
                 own = {m: [v for partner in samples.anchor.values() for v in partner[task][m]]
                        for m in METRICS}
             assert own is not None
-            cell: dict[str, Any] = {}
+            cell: dict[str, Jsonable] = {}
             for metric, values in own.items():
                 if values:
                     cell[metric] = statistics.median(values)

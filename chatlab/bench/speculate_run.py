@@ -19,8 +19,9 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import Jsonable
 from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.bench.tasks import COPY_TASKS
 
@@ -29,9 +30,11 @@ INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "gena
 ENGINES = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
 TASKS = [*COPY_TASKS, "story"]
 OUT = "data/bench/speculate-run.json"
+if TYPE_CHECKING:
+    from chatlab.bench.turns import Turnable
 
 
-def task_targets(tasks: dict[str, Any]) -> list[dict[str, Any]]:
+def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     """(what, task, engine, metric, versus, op, bound) for every target of part 1."""
     out = []
     for task in tasks:
@@ -49,14 +52,14 @@ def task_targets(tasks: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
 
 
-def check(target: dict[str, Any], ratio: float | None, why: str | None) -> dict[str, Any]:
+def check(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
     if ratio is None:
         return {**target, "ratio": None, "verdict": f"NOT RUN ({why})"}
     met = ratio >= target["bound"] if target["op"] == ">=" else ratio <= target["bound"]
     return {**target, "ratio": round(ratio, 3), "verdict": "MET" if met else "MISSED"}
 
 
-def judge_tasks(part: dict[str, Any]) -> list[dict[str, Any]]:
+def judge_tasks(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     """Each part-1 target with its ratio. Against the baseline the ratio is the paired one (the
     two ran interleaved); between two other engines it is the ratio of their medians."""
     rows = {r["name"]: r for r in part["engines"]}
@@ -77,14 +80,14 @@ def judge_tasks(part: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def judge_turns(part: dict[str, Any]) -> list[dict[str, Any]]:
+def judge_turns(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     last = part["turns"][-1]
     target = {"what": f"turn-{last['turn']} TTFT with reuse vs genai chat mode", "task": "growing chat",
               "engine": "reuse", "metric": "ttft_ms", "versus": "genai-chat", "op": "<=", "bound": 1.0}
     return [check(target, last["reuse_ttft_ms"] / last["genai-chat_ttft_ms"], None)]
 
 
-def identical_replies(part: dict[str, Any]) -> dict[str, bool]:
+def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
     """Whether prompt lookup gave the plain loop's tokens on every case it ran (greedy: it must)."""
     rows = {r["name"]: r for r in part["engines"]}
     out = {}
@@ -94,16 +97,16 @@ def identical_replies(part: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Any]:
-    from chatlab.bench.turns import GenaiChatMode, growing_chat
+def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Jsonable]:
+    from chatlab.bench.turns import GenaiChatMode, Turnable, growing_chat
     from chatlab.engine import ChatEngine
 
-    engines: dict[str, Any] = {
+    genai_chat = GenaiChatMode(model, precision)
+    engines: dict[str, Turnable] = {
         "reuse": ChatEngine.load(model, "openvino", precision=precision, reuse_prefix=True),
-        "plain": ChatEngine.load(model, "openvino", precision=precision),
-        "genai-chat": GenaiChatMode(model, precision)}
+        "plain": ChatEngine.load(model, "openvino", precision=precision), "genai-chat": genai_chat}
     growing_chat(engines, 1, 4, start=turns)  # warm-up on another conversation, not timed
-    engines["genai-chat"].restart()  # a new chat; chatlab's reuse engine also starts one
+    genai_chat.restart()  # a new chat; chatlab's reuse engine also starts one
     result = growing_chat(engines, turns, tokens)
     for row in result["turns"]:
         row["reuse/plain"] = row["reuse_ttft_ms"] / row["plain_ttft_ms"]
@@ -111,7 +114,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
     return result
 
 
-def format_report(result: dict[str, Any]) -> str:
+def format_report(result: dict[str, Jsonable]) -> str:
     from chatlab.bench.report import cpu_line
 
     tasks = result["tasks"]
@@ -143,7 +146,7 @@ def format_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict[str, Any], path: str | Path) -> Path:
+def write_json(result: dict[str, Jsonable], path: str | Path) -> Path:
     """Written whole or not at all: a temporary file in the same folder, then renamed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = run_tasks(args.model, [e for e in args.engines.split(",") if e], TASKS, args.rounds,
                       args.tokens, precision, {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram})
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns else None
-    result: dict[str, Any] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
+    result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": " ".join(["python -m chatlab.bench.speculate_run",
                                                            *(sys.argv[1:] if argv is None else argv)]),
                               "tasks": tasks, "turns": turns, "identical": identical_replies(tasks)}

@@ -10,15 +10,28 @@ bad request is refused before it waits in a queue, and `chat` / `chat_stream` on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Protocol, cast
 
+from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.engine.bound import fits_before_tokenizing
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
 from chatlab.tools.formats import ToolFormat
+from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
+
+
+class Planner(Protocol):
+    """What planning reads from the engine (a ChatEngine): the template's resolution, the
+    tokenizer and the model's limits."""
+
+    resolution: Resolution
+    tokenizer: HFTokenizer
+    vocab_size: int
+    context_length: int
+    max_token_chars: int | None
 
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
@@ -41,10 +54,10 @@ class ChatPlan:
     stream: bool = False
     include_usage: bool = False
     user: str | None = None
-    rendered: Any = field(default=None, repr=False, compare=False)
+    rendered: Rendered | None = field(default=None, repr=False, compare=False)
     # what an executor made of `constraint` for its own token source (genai's structured-output
     # config), attached once at check time by that executor; chatlab's loop needs none
-    adapted: Any = field(default=None, repr=False, compare=False)
+    adapted: Processor = field(default=None, repr=False, compare=False)
 
     @property
     def constrained(self) -> bool:
@@ -103,7 +116,7 @@ def _chars(req: ChatRequest) -> int:
     return sum(len(m.content) for m in req.messages if m.role != "assistant")
 
 
-def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
+def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
     fits_before_tokenizing(engine, _chars(req), "messages")
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None
@@ -125,7 +138,7 @@ def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
                     include_usage=req.include_usage, user=req.user, rendered=rendered)
 
 
-def plan_completion(engine: Any, req: CompletionRequest) -> CompletionPlan:
+def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
     prompts, params = [], []
     for i, text in enumerate(req.prompts):
         where = f"prompt[{i}]" if not isinstance(req.prompt, str) else "prompt"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
+from chatlab._thirdparty import Jsonable
 from chatlab.render.encoder import Encoder
 
 
@@ -54,7 +55,7 @@ class Rendered:
     def tokens(self) -> list[str]:
         return self.encoder.tokens(self.ids) if self.encoder else []
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Jsonable]:
         return {"ids": self.ids, "tokens": self.tokens, "text": self.text,
                 "slots": [s.__dict__ for s in self.slots], "stop_words": self.stop_words,
                 "stop_ids": self.stop_ids, "rule": self.rule, "reason": self.reason,

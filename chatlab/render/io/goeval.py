@@ -14,7 +14,7 @@ from typing import Any
 from chatlab.errors import ChatlabError
 from chatlab.render.ids import Piece
 from chatlab.render.io.gotemplate import Node, Val
-from chatlab.render.io.govalues import GoStruct, go_json, go_print, printf, truth
+from chatlab.render.io.govalues import GoStruct, go_json, go_print, keys, printf, truth
 from chatlab.render.io.govalues import owner as value_owner
 
 
@@ -69,7 +69,7 @@ class Evaluator:
         expr, body = n.branches[0]
         items = self.eval(expr, dot, scopes, n.line)
         if isinstance(items, dict) and not isinstance(items, GoStruct):  # a Go map: in key order
-            pairs = [(k, items[k]) for k in sorted(items, key=str)]
+            pairs = [(k, items[k]) for k in keys(items)]
         elif isinstance(items, (list, tuple)):
             pairs = list(enumerate(items))
         elif items is None or items == "":
@@ -160,7 +160,7 @@ def call(fn: str, vals: list[Any], line: int) -> Any:
                                f"{type(b).__name__}; Go compares only numbers with numbers, strings with strings")
         return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[fn]
     if fn == "len":
-        return len(vals[0])
+        return 0 if vals[0] is None else len(vals[0])  # Go's len of a nil slice (no tools)
     if fn == "json":
         who = value_owner(vals[0])
         text = go_json(vals[0])
