@@ -303,3 +303,7 @@ def test_serving_bench_measures_the_server_against_the_pipeline_alone(capsys: An
     out = capsys.readouterr().out
     assert f"ratio {result['ratio']:.2f}x" in out and f"ratio {result['engine_ratio']:.2f}x" in out
     assert "greedy equality vs chatlab's OpenVINO loop at f32: 1/1 identical" in out
+    # the verdict against the engine's own batching ceiling, with the CPU it ran on
+    assert result["kept_of_ceiling"] == pytest.approx(result["ratio"] / result["engine_ratio"])
+    cpu = result["cpu"]["model"]
+    assert f"(its batching ceiling) on {cpu}" in out and f"keeps {result['kept_of_ceiling']:.0%} of it" in out

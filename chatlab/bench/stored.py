@@ -19,6 +19,7 @@ import sys
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.serve.ceiling import ceiling_line, cpu_name
 
 FOLDER = "bench"  # inside chatlab's data folder
 RUN_KEYS = ("date", "command", "machine", "cpu")
@@ -88,8 +89,9 @@ def serving_table(result: dict[str, Jsonable]) -> str:
              f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms"]
     if "engine_ratio" in result:
         lines.append(f"the pipeline alone (no server, same prompts): ratio {result['engine_ratio']:.2f}x "
-                     f"({result['engine_one_tok_s']:.1f} -> {result['engine_n_tok_s']:.1f} tok/s); "
-                     f"the server keeps {result['ratio'] / result['engine_ratio']:.0%} of it")
+                     f"({result['engine_one_tok_s']:.1f} -> {result['engine_n_tok_s']:.1f} tok/s)")
+    run = result.get("run") or {}
+    lines.append(ceiling_line(result, cpu_name(result.get("cpu") or run.get("cpu"))))
     eq = result.get("greedy_equality")
     if eq:
         lines.append(f"greedy replies equal to chatlab's OpenVINO loop at f32: "

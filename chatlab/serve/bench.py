@@ -32,11 +32,13 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 import httpx
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import cpu_info
 from chatlab.backends.registry import add_backend_args, options_from_args
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event
 from chatlab.serve import start_server
+from chatlab.serve.ceiling import ceiling_line, cpu_name, kept
 
 PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 
@@ -181,7 +183,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
         "backend": args.backend, "weight_format": args.weight_format, "precision": args.precision,
         "clients": args.clients, "tokens": args.tokens, "rounds": args.rounds,
         "one_client_tok_s": statistics.median(solo), "n_clients_tok_s": statistics.median(many),
-        "ttft_p50_s": statistics.median(ttfts), "ttft_p95_s": pct(ttfts, 0.95)}
+        "ttft_p50_s": statistics.median(ttfts), "ttft_p95_s": pct(ttfts, 0.95), "cpu": cpu_info()}
     result["ratio"] = result["n_clients_tok_s"] / result["one_client_tok_s"]
     if raw_solo:
         result["engine_one_tok_s"] = statistics.median(raw_solo)
@@ -189,6 +191,8 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
         result["engine_ratio"] = result["engine_n_tok_s"] / result["engine_one_tok_s"]
     if args.equal:
         result["greedy_equality"] = greedy_equality(engine, args)
+    if "engine_ratio" in result:
+        result["kept_of_ceiling"] = kept(result)
     if args.json:
         print(json.dumps(result, indent=2))
         return result
@@ -202,8 +206,8 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
           f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms")
     if "engine_ratio" in result:
         print(f"the pipeline alone (no server, same prompts): 1 {result['engine_one_tok_s']:.1f} tok/s, "
-              f"{n} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x: the "
-              f"server keeps {result['ratio'] / result['engine_ratio']:.0%} of the engine's batching gain")
+              f"{n} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x")
+    print(ceiling_line(result, cpu_name(result["cpu"])))
     if args.equal:
         eq = result["greedy_equality"]
         print(f"greedy equality vs chatlab's OpenVINO loop at f32: {eq['identical']}/{eq['prompts']} "
