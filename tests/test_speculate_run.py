@@ -107,6 +107,37 @@ def test_turn_target_report_and_json(part, tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left
 
 
+class Crashing(Worker):
+    """genai-int4-pl's process dies on its first timed request, as a worker killed by a signal."""
+
+    class proc:  # noqa: N801 - stands in for the Popen object
+        @staticmethod
+        def poll():
+            return -4
+
+    def ask(self, request):
+        from chatlab.errors import ChatlabError
+
+        if self.engine == "genai-int4-pl" and request["tokens"] > 4:
+            raise ChatlabError("benchmark engine genai-int4-pl failed:\n")
+        return super().ask(request)
+
+
+def test_an_engine_that_dies_mid_run_is_a_skipped_row_not_a_failed_run(monkeypatch):
+    from chatlab.errors import ChatlabError
+
+    monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
+    part = sidebyside.run_tasks("m", ["genai-int8", "genai-int4-pl", "chatlab-openvino-int8-pl"],
+                                ["rag"], rounds=1, tokens=8, progress=False, make_worker=Crashing)
+    assert [r["name"] for r in part["engines"]] == ["genai-int8", "chatlab-openvino-int8-pl"]
+    assert part["skipped"] == [{"name": "genai-int4-pl", "reason": "genai-int4-pl failed during the run "
+                                "(killed by SIGILL): benchmark engine genai-int4-pl failed:"}]
+    assert part["engines"][1]["tasks"]["rag"]["decode_tok_s_ratio"] == pytest.approx(80 / 50)
+    with pytest.raises(ChatlabError, match="genai-int4-pl failed"):  # the baseline itself: no run
+        sidebyside.run_tasks("m", ["genai-int4-pl", "genai-int4"], ["rag"], rounds=1, tokens=8,
+                             progress=False, make_worker=Crashing)
+
+
 def test_bad_sizes_are_refused():
     from chatlab.errors import ChatlabError
 

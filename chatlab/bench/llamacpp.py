@@ -58,6 +58,24 @@ def gguf_path(model: str = "smollm2-135m-instruct") -> Path | None:
     return files[0] if files and files[0].name.endswith(".gguf") else None
 
 
+# Evaluates three tokens of the GGUF with llama.cpp's defaults, in a child process: see below.
+PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, verbose=False); "
+         "llm.eval([1, 2, 3])")
+
+
+def extra_buffers_run(path: Path) -> bool:
+    """Whether llama.cpp's extra buffer types run here. On an AMX CPU ggml puts the quantized
+    matmuls on its AMX kernels; on this project's AMX Xeon VM their tile loads stop the process
+    with SIGILL (measured: `tileloadd` in ggml_backend_amx_mul_mat, with the kernel's AMX
+    permission granted), so a three-token run in a child process decides. Where it fails, the
+    engine loads with `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, timeout=300)
+    return done.returncode == 0
+
+
 class LlamaCpp:
     """`Llama.generate()` over the shipped GGUF, greedy, fed the same ids as every engine."""
 
@@ -75,14 +93,29 @@ class LlamaCpp:
         except AttributeError:
             self.threads = os.cpu_count() or 1
         f32 = llama_cpp.GGML_TYPE_F32
-        # type_k/type_v f32: llama.cpp's default KV cache is f16; f32 keeps attention at the
-        # precision the other engines are asked for.
-        self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=N_CTX, n_threads=self.threads,
-                                   n_threads_batch=self.threads, type_k=f32, type_v=f32,
-                                   verbose=False)
+        self.extra_buffers = extra_buffers_run(path)
+        low = llama_cpp.llama_cpp  # Llama() takes its model parameters from this module's defaults
+        defaults = low.llama_model_default_params
+        if not self.extra_buffers:
+            def without_extra_buffers() -> object:
+                params = defaults()
+                params.use_extra_bufts = False
+                return params
+
+            low.llama_model_default_params = without_extra_buffers
+        try:
+            # type_k/type_v f32: llama.cpp's default KV cache is f16; f32 keeps attention at
+            # the precision the other engines are asked for.
+            self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=N_CTX, n_threads=self.threads,
+                                       n_threads_batch=self.threads, type_k=f32, type_v=f32,
+                                       verbose=False)
+        finally:
+            low.llama_model_default_params = defaults
 
     def facts(self) -> dict[str, Jsonable]:
-        return {"precision": "f32", "threads": self.threads, "compute": COMPUTE}
+        off = "" if self.extra_buffers else ("; extra buffer types (ggml's AMX kernels) off: "
+                                             "they stopped with an illegal instruction on this CPU")
+        return {"precision": "f32", "threads": self.threads, "compute": COMPUTE + off}
 
     def run(self, ids: list[int], n: int) -> Timing:
         # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which

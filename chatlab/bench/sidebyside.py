@@ -13,6 +13,7 @@ is left out, being the same with or without speculation.
 """
 from __future__ import annotations
 
+import signal
 import statistics
 from typing import Callable
 
@@ -20,6 +21,7 @@ from chatlab._thirdparty import Jsonable
 
 from chatlab.bench.engines import BASELINE
 from chatlab.bench.runner import Bar, Worker, json_from_child, plan_groups
+from chatlab.errors import ChatlabError
 
 METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
 
@@ -68,8 +70,10 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
 
     make_worker = make_worker or Worker
     workers: dict[str, Worker] = {}
+    current = group[0]
     try:
         for e in group:
+            current = e
             takes = speculate is not None and get_engine(e).takes_drafts  # as in runner.run_group
             extra = [speculate] if takes else []
             workers[e] = make_worker(e, model, precision, *extra)
@@ -80,6 +84,7 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
         for r in range(rounds):
             shift = r % len(group)
             for e in group[shift:] + group[:shift]:
+                current = e
                 for task, task_cases_ in cases.items():
                     answer = workers[e].ask({"ids": task_cases_[r % len(task_cases_)], "tokens": tokens})
                     is_anchor = e == group[0] and len(group) > 1
@@ -89,10 +94,29 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
                     replies.setdefault(r % len(task_cases_), answer["tokens"])
                 bar.update()
         for e, w in workers.items():
+            current = e
             info[e]["rss_mb"] = max(info[e].get("rss_mb", 0.0), w.close())
+    except ChatlabError as err:
+        if current == group[0]:  # the baseline: no ratio can be taken without it
+            raise
+        raise EngineFailed(current, str(err), workers[current].proc.poll() if current in workers else None) from err
     finally:
         for w in workers.values():
             w.kill()
+
+
+class EngineFailed(ChatlabError):
+    """A partner engine's process failed mid-run: the run goes on without that row."""
+
+    def __init__(self, engine: str, message: str, returncode: int | None) -> None:
+        last = [line for line in message.splitlines() if line.strip()][-1:] or [message]
+        how = ""
+        if returncode is not None and returncode < 0:
+            how = f" (killed by {signal.Signals(-returncode).name})"
+        elif returncode:
+            how = f" (exit status {returncode})"
+        super().__init__(f"{engine} failed during the run{how}: {last[0]}")
+        self.engine = engine
 
 
 def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tokens: int,
@@ -112,11 +136,16 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
     with tqdm(total=rounds * sum(len(g) for g in groups), desc="engine pairs, all tasks",
               disable=not progress) as bar:
         for group in groups:
-            run_pair(group, model, cases, rounds, tokens, precision, speculate, samples, info, bar,
-                     make_worker)
+            try:
+                run_pair(group, model, cases, rounds, tokens, precision, speculate, samples, info,
+                         bar, make_worker)
+            except EngineFailed as failed:  # its row is left out, with the reason, not the run
+                skipped.append({"name": failed.engine, "reason": str(failed)})
+                for store in (samples.own, samples.anchor, samples.tokens, info):
+                    store.pop(failed.engine, None)
     baseline = groups[0][0] if runnable else BASELINE
     rows = []
-    for e in runnable:
+    for e in [e for e in runnable if e not in {s["name"] for s in skipped}]:
         per_task = {}
         for task in tasks:
             own = samples.own.get(e, {}).get(task)
