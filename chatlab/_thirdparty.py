@@ -5,10 +5,17 @@ really is, so a signature reads `tokenizer: HFTokenizer`, not `tokenizer: Any`.
 Why each is untyped:
 - HFTokenizer: a transformers tokenizer, or one of chatlab's stand-ins that quack like one
   (ChatGLM3's, Qwen-1's, tiktoken's wrapper); no common base class covers them all.
+- HFCache: the KV cache a transformers model returns (a DynamicCache, or None before the
+  first forward), held by TorchBackend between calls and only handed back to the model.
+- Decoder: what the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
+  `tokenizers` library's Tokenizer read from tokenizer.json (no type information), or an
+  HFTokenizer when a backend has nothing lighter.
+- Embedding: a llama-index embedding model (llama_index: no type information here).
 - HFModel: a transformers causal LM; transformers' `generate` is declared on a mixin whose self
   type mypy cannot bind (an error inside transformers' annotations, not in chatlab's call).
-- OVModel, OVCompiled, OVRequest: openvino's Model, CompiledModel and InferRequest (openvino ships
-  no type information).
+- OVModel, OVCompiled, OVRequest, OVPort, OVTensor: openvino's Model, CompiledModel,
+  InferRequest, a graph input/output (Output/ConstOutput) and Tensor (openvino ships no type
+  information).
 - GenaiPipeline, GenaiConfig, GenaiHandle: openvino-genai's ContinuousBatchingPipeline, its
   GenerationConfig and a request's GenerationHandle (no type information).
 - Processor: a logits processor of chatlab's loop or genai's structured-output config: what a
@@ -21,6 +28,12 @@ Why each is untyped:
   threads, attention, cache_gb, ...), carried in **options from the CLI or a caller to the
   loader that names it with its own type; mypy cannot match a **dict's values to each typed
   keyword, so the seam between the table and the loaders is unchecked (the table checks names).
+- GoValue: a value inside chatlab's evaluator of Ollama's Go templates (chatlab.render.io.goeval):
+  a string, number, bool, slice, map or struct whose kind Go's text/template checks at run time,
+  and so does the evaluator, kind by kind; a parsed template node holds text or an expression.
+- Graded: what a learner's exercise function returned (chatlab.exercises): whatever their
+  code makes; each exercise's `same` unpacks it inside a try (exercises._safe_same), so a value
+  of the wrong shape is a failed case, not a type error.
 - PydanticField: what pydantic.Field(...) returns; pydantic types it Any on purpose, so that a
   field's default fits whatever the field is annotated with.
 """
@@ -30,9 +43,14 @@ from typing import Any
 
 HFTokenizer = Any
 HFModel = Any
+HFCache = Any
+Decoder = Any
+Embedding = Any
 OVModel = Any
 OVCompiled = Any
 OVRequest = Any
+OVPort = Any
+OVTensor = Any
 GenaiPipeline = Any
 GenaiConfig = Any
 GenaiHandle = Any
@@ -41,6 +59,9 @@ Widget = Any
 Jsonable = Any
 LoaderOption = Any
 PydanticField = Any
+Graded = Any
+GoValue = Any
 
-__all__ = ["GenaiConfig", "GenaiHandle", "GenaiPipeline", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption",
-           "OVCompiled", "OVModel", "OVRequest", "Processor", "PydanticField", "Widget"]
+__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "GoValue",
+           "Graded", "HFCache", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled",
+           "OVModel", "OVPort", "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget"]

@@ -35,6 +35,7 @@ POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
 if TYPE_CHECKING:
     from chatlab.generate import Event, SamplingParams, Speculation
+    from chatlab.render.resolve import TemplateChoice
     from chatlab.tools.constrain import Constraint
 
 FIX = "use --backend openvino (chatlab's own loop) for it"
@@ -45,12 +46,12 @@ class BatchedEngine(ChatEngine):
     notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
     but the source."""
 
-    def __init__(self, backend: BatchedBackend, model_name: str, template: str | None = None) -> None:
+    def __init__(self, backend: BatchedBackend, model_name: str, template: "TemplateChoice" = None) -> None:
         super().__init__(backend, model_name, template, source=GenaiSource(backend))
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
-             weight_format: str | None = None, template: str | None = None,
+             weight_format: str | None = None, template: "TemplateChoice" = None,
              speculate: "Speculation | None" = None, reuse_prefix: bool = False,
              **options: LoaderOption) -> "BatchedEngine":
         from chatlab.backends import load_backend

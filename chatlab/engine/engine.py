@@ -24,6 +24,7 @@ from chatlab.protocols import AnyBackend, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
+    from chatlab.render.resolve import TemplateChoice
     from chatlab.generate import Event, Finished, SamplingParams, Speculation, TokenLogprob
     from chatlab.tools.events import Event as ParserEvent
     from chatlab.tools.formats.base import StreamParser
@@ -40,7 +41,7 @@ class ChatEngine:
     resending the conversation prefills only the new tokens. Both drive chatlab's loop over a
     backend that can roll back (torch, openvino paged) and are checked here, before any request."""
 
-    def __init__(self, backend: AnyBackend, model_name: str, template: str | None = None,
+    def __init__(self, backend: AnyBackend, model_name: str, template: "TemplateChoice" = None,
                  source: TokenSource | None = None, speculate: Speculation | None = None,
                  reuse_prefix: bool = False) -> None:
         """`source`: what produces the tokens; by default chatlab's loop over `backend`, which
@@ -83,7 +84,7 @@ class ChatEngine:
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str | None = None, template: str | None = None,
+             weight_format: str | None = None, template: "TemplateChoice" = None,
              speculate: Speculation | None = None, reuse_prefix: bool = False,
              **options: LoaderOption) -> "ChatEngine":
         from chatlab.backends import load_backend

@@ -6,7 +6,6 @@ location into the `param` OpenAI's error body carries (`messages[0].role`).
 """
 from __future__ import annotations
 
-
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.types import check_text

@@ -2,7 +2,6 @@
 error, see app.read_request), so the request models are added to the document by hand."""
 from __future__ import annotations
 
-
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
