@@ -17,9 +17,12 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from IPython.display import SVG
 
 FONT, LINE, PAD, GAP_Y, GAP_X = 13, 17, 10, 24, 56
 _NODE = re.compile(r'([A-Za-z_][\w]*)\s*(?:\["((?:[^"])*)"\]|\{"((?:[^"])*)"\})?')
@@ -188,7 +191,7 @@ def source(name: str) -> str:
     return data_path("diagrams", f"{name}.mmd").read_text(encoding="utf-8")
 
 
-def show(name: str) -> Any:
+def show(name: str) -> "SVG":
     """The diagram as an IPython SVG display object (a notebook cell's last line shows it)."""
     from IPython.display import SVG
 

@@ -16,7 +16,8 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+
+from chatlab._thirdparty import Jsonable
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",
             "jsonschema"]
@@ -31,7 +32,7 @@ def problem(what: str, fix: str) -> dict[str, str]:
     return {"problem": what, "fix": fix}
 
 
-def parse_cpuinfo(text: str) -> dict[str, Any]:
+def parse_cpuinfo(text: str) -> dict[str, Jsonable]:
     """Model name and the flags that matter (of the first processor listed)."""
     model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
     flags_line = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
@@ -110,7 +111,7 @@ def memory() -> dict[str, int]:
     return {"total_bytes": vm.total, "available_bytes": vm.available}
 
 
-def cache_report() -> dict[str, Any]:
+def cache_report() -> dict[str, Jsonable]:
     from chatlab.backends.export import WEIGHT_FORMATS, is_exported
     from chatlab.models.atomic import stale_folders
     from chatlab.models.store import chatlab_home
@@ -126,14 +127,14 @@ def cache_report() -> dict[str, Any]:
             "stale_temp_folders": [str(p) for p in stale_folders(home)]}
 
 
-def models_report() -> list[dict[str, Any]]:
+def models_report() -> list[dict[str, Jsonable]]:
     from chatlab.models.store import all_assets, describe
 
     keys = ("name", "kind", "available", "state", "problems", "optional", "path", "source")
     return [{k: row[k] for k in keys} for row in map(describe, all_assets())]
 
 
-def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
+def find_problems(report: dict[str, Jsonable]) -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
     if tuple(map(int, report["versions"]["python"].split(".")[:2])) not in PYTHONS:
         found.append(problem(f"Python {report['versions']['python']} is not supported",
@@ -170,9 +171,9 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-def collect(cpuinfo: str | None = None) -> dict[str, Any]:
+def collect(cpuinfo: str | None = None) -> dict[str, Jsonable]:
     facts = machine(cpuinfo)
-    report: dict[str, Any] = {
+    report: dict[str, Jsonable] = {
         "versions": facts["versions"], "pins": {k: v for k, v in pinned().items() if k in PACKAGES},
         "cpu": facts["cpu"], "memory": facts["memory"],
         # The cache first: listing the models may build the ChatGLM3 stand-in, which sweeps.
@@ -182,7 +183,7 @@ def collect(cpuinfo: str | None = None) -> dict[str, Any]:
     return report
 
 
-def machine(cpuinfo: str | None = None) -> dict[str, Any]:
+def machine(cpuinfo: str | None = None) -> dict[str, Jsonable]:
     """The facts a speed or precision result depends on, without the model store or any path
     (safe to print in a notebook): CPU model and flags, what OpenVINO makes of them, the threads
     this process may use, memory, versions."""
@@ -198,7 +199,7 @@ def machine(cpuinfo: str | None = None) -> dict[str, Any]:
     return {"cpu": cpu, "threads": cpu_info()["threads"], "memory": memory(), "versions": versions()}
 
 
-def machine_lines(facts: dict[str, Any]) -> list[str]:
+def machine_lines(facts: dict[str, Jsonable]) -> list[str]:
     """`machine()` as a few lines of text."""
     cpu, ov, v = facts["cpu"], facts["cpu"]["openvino"], facts["versions"]
     flags = " ".join(f for f, on in cpu["flags"].items() if on) or "none of note"
@@ -214,7 +215,7 @@ def _gb(n: int) -> str:
     return f"{n / 1024**3:.1f} GB"
 
 
-def print_report(report: dict[str, Any]) -> None:
+def print_report(report: dict[str, Jsonable]) -> None:
     v = report["versions"]
     print("versions: " + ", ".join(f"{k} {v[k] or 'missing'}" for k in v))
     cpu, ov = report["cpu"], report["cpu"]["openvino"]

@@ -15,10 +15,17 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.protocols import StepBackend
+from chatlab.render.resolution import ChatMessages, Resolution, as_messages
+
+if TYPE_CHECKING:
+    import torch
+
+    from chatlab.generate import Finished, SamplingParams
 
 IGNORE = -100  # the label transformers' loss skips
 
@@ -38,7 +45,7 @@ class TrainReport:
     trainable: int
     total: int
     threads: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Jsonable] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return (f"{self.steps} steps, loss {self.losses[0]:.3f} -> {self.losses[-1]:.3f}, "
@@ -72,13 +79,14 @@ def load_chats(path: str | Path) -> list[list[dict[str, str]]]:
     return chats
 
 
-def training_example(resolution: Any, messages: Sequence[Any]) -> Example:
+def training_example(resolution: Resolution, messages: ChatMessages) -> Example:
     """The ids of a whole conversation under `resolution`, labelled on the assistant's tokens:
     each assistant content span, then the ids after it up to and including the first stop id
     (the model must learn to emit the id the server stops on, or it never stops)."""
-    r = resolution.render(list(messages), add_generation_prompt=False)
+    msgs = as_messages(messages)
+    r = resolution.render(msgs, add_generation_prompt=False)
     labels = [IGNORE] * len(r.ids)
-    roles = [m["role"] if isinstance(m, dict) else m.role for m in messages]
+    roles = [m.role for m in msgs]
     spans = r.slots
     for k, span in enumerate(spans):
         if span.slot != "content" or not 0 <= span.message_index < len(roles) \
@@ -96,8 +104,8 @@ def training_example(resolution: Any, messages: Sequence[Any]) -> Example:
     return Example(r.ids, labels)
 
 
-def add_lora(model: Any, rank: int = 8, alpha: int = 16, seed: int = 0, top_layers: int | None = None,
-             targets: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Any:
+def add_lora(model: HFModel, rank: int = 8, alpha: int = 16, seed: int = 0, top_layers: int | None = None,
+             targets: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> HFModel:
     """A peft LoRA around `model` (changed in place: peft wraps its layers). Dropout is off so
     that training and the comparisons after it are deterministic. `top_layers=n` adapts only
     the last n decoder layers: backpropagation then stops at the lowest adapted layer, which on
@@ -116,7 +124,7 @@ def add_lora(model: Any, rank: int = 8, alpha: int = 16, seed: int = 0, top_laye
     return get_peft_model(model, config)
 
 
-def train(model: Any, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
+def train(model: HFModel, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
           lr: float = 2e-3, seed: int = 0, threads: int | None = 2,
           micro_batch: int | None = 2) -> TrainReport:
     """AdamW on the trainable parameters, shuffled batches, right padding masked out.
@@ -168,7 +176,7 @@ def train(model: Any, examples: Sequence[Example], steps: int = 40, batch_size: 
                        torch.get_num_threads())
 
 
-def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
+def loss_of(model: HFModel, batch: Sequence[Example], scored: int) -> "torch.Tensor":
     """Summed token loss of `batch`, right-padded to its longest example, divided by `scored`."""
     import torch
 
@@ -180,8 +188,9 @@ def loss_of(model: Any, batch: Sequence[Example], scored: int) -> Any:
                  num_items_in_batch=torch.tensor(scored)).loss
 
 
-def answers(model: Any, tokenizer: HFTokenizer, resolution: Any, chats: Sequence[Sequence[Any]],
-            params: Any = None, max_new_tokens: int = 48, backend: Any = None) -> list[Any]:
+def answers(model: HFModel, tokenizer: HFTokenizer, resolution: Resolution, chats: Sequence[ChatMessages],
+            params: SamplingParams | None = None, max_new_tokens: int = 48,
+            backend: StepBackend | None = None) -> list[Finished]:
     """One Finished (text, token_ids, ...) per chat, as the server would answer it: each chat is
     a request to a ChatEngine over the model (rendered with `resolution`, whose stop ids and
     words end the turn; planned and run under the engine's lease). Sampling gets seed
@@ -207,10 +216,10 @@ def answers(model: Any, tokenizer: HFTokenizer, resolution: Any, chats: Sequence
     return out
 
 
-def persona_rate(texts: Sequence[Any], suffix: str = "Arr!") -> float:
+def persona_rate(texts: Sequence[str | Finished], suffix: str = "Arr!") -> float:
     """The fraction of answers (strings or Finished) that end with `suffix`."""
-    texts = [getattr(t, "text", t) for t in texts]
-    return sum(t.strip().endswith(suffix) for t in texts) / len(texts) if texts else 0.0
+    plain = [t if isinstance(t, str) else t.text for t in texts]
+    return sum(t.strip().endswith(suffix) for t in plain) / len(plain) if plain else 0.0
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -221,14 +230,14 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def merged(peft_model: Any, copy_weights: bool = True) -> Any:
+def merged(peft_model: HFModel, copy_weights: bool = True) -> HFModel:
     """The adapter folded into the base weights (W + BA·alpha/r). By default into a copy, leaving
     the adapter model as it was; `copy_weights=False` folds it in place (the adapter model is
     then spent), which keeps one model in memory instead of two: what a 2 GB Binder can hold."""
     return (copy.deepcopy(peft_model) if copy_weights else peft_model).merge_and_unload()
 
 
-def round_to_bf16(model: Any, copy_weights: bool = True) -> Any:
+def round_to_bf16(model: HFModel, copy_weights: bool = True) -> HFModel:
     """A copy (`copy_weights=False`: the model itself) whose weights are rounded to bf16, as a
     merged model is often saved, and kept in fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
     CPU (bf16 *compute* needs avx512_bf16/amx_bf16; chatlab refuses to emulate it, see
@@ -242,13 +251,13 @@ def round_to_bf16(model: Any, copy_weights: bool = True) -> Any:
     return out
 
 
-def save_adapter(peft_model: Any, folder: str | Path) -> Path:
+def save_adapter(peft_model: HFModel, folder: str | Path) -> Path:
     """adapter_config.json + adapter_model.safetensors: megabytes, not the whole model."""
     peft_model.save_pretrained(str(folder))
     return Path(folder)
 
 
-def load_adapter(base_model: Any, folder: str | Path) -> Any:
+def load_adapter(base_model: HFModel, folder: str | Path) -> HFModel:
     from peft import PeftModel
 
     if not (Path(folder) / "adapter_config.json").is_file():

@@ -14,11 +14,11 @@ chatlab.engine.source.TokenSource.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from chatlab._thirdparty import GenaiConfig, HFTokenizer
+from chatlab._thirdparty import Decoder, GenaiConfig, HFTokenizer
 
 
 class ModelFacts(Protocol):
@@ -45,6 +45,7 @@ class StepBackend(ModelFacts, Protocol):
     def reset(self) -> None: ...
 
 
+@runtime_checkable
 class SpeculativeBackend(StepBackend, Protocol):
     """A step backend that can verify a guess in one pass and roll its cache back
     (chatlab.generate.speculate): `extend(ids, keep)` feeds several tokens and returns the last
@@ -54,6 +55,25 @@ class SpeculativeBackend(StepBackend, Protocol):
     def length(self) -> int: ...
     def extend(self, ids: list[int], keep: int) -> np.ndarray: ...
     def truncate(self, length: int) -> None: ...
+
+
+@runtime_checkable
+class SnapshotBackend(Protocol):
+    """A backend that can copy its KV cache out and back (chatlab.engine.prefix's LRU): the copy
+    is the backend's own (opaque to the caller) with its size in bytes."""
+
+    def snapshot(self) -> tuple[object, int]: ...
+    def restore(self, snap: object, length: int) -> None: ...
+
+
+class LogitsProcessor(Protocol):
+    """What chatlab's loop enforces a grammar with (chatlab.tools.processor.GrammarProcessor):
+    `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
+    edited the given one), `accept` advances it by the sampled token. `is_terminated()`, when a
+    processor has it, ends the reply once the grammar is complete."""
+
+    def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
+    def accept(self, token: int) -> object: ...
 
 
 class IdStream(Protocol):
@@ -68,7 +88,7 @@ class IdStream(Protocol):
 @runtime_checkable
 class BatchedBackend(ModelFacts, Protocol):
     @property
-    def decoder(self) -> Any: ...
+    def decoder(self) -> Decoder: ...
     @property
     def max_seqs(self) -> int: ...
     def submit(self, ids: list[int], config: GenaiConfig) -> IdStream: ...

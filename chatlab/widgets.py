@@ -10,8 +10,9 @@ render).
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
+from chatlab._thirdparty import Jsonable
 from chatlab.engine import ChatEngine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Finished, SamplingParams, TextDelta
@@ -30,7 +31,7 @@ class ChatWidget:
         self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
         self.backend = self.engine.backend
         self.resolution = self.engine.resolution
-        self.history: list[dict[str, Any]] = []
+        self.history: list[dict[str, Jsonable]] = []
         self.last: Finished | None = None
         self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))
         self.max_tokens = w.IntSlider(value=128, min=1, max=1024, description="Max tokens")

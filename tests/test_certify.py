@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 
 from chatlab.cli import main
+from chatlab.render import get_template
+from chatlab.render.export import tokenizer_for
 from chatlab.render.io.certify import CONVERSATIONS, certify
 from test_engine_semantics import tok_with
 
@@ -50,9 +52,15 @@ def test_certify_reports_refusals_with_the_reason():
     assert cert.cells["lmdeploy"]["no system"].verdict == "refused"
     assert "no default system prompt" in cert.cells["lmdeploy"]["no system"].reason
     assert "hermes tool format" in cert.cells["lmdeploy"]["tools"].reason
-    # Ollama: the chat layout is certified, the tool conversations refused with the reason
+    # Ollama writes the hermes tools, calls and results too (test_ollama_export_tools): all equal
     assert cert.cells["ollama"]["system"].verdict == "equal"
+    assert cert.cells["ollama"]["tool call + result"].verdict == "equal"
+    # a tool format the Modelfile export does not write: the chat layout is certified, the tool
+    # conversations refused with the reason
+    cert = certify(tokenizer_for(get_template("llama3")), "llama3")
+    assert cert.cells["ollama"]["system"].verdict != "refused"  # (this tokenizer adds no bos: a bos difference)
     assert cert.cells["ollama"]["tool call + result"].verdict == "refused"
+    assert "only for hermes" in cert.cells["ollama"]["tool call + result"].reason
 
 
 def test_cli_certify_json_and_exit_code(capsys):

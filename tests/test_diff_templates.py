@@ -88,7 +88,7 @@ def test_cli_export_formats(capsys, tmp_path):
       "--template-format", "jinja"], "--template-format needs a file"),
     (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{raises}"], "roles must alternate"),
     (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{go}"], "line 1: the 'with' action"),
-    (["export-template", "qwen2.5", "--format", "ollama"], "--drop-tools"),
+    (["export-template", "llama3", "--format", "ollama"], "--drop-tools"),
     (["export-template", "chatml", "--format", "lmdeploy", "--drop-tools"], "no default system prompt"),
 ])
 def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):

@@ -21,10 +21,10 @@ import contextlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from chatlab._thirdparty import OVModel
 from chatlab.backends.base import eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
@@ -43,7 +43,7 @@ class Port:
     shape: str
 
 
-def f32_cache_ports(model: Any) -> Any:
+def f32_cache_ports(model: OVModel) -> OVModel:
     """The graph with its `past_key_values.*` inputs and `present.*` outputs carried in f32.
 
     optimum-intel saves a stateless export with cache ports of the exporting CPU's default
@@ -120,7 +120,7 @@ class ExplicitKV:
         """Run `ids` after `past`; return the last position's logits and the grown cache."""
         seen = cache_length(past)
         n = seen + len(ids)
-        inputs: dict[str, Any] = {
+        inputs: dict[str, np.ndarray] = {
             "input_ids": np.asarray([ids], dtype=np.int64),
             "attention_mask": np.ones((1, n), dtype=np.int64),  # attend to every past and new token
             "position_ids": np.arange(seen, n, dtype=np.int64)[None, :],  # positions continue

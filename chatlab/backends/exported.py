@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import Decoder, HFTokenizer
 from chatlab.backends.base import context_length_from, eos_ids_from
 
 
@@ -18,7 +17,7 @@ class ExportedModel:
         self.context_length = context_length_from(folder)
         self.eos_ids = eos_ids_from(folder, None)
         self._tokenizer: HFTokenizer = tokenizer
-        self._decoder: Any = None
+        self._decoder: Decoder = None
 
     @property
     def tokenizer_loaded(self) -> bool:
@@ -35,7 +34,7 @@ class ExportedModel:
         return self._tokenizer
 
     @property
-    def decoder(self) -> Any:
+    def decoder(self) -> Decoder:
         """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
         `tokenizers` library straight from tokenizer.json, without transformers or torch (a
         tokenizers.Tokenizer, untyped), else the chat tokenizer."""

@@ -23,18 +23,16 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from chatlab._thirdparty import GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer
+from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer
 from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
 DEFAULT_MAX_SEQS = 8
 HANDOFF_S = 0.02  # longest wait after a step for the consumers to take their ids
-_END = object()
 
 
 class GenaiStream:
@@ -42,15 +40,14 @@ class GenaiStream:
 
     def __init__(self, rid: int, ids: list[int], config: GenaiConfig) -> None:
         self.rid, self.ids, self.config = rid, ids, config
-        self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.items: queue.SimpleQueue[list[int] | BaseException | None] = queue.SimpleQueue()
         self.cancelled = threading.Event()
         self.status: str | None = None  # genai's final status ("FINISHED", "CANCEL", ...)
         self.handle: GenaiHandle = None
 
     def get(self, timeout: float) -> list[int] | BaseException | None:
         """New ids; an error; None once the request has ended. Raises queue.Empty on timeout."""
-        item = self.items.get(timeout=timeout)
-        return None if item is _END else item
+        return self.items.get(timeout=timeout)
 
     def cancel(self) -> None:
         """Stop generating for this request (idempotent; the scheduler thread drops it)."""
@@ -111,7 +108,7 @@ class GenaiBackend:
         return self.exported.tokenizer
 
     @property
-    def decoder(self) -> Any:
+    def decoder(self) -> Decoder:
         return self.exported.decoder
 
     def __repr__(self) -> str:
@@ -207,7 +204,7 @@ class GenaiBackend:
     @staticmethod
     def _end(s: GenaiStream, status: str) -> None:
         s.status = status
-        s.items.put(_END)
+        s.items.put(None)  # the end
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,

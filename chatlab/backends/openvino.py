@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable
 from chatlab.backends.base import Backend
 from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
 from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
+
+if TYPE_CHECKING:
+    from chatlab.backends.paged import PagedGraph
 
 
 # How attention runs (see the module's docstring); both give the same greedy tokens (tested).
@@ -58,7 +61,7 @@ class OpenVINOBackend(Backend):
         self.exported = ExportedModel(folder, model_name, tokenizer)
         self.folder, self.model_name = folder, model_name
         self.context_length = self.exported.context_length
-        self._paged: Any = None
+        self._paged: PagedGraph | None = None
         if attention == "paged":
             from chatlab.backends.paged import PagedGraph
 
@@ -87,7 +90,7 @@ class OpenVINOBackend(Backend):
         except Exception:  # noqa: BLE001 - a plugin without the property quantizes nothing
             self.exact_extend = True
 
-    def _compile_stateful(self, folder: Path, config: dict[str, Any], slice_logits: bool) -> None:
+    def _compile_stateful(self, folder: Path, config: dict[str, Jsonable], slice_logits: bool) -> None:
         import openvino as ov
 
         core = ov.Core()
@@ -109,7 +112,7 @@ class OpenVINOBackend(Backend):
         return self.exported.tokenizer
 
     @property
-    def decoder(self) -> Any:
+    def decoder(self) -> Decoder:
         """The light decoder the loop detokenizes with (see ExportedModel.decoder)."""
         return self.exported.decoder
 
@@ -161,12 +164,14 @@ class OpenVINOBackend(Backend):
         self._paged.truncate(length)
         self.length = self._paged.length
 
-    def snapshot(self) -> tuple[Any, int]:
+    def snapshot(self) -> tuple[object, int]:
         if self._paged is None:
             raise ChatlabError(f"{self.name} cannot copy its cache out: {self.rollback_note}")
         return self._paged.snapshot()
 
-    def restore(self, snap: Any, length: int) -> None:
+    def restore(self, snap: object, length: int) -> None:
+        # a snapshot came from snapshot(), which needs the paged graph: its arrays by name
+        assert self._paged is not None and isinstance(snap, dict)
         self._paged.restore(snap, length)
         self.length = length
 

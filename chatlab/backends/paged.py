@@ -29,23 +29,24 @@ graph; sliced on the wrong axis it silently projects every position.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import openvino as ov  # this module is imported only when the paged graph is used
+
+from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVTensor
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
 
 
-def cache_ports(compiled: Any) -> list[Any]:
+def cache_ports(compiled: OVCompiled) -> list[OVPort]:
     return [p for p in compiled.inputs if p.get_any_name().startswith(("key_cache.", "value_cache."))]
 
 
 class PagedGraph:
     """The paged rewrite of `folder`'s graph, compiled with `config`, holding one sequence."""
 
-    def __init__(self, folder: Path, config: dict[str, Any], slice_logits: bool = True) -> None:
+    def __init__(self, folder: Path, config: dict[str, Jsonable], slice_logits: bool = True) -> None:
         from openvino._offline_transformations import paged_attention_transformation
 
         from chatlab.backends.slicing import slice_last_position
@@ -71,7 +72,7 @@ class PagedGraph:
         self.block = value.get_partial_shape()[2].get_length()
         self.vocab_size = int(self.compiled.output(0).get_partial_shape()[-1].get_length())
         self.request = self.compiled.create_infer_request()
-        self.caches: dict[str, Any] = {}
+        self.caches: dict[str, OVTensor] = {}
         self.blocks = 0  # allocated
         self.length = 0  # tokens cached
         # A decode step's inputs, preallocated: it writes a few numbers into them.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Any
 
+from chatlab._thirdparty import Jsonable, OVCompiled
 from chatlab.errors import ChatlabError, UnknownNameError
 
 PRECISIONS = ["f32", "bf16"]
@@ -36,7 +36,7 @@ def normalize_precision(precision: str | None) -> str:
 
 
 @lru_cache(maxsize=1)
-def cpu_info() -> dict[str, Any]:
+def cpu_info() -> dict[str, Jsonable]:
     """This CPU's model name, the bf16/AMX/VNNI flags it has, and the threads we may use."""
     model, flags = "unknown CPU", set[str]()
     try:
@@ -87,7 +87,7 @@ def check_precision(precision: str | None) -> str:
     return name
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     """OpenVINO reports precisions as `ov.Type` (<Type: 'float32'>); chatlab says f32 / bf16."""
     name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
     return normalize_precision(name) if name.lower() in ALIASES else name
@@ -98,7 +98,7 @@ KV_CACHE_PRECISIONS = ("f32", "f16", "bf16", "u8")
 
 def ov_config(precision: str, threads: int | None = None,
               kv_cache_precision: str | None = None,
-              dynamic_quantization: bool | None = None) -> dict[str, Any]:
+              dynamic_quantization: bool | None = None) -> dict[str, Jsonable]:
     """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
 
     At an f32 hint the CPU plugin still stores the KV cache in u8, and that alone moves greedy
@@ -110,7 +110,7 @@ def ov_config(precision: str, threads: int | None = None,
     one-token step than for a many-token pass. Found on an AMX Xeon: paged vs stateful prefill
     logits 0.59 apart and greedy tokens parting at token 25, where a CPU without AMX agreed to
     1e-3. So at f32 it is off unless `dynamic_quantization=True` asks for its speed."""
-    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": precision}
+    config: dict[str, Jsonable] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     if kv_cache_precision is not None and kv_cache_precision not in KV_CACHE_PRECISIONS:
@@ -124,9 +124,9 @@ def ov_config(precision: str, threads: int | None = None,
     return config
 
 
-def compiled_facts(compiled: Any) -> dict[str, Any]:
+def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
     """What a compiled model really runs at: its precision, thread count and KV cache precision."""
-    facts: dict[str, Any] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+    facts: dict[str, Jsonable] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
     for key, name, read in (("threads", "INFERENCE_NUM_THREADS", int),
                             ("kv_cache", "KV_CACHE_PRECISION", type_name)):
         try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
+from chatlab._thirdparty import LoaderOption
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
@@ -25,8 +26,8 @@ class Option:
     """A loader keyword option, and its CLI flag (`--` + the name with dashes)."""
 
     name: str
-    type: Callable[[str], Any]
-    default: Any
+    type: Callable[[str], LoaderOption]
+    default: LoaderOption
     help: str
     choices: tuple[str, ...] | None = None
 
@@ -49,19 +50,19 @@ class BackendSpec:
         return {o.name for o in self.options}
 
 
-def _torch(model: str, weight_format: str, precision: str, **options: Any) -> StepBackend:
+def _torch(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
     from chatlab.backends import torch as torch_backend
 
     return torch_backend.load(model, precision=precision, **options)
 
 
-def _openvino(model: str, weight_format: str, precision: str, **options: Any) -> StepBackend:
+def _openvino(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
     from chatlab.backends import openvino
 
     return openvino.load(model, weight_format, precision=precision, **options)
 
 
-def _genai(model: str, weight_format: str, precision: str, **options: Any) -> BatchedBackend:
+def _genai(model: str, weight_format: str, precision: str, **options: LoaderOption) -> BatchedBackend:
     from chatlab.backends import genai
 
     return genai.load(model, weight_format, precision=precision, **options)
@@ -111,7 +112,7 @@ def get_spec(name: str) -> BackendSpec:
     return REGISTRY[name]
 
 
-def check_choice(backend: str, weight_format: str | None, options: dict[str, Any]) -> tuple[BackendSpec, str]:
+def check_choice(backend: str, weight_format: str | None, options: dict[str, LoaderOption]) -> tuple[BackendSpec, str]:
     """The backend's spec and weight format, every name and option checked (before any slow load)."""
     spec = get_spec(backend)
     weight_format = weight_format or spec.default_weight_format
@@ -132,7 +133,7 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Any
 
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                  weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
-                 **options: Any) -> AnyBackend:
+                 **options: LoaderOption) -> AnyBackend:
     """A ready backend by name (see REGISTRY for each one's options)."""
     spec, weight_format = check_choice(backend, weight_format, options)
     precision = check_precision(precision)
@@ -141,7 +142,7 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
 
 def load_step_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                       weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
-                      **options: Any) -> StepBackend:
+                      **options: LoaderOption) -> StepBackend:
     """A backend chatlab's loop can drive (prefill/step); a batched one is refused by name."""
     if get_spec(backend).source != "loop":
         raise ChatlabError(f"the {backend} backend batches sequences itself and has no prefill/step "
@@ -177,7 +178,7 @@ def add_backend_args(p: argparse.ArgumentParser) -> None:
                            help=opt.help + ("" if opt.default is None else f" (default {opt.default})"))
 
 
-def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def options_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """The loader options given on the command line for the chosen backend; a flag that belongs
     only to another backend is an error naming it (not silently ignored)."""
     spec = get_spec(args.backend)

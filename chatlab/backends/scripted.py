@@ -8,10 +8,11 @@ model, and the ids are the tokenizer's own, so detokenization is real too.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.backends.base import Backend
 
 PEAK = 30.0  # softmax mass on the scripted token: 1 - vocab * e^-30, i.e. 1 at any temperature
@@ -20,7 +21,7 @@ PEAK = 30.0  # softmax mass on the scripted token: 1 - vocab * e^-30, i.e. 1 at 
 class ScriptedBackend(Backend):
     name = "scripted"
 
-    def __init__(self, tokenizer: Any, replies: Sequence[str | Sequence[int]],
+    def __init__(self, tokenizer: HFTokenizer, replies: Sequence[str | Sequence[int]],
                  context_length: int = 4096, eos_id: int | None = None) -> None:
         if not replies:
             raise ValueError("a script needs at least one reply")

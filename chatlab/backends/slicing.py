@@ -4,12 +4,12 @@ position of the prompt to the vocabulary; cutting the hidden states before the p
 that matmul (and its memory) on every prefill."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from chatlab._thirdparty import OVModel, OVPort
 
-def slice_last_position(model: Any, axis: int = 1, start: Any = None) -> bool:
+
+def slice_last_position(model: OVModel, axis: int = 1, start: OVPort = None) -> bool:
     """Make the `logits` output cover the last position only; False when the graph is unknown.
     The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
     graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged). `start`, a

@@ -8,17 +8,21 @@ only per-token Python left is the forward call itself and a numpy view of the lo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
 from chatlab.backends.base import Backend, context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
 
+if TYPE_CHECKING:
+    import torch
+
 
 class TorchBackend(Backend):
-    def __init__(self, model: Any, tokenizer: HFTokenizer, folder: Path | None = None,
+    def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
                  emulate_bf16: bool = False) -> None:
         import torch
@@ -47,7 +51,7 @@ class TorchBackend(Backend):
         else:
             self.eos_ids = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
         self.name = "torch"
-        self.cache: Any = None
+        self.cache: HFCache = None
         self.length = 0  # tokens in the cache
         self._one = torch.zeros((1, 1), dtype=torch.long)  # reused input of a decode step
 
@@ -56,7 +60,7 @@ class TorchBackend(Backend):
 
     can_rollback = True  # DynamicCache.crop drops the cache past a length
 
-    def _forward(self, input_ids: Any, keep: int = 1) -> np.ndarray:
+    def _forward(self, input_ids: "torch.Tensor", keep: int = 1) -> np.ndarray:
         with self.torch.inference_mode():
             out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
                              logits_to_keep=keep)
@@ -75,7 +79,7 @@ class TorchBackend(Backend):
             self.cache = DynamicCache(config=self.model.config)
         return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
 
-    def snapshot(self) -> tuple[Any, int]:
+    def snapshot(self) -> tuple[object, int]:
         """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
         import copy
 
@@ -85,7 +89,8 @@ class TorchBackend(Backend):
                      if t is not None and hasattr(t, "numel"))
         return (snap, self.length), nbytes
 
-    def restore(self, snap: Any, length: int) -> None:
+    def restore(self, snap: object, length: int) -> None:
+        assert isinstance(snap, tuple), "a snapshot of this backend: (its cache, its length)"
         self.cache, self.length = snap[0], length
         if snap[1] > length:
             self.cache.crop(length)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, engine_names
+from chatlab.backends.registry import REGISTRY
 from chatlab.engine.speedups import add_speedup_args
 
 
@@ -12,8 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model", default="smollm2-135m-instruct")
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    b.add_argument("--engines", default="", help="comma-separated engines (default: all of chatlab.bench.ENGINES, "
-                        "llama.cpp-q4_1 skipped when llama-cpp-python is absent; genai-int8-sdpa can be added)")
+    b.add_argument("--engines", default="", help="comma-separated engines, or 'list' to print the table "
+                   f"(default: {', '.join(engine_names('default'))}; llama.cpp-q4_1 skipped when "
+                   f"llama-cpp-python is absent; also: {', '.join(engine_names('extra', 'speculative', 'int4'))})")
     b.add_argument("--precision", default="f32",
                    help="arithmetic of every engine: f32 (default) or bf16 (CPUs with bf16 only)")
     b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
@@ -26,7 +29,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=run_bench)
 
 
+def engine_table() -> str:
+    """`chatlab bench --engines list`: every row of the registry with what it runs."""
+    lines = []
+    for row in ENGINE_ROWS.values():
+        runtime = REGISTRY[row.runtime].summary if row.runtime in REGISTRY else REFERENCES[row.runtime].summary
+        options = "".join(f", {k}={v}" for k, v in row.options.items())
+        lookup = ", prompt lookup" if row.prompt_lookup else ""
+        lines.append(f"{row.name:<28} {row.group:<11} {row.runtime} {row.weight_format}{options}{lookup}: "
+                     f"{runtime}")
+    return "\n".join(lines)
+
+
 def run_bench(args: argparse.Namespace) -> int:
+    if args.engines == "list":
+        print(engine_table())
+        return 0
     from chatlab.bench import BenchConfig, format_table, run_benchmark, save_plot
     from chatlab.engine.speedups import speculation_from_args
 

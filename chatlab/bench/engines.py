@@ -13,28 +13,36 @@ per-token work (detokenization and stop checks included); the others only record
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Protocol
 
+from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_engine
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
-from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.bench.timing import Timing, from_stamps
 
-ENGINES = ["chatlab-torch", "hf-generate", "chatlab-openvino-fp32", "chatlab-openvino-int8",
-           "chatlab-openvino-int4", "optimum-int8", "genai-int8", LLAMA_CPP]
+if TYPE_CHECKING:
+    import torch
+
+    from chatlab.bench.llamacpp import LlamaCpp
+
+# The names, their runtimes, weight formats and options are the registry's rows
+# (chatlab.backends.engines); this module holds one loader per runtime.
+ENGINES = engine_names("default")
 BASELINE = "genai-int8"
-# Not in the default set: chatlab's loop and genai each forced onto the exported stateful graph
-# (SDPA attention) instead of its paged-attention rewrite, to show what the rewrite gains.
-EXTRA_ENGINES = ["chatlab-openvino-int8-sdpa", "genai-int8-sdpa"]
-# Speculative rows (`--speculate prompt-lookup` adds the first three): chatlab's loop with
-# prompt-lookup drafts; its plain loop compiled the same way (dynamic activation quantization
-# off, which exact speculation needs: the control that separates the two effects); genai's own
-# prompt lookup. Then the same at int4 weights, for equal bits with llama.cpp's q4_1.
-SPECULATIVE_ENGINES = ["chatlab-openvino-int8-pl", "chatlab-openvino-int8-nodq", "genai-int8-pl"]
-INT4_ENGINES = ["chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
-EXTRA_ENGINES += SPECULATIVE_ENGINES + INT4_ENGINES
+SPECULATIVE_ENGINES = engine_names("speculative")  # what --speculate alone adds
+INT4_ENGINES = engine_names("int4")
+EXTRA_ENGINES = engine_names("extra", "speculative", "int4")
 
 
-def ov_compute(compiled: Any) -> str:
+class BenchEngine(Protocol):
+    """What the bench's worker drives: load once, tell the arithmetic it runs, time a run."""
+
+    def load(self) -> None: ...
+    def facts(self) -> dict[str, Jsonable]: ...
+    def run(self, ids: list[int], n: int) -> Timing: ...
+
+
+def ov_compute(compiled: OVCompiled) -> str:
     """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
     precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
     plugin quantizes activations to 8 bits inside int8/int4-weight matmuls (dynamic
@@ -52,24 +60,25 @@ class ChatlabLoop:
 
     def __init__(self, model: str, backend: str, weight_format: str,
                  precision: str = DEFAULT_PRECISION, attention: str | None = None,
-                 speculate: dict[str, Any] | None = None, dynamic_quantization: bool | None = None) -> None:
+                 speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None) -> None:
         from chatlab.generate.speculate import Speculation
 
         self.args = (model, backend, weight_format)
         self.precision, self.attention = precision, attention
-        self.speculate = Speculation(**speculate) if speculate is not None else None
+        self.speculate = None if speculate is None else Speculation(
+            draft_tokens=speculate["draft_tokens"], ngram=speculate["ngram"])
         # None: the precision's default (off at f32); speculation needs it off
         self.dynamic_quantization = False if self.speculate is not None else dynamic_quantization
 
     def load(self) -> None:
         from chatlab.backends import load_step_backend
 
-        options: dict[str, Any] = {"attention": self.attention} if self.attention else {}
+        options: dict[str, LoaderOption] = {"attention": self.attention} if self.attention else {}
         if self.dynamic_quantization is not None:
             options["dynamic_quantization"] = self.dynamic_quantization
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Jsonable]:
         # read back from the runtime (the compiled model's property, torch's dtype)
         facts = {"precision": self.backend.precision, "threads": self.backend.threads}
         if hasattr(self.backend, "compiled"):
@@ -102,7 +111,7 @@ class StampStreamer:
         self.stamps: list[float] = []
         self.prompt_seen = False
 
-    def put(self, value: Any) -> None:
+    def put(self, value: "torch.Tensor") -> None:
         if not self.prompt_seen:  # generate() first "streams" the prompt itself
             self.prompt_seen = True
             return
@@ -136,7 +145,7 @@ class HFGenerate:
             if self.precision == "bf16":
                 self.model = self.model.to(torch.bfloat16)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Jsonable]:
         if self.optimum_format:
             compiled = self.model.request.get_compiled_model()
             return {**compiled_facts(compiled), "compute": ov_compute(compiled)}
@@ -174,7 +183,7 @@ class GenAI:
 
         self.genai = genai
         # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
-        options: dict[str, Any] = ov_config(self.precision)
+        options: dict[str, Jsonable] = ov_config(self.precision)
         if self.attention:
             options["ATTENTION_BACKEND"] = self.attention
         # Left to itself, LLMPipeline on its paged-attention path keeps the KV blocks of earlier
@@ -191,7 +200,7 @@ class GenAI:
         self.pipe = genai.LLMPipeline(str(export_model(self.model_name, self.weight_format)), "CPU",
                                       **options)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Jsonable]:
         # LLMPipeline does not expose its compiled model: this is the property it was given,
         # on top of the same CPU plugin defaults as the other OpenVINO engines.
         lookup = "" if self.prompt_lookup is None else (
@@ -205,12 +214,12 @@ class GenAI:
         import numpy as np
         import openvino as ov
 
-        genai: Any = self.genai  # openvino_genai: no type information
+        import openvino_genai as genai
         stamps: list[float] = []
         tokens: list[int] = []
 
         class Stamp(genai.StreamerBase):
-            def write(self, token: Any) -> Any:
+            def write(self, token: int | list[int]) -> object:
                 stamps.append(time.perf_counter())
                 tokens.extend(token if isinstance(token, list) else [token])
                 return genai.StreamingStatus.RUNNING
@@ -232,7 +241,7 @@ class GenAI:
 def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
     """Why engine `name` cannot run here, or None. Checked in the parent process, before any
     worker starts, so a missing optional package costs a line in the table, not a crash."""
-    if name == LLAMA_CPP:
+    if get_engine(name).runtime == "llama.cpp":
         from chatlab.bench import llamacpp
 
         return llamacpp.unavailable(precision)
@@ -240,37 +249,43 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
 
 
 DEFAULT_SPECULATION = {"draft_tokens": 4, "ngram": 3}
+Drafts = dict[str, int]
+
+
+def _chatlab_loop(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> ChatlabLoop:
+    return ChatlabLoop(model, row.runtime, row.weight_format, precision, attention=row.options.get("attention"),
+                       speculate=drafts, dynamic_quantization=row.options.get("dynamic_quantization"))
+
+
+def _hf_generate(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
+    return HFGenerate(model, None, precision)
+
+
+def _optimum(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
+    return HFGenerate(model, row.weight_format, precision)
+
+
+def _genai_pipeline(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> GenAI:
+    return GenAI(model, row.weight_format, attention=row.options.get("attention"), precision=precision,
+                 prompt_lookup=drafts)
+
+
+def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> "LlamaCpp":
+    from chatlab.bench.llamacpp import LlamaCpp
+
+    return LlamaCpp(model, precision)
+
+
+# One loader per runtime of the registry's rows: the loop backends and the references.
+LOADERS: dict[str, Callable[[EngineRow, str, str, Drafts | None], BenchEngine]] = {
+    "torch": _chatlab_loop, "openvino": _chatlab_loop, "hf-generate": _hf_generate,
+    "optimum": _optimum, "genai-pipeline": _genai_pipeline, "llama.cpp": _llama_cpp}
 
 
 def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,
-                speculate: dict[str, int] | None = None) -> Any:
-    """`speculate` ({"draft_tokens": k, "ngram": n}) sets the speculative engines' drafts."""
-    lookup = speculate or DEFAULT_SPECULATION
-    if name.startswith("chatlab-openvino-") and name.endswith(("-pl", "-nodq")):
-        weights, kind = name.split("-")[2], name.rsplit("-", 1)[1]
-        return ChatlabLoop(model, "openvino", weights, precision,
-                           speculate=lookup if kind == "pl" else None, dynamic_quantization=False)
-    if name.startswith("genai-int") and name.split("-")[1] in ("int8", "int4") and "sdpa" not in name:
-        return GenAI(model, name.split("-")[1], precision=precision,
-                     prompt_lookup=lookup if name.endswith("-pl") else None)
-    if name == "chatlab-torch":
-        return ChatlabLoop(model, "torch", "fp32", precision)
-    if name == "chatlab-openvino-int8-sdpa":
-        return ChatlabLoop(model, "openvino", "int8", precision, attention="sdpa")
-    if name.startswith("chatlab-openvino-"):
-        return ChatlabLoop(model, "openvino", name.rsplit("-", 1)[1], precision)
-    if name == "hf-generate":
-        return HFGenerate(model, None, precision)
-    if name == "optimum-int8":
-        return HFGenerate(model, "int8", precision)
-    if name == "genai-int8":
-        return GenAI(model, "int8", precision=precision)
-    if name == "genai-int8-sdpa":
-        return GenAI(model, "int8", attention="SDPA", precision=precision)
-    if name == LLAMA_CPP:
-        from chatlab.bench.llamacpp import LlamaCpp
-
-        return LlamaCpp(model, precision)
-    from chatlab.errors import UnknownNameError
-
-    raise UnknownNameError("benchmark engine", name, ENGINES + EXTRA_ENGINES)
+                speculate: Drafts | None = None) -> BenchEngine:
+    """The bench engine for a registry row; `speculate` ({"draft_tokens": k, "ngram": n})
+    sets the drafts of the rows with prompt lookup."""
+    row = get_engine(name)
+    drafts = (speculate or DEFAULT_SPECULATION) if row.prompt_lookup else None
+    return LOADERS[row.runtime](row, model, precision, drafts)

@@ -16,9 +16,12 @@ import importlib.util
 import os
 import time
 from pathlib import Path
-from typing import Any
 
-ENGINE = "llama.cpp-q4_1"
+from chatlab._thirdparty import Jsonable
+from chatlab.backends.engines import LLAMA_CPP
+from chatlab.bench.timing import Timing, from_stamps
+
+ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
 PACKAGE = "llama-cpp-python"
 INSTALL = "pip install -e '.[llamacpp]'"
 # What the table says about this engine's arithmetic (see the module docstring).
@@ -78,12 +81,10 @@ class LlamaCpp:
                                    n_threads_batch=self.threads, type_k=f32, type_v=f32,
                                    verbose=False)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, Jsonable]:
         return {"precision": "f32", "threads": self.threads, "compute": COMPUTE}
 
-    def run(self, ids: list[int], n: int) -> Any:
-        from chatlab.bench.timing import from_stamps
-
+    def run(self, ids: list[int], n: int) -> Timing:
         # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
         # would time a warm prompt against the other engines' cold ones.
         self.llm.reset()

@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import Jsonable
 from chatlab.bench.engines import BASELINE
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from matplotlib.figure import Figure
 
 # (engine, metric, compared with, bound): the project's speed targets, checked in the output:
 # ahead of openvino-genai on both axes at equal precision; 1.25x decode is the moonshot
@@ -25,7 +31,7 @@ COPY_TARGETS = [(PL, "decode_tok_s", BASELINE, ">=", 1.25), (PL, "decode_tok_s",
 NO_COPY_TARGETS = [(PL, "decode_tok_s", BASELINE, ">=", 0.97)]
 
 
-def _ratio(by_name: dict[str, Any], engine: str, metric: str, other: str) -> float | None:
+def _ratio(by_name: dict[str, Jsonable], engine: str, metric: str, other: str) -> float | None:
     """engine's median over other's. When `other` is the anchor that `engine` ran in a pair
     with, the anchor's median from that pair is used: the two were measured interleaved."""
     row, base = by_name.get(engine), by_name.get(other)
@@ -36,7 +42,7 @@ def _ratio(by_name: dict[str, Any], engine: str, metric: str, other: str) -> flo
     return row[metric] / denominator if denominator else None
 
 
-def add_ratios(result: dict[str, Any]) -> None:
+def add_ratios(result: dict[str, Jsonable]) -> None:
     """Each engine's ratios to the baseline (decode: higher is better; TTFT: lower is)."""
     by_name = {r["name"]: r for r in result["engines"]}
     for row in result["engines"]:
@@ -59,7 +65,7 @@ def add_ratios(result: dict[str, Any]) -> None:
     result["targets"] = targets
 
 
-def cpu_line(cpu: dict[str, Any] | None) -> str:
+def cpu_line(cpu: dict[str, Jsonable] | None) -> str:
     """The CPU line of the table: model, notable flags, threads. bf16 support decides
     OpenVINO's speed at bf16 and whether bf16 can be asked for at all."""
     if not cpu:
@@ -70,7 +76,7 @@ def cpu_line(cpu: dict[str, Any] | None) -> str:
             f"{cpu.get('threads')} threads available")
 
 
-def format_table(result: dict[str, Any], targets: bool = True) -> str:
+def format_table(result: dict[str, Jsonable], targets: bool = True) -> str:
     """The bench's text table. `targets=False` leaves out the project's speed-target lines
     ("target ... NOT met"): they are the project's bookkeeping, not part of a lesson."""
     p = result["prompt_tokens"]
@@ -83,7 +89,7 @@ def format_table(result: dict[str, Any], targets: bool = True) -> str:
              f"{'engine':<{width}}{'prec':>6}{'thr':>5}{'decode tok/s':>29}{'TTFT short ms':>28}"
              f"{'TTFT long ms':>30}{'RSS MB':>9}"]
 
-    def cell(row: dict[str, Any], metric: str, fmt: str) -> str:
+    def cell(row: dict[str, Jsonable], metric: str, fmt: str) -> str:
         lo, hi = row[f"{metric}_range"]
         ratio = row.get(f"{metric}_ratio")
         r = f" ({ratio:.2f}x)" if ratio is not None else ""
@@ -116,7 +122,7 @@ def format_table(result: dict[str, Any], targets: bool = True) -> str:
     return "\n".join(lines)
 
 
-def save_plot(result: dict[str, Any], path: str | Path) -> Path:
+def save_plot(result: dict[str, Jsonable], path: str | Path) -> Path:
     """Three panels: decode tok/s, TTFT short and long, medians with min–max whiskers."""
     import matplotlib
 
@@ -131,9 +137,11 @@ def save_plot(result: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def plot(result: dict[str, Any], plt: Any = None) -> Any:
+def plot(result: dict[str, Jsonable], plt: "ModuleType | None" = None) -> "Figure":
     if plt is None:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot
+
+        plt = matplotlib.pyplot
     rows = result["engines"]
     names = [r["name"] for r in rows]
     panels = [("decode_tok_s", "decode tokens/s (higher is better)"),

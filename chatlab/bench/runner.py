@@ -19,11 +19,21 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Protocol
 
+from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
-from chatlab.bench.engines import BASELINE, ENGINES, EXTRA_ENGINES
+from chatlab.bench.engines import BASELINE, ENGINES
 from chatlab.errors import ChatlabError, UnknownNameError
+
+if TYPE_CHECKING:
+    from chatlab.generate.speculate import Speculation
+
+
+class Bar(Protocol):
+    """The progress bar run_group advances (tqdm's)."""
+
+    def update(self) -> object: ...
 
 LONG_PROMPT_TOKENS = 1000
 SHORT_QUESTION = "What are three good habits for writing maintainable Python code?"
@@ -49,13 +59,14 @@ class BenchConfig:
     def make(cls, model: str, quick: bool = False, rounds: int | None = None,
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
-             speculate: Any = None) -> "BenchConfig":
+             speculate: "Speculation | None" = None) -> "BenchConfig":
         from chatlab.bench.engines import SPECULATIVE_ENGINES
         from chatlab.bench.tasks import TASKS
 
+        from chatlab.backends.engines import get_engine
+
         for e in engines or []:
-            if e not in ENGINES + EXTRA_ENGINES:
-                raise UnknownNameError("benchmark engine", e, ENGINES + EXTRA_ENGINES)
+            get_engine(e)  # an UnknownNameError listing the registry's rows
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         if task is not None and task not in TASKS:
@@ -70,7 +81,7 @@ class BenchConfig:
                    precision=check_precision(precision), task=task, speculate=drafts)
 
 
-def bench_prompts(model: str, task: str | None = None) -> dict[str, Any]:
+def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
     """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
     a task, its cases too (`cases`, a list of prompts)."""
     from chatlab.bench.tasks import task_messages
@@ -83,13 +94,13 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Any]:
     while len(long) < LONG_PROMPT_TOKENS:
         text += FILLER
         long = res.render([{"role": "user", "content": text + "\nSummarize the text above."}]).ids
-    out: dict[str, Any] = {"short": short, "long": long}
+    out: dict[str, Jsonable] = {"short": short, "long": long}
     if task is not None:
         out["cases"] = [list(res.render(messages).ids) for messages in task_messages(task)]
     return out
 
 
-def prompts_in_child(model: str, task: str | None = None) -> dict[str, Any]:
+def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
     """`bench_prompts` run in a short-lived process. Rendering loads transformers' tokenizer,
     which imports torch (~500 MB) into whichever process calls it, and keeps it there; the
     parent of the engine workers only needs the ids. In a notebook that parent is the kernel,
@@ -122,7 +133,7 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def ask(self, request: dict[str, Any] | None) -> dict[str, Any]:
+    def ask(self, request: dict[str, Jsonable] | None) -> dict[str, Jsonable]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if request is not None:
             self.proc.stdin.write(json.dumps(request) + "\n")
@@ -171,7 +182,7 @@ class Samples:
         self.all: dict[str, dict[str, list[float]]] = {}
         self.paired: dict[str, dict[str, list[float]]] = {}  # partner -> the anchor's samples
 
-    def add(self, engine: str, short: dict[str, Any], long: dict[str, Any],
+    def add(self, engine: str, short: dict[str, Jsonable], long: dict[str, Jsonable],
             partner: str | None = None) -> None:
         for store, key in ((self.all, engine), (self.paired, partner)):
             if key is None:
@@ -185,19 +196,19 @@ class Samples:
                 s.setdefault("acceptance", []).append(short["spec"]["acceptance"])
 
 
-def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int]],
-              samples: Samples, info: dict[str, dict[str, Any]], bar: Any,
-              make_worker: Any = None) -> int:
+def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable],
+              samples: Samples, info: dict[str, dict[str, Jsonable]], bar: "Bar",
+              make_worker: "Callable[..., Worker] | None" = None) -> int:
     """Load the group's workers, run the interleaved rounds, close them; returns how many
     workers were alive at once (the test of the memory bound reads it)."""
     make_worker = make_worker or Worker
-    workers: dict[str, Any] = {}
+    workers: dict[str, Worker] = {}
     try:
-        from chatlab.bench.engines import EXTRA_ENGINES
+        from chatlab.backends.engines import get_engine
 
-        speculative = set(EXTRA_ENGINES[2:])  # the -pl/-nodq/int4 rows take the drafts' settings
         for e in group:
-            extra = [config.speculate] if config.speculate is not None and e in speculative else []
+            takes = config.speculate is not None and get_engine(e).takes_drafts
+            extra = [config.speculate] if takes else []
             workers[e] = make_worker(e, config.model, config.precision, *extra)
             # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
             # paged graphs' cache blocks grow to the long prompt)
@@ -207,7 +218,7 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
         anchor = group[0]
         for r in range(config.rounds):
             shift = r % len(group)  # rotate who goes first: no engine always runs after the other
-            cases: list[Any] = prompts.get("cases") or [prompts["short"]]
+            cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
             for e in group[shift:] + group[:shift]:
                 short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
                 long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
@@ -226,7 +237,8 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, list[int
     return alive
 
 
-def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any = None) -> dict[str, Any]:
+def run_benchmark(config: BenchConfig, progress: bool = True,
+                  make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
     """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
     Engines that cannot run here (an optional package missing) are listed under `skipped`."""
     from tqdm.auto import tqdm
@@ -242,7 +254,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
                            "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
     prompts = prompts_in_child(config.model, config.task)
     groups = plan_groups(engines)
-    samples, info = Samples(), dict[str, Any]()
+    samples, info = Samples(), dict[str, Jsonable]()
     max_alive = 0
     steps = config.rounds * sum(len(g) for g in groups)
     with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
@@ -251,7 +263,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True, make_worker: Any =
                                                  make_worker))
     rows = []
     for e in engines:
-        row: dict[str, Any] = {"name": e}
+        row: dict[str, Jsonable] = {"name": e}
         for metric, values in samples.all[e].items():
             med, lo, hi = summarize(values)
             row[metric], row[f"{metric}_range"] = med, (lo, hi)

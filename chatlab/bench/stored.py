@@ -16,16 +16,16 @@ import argparse
 import datetime as dt
 import json
 import sys
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
 FOLDER = "bench"  # inside chatlab's data folder
 RUN_KEYS = ("date", "command", "machine", "cpu")
 
 
-def label(result: dict[str, Any], command: str, machine: str,
-          date: str | None = None) -> dict[str, Any]:
+def label(result: dict[str, Jsonable], command: str, machine: str,
+          date: str | None = None) -> dict[str, Jsonable]:
     """`result` with its `run` record (this machine's CPU, today's date unless given)."""
     from chatlab.backends.precision import cpu_info
 
@@ -38,7 +38,7 @@ def label(result: dict[str, Any], command: str, machine: str,
     return {**result, "run": run}
 
 
-def load_stored(name: str) -> dict[str, Any]:
+def load_stored(name: str) -> dict[str, Jsonable]:
     """A labelled result from `data/bench/NAME`; an unlabelled or unreadable one is an error."""
     from chatlab.data import data_path
 
@@ -56,7 +56,7 @@ def load_stored(name: str) -> dict[str, Any]:
     return result
 
 
-def run_label(result: dict[str, Any]) -> str:
+def run_label(result: dict[str, Jsonable]) -> str:
     """Where a stored result comes from, in two lines."""
     run = result["run"]
     cpu = run["cpu"]
@@ -66,7 +66,7 @@ def run_label(result: dict[str, Any]) -> str:
             f"{cpu.get('threads')} threads")
 
 
-def engines_table(result: dict[str, Any], targets: bool = True) -> str:
+def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
     """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
     without the speed-target lines, as the notebooks show it)."""
     from chatlab.bench.report import format_table
@@ -74,7 +74,7 @@ def engines_table(result: dict[str, Any], targets: bool = True) -> str:
     return run_label(result) + "\n" + format_table(result, targets=targets)
 
 
-def serving_table(result: dict[str, Any]) -> str:
+def serving_table(result: dict[str, Jsonable]) -> str:
     """A stored `chatlab.serve.bench --clients N` result: aggregate tokens/s, 1 vs N clients,
     and time to first token under load."""
     n = result["clients"]

@@ -13,9 +13,13 @@ Each task yields chat message lists; `task_prompts` renders them with the model'
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError, UnknownNameError
+
+if TYPE_CHECKING:
+    from chatlab.evals.retrieval import Passage
 
 TASKS = ["extract", "rag", "rewrite", "story"]
 COPY_TASKS = ["extract", "rag", "rewrite"]
@@ -61,7 +65,7 @@ def questions_with_passages() -> list[tuple[str, str]]:
     return out
 
 
-def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Any]:
+def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list["Passage"]:
     """Paragraphs of data/docs long enough to rewrite, short enough for a small model."""
     from chatlab.data import data_path
     from chatlab.evals.retrieval import split_passages
@@ -70,7 +74,7 @@ def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Any]:
             if min_chars <= len(p.text) <= max_chars and not p.text.lstrip().startswith(("```", "|"))]
 
 
-def task_prompts(tokenizer: Any, task: str, limit: int | None = None) -> list[list[int]]:
+def task_prompts(tokenizer: HFTokenizer, task: str, limit: int | None = None) -> list[list[int]]:
     """The task's prompts as ids, rendered with the tokenizer's chat template."""
     out = []
     for messages in task_messages(task)[:limit]:

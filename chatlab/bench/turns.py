@@ -17,7 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+from chatlab._thirdparty import Jsonable
+
+if TYPE_CHECKING:
+    from chatlab.engine import ChatEngine
 
 
 def user_turns(n: int) -> list[str]:
@@ -27,7 +32,7 @@ def user_turns(n: int) -> list[str]:
     return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs[:n]]
 
 
-def timed_turn(engine: Any, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
+def timed_turn(engine: "ChatEngine", history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
     """(TTFT in s, reply text, prompt tokens) of one greedy turn through the engine's stream."""
     from chatlab.engine import parse_request
 
@@ -46,14 +51,14 @@ def timed_turn(engine: Any, history: list[dict[str, str]], tokens: int) -> tuple
     return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
 
 
-def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16) -> dict[str, Any]:
+def growing_chat(engines: "dict[str, ChatEngine]", turns: int = 8, tokens: int = 16) -> dict[str, Jsonable]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
     runs before turn t+1 of any, in an order that alternates."""
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Jsonable]] = []
     names = list(engines)
     for t, message in enumerate(user_turns(turns), 1):
-        row: dict[str, Any] = {"turn": t}
+        row: dict[str, Jsonable] = {"turn": t}
         for name in (names if t % 2 else names[::-1]):
             history = histories[name]
             history.append({"role": "user", "content": message})
@@ -68,7 +73,7 @@ def growing_chat(engines: dict[str, Any], turns: int = 8, tokens: int = 16) -> d
     return {"turns": rows, "engines": names, "new_tokens": tokens}
 
 
-def ratios(result: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
+def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
     for row in result["turns"]:
         for a, b in pairs:
             row[f"{a}/{b}"] = row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"]
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
     p.add_argument("--genai", action="store_true", help="also genai, prefix caching on and off")
     args = p.parse_args(argv)
-    engines: dict[str, Any] = {
+    engines: dict[str, ChatEngine] = {
         "reuse": ChatEngine.load(args.model, "openvino", precision="f32", reuse_prefix=True),
         "plain": ChatEngine.load(args.model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]

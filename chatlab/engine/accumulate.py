@@ -14,9 +14,12 @@ content, as the parser says.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
+from chatlab._thirdparty import Jsonable
+from chatlab.generate import Finished
 from chatlab.tools.events import ContentDelta, ToolCallArgs, ToolCallEnd, ToolCallError, ToolCallStart
+from chatlab.tools.events import Event as ParserEvent
 
 
 class Accumulator:
@@ -25,9 +28,9 @@ class Accumulator:
     def __init__(self, legacy: bool = False) -> None:
         self.legacy = legacy  # old `functions` requests: one call, as `function_call`
         self.wire: dict[int, int] = {}  # parser's call index -> index on the wire
-        self.finished: Any = None  # the loop's Finished, set before the parser's final events
+        self.finished: Finished | None = None  # the loop's, set before the parser's final events
 
-    def feed(self, ev: Any) -> list[dict[str, Any]]:
+    def feed(self, ev: ParserEvent) -> list[dict[str, Jsonable]]:
         if isinstance(ev, ContentDelta):
             return [{"content": ev.text}] if ev.text else []
         if isinstance(ev, ToolCallStart):
@@ -59,10 +62,10 @@ class Accumulator:
         return "function_call" if self.legacy else "tool_calls"
 
 
-def _merge_choice(deltas: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def _merge_choice(deltas: Iterable[dict[str, Jsonable]]) -> dict[str, Jsonable]:
     text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    legacy: dict[str, Any] | None = None
+    calls: dict[int, dict[str, Jsonable]] = {}
+    legacy: dict[str, Jsonable] | None = None
     for delta in deltas:
         text.append(delta.get("content") or "")
         for c in delta.get("tool_calls") or []:
@@ -76,7 +79,7 @@ def _merge_choice(deltas: Iterable[dict[str, Any]]) -> dict[str, Any]:
             legacy["name"] += fc.get("name") or ""
             legacy["arguments"] += fc.get("arguments") or ""
     content = "".join(text)
-    message: dict[str, Any] = {"role": "assistant",
+    message: dict[str, Jsonable] = {"role": "assistant",
                                "content": None if (calls or legacy) and not content else content,
                                "refusal": None}
     if calls:
@@ -86,11 +89,11 @@ def _merge_choice(deltas: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return message
 
 
-def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_chunks(chunks: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
     """A `chat.completion` equal to what a client gets by adding up the streamed chunks."""
-    by_index: dict[int, list[dict[str, Any]]] = {}
+    by_index: dict[int, list[dict[str, Jsonable]]] = {}
     reasons: dict[int, str | None] = {}
-    logprobs: dict[int, list[Any]] = {}
+    logprobs: dict[int, list[Jsonable]] = {}
     usage = None
     for chunk in chunks:
         usage = chunk.get("usage") or usage
@@ -113,11 +116,11 @@ def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
             "system_fingerprint": first.get("system_fingerprint")}
 
 
-def merge_text_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_text_chunks(chunks: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
     """The same for `/v1/completions`: text pieces per choice index, concatenated."""
     texts: dict[int, list[str]] = {}
     reasons: dict[int, str | None] = {}
-    logprobs: dict[int, dict[str, list[Any]]] = {}
+    logprobs: dict[int, dict[str, list[Jsonable]]] = {}
     usage = None
     for chunk in chunks:
         usage = chunk.get("usage") or usage

@@ -22,9 +22,9 @@ import queue
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from chatlab._thirdparty import GenaiConfig, Processor
+from chatlab._thirdparty import GenaiConfig, Jsonable, LoaderOption, Processor
 from chatlab.engine.engine import ChatEngine, StopFn
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
@@ -34,7 +34,9 @@ from chatlab.protocols import BatchedBackend
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
 if TYPE_CHECKING:
-    from chatlab.generate import Event, SamplingParams
+    from chatlab.generate import Event, SamplingParams, Speculation
+    from chatlab.render.resolve import TemplateChoice
+    from chatlab.tools.constrain import Constraint
 
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
@@ -44,13 +46,14 @@ class BatchedEngine(ChatEngine):
     notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
     but the source."""
 
-    def __init__(self, backend: BatchedBackend, model_name: str, template: str | None = None) -> None:
+    def __init__(self, backend: BatchedBackend, model_name: str, template: "TemplateChoice" = None) -> None:
         super().__init__(backend, model_name, template, source=GenaiSource(backend))
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
-             weight_format: str | None = None, template: str | None = None, speculate: Any = None,
-             reuse_prefix: bool = False, **options: Any) -> "BatchedEngine":
+             weight_format: str | None = None, template: "TemplateChoice" = None,
+             speculate: "Speculation | None" = None, reuse_prefix: bool = False,
+             **options: LoaderOption) -> "BatchedEngine":
         from chatlab.backends import load_backend
 
         if backend != "genai":
@@ -163,7 +166,7 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     return cfg
 
 
-def structured_config(constraint: Any) -> Processor:
+def structured_config(constraint: "Constraint | ChatPlan | None") -> Processor:
     """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
     decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
     import openvino_genai as genai
@@ -190,7 +193,7 @@ def ebnf_for_genai(ebnf: str) -> str:
     return _UNBOUNDED.sub(r"{\1,}", ebnf)
 
 
-def structural_tag(spec: dict[str, Any]) -> Any:
+def structural_tag(spec: dict[str, Jsonable]) -> GenaiConfig:
     """An xgrammar structural-tag format (chatlab's ToolFormat output) as genai's objects."""
     from openvino_genai import StructuredOutputConfig as S
 

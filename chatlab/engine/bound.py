@@ -9,12 +9,20 @@ splitting; the byte-level BPE and SentencePiece tokenizers of chat models do not
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
 
-def max_token_chars(tokenizer: Any) -> int | None:
+class ContextWindow(Protocol):
+    """What the bound reads of an engine: its window (and `max_token_chars`, when it has one)."""
+
+    @property
+    def context_length(self) -> int: ...
+
+
+def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     """The longest token of the vocabulary in characters (an upper bound: for byte-level BPE
     the token's string has one character per byte), or None when the vocabulary is unreadable."""
     enc = getattr(tokenizer, "enc", None)
@@ -29,7 +37,7 @@ def max_token_chars(tokenizer: Any) -> int | None:
     return max(map(len, vocab), default=0) or None
 
 
-def fits_before_tokenizing(engine: Any, chars: int, where: str) -> None:
+def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str) -> None:
     """ChatlabError (param `where`) when `chars` characters cannot fit the context window."""
     per_token = getattr(engine, "max_token_chars", None)
     if not per_token:

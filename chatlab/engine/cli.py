@@ -5,8 +5,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import Jsonable
 from chatlab.backends.options import add_model_args
 from chatlab.engine.speedups import add_speedup_args, speedups_from_args
 from chatlab.errors import ChatlabError
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def read_json(path: Path, what: str) -> Any:
+def read_json(path: Path, what: str) -> Jsonable:
     try:
         return json.loads(path.read_text())
     except OSError as err:
@@ -43,11 +44,11 @@ def read_json(path: Path, what: str) -> Any:
         raise ChatlabError(f"the {what} file {path} is not valid JSON ({err}); fix it") from None
 
 
-def build_request(args: argparse.Namespace) -> dict[str, Any]:
+def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
     messages = read_json(args.messages, "messages")
     if isinstance(messages, dict) and "messages" in messages:
         messages = messages["messages"]  # a whole request body is fine too
-    body: dict[str, Any] = {"model": args.model, "messages": messages, "stream": args.stream,
+    body: dict[str, Jsonable] = {"model": args.model, "messages": messages, "stream": args.stream,
                             "stream_options": {"include_usage": True} if args.stream else None}
     for key in ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "tool_choice"):
         if getattr(args, key) is not None:

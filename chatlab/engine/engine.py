@@ -10,9 +10,9 @@ held across `yield`) for a step backend, or a batched pipeline (chatlab.engine.b
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Iterator, overload
+from typing import TYPE_CHECKING, Iterator, overload
 
-from chatlab._thirdparty import Processor
+from chatlab._thirdparty import Jsonable, LoaderOption, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.bound import max_token_chars
@@ -24,7 +24,13 @@ from chatlab.protocols import AnyBackend, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
-    from chatlab.generate import Event, SamplingParams
+    from chatlab.render.resolve import TemplateChoice
+    from chatlab.generate import Event, Finished, SamplingParams, Speculation, TokenLogprob
+    from chatlab.tools.events import Event as ParserEvent
+    from chatlab.tools.formats.base import StreamParser
+
+    # what one choice yields to the accumulator: parser events, a token's logprobs, the end
+    ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
 __all__ = ["ChatEngine", "StopFn"]
 
@@ -35,8 +41,8 @@ class ChatEngine:
     resending the conversation prefills only the new tokens. Both drive chatlab's loop over a
     backend that can roll back (torch, openvino paged) and are checked here, before any request."""
 
-    def __init__(self, backend: AnyBackend, model_name: str, template: str | None = None,
-                 source: TokenSource | None = None, speculate: Any = None,
+    def __init__(self, backend: AnyBackend, model_name: str, template: "TemplateChoice" = None,
+                 source: TokenSource | None = None, speculate: Speculation | None = None,
                  reuse_prefix: bool = False) -> None:
         """`source`: what produces the tokens; by default chatlab's loop over `backend`, which
         must then be a step backend (prefill/step)."""
@@ -78,8 +84,9 @@ class ChatEngine:
 
     @classmethod
     def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str | None = None, template: str | None = None, speculate: Any = None,
-             reuse_prefix: bool = False, **options: Any) -> "ChatEngine":
+             weight_format: str | None = None, template: "TemplateChoice" = None,
+             speculate: Speculation | None = None, reuse_prefix: bool = False,
+             **options: LoaderOption) -> "ChatEngine":
         from chatlab.backends import load_backend
 
         if speculate is not None and backend == "openvino":
@@ -103,10 +110,11 @@ class ChatEngine:
             else plan_completion(self, req)
         return self.source.accept(plan)
 
-    def render(self, req: ChatRequest) -> dict[str, Any]:
+    def render(self, req: ChatRequest) -> dict[str, Jsonable]:
         """RTP-LLM's debug view: what the model will see, and which rule chose the template."""
         plan = plan_chat(self, req)
         fmt = plan.tool_format
+        assert plan.rendered is not None  # plan_chat keeps its render
         return {"model": self.model_name, **plan.rendered.to_json(),
                 "tool_format": getattr(fmt, "name", fmt), "prompt_tokens": len(plan.prompt_ids)}
 
@@ -129,7 +137,8 @@ class ChatEngine:
         (chatlab's loop: a logits processor over the compiled grammar the plan carries)."""
         return self.source.constraint(plan)
 
-    def _choice_events(self, plan: ChatPlan, params: SamplingParams, should_stop: StopFn) -> Iterator[Any]:
+    def _choice_events(self, plan: ChatPlan, params: SamplingParams,
+                       should_stop: StopFn) -> Iterator[ChoiceEvent]:
         """Parser events for one choice, with two more kinds among them: the tokens' logprobs
         (a list, when asked for), and the loop's Finished, which comes before the parser's
         final events so that the accumulator knows whether the reply was cut short."""
@@ -151,7 +160,7 @@ class ChatEngine:
         if parser is not None:
             yield from parser.finish()
 
-    def _chunks(self, plan: ChatPlan, should_stop: StopFn, usage: bool) -> Iterator[dict[str, Any]]:
+    def _chunks(self, plan: ChatPlan, should_stop: StopFn, usage: bool) -> Iterator[dict[str, Jsonable]]:
         from chatlab.generate import Finished
 
         cid, model = shapes.new_id("chatcmpl"), self.model_name
@@ -175,18 +184,18 @@ class ChatEngine:
         if usage:
             yield shapes.usage_chunk(cid, model, shapes.usage(prompt_tokens, completion_tokens))
 
-    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
+    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> Iterator[dict[str, Jsonable]]:
         plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
         return self._chunks(plan, should_stop, plan.include_usage)
 
-    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> dict[str, Any]:
+    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> dict[str, Jsonable]:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
         plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan | CompletionRequest,
-                          should_stop: StopFn = None) -> Iterator[dict[str, Any]]:
+                          should_stop: StopFn = None) -> Iterator[dict[str, Jsonable]]:
         from chatlab.generate import Finished, completion_logprobs
 
         plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
@@ -211,18 +220,18 @@ class ChatEngine:
         if plan.include_usage:
             yield shapes.text_completion(cid, self.model_name, [], shapes.usage(*used))
 
-    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn = None) -> dict[str, Any]:
+    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn = None) -> dict[str, Jsonable]:
         plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
         full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
         return merge_text_chunks(list(self.completion_stream(full, should_stop)))
 
 
 def _text_choice(index: int, text: str, finish_reason: str | None = None,
-                 logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+                 logprobs: dict[str, Jsonable] | None = None) -> dict[str, Jsonable]:
     return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
-def _take(tokens: list[Any]) -> dict[str, Any] | None:
+def _take(tokens: list[TokenLogprob]) -> dict[str, Jsonable] | None:
     """The chat logprobs of the tokens gathered so far (emptying the list), or None."""
     from chatlab.generate import chat_logprobs
 
@@ -233,6 +242,6 @@ def _take(tokens: list[Any]) -> dict[str, Any] | None:
     return out
 
 
-def _parser(plan: ChatPlan) -> Any:
+def _parser(plan: ChatPlan) -> StreamParser:
     assert plan.tool_format is not None  # called only for a plan with a tool format
     return plan.tool_format.parser(plan.tools)

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.protocols import StepBackend
+
+if TYPE_CHECKING:
+    from chatlab.engine.prefix import PrefixCache
 
 
 class Superseded(ChatlabError):
@@ -33,10 +37,42 @@ class Lease:
         self.touched = time.monotonic()
         self.done = self.superseded = False
 
-    def __getattr__(self, name: str) -> Any:  # tokenizer, decoder, eos_ids, vocab_size, ...
+    # The model's facts, read through to the backend (the loop reads them from what it drives)
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def tokenizer(self) -> HFTokenizer:
+        return self.backend.tokenizer
+
+    @property
+    def context_length(self) -> int:
+        return self.backend.context_length
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.vocab_size
+
+    @property
+    def eos_ids(self) -> list[int]:
+        return self.backend.eos_ids
+
+    @property
+    def precision(self) -> str:
+        return self.backend.precision
+
+    @property
+    def threads(self) -> int | None:
+        return self.backend.threads
+
+    def reset(self) -> None:
+        self.backend.reset()
+
+    def __getattr__(self, name: str) -> object:  # what only some backends have (length, ...)
         return getattr(self.backend, name)
 
-    def _call(self, fn: str, *args: Any) -> Any:
+    def _call(self, fn: str, *args: int | list[int]) -> object:
         with self._guard.cond:
             if self.superseded:
                 raise Superseded("this generation sat unread and a newer call on the same engine "
@@ -47,13 +83,13 @@ class Lease:
             return out
 
     def prefill(self, ids: list[int]) -> np.ndarray:
-        return self._call("prefill", ids)
+        return _logits(self._call("prefill", ids))
 
     def step(self, token_id: int) -> np.ndarray:
-        return self._call("step", token_id)
+        return _logits(self._call("step", token_id))
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
-        return self._call("extend", ids, keep)
+        return _logits(self._call("extend", ids, keep))
 
     def truncate(self, length: int) -> None:
         self._call("truncate", length)
@@ -64,8 +100,13 @@ class Lease:
             self._guard.cond.notify_all()
 
 
+def _logits(out: object) -> np.ndarray:
+    assert isinstance(out, np.ndarray), f"a backend returned {type(out).__name__}, not logits"
+    return out
+
+
 class ModelGuard:
-    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: Any = None) -> None:
+    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: "PrefixCache | None" = None) -> None:
         self.backend, self.idle_s = backend, idle_s
         # What the model calls go to: the backend, or a PrefixCache around it
         # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.

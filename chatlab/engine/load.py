@@ -3,17 +3,21 @@ drives the backend — chatlab's loop (ChatEngine over a step backend) or a batc
 (BatchedEngine) — so no caller branches on the name."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import LoaderOption
 from chatlab.backends.precision import DEFAULT_PRECISION
 from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend
 from chatlab.protocols import BatchedBackend, StepBackend
 from chatlab.engine.engine import ChatEngine
 
+if TYPE_CHECKING:
+    from chatlab.render.resolve import TemplateChoice
+
 
 def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
-                weight_format: str | None = None, template: str | None = None,
-                precision: str = DEFAULT_PRECISION, **options: Any) -> ChatEngine:
+                weight_format: str | None = None, template: "TemplateChoice" = None,
+                precision: str = DEFAULT_PRECISION, **options: LoaderOption) -> ChatEngine:
     """A ready engine for `model` on `backend` (options: the backend's, see the registry; and
     chatlab's loop's `speculate` and `reuse_prefix`, see ChatEngine)."""
     speculate, reuse_prefix = options.pop("speculate", None), options.pop("reuse_prefix", False)

@@ -10,15 +10,28 @@ bad request is refused before it waits in a queue, and `chat` / `chat_stream` on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Protocol, cast
 
+from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.engine.bound import fits_before_tokenizing
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
 from chatlab.tools.formats import ToolFormat
+from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
+
+
+class Planner(Protocol):
+    """What planning reads from the engine (a ChatEngine): the template's resolution, the
+    tokenizer and the model's limits."""
+
+    resolution: Resolution
+    tokenizer: HFTokenizer
+    vocab_size: int
+    context_length: int
+    max_token_chars: int | None
 
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
@@ -41,10 +54,10 @@ class ChatPlan:
     stream: bool = False
     include_usage: bool = False
     user: str | None = None
-    rendered: Any = field(default=None, repr=False, compare=False)
+    rendered: Rendered | None = field(default=None, repr=False, compare=False)
     # what an executor made of `constraint` for its own token source (genai's structured-output
     # config), attached once at check time by that executor; chatlab's loop needs none
-    adapted: Any = field(default=None, repr=False, compare=False)
+    adapted: Processor = field(default=None, repr=False, compare=False)
 
     @property
     def constrained(self) -> bool:
@@ -88,8 +101,9 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         # logit_bias) once, when it is made
         logit_bias=cast("dict[int, float]", dict(req.logit_bias or {})),
         logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
-    params.validate(vocab_size=vocab_size)  # the window is checked above, with the field's name
-    return params
+    # the window is checked above, with the field's name; the copy records the check, so the
+    # loop does not repeat it
+    return params.validated(context_length, prompt_len, vocab_size)
 
 
 def parse_chat(req: ChatRequest) -> tuple[list[Message], list[ToolSpec], ToolChoice, ResponseFormat | None]:
@@ -103,7 +117,7 @@ def _chars(req: ChatRequest) -> int:
     return sum(len(m.content) for m in req.messages if m.role != "assistant")
 
 
-def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
+def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
     fits_before_tokenizing(engine, _chars(req), "messages")
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None
@@ -125,7 +139,7 @@ def plan_chat(engine: Any, req: ChatRequest) -> ChatPlan:
                     include_usage=req.include_usage, user=req.user, rendered=rendered)
 
 
-def plan_completion(engine: Any, req: CompletionRequest) -> CompletionPlan:
+def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
     prompts, params = [], []
     for i, text in enumerate(req.prompts):
         where = f"prompt[{i}]" if not isinstance(req.prompt, str) else "prompt"

@@ -23,11 +23,11 @@ engine, the chat widget or a script that wraps a backend must not also drive it 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
-
+from typing import cast
 import numpy as np
 
 from chatlab.errors import ChatlabError
+from chatlab.protocols import AnyBackend, SnapshotBackend, SpeculativeBackend
 
 MIN_REUSE = 16  # below this many shared tokens a full prefill is as cheap as the bookkeeping
 
@@ -43,21 +43,22 @@ def common_prefix(a: list[int] | tuple[int, ...], b: list[int]) -> int:
 class PrefixCache:
     """Wraps `backend`'s prefill/step/extend/truncate and keeps track of the ids it caches."""
 
-    def __init__(self, backend: Any, max_entries: int = 4, max_bytes: int = 256 << 20) -> None:
+    def __init__(self, backend: AnyBackend, max_entries: int = 4, max_bytes: int = 256 << 20) -> None:
         if not getattr(backend, "can_rollback", False):
             name = getattr(backend, "name", type(backend).__name__)
             raise ChatlabError(f"prefix reuse needs a backend that can roll its KV cache back; "
                                f"{name} cannot. Use --backend torch, or openvino with its default "
                                "paged attention, or turn prefix reuse off")
-        self.backend = backend
+        # can_rollback declares extend and truncate (a stand-in need not carry every model fact)
+        self.backend = cast(SpeculativeBackend, backend)
         self.live: list[int] = []  # the ids whose keys and values the backend holds now
-        self.saved: OrderedDict[tuple[int, ...], tuple[Any, int]] = OrderedDict()
+        self.saved: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()  # backend's copies
         self.sizes: dict[tuple[int, ...], int] = {}  # bytes of each saved copy
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.can_snapshot = hasattr(backend, "snapshot") and max_entries > 0
         self.reused = 0  # tokens the last prefill did not compute (tests, the TTFT script)
 
-    def __getattr__(self, name: str) -> Any:  # tokenizer, eos_ids, vocab_size, length, ...
+    def __getattr__(self, name: str) -> object:  # tokenizer, eos_ids, vocab_size, length, ...
         return getattr(self.backend, name)
 
     def prefill(self, ids: list[int]) -> np.ndarray:
@@ -68,6 +69,7 @@ class PrefixCache:
             snap, length = self.saved.pop(best_saved)  # type: ignore[arg-type]
             self.sizes.pop(best_saved, None)  # type: ignore[arg-type]
             self._save_live()  # after taking the saved one out: saving may evict
+            assert isinstance(self.backend, SnapshotBackend)  # it made the copy
             self.backend.restore(snap, length)
             self.live, keep = list(best_saved), saved_keep  # type: ignore[arg-type]
         elif keep < MIN_REUSE:
@@ -106,6 +108,7 @@ class PrefixCache:
         if not self.can_snapshot or len(self.live) < MIN_REUSE:
             return
         key = tuple(self.live)
+        assert isinstance(self.backend, SnapshotBackend)  # can_snapshot
         snap, nbytes = self.backend.snapshot()
         if nbytes > self.max_bytes:
             return

@@ -14,21 +14,22 @@ ChatlabError whose `param` names the field (`messages[0].role`, `temperature`).
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, TypeVar, overload
 
 from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
                       WithJsonSchema, field_validator, model_validator)
 
 from pydantic.json_schema import SkipJsonSchema
 
+from chatlab._thirdparty import Jsonable, PydanticField
 from chatlab.engine.wire import check_body, param_of
 from chatlab.errors import ChatlabError
 from chatlab.generate import limits
 from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
                            parse_response_format, parse_tool_choice, parse_tools, wire)
+from chatlab.types.wire import MAX_STOP_CHARS, MAX_STOPS
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
-MAX_STOPS, MAX_STOP_CHARS = 16, 1_000
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
 MIN_TEMPERATURE = limits.MIN_TEMPERATURE
 INT64 = (-(2**63), 2**63 - 1)
@@ -53,12 +54,12 @@ def _short_id(value: str | None, field: str) -> str | None:
     return value
 
 
-def _ranged(rng: limits.Range) -> Any:
+def _ranged(rng: limits.Range) -> PydanticField:
     """An optional field bounded by one of the shared limits (the OpenAPI schema shows them)."""
     return Field(default=None, **rng.field())
 
 
-def _domain(schema: dict[str, Any]) -> Any:
+def _domain(schema: dict[str, Jsonable]) -> WithJsonSchema:
     """A field that holds chatlab.types objects (parsed by `_parse_chat`), documented as the
     OpenAI wire shape it is parsed from."""
     return WithJsonSchema(schema)
@@ -74,7 +75,7 @@ class SamplingFields(_Strict):
     frequency_penalty: float | None = _ranged(limits.FREQUENCY_PENALTY)
     max_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
     max_completion_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
-    stop: Annotated[Any, WithJsonSchema(wire.STOP)] = None
+    stop: Annotated[tuple[str, ...] | None, WithJsonSchema(wire.STOP)] = None
     n: int = Field(default=1, ge=1, le=8)
     seed: int | None = None
     stream: bool = False
@@ -110,9 +111,9 @@ class SamplingFields(_Strict):
             raise ValueError(f"seed must be a 64-bit integer ({INT64[0]} to {INT64[1]})")
         return v % 2**64
 
-    @field_validator("stop")
+    @field_validator("stop", mode="before")  # before: the raw value, then the tuple is checked
     @classmethod
-    def _stops(cls, v: Any) -> tuple[str, ...] | None:
+    def _stops(cls, v: Jsonable) -> tuple[str, ...] | None:
         if v is None:
             return None
         stops = [v] if isinstance(v, str) else v
@@ -144,8 +145,8 @@ class ChatRequest(SamplingFields):
     response_format: Annotated[ResponseFormat | None, SkipValidation,
                                _domain(wire.RESPONSE_FORMAT)] = None
     # the legacy shapes, folded into tools / tool_choice while parsing (then always None)
-    functions: Annotated[Any, SkipValidation, WithJsonSchema(wire.FUNCTIONS)] = None
-    function_call: Annotated[Any, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL)] = None
+    functions: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTIONS)] = None
+    function_call: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL)] = None
     parallel_tool_calls: bool | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -154,7 +155,7 @@ class ChatRequest(SamplingFields):
 
     @model_validator(mode="before")
     @classmethod
-    def _parse_chat(cls, data: Any) -> Any:
+    def _parse_chat(cls, data: Jsonable) -> Jsonable:
         """The chat fields through chatlab.types, once. tool_choice needs the tools, so this is
         one validator over the body rather than one per field."""
         if not isinstance(data, dict):
@@ -183,7 +184,7 @@ class ChatRequest(SamplingFields):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: Annotated[Any, WithJsonSchema(wire.PROMPT)]
+    prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT)]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives
     # OpenAI fields chatlab does not implement: refused unless they ask for nothing
@@ -194,9 +195,9 @@ class CompletionRequest(SamplingFields):
     def token_logprobs(self) -> tuple[bool, int]:
         return self.logprobs is not None, self.logprobs or 0
 
-    @field_validator("prompt")
+    @field_validator("prompt", mode="before")
     @classmethod
-    def _prompt(cls, v: Any) -> str | tuple[str, ...]:
+    def _prompt(cls, v: Jsonable) -> str | tuple[str, ...]:
         if isinstance(v, str) and v:
             return v
         if isinstance(v, list) and v and all(isinstance(p, str) and p for p in v):
@@ -234,7 +235,14 @@ class CompletionRequest(SamplingFields):
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
 
-def parse_request(data: Any, cls: type[SamplingFields] = ChatRequest) -> Any:
+R = TypeVar("R", bound=SamplingFields)
+
+
+@overload
+def parse_request(data: Jsonable) -> ChatRequest: ...
+@overload
+def parse_request(data: Jsonable, cls: type[R]) -> R: ...
+def parse_request(data: Jsonable, cls: type[SamplingFields] = ChatRequest) -> SamplingFields:
     """Validate a request body; anything wrong is a ChatlabError whose `param` names the field."""
     if not isinstance(data, dict):
         raise WireError(f"the request body must be a JSON object, not {type(data).__name__}")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+
+from chatlab._thirdparty import Jsonable
 
 
 def new_id(prefix: str) -> str:
@@ -20,27 +21,27 @@ def usage(prompt: int, completion: int) -> dict[str, int]:
             "total_tokens": prompt + completion}
 
 
-def completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int]) -> dict[str, Any]:
+def completion(cid: str, model: str, choices: list[dict[str, Jsonable]], use: dict[str, int]) -> dict[str, Jsonable]:
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": choices, "usage": use, "system_fingerprint": "chatlab"}
 
 
-def chunk(cid: str, model: str, index: int, delta: dict[str, Any],
-          finish_reason: str | None = None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+def chunk(cid: str, model: str, index: int, delta: dict[str, Jsonable],
+          finish_reason: str | None = None, logprobs: dict[str, Jsonable] | None = None) -> dict[str, Jsonable]:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "system_fingerprint": "chatlab",
             "choices": [{"index": index, "delta": delta, "logprobs": logprobs,
                          "finish_reason": finish_reason}]}
 
 
-def usage_chunk(cid: str, model: str, use: dict[str, int]) -> dict[str, Any]:
+def usage_chunk(cid: str, model: str, use: dict[str, int]) -> dict[str, Jsonable]:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "choices": [], "usage": use}
 
 
-def text_completion(cid: str, model: str, choices: list[dict[str, Any]], use: dict[str, int] | None,
-                    obj: str = "text_completion") -> dict[str, Any]:
-    body: dict[str, Any] = {"id": cid, "object": obj, "created": int(time.time()), "model": model,
+def text_completion(cid: str, model: str, choices: list[dict[str, Jsonable]], use: dict[str, int] | None,
+                    obj: str = "text_completion") -> dict[str, Jsonable]:
+    body: dict[str, Jsonable] = {"id": cid, "object": obj, "created": int(time.time()), "model": model,
                             "choices": choices}
     if use is not None:
         body["usage"] = use

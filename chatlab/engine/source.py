@@ -6,7 +6,7 @@ producing tokens is a new source, not a subclass that overrides the engine's ins
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.protocols import ModelFacts, StepBackend
@@ -15,7 +15,8 @@ from chatlab.engine.lease import ModelGuard
 if TYPE_CHECKING:
     from chatlab.engine.plan import ChatPlan, CompletionPlan
     from chatlab.engine.request import ChatRequest, CompletionRequest
-    from chatlab.generate import Event, SamplingParams
+    from chatlab.engine.prefix import PrefixCache
+    from chatlab.generate import Event, SamplingParams, Speculation
 
 StopFn = Callable[[], bool] | None
 
@@ -49,7 +50,7 @@ class LoopSource:
     max_concurrency = 1
 
     def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: HFTokenizer,
-                 speculate: Any = None, reuse: Any = None) -> None:
+                 speculate: Speculation | None = None, reuse: PrefixCache | None = None) -> None:
         # speculate: a chatlab.generate.Speculation for every reply; reuse: a PrefixCache around
         # the backend (chatlab.engine.prefix), called under the lease's lock
         self.backend, self.guard = backend, ModelGuard(backend, reuse=reuse)

@@ -7,8 +7,7 @@ KV cache (chatlab.engine.prefix). Kept in one place so each command adds them wi
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
+from chatlab._thirdparty import LoaderOption
 from chatlab.errors import ChatlabError
 from chatlab.generate.speculate import DRAFT_TOKENS_RANGE, METHODS, NGRAM_RANGE, Speculation
 
@@ -36,7 +35,7 @@ def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
     return Speculation(args.speculate, draft_tokens=args.draft_tokens, ngram=args.ngram)
 
 
-def speedups_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """The engine's load keywords for the flags. On genai, --reuse-prefix is its own prefix
     caching; --speculate drives chatlab's loop only (genai has a prompt lookup of its own, which
     the bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
@@ -48,7 +47,7 @@ def speedups_from_args(args: argparse.Namespace) -> dict[str, Any]:
                                "schedules its own tokens. Use --backend openvino (or torch), or "
                                "leave out --speculate")
         return {"prefix_caching": True} if reuse else {}
-    out: dict[str, Any] = {}
+    out: dict[str, LoaderOption] = {}
     if spec is not None:
         out["speculate"] = spec
     if reuse:

@@ -6,8 +6,7 @@ location into the `param` OpenAI's error body carries (`messages[0].role`).
 """
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.types import check_text
 
@@ -21,9 +20,9 @@ def field_path(parts: list[str | int]) -> str:
     return out or "the request body"
 
 
-def check_body(data: Any) -> None:
+def check_body(data: Jsonable) -> None:
     """Iterative, so a hostile body cannot recurse us."""
-    stack: list[tuple[Any, list[str | int]]] = [(data, [])]
+    stack: list[tuple[Jsonable, list[str | int]]] = [(data, [])]
     while stack:
         value, where = stack.pop()
         if len(where) > MAX_BODY_DEPTH:
@@ -53,7 +52,7 @@ def _encodable(text: str) -> bool:
 _TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "none", "tuple"}
 
 
-def param_of(loc: tuple[Any, ...]) -> str | None:
+def param_of(loc: tuple[Jsonable, ...]) -> str | None:
     """A pydantic error location as a field path (`stream_options.include_usage`), without the
     union-member and validator names pydantic puts in between (`stop.list[str].0`)."""
     parts: list[str | int] = [p for p in loc if isinstance(p, int) or (

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.evals.sets import Fact
+from chatlab.generate import Finished
+from chatlab.protocols import StepBackend
+from chatlab.render import Resolution
 
 # what a reply that lost track of the turn structure writes back: ChatML's role markers spelled
 # out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
@@ -63,7 +67,7 @@ class Column:
         return sum(r.wasted for r in self.replies)
 
 
-def split_marker_ids(tok: Any, text: str) -> list[int]:
+def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
     """Encode rendered chat text the way ChatGLM3's template path does to `<|user|>`: every
     special token written in it becomes ordinary pieces (its first character and the rest,
     encoded apart, so neither can match the special token), the text between them as usual."""
@@ -85,16 +89,18 @@ def split_marker_ids(tok: Any, text: str) -> list[int]:
     return ids
 
 
-def ask(backend: Any, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Any:
+def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
     """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
     says exactly what the server stops on). Returns the loop's Finished event."""
     from chatlab.generate import SamplingParams, generate
 
     params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
-    return list(generate(backend, list(prompt_ids), params))[-1]
+    last = list(generate(backend, list(prompt_ids), params))[-1]
+    assert isinstance(last, Finished)  # the loop always ends with one
+    return last
 
 
-def _reply(tok: Any, fact: Fact, finished: Any, end_id: int, start_id: int | None) -> Reply:
+def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_id: int | None) -> Reply:
     ids = list(finished.token_ids)
     end = ids.index(end_id) if end_id in ids else len(ids)
     answer = tok.decode(ids[:end], skip_special_tokens=True)
@@ -109,7 +115,7 @@ def _reply(tok: Any, fact: Fact, finished: Any, end_id: int, start_id: int | Non
                  markup=any(m in answer for m in MARKUP))
 
 
-def _column(label: str, backend: Any, facts: Sequence[Fact], prompts: list[list[int]],
+def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],
             stop_ids: Sequence[int], max_tokens: int) -> Column:
     tok = backend.tokenizer
     end_id = tok.convert_tokens_to_ids("<|im_end|>")
@@ -124,7 +130,7 @@ def _chats(facts: Sequence[Fact]) -> list[list[dict[str, str]]]:
     return [[{"role": "user", "content": f.question}] for f in facts]
 
 
-def split_markers_bite(backend: Any, resolution: Any, facts: Sequence[Fact],
+def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
                        max_tokens: int = 40) -> tuple[Column, Column]:
     """(role markers split into text pieces, id-level prompt), both stopping on the template's
     stop ids: only the prompt differs."""
@@ -137,7 +143,7 @@ def split_markers_bite(backend: Any, resolution: Any, facts: Sequence[Fact],
     return split, fixed
 
 
-def missing_stop_bite(backend: Any, resolution: Any, facts: Sequence[Fact],
+def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
                       max_tokens: int = 64) -> tuple[Column, Column]:
     """(stop only on `<|endoftext|>`, stop on the template's stop ids), same id-level prompts."""
     tok = backend.tokenizer

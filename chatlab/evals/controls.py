@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
+import numpy as np
+
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.backends.scripted import ScriptedBackend
 from chatlab.errors import ChatlabError
 from chatlab.evals.retrieval import answer_has_key
@@ -33,7 +36,7 @@ class OracleBackend(ScriptedBackend):
 
     name = "oracle"
 
-    def __init__(self, tokenizer: Any, answers: Mapping[str, str], context_length: int = 8192,
+    def __init__(self, tokenizer: HFTokenizer, answers: Mapping[str, str], context_length: int = 8192,
                  as_call: Callable[[str, str], str | None] | None = None) -> None:
         if not answers:
             raise ChatlabError("an oracle needs at least one (prompt text -> gold answer) pair")
@@ -59,7 +62,7 @@ class OracleBackend(ScriptedBackend):
         found = [(prompt.rfind(key), len(key), key) for key in self.answers if key in prompt]
         return max(found)[2] if found else None
 
-    def prefill(self, ids: list[int]) -> Any:
+    def prefill(self, ids: list[int]) -> np.ndarray:
         prompt = self.tokenizer.decode(list(ids))
         key = self.case_in(prompt)
         if key is None:
@@ -86,7 +89,7 @@ def hermes_call(name: str, arguments: str) -> str:
     return f"{CALL_HEAD}{name}{CALL_ARGS}{arguments}{CALL_END}"
 
 
-def listed_tool(prompt: str) -> dict[str, Any] | None:
+def listed_tool(prompt: str) -> dict[str, Jsonable] | None:
     """The first tool of a Hermes `<tools>` block in a rendered prompt (its OpenAI JSON), or None."""
     match = re.search(r"<tools>\s*(\{.*?\})\s*\n", prompt, re.S)
     if not match:
@@ -104,14 +107,14 @@ def dog_call(prompt: str, gold: str) -> str | None:
     if tool is None:
         return None
     props = (tool.get("parameters") or {}).get("properties") or {}
-    args: Any = json.loads(gold)
+    args: Jsonable = json.loads(gold)
     if set(args) - set(props) and len(props) == 1:
         (wrapper,) = props
         args = {wrapper: args}
     return hermes_call(tool["name"], json.dumps(args))
 
 
-def dog_oracle(tokenizer: Any, cases: Iterable[DogCase]) -> OracleBackend:
+def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
     """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
     lists a tool (langchain's functions, tools and bind_tools ways)."""
     return OracleBackend(tokenizer, {c.text: dog_gold(c) for c in cases}, as_call=dog_call)
@@ -125,7 +128,7 @@ def rag_gold(question: Question) -> str:
     return f"{question.quote} ({question.answer[0]})"
 
 
-def rag_oracle(tokenizer: Any, questions: Iterable[Question]) -> OracleBackend:
+def rag_oracle(tokenizer: HFTokenizer, questions: Iterable[Question]) -> OracleBackend:
     """An oracle that answers each question with its gold answer."""
     return OracleBackend(tokenizer, {q.question: rag_gold(q) for q in questions})
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from chatlab.errors import ChatlabError
 from chatlab.evals.sets import DogCase
 
 __all__ = ["Outcome", "MethodScore", "normalize", "score_dog", "evaluate", "markdown_table"]
 
-Method = Callable[[str], Any]
+Method = Callable[[str], object]  # a sentence -> what the method extracted (a dict, a model, ...)
 
 
 def normalize(value: str) -> str:
@@ -29,7 +29,7 @@ def normalize(value: str) -> str:
     return re.sub(r"^(a|an|the) ", "", text)
 
 
-def _field(obj: Any, name: str) -> str:
+def _field(obj: object, name: str) -> str:
     value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
     return value if isinstance(value, str) else ""
 
@@ -57,7 +57,7 @@ class Outcome:
         return self.name_ok and self.color_ok
 
 
-def score_dog(case: DogCase, predicted: Any) -> Outcome:
+def score_dog(case: DogCase, predicted: object) -> Outcome:
     """The outcome of one prediction (an object or dict with `name` and `color`)."""
     return Outcome(case, _field(predicted, "name"), _field(predicted, "color"))
 

@@ -12,9 +12,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.generate import Finished
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,10 @@ def states_fact(answer: str, facts: Sequence[str]) -> bool:
     return any(re.search(r"(?<!\w)" + re.escape(f), answer, re.I) for f in facts)
 
 
-def fact_rate(answers: Sequence[Any], rows: Sequence[HeldOut]) -> tuple[int, int]:
+def fact_rate(answers: Sequence["str | Finished"], rows: Sequence[HeldOut]) -> tuple[int, int]:
     """(right, checked): answers (strings or Finished) that state their row's fact, over the
     rows that have facts at all."""
     if len(answers) != len(rows):
         raise ChatlabError(f"{len(answers)} answers for {len(rows)} questions: score them in pairs")
-    pairs = [(getattr(a, "text", a), r) for a, r in zip(answers, rows) if r.facts]
+    pairs = [(a if isinstance(a, str) else a.text, r) for a, r in zip(answers, rows) if r.facts]
     return sum(states_fact(text, r.facts) for text, r in pairs), len(pairs)

@@ -8,9 +8,15 @@ itself (`llm.with_structured_output(...)`), because those calls are what it teac
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import Runnable
 
 __all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted", "streamed_call"]
 
@@ -19,7 +25,7 @@ ARTICLE_SYSTEM = "You are a world class algorithm for extracting information in 
 ARTICLE_HUMAN = "Use the given format to extract information from the following input: {input}"
 
 
-def article_chain(schema: type, llm: Any) -> Callable[[str], Any]:
+def article_chain(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
     """The article's way: `create_structured_output_chain` (legacy `functions` +
     `function_call`), from langchain-classic since langchain 1.0 removed it."""
     from langchain_classic.chains.openai_functions import create_structured_output_chain
@@ -39,8 +45,8 @@ def _literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def prompted(system: str, runnable: Any, examples: Sequence[tuple[str, str]] = (),
-             human: str = "Sentence: {input}") -> Callable[[str], Any]:
+def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, str]] = (),
+             human: str = "Sentence: {input}") -> Callable[[str], object]:
     """`system`, then each example as a user turn (`human` filled with its input) and an
     assistant turn (its answer), then the real input, piped into `runnable` (e.g. a
     with_structured_output model). Examples as turns, not as text inside the system prompt:
@@ -56,14 +62,15 @@ def prompted(system: str, runnable: Any, examples: Sequence[tuple[str, str]] = (
     return lambda text: chain.invoke({"input": text})
 
 
-def streamed_call(schema: type, llm: Any) -> Callable[[str], Any]:
+def streamed_call(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
     """Way (d): `bind_tools([schema])` with the tool named, streamed; the tool-call chunks are
     added up the way langchain adds them, and the one call's arguments fill `schema`. A stream
     that ends without a call is an error (a wrong answer in the table), not an empty object."""
     bound = llm.bind_tools([schema], tool_choice=schema.__name__)
 
-    def run(text: str) -> Any:
-        total = None
+    def run(text: str) -> object:
+        # langchain's message + message arithmetic is typed as a prompt template's
+        total: "AIMessage | ChatPromptTemplate | None" = None
         for chunk in bound.stream(text):
             total = chunk if total is None else total + chunk
         calls = getattr(total, "tool_calls", None) or []

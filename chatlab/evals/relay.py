@@ -20,9 +20,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from chatlab.evals.sets import WeatherRequest
+
+if TYPE_CHECKING:
+    from chatlab.engine import ChatEngine
 
 __all__ = ["TOOLS", "Stream", "RelayColumn", "live_deltas", "naive_relay", "buffered_relay", "relay_bite",
            "gold_reply", "relay_table"]
@@ -57,7 +60,7 @@ class Stream:
             return None
 
 
-def live_deltas(engine: Any, request: str, max_tokens: int = 60) -> list[str]:
+def live_deltas(engine: ChatEngine, request: str, max_tokens: int = 60) -> list[str]:
     """The text deltas the generation loop yields for a forced call, before any parser."""
     from chatlab.engine import parse_request
     from chatlab.generate import TextDelta
@@ -118,7 +121,7 @@ class RelayColumn:
         raise ValueError(f"unknown measure {what!r}; use leaked, lost, called or location")
 
 
-def relay_bite(engine: Any, requests: Sequence[WeatherRequest], label: str,
+def relay_bite(engine: ChatEngine, requests: Sequence[WeatherRequest], label: str,
                max_tokens: int = 60) -> tuple[RelayColumn, RelayColumn]:
     """(naive relay, buffered parser) over the same live deltas of `engine`."""
     t0 = time.perf_counter()

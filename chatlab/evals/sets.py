@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
 
@@ -69,7 +69,7 @@ class WeatherRequest:
     location: str
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _rows(path: Path) -> list[tuple[int, dict[str, Jsonable]]]:
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -88,14 +88,14 @@ def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def _text(row: dict[str, Any], key: str, where: str) -> str:
+def _text(row: dict[str, Jsonable], key: str, where: str) -> str:
     value = row.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ChatlabError(f"{where}: {key!r} must be a non-empty string, got {value!r}; fix the row")
     return value
 
 
-def _texts(row: dict[str, Any], key: str, where: str, required: bool) -> tuple[str, ...]:
+def _texts(row: dict[str, Jsonable], key: str, where: str, required: bool) -> tuple[str, ...]:
     value = row.get(key, [] if not required else None)
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) \
             or (required and not value):

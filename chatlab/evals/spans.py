@@ -9,8 +9,8 @@ model still has to choose; the grammar only removes the answers that cannot be r
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
 __all__ = ["capitalised_words", "word_runs", "span_schema"]
@@ -38,7 +38,7 @@ def word_runs(text: str, longest: int = 3) -> list[str]:
     return list(dict.fromkeys(runs))
 
 
-def span_schema(text: str, title: str = "Dog") -> dict[str, Any]:
+def span_schema(text: str, title: str = "Dog") -> dict[str, Jsonable]:
     """{"name": one of the capitalised words, "color": one of the word runs} for `text`."""
     names, runs = capitalised_words(text), word_runs(text)
     if not names:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
+from chatlab._thirdparty import Graded
 from chatlab.errors import ChatlabError
 
 __all__ = ["Case", "Exercise", "Report", "check", "register", "run", "exercise_names"]
@@ -31,9 +32,9 @@ class Case:
     """One call of the learner's function: `args` go in; the expected value comes from the
     exercise's reference called with the same args (or is given as `expected`)."""
 
-    args: tuple[Any, ...]
+    args: tuple[object, ...]
     label: str = ""
-    expected: Any = field(default=None, compare=False)
+    expected: object = field(default=None, compare=False)
     has_expected: bool = False
 
 
@@ -46,9 +47,9 @@ class Exercise:
 
     name: str
     cases: Callable[..., list[Case]]
-    reference: Callable[..., Any] | None = None
-    same: Callable[[Any, Any], bool] = lambda got, expected: got == expected
-    show: Callable[[Any], str] | None = None
+    reference: Callable[..., object] | None = None
+    same: Callable[[Graded, Graded], bool] = lambda got, expected: got == expected
+    show: Callable[[Graded], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def exercise_names(module: str) -> list[str]:
     return sorted(n for n in _REGISTRY if n.startswith(module + "."))
 
 
-def short(value: Any, limit: int = 160) -> str:
+def short(value: Graded, limit: int = 160) -> str:
     """repr for data, the type's name for big objects (a tokenizer's repr is pages long)."""
     if isinstance(value, (str, bytes, int, float, bool, type(None), tuple, list, dict, set)):
         text = repr(value)
@@ -108,7 +109,7 @@ def short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def run(name: str, fn: Callable[..., Any], **context: Any) -> Report:
+def run(name: str, fn: Callable[..., object], **context: object) -> Report:
     """Grade `fn` on the exercise's cases; never raises for what the learner's code does."""
     ex = _lookup(name)
     if not callable(fn):
@@ -118,7 +119,7 @@ def run(name: str, fn: Callable[..., Any], **context: Any) -> Report:
     passed, failure = 0, None
     for k, case in enumerate(cases, 1):
         try:
-            got: Any = fn(*case.args)
+            got: object = fn(*case.args)
         except NotImplementedError:
             if k == 1:
                 text = (f"○ {name}: not attempted yet: complete the function in the cell above "
@@ -141,7 +142,7 @@ def run(name: str, fn: Callable[..., Any], **context: Any) -> Report:
     return Report(name, "fail", passed, len(cases), text)
 
 
-def check(name: str, fn: Callable[..., Any], **context: Any) -> None:
+def check(name: str, fn: Callable[..., object], **context: object) -> None:
     """Run the named exercise's cases against `fn` and print the verdict (see the module doc).
     `context` hands the cases objects the notebook already holds (a loaded model)."""
     print(run(name, fn, **context).text)
@@ -154,7 +155,7 @@ class _Raised:
         self.text = f"raised {error}"
 
 
-def _safe_same(same: Callable[[Any, Any], bool], got: Any, expected: Any) -> bool:
+def _safe_same(same: Callable[[Graded, Graded], bool], got: object, expected: object) -> bool:
     try:
         return bool(same(got, expected))
     except Exception:  # a value of the wrong type that == cannot compare is a failure

@@ -6,19 +6,19 @@ the same one (`load_tokenizer("chatglm3-6b")`: the offline stand-in, or the real
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.exercises import Case, Exercise, register
 
 
 @lru_cache(maxsize=1)
-def _glm() -> Any:
+def _glm() -> HFTokenizer:
     from chatlab.models import load_tokenizer
 
     return load_tokenizer("chatglm3-6b")
 
 
-def split_and_count_reference(tok: Any, role_token: str, message: str) -> tuple[int, int]:
+def split_and_count_reference(tok: HFTokenizer, role_token: str, message: str) -> tuple[int, int]:
     """(pieces `tok.tokenize` makes of the role token written as text, how many of that role's
     ids `build_chat_input(message)` holds)."""
     ids = tok.build_chat_input(message)["input_ids"][0].tolist()
@@ -33,7 +33,7 @@ register(Exercise("nb01.split_and_count", lambda tok=None: [
 ], reference=split_and_count_reference))
 
 
-def first_difference_reference(tok: Any, chat: list[dict[str, str]]) -> tuple[int, int, int]:
+def first_difference_reference(tok: HFTokenizer, chat: list[dict[str, str]]) -> tuple[int, int, int]:
     """(the first position where the template path (render to text, encode) and
     `build_chat_input(last message, history=the others)` differ, or the shorter length when one
     is a prefix of the other; the number of ids via text; the number via build_chat_input)."""
@@ -53,7 +53,7 @@ register(Exercise("nb01.first_difference", lambda tok=None: [
 ], reference=first_difference_reference))
 
 
-def role_ids_reference(tok: Any, typed: str) -> tuple[int, int]:
+def role_ids_reference(tok: HFTokenizer, typed: str) -> tuple[int, int]:
     """How many `<|assistant|>` ids (build_chat_input(typed), the string path with
     encode_special_tokens=True) give for text a user typed."""
     from chatlab.models.chatglm3 import special_tokens_from_text

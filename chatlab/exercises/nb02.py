@@ -3,13 +3,17 @@ the Jinja export checked against the id level. Each runs in a second or two (tok
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.exercises import Case, Exercise, register
+
+if TYPE_CHECKING:
+    from chatlab.render import Resolution
 
 
 @lru_cache(maxsize=1)
-def _glm_resolution() -> Any:
+def _glm_resolution() -> "Resolution":
     from chatlab.models import load_tokenizer
     from chatlab.render import resolve
 
@@ -17,7 +21,7 @@ def _glm_resolution() -> Any:
 
 
 @lru_cache(maxsize=8)
-def checker(template: str) -> Any:
+def checker(template: str) -> HFTokenizer:
     """A tokenizer that knows `template`'s special tokens (chatlab.render.export.tokenizer_for)."""
     from chatlab.render import get_template
     from chatlab.render.export import tokenizer_for
@@ -25,7 +29,7 @@ def checker(template: str) -> Any:
     return tokenizer_for(get_template(template))
 
 
-def content_texts_reference(res: Any, chat: list[dict[str, str]]) -> list[str]:
+def content_texts_reference(res: "Resolution", chat: list[dict[str, str]]) -> list[str]:
     """Each content slot of `res.render(chat)`, decoded with the resolution's tokenizer."""
     r = res.render(chat)
     return [res.tokenizer.decode(r.ids[s.start:s.end]) for s in r.slots if s.slot == "content"]

@@ -9,11 +9,15 @@ cases load it (minutes the first time, then cached).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from chatlab._thirdparty import Graded
 from chatlab.exercises import Case, Exercise, register, short
+
+if TYPE_CHECKING:
+    from chatlab.backends.explicit_kv import ExplicitKV
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."}],
@@ -21,7 +25,7 @@ PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."
 
 
 @lru_cache(maxsize=1)
-def _default_kv() -> Any:
+def _default_kv() -> "ExplicitKV":
     from chatlab.backends import explicit_kv
     from chatlab.models import default_model
 
@@ -38,14 +42,14 @@ def _prompt_ids() -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(res.render(chat).ids) for chat in PROMPTS)
 
 
-def _kv_and_prompts(kv: Any = None) -> tuple[Any, list[list[int]]]:
+def _kv_and_prompts(kv: "ExplicitKV | None" = None) -> tuple["ExplicitKV", list[list[int]]]:
     kv = kv if kv is not None else _default_kv()
     return kv, [list(ids) for ids in _prompt_ids()]
 
 
 # -- cache size --------------------------------------------------------------------------------
 
-def _cache_bytes_cases(kv: Any = None) -> list[Case]:
+def _cache_bytes_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     cases = []
     for ids in prompts[:2]:
@@ -67,11 +71,11 @@ register(Exercise("nb03.cache_bytes", _cache_bytes_cases))
 
 # -- one call equals the steps -----------------------------------------------------------------
 
-def _fourth_token_reference(kv: Any, prompt: list[int]) -> int:
+def _fourth_token_reference(kv: "ExplicitKV", prompt: list[int]) -> int:
     return kv.greedy(prompt, 4, stop_ids=[])[3]
 
 
-def _fourth_token_cases(kv: Any = None) -> list[Case]:
+def _fourth_token_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     return [Case((kv, ids), f"prompt {i + 1} ({len(ids)} tokens)") for i, ids in enumerate(prompts)]
 
@@ -105,7 +109,7 @@ register(Exercise("nb03.top_p", _top_p_cases, reference=_top_p_reference,
 
 # -- build it yourself: the stateless forward ---------------------------------------------------
 
-def _forward_cases(kv: Any = None) -> list[Case]:
+def _forward_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     france = prompts[0]
     logits, cache = kv.forward(france, kv.empty_cache())
@@ -116,11 +120,12 @@ def _forward_cases(kv: Any = None) -> list[Case]:
             Case((kv, [3575, 282], cache2), "two tokens at once after a longer past")]
 
 
-def _forward_reference(kv: Any, ids: list[int], past: dict[str, np.ndarray]) -> Any:
+def _forward_reference(kv: "ExplicitKV", ids: list[int],
+                       past: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return kv.forward(ids, past)
 
 
-def _same_forward(got: Any, expected: Any) -> bool:
+def _same_forward(got: Graded, expected: Graded) -> bool:
     logits, cache = got
     want_logits, want_cache = expected
     if np.shape(logits) != np.shape(want_logits) or set(cache) != set(want_cache):
@@ -132,7 +137,7 @@ def _same_forward(got: Any, expected: Any) -> bool:
                     for k in want_cache))
 
 
-def _show_forward(value: Any) -> str:
+def _show_forward(value: Graded) -> str:
     if isinstance(value, dict) and value:
         first = next(iter(value))
         return f"<cache of {len(value)} arrays, {first} {tuple(np.shape(value[first]))}>"

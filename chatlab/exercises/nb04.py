@@ -5,10 +5,14 @@ chatlab/tools/react.py, fed the same chunks). No model: each runs in well under 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import Graded
 from chatlab.evals.relay import TOOLS  # the notebook's weather tool, defined once
 from chatlab.exercises import Case, Exercise, register
+
+if TYPE_CHECKING:
+    from chatlab.tools.events import Event as ParserEvent
 
 CALL = 'Action: get_current_weather\nAction Input: {"location": "Boston", "unit": "celsius"}'
 
@@ -83,7 +87,7 @@ def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[lis
     from chatlab.tools.events import ContentDelta, ToolCallError
     from chatlab.types import parse_tools
 
-    def text(events: list[Any]) -> str:   # a rejected call comes back as content too
+    def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too
         return "".join(e.text for e in events if isinstance(e, (ContentDelta, ToolCallError)))
 
     specs = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in tool_names]
@@ -94,7 +98,7 @@ def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[lis
     return sent, ((calls[0].name, json.loads(calls[0].arguments)) if calls else None)
 
 
-def _same_relay(got: Any, expected: Any) -> bool:
+def _same_relay(got: Graded, expected: Graded) -> bool:
     sent, call = got
     want_sent, want_call = expected
     if len(sent) != len(want_sent) or "".join(sent) != "".join(want_sent) or call != want_call:

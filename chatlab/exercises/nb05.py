@@ -2,20 +2,19 @@
 gives each client. The stored results come from data/bench/ (the notebook passes its own)."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from chatlab._thirdparty import Jsonable
 from chatlab.exercises import Case, Exercise, register
 
 
-def _stored(name: str) -> dict[str, Any]:
+def _stored(name: str) -> dict[str, Jsonable]:
     from chatlab.bench.stored import load_stored
 
     return load_stored(name)
 
 
-def fastest_reference(result: dict[str, Any]) -> tuple[str, float]:
+def fastest_reference(result: dict[str, Jsonable]) -> tuple[str, float]:
     """(the engine with the highest median decode tok/s, chatlab-openvino-int8's decode rate
     divided by chatlab-torch's)."""
     rows = {r["name"]: r for r in result["engines"]}
@@ -23,7 +22,7 @@ def fastest_reference(result: dict[str, Any]) -> tuple[str, float]:
     return fastest, rows["chatlab-openvino-int8"]["decode_tok_s"] / rows["chatlab-torch"]["decode_tok_s"]
 
 
-def _made_up() -> dict[str, Any]:
+def _made_up() -> dict[str, Jsonable]:
     return {"engines": [{"name": "chatlab-torch", "decode_tok_s": 30.0},
                         {"name": "chatlab-openvino-int8", "decode_tok_s": 24.0},
                         {"name": "other", "decode_tok_s": 10.0}]}
@@ -55,7 +54,7 @@ register(Exercise("nb05.bf16_error", _bf16_cases, reference=bf16_error_reference
                   same=lambda got, expected: abs(float(got) - expected) <= 1e-9))
 
 
-def per_client_reference(served: dict[str, Any]) -> tuple[float, float, float]:
+def per_client_reference(served: dict[str, Jsonable]) -> tuple[float, float, float]:
     """(tok/s of a client alone, tok/s of each of the N clients at once, all N together)."""
     return (served["one_client_tok_s"], served["n_clients_tok_s"] / served["clients"],
             served["n_clients_tok_s"])

@@ -3,8 +3,7 @@ into the non-streamed answer, and the shape of an OpenAI error body. Pure functi
 shapes the server sends, so they are graded without a model."""
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.exercises import Case, Exercise, register
 
 
@@ -25,14 +24,14 @@ register(Exercise("nb06.cut_at_stop", lambda: [
 ], reference=cut_at_stop_reference, same=lambda got, expected: tuple(got) == expected))
 
 
-def merge_stream_reference(chunks: list[dict[str, Any]]) -> str:
+def merge_stream_reference(chunks: list[dict[str, Jsonable]]) -> str:
     """The content of a streamed chat completion: every chunk's choices[0].delta.content, in
     order; a chunk without choices (the usage chunk) or with content None adds nothing."""
     return "".join((c["choices"][0]["delta"].get("content") or "") for c in chunks if c.get("choices"))
 
 
-def _chunk(content: Any, role: bool = False) -> dict[str, Any]:
-    delta: dict[str, Any] = {"content": content}
+def _chunk(content: str | None, role: bool = False) -> dict[str, Jsonable]:
+    delta: dict[str, Jsonable] = {"content": content}
     if role:
         delta["role"] = "assistant"
     return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
@@ -46,7 +45,7 @@ register(Exercise("nb06.merge_stream", lambda: [
 ], reference=merge_stream_reference))
 
 
-def is_openai_error_reference(body: Any) -> bool:
+def is_openai_error_reference(body: Jsonable) -> bool:
     """Whether `body` is OpenAI's error shape: {"error": {message, type, param, code}}."""
     return (isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], dict)
             and set(body["error"]) == {"message", "type", "param", "code"})

@@ -2,18 +2,22 @@
 schema's name candidates (graded against chatlab.evals: score_dog, capitalised_words)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chatlab.exercises import Case, Exercise, register
 
+if TYPE_CHECKING:
+    from chatlab.evals.extraction import MethodScore
+    from chatlab.evals.sets import DogCase
 
-def _case(i: int = 0) -> Any:
+
+def _case(i: int = 0) -> "DogCase":
     from chatlab.evals import load_dogs
 
     return load_dogs()[i]
 
 
-def is_right_reference(case: Any, name: str, color: str) -> bool:
+def is_right_reference(case: "DogCase", name: str, color: str) -> bool:
     from chatlab.evals import score_dog
 
     return score_dog(case, {"name": name, "color": color}).ok
@@ -35,13 +39,13 @@ def _is_right_cases() -> list[Case]:
 register(Exercise("nb07.is_right", _is_right_cases, reference=is_right_reference))
 
 
-def hard_cases_reference(scores: list[Any]) -> list[str]:
+def hard_cases_reference(scores: list["MethodScore"]) -> list[str]:
     """The ids of the cases every method got wrong, in the set's order."""
     ids = [o.case.id for o in scores[0].outcomes]
     return [i for i in ids if all(not s.outcome(i).ok for s in scores)]
 
 
-def _synthetic_scores() -> list[Any]:
+def _synthetic_scores() -> list["MethodScore"]:
     from chatlab.evals import load_dogs
     from chatlab.evals.extraction import MethodScore, Outcome
 
@@ -53,7 +57,7 @@ def _synthetic_scores() -> list[Any]:
             MethodScore("three", [wrong(cases[0]), wrong(cases[1]), wrong(cases[2]), wrong(cases[3])])]
 
 
-def _hard_cases_cases(scores: list[Any] | None = None) -> list[Case]:
+def _hard_cases_cases(scores: list["MethodScore"] | None = None) -> list[Case]:
     made = _synthetic_scores()
     cases = [Case((made,), "three made-up methods: only the first case beats them all"),
              Case((made[2:],), "one method that gets nothing right")]

@@ -2,7 +2,7 @@
 questions the model (not the retriever) lost. hit@k is graded against chatlab.evals.contains."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from chatlab.exercises import Case, Exercise, register
 
@@ -35,7 +35,7 @@ def stop_question_reference(top_file: Callable[[str], str]) -> str:
     return "Why must a streaming server hold back text that could still become a stop string?"
 
 
-def _asks_stop_words(question: Any, want: str) -> bool:
+def _asks_stop_words(question: object, want: str) -> bool:
     return (isinstance(question, str) and "stop" in question.lower()
             and _TOP_FILE["fn"](question) == want)
 

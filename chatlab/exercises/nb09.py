@@ -2,8 +2,6 @@
 rounding by hand (graded against chatlab.finetune.first_difference and torch's bfloat16)."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from chatlab.exercises import Case, Exercise, register

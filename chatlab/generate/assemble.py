@@ -11,8 +11,9 @@ is released unless it completes a stop string after all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
+from chatlab._thirdparty import Decoder
 from chatlab.generate.detok import IncrementalDetokenizer
 from chatlab.generate.logprobs import TokenLogprob
 from chatlab.generate.stops import StopMatcher
@@ -75,7 +76,7 @@ class TextAssembler:
     left). `finish()` returns the closing events: the released tail (if any), then Finished.
     """
 
-    def __init__(self, decoder: Any, stop: Iterable[str], stop_ids: Iterable[int],
+    def __init__(self, decoder: Decoder, stop: Iterable[str], stop_ids: Iterable[int],
                  prompt_tokens: int, with_logprobs: bool = False) -> None:
         self.detok = IncrementalDetokenizer(decoder)
         self.stops = StopMatcher(list(stop))

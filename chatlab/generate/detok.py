@@ -10,7 +10,7 @@ cost per token stays constant however long the reply gets.
 """
 from __future__ import annotations
 
-from typing import Any
+from chatlab._thirdparty import Decoder
 
 REPLACEMENT = "\ufffd"
 # Tokens of left context kept in the window; enough for any tokenizer's spacing decisions.
@@ -18,7 +18,7 @@ CONTEXT = 5
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer: Any, skip_special_tokens: bool = True) -> None:
+    def __init__(self, tokenizer: Decoder, skip_special_tokens: bool = True) -> None:
         self.tokenizer = tokenizer
         self.skip = skip_special_tokens
         self.ids: list[int] = []

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+
+from chatlab._thirdparty import Jsonable
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,9 @@ class Range:
             text = f"from {_num(self.low)} to {_num(self.high)}"
         return f"{text} ({self.note})" if self.note else text
 
-    def field(self) -> dict[str, Any]:
+    def field(self) -> dict[str, Jsonable]:
         """The same range as pydantic `Field` keyword arguments (the OpenAPI schema shows them)."""
-        out: dict[str, Any] = {"gt" if self.low_open else "ge": self.low}
+        out: dict[str, Jsonable] = {"gt" if self.low_open else "ge": self.low}
         if self.high is not None:
             out["le"] = self.high
         return out

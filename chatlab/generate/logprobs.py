@@ -26,9 +26,11 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
+
+from chatlab._thirdparty import Decoder, Jsonable
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat `top_logprobs`
 # JSON has no -inf; OpenAI and vLLM send this floor for impossible tokens.
@@ -115,7 +117,7 @@ class TokenTexts:
     back to decoding the id alone, which is right for whole characters.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Decoder) -> None:
         self.tokenizer = tokenizer
         raw = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # HF fast, or `tokenizers`
         self.piece = getattr(raw, "id_to_token", None) or getattr(tokenizer, "convert_ids_to_tokens", None)
@@ -172,7 +174,7 @@ def _byte_decoder() -> dict[str, int]:
 class Recorder:
     """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it."""
 
-    def __init__(self, tokenizer: Any, top_n: int) -> None:
+    def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)
         self.top_n = top_n
         self.stats: RowStats | None = None
@@ -197,7 +199,7 @@ def _wire(logprob: float) -> float:
     return logprob if logprob > WIRE_FLOOR else WIRE_FLOOR
 
 
-def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Jsonable]:
     """Chat completions' `choice.logprobs` (or one chunk's): {"content": [...], "refusal": None}."""
     return {"content": [
         {"token": e.text, "logprob": _wire(e.logprob), "bytes": list(e.bytes),
@@ -206,7 +208,7 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
         for e in entries], "refusal": None}
 
 
-def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> dict[str, Any]:
+def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> dict[str, Jsonable]:
     """Legacy completions' `choice.logprobs`. `offset` shifts text_offset (the prompt's length
     when the prompt is echoed). As in OpenAI's API each `top_logprobs` dict also holds the chosen
     token ("up to logprobs + 1 entries"); two ids with the same text share one key there."""

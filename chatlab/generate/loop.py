@@ -7,13 +7,16 @@ stop matcher knows it is not the start of a stop string), and what is counted.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
-from chatlab.protocols import ModelFacts, SpeculativeBackend, StepBackend
+from chatlab.protocols import LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend
 from chatlab.generate.assemble import Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
 from chatlab.generate.speculate import PromptLookup, Speculation, check_backend
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Event = TextDelta | Finished  # re-exported: the loop's events are the assembler's
 
@@ -30,8 +33,8 @@ class _Picker:
     """The per-token steps after the logits: grammar mask -> logit_bias -> (logprobs) ->
     penalty and sampling -> grammar/penalty bookkeeping -> text. One instance per reply."""
 
-    def __init__(self, backend: Any, prompt_ids: list[int], params: SamplingParams,
-                 logits_processor: Any) -> None:
+    def __init__(self, backend: StepBackend, prompt_ids: list[int], params: SamplingParams,
+                 logits_processor: LogitsProcessor | None) -> None:
         self.params, self.processor = params, logits_processor
         self.sampler = Sampler(params)
         if params.repetition_penalty != 1.0:
@@ -42,7 +45,7 @@ class _Picker:
         self.text = TextAssembler(decoder, params.stop, stop_ids_for(backend, params),
                                   len(prompt_ids), params.logprobs)
 
-    def pick(self, logits: Any, draft: int | None = None) -> tuple[int, bool, Event | None]:
+    def pick(self, logits: np.ndarray, draft: int | None = None) -> tuple[int, bool, Event | None]:
         """(token, whether it is the draft's guess, the delta it made showable)."""
         if self.processor is not None:
             masked = self.processor.mask(logits)
@@ -62,7 +65,7 @@ class _Picker:
 
 
 def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams | None = None,
-             logits_processor: Any = None,
+             logits_processor: LogitsProcessor | None = None,
              should_stop: Callable[[], bool] | None = None,
              speculate: Speculation | None = None) -> Iterator[Event]:
     """Stream TextDelta events, then exactly one Finished.
@@ -73,8 +76,9 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
     import time
 
     params = params or SamplingParams()
-    params.validate(getattr(backend, "context_length", None), len(prompt_ids),
-                    getattr(backend, "vocab_size", None))
+    window, vocab = getattr(backend, "context_length", None), getattr(backend, "vocab_size", None)
+    if not params.checked(window, len(prompt_ids), vocab):  # a direct caller's: check it here
+        params.validate(window, len(prompt_ids), vocab)
     if not prompt_ids:
         from chatlab.errors import ChatlabError
 

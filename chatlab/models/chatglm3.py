@@ -14,10 +14,12 @@ import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from transformers import AddedToken, PreTrainedTokenizer
 from transformers.tokenization_utils_base import BatchEncoding
+
+from chatlab._thirdparty import HFTokenizer
 
 COMMAND_TOKENS = ["[MASK]", "[gMASK]", "[sMASK]", "sop", "eop"]
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
@@ -84,7 +86,7 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
     model_input_names = ["input_ids", "attention_mask", "position_ids"]
 
     def __init__(self, vocab_file: str, padding_side: str = "left", encode_special_tokens: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: object) -> None:
         self.name = "GLMTokenizer"
         self.vocab_file = vocab_file
         self.tokenizer = SPTokenizer(vocab_file)
@@ -112,7 +114,7 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         vocab.update(self.added_tokens_encoder)
         return vocab
 
-    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+    def _tokenize(self, text: str, **kwargs: object) -> list[str]:
         return self.tokenizer.tokenize(text, encode_special_tokens=self.encode_special_tokens)
 
     def _convert_token_to_id(self, token: str) -> int:
@@ -125,7 +127,7 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         return self.tokenizer.decode_ids([self._convert_token_to_id(t) for t in tokens])
 
     def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
-                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: object) -> str:
         if isinstance(token_ids, int):
             token_ids = [token_ids]
         if skip_special_tokens:
@@ -173,7 +175,7 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
 
 
 @contextmanager
-def special_tokens_from_text(tok: Any) -> Iterator[Any]:
+def special_tokens_from_text(tok: HFTokenizer) -> Iterator[HFTokenizer]:
     """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id.
 
     The flag is ChatGLM3's own `encode_special_tokens`, read at tokenize time by the real

@@ -10,8 +10,8 @@ in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token registered as on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
 
 CONTROL, USER_DEFINED = 3, 4
@@ -24,7 +24,7 @@ QWEN2_SPLIT = (
 )
 
 
-def read_metadata(gguf_path: Path) -> dict[str, Any]:
+def read_metadata(gguf_path: Path) -> dict[str, Jsonable]:
     """The tokenizer.* fields of a GGUF file as plain Python values."""
     from gguf import GGUFReader
 
@@ -58,7 +58,7 @@ def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
     raise AssetError(f"GGUF pre-tokenizer {pre!r} is not supported; supported: qwen2, smollm, gpt2")
 
 
-def build_tokenizer(meta: dict[str, Any]):  # noqa: ANN201 - returns PreTrainedTokenizerFast
+def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTrainedTokenizerFast
     """A PreTrainedTokenizerFast equal to the one the GGUF was made from."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, processors
     from transformers import PreTrainedTokenizerFast

@@ -16,10 +16,18 @@ the next load without hashing every load.
 from __future__ import annotations
 
 import hashlib
+from typing import NotRequired, TypedDict
 from pathlib import Path
-from typing import Any
 
-FileRecords = dict[str, dict[str, Any]]  # relative path -> {"size", "sha256", "mtime_ns"}
+
+
+class FileRecord(TypedDict):
+    size: int
+    sha256: str
+    mtime_ns: NotRequired[int]
+
+
+FileRecords = dict[str, FileRecord]  # relative path -> its record
 
 
 def file_sha256(path: Path) -> str:

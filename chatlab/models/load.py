@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Callable, Iterator, TypeVar
 
+from chatlab._thirdparty import Embedding, HFModel, HFTokenizer
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.assets import ASSETS
 from chatlab.models.hub import from_hub
 from chatlab.models.store import asset_path
+
+T = TypeVar("T")
 
 
 def _looks_like_hub_id(name: str) -> bool:
@@ -46,7 +49,7 @@ def _check_name(name: str) -> None:
             "model", name[:200], list(ASSETS) + ["a local folder", "a hub id like Qwen/Qwen2.5-0.5B-Instruct"])
 
 
-def load_tokenizer(name: str) -> Any:
+def load_tokenizer(name: str) -> HFTokenizer:
     """A tokenizer: an asset name, a local folder, or a hub id (online only)."""
     from transformers import AutoTokenizer
 
@@ -87,7 +90,7 @@ def quiet_loading() -> Iterator[None]:
             logging.enable_progress_bar()
 
 
-def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Any:
+def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Embedding:
     """A llama-index embedding model for an embeddings asset (offline, from its package),
     loaded quietly (see quiet_loading)."""
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
@@ -99,13 +102,13 @@ def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Any:
         return HuggingFaceEmbedding(model_name=str(asset_path(name)), device=device)
 
 
-def load_model(name: str, dtype: str = "float32") -> tuple[Any, Any]:
+def load_model(name: str, dtype: str = "float32") -> tuple[HFModel, HFTokenizer]:
     """(model, tokenizer) for a chat model: an asset name, a local folder, or a hub id."""
     with quiet_loading():
         return _load_model(name, dtype)
 
 
-def _load_model(name: str, dtype: str) -> tuple[Any, Any]:
+def _load_model(name: str, dtype: str) -> tuple[HFModel, HFTokenizer]:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -127,7 +130,7 @@ def _load_model(name: str, dtype: str) -> tuple[Any, Any]:
     return model.eval(), load_tokenizer(name)
 
 
-def _from_folder(loader: Any, folder: str, **kwargs: Any) -> Any:
+def _from_folder(loader: Callable[..., T], folder: str, **kwargs: object) -> T:
     """transformers on a local folder; a folder it cannot read is the user's error, in one line."""
     try:
         return loader(folder, **kwargs)

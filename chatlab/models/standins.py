@@ -14,8 +14,8 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
 
@@ -88,7 +88,7 @@ def build(asset: Asset) -> Path:
     return folder
 
 
-def load_standin(asset: Asset, encode_special_tokens: bool = False) -> Any:
+def load_standin(asset: Asset, encode_special_tokens: bool = False) -> HFTokenizer:
     from chatlab.models.chatglm3 import ChatGLM3Tokenizer
 
     folder = build(asset)
@@ -107,7 +107,7 @@ def _announce(asset: Asset, message: str) -> None:
         print(f"chatlab: {asset.name}: {message}", file=sys.stderr)
 
 
-def load_tokenizer(asset: Asset) -> Any:
+def load_tokenizer(asset: Asset) -> HFTokenizer:
     """The real hub tokenizer when reachable (or cached), else the offline stand-in."""
     from transformers import AutoTokenizer
 

@@ -16,8 +16,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
@@ -63,7 +63,7 @@ LEGACY = "it was built by an older chatlab that did not record its files"
 FP32_GROWTH = 7
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
+def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
     try:
         data = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -71,7 +71,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_manifest(folder: Path, data: dict[str, Any]) -> bool:
+def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
     """Replace the manifest atomically (another process may be reading it); False when the
     cache is read-only, which only means the next load checks again."""
     tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"

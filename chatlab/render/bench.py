@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from typing import Any
+from typing import Callable
+
+from chatlab._thirdparty import Jsonable
 
 WORDS = ("the model reads token ids not text so every role marker must be exactly one id "
          "while content stays plain text even when it looks like a control token 你好 世界").split()
 
 
-def conversations(n: int, seed: int = 0) -> list[list[dict[str, Any]]]:
+def conversations(n: int, seed: int = 0) -> list[list[dict[str, Jsonable]]]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -30,7 +32,7 @@ def conversations(n: int, seed: int = 0) -> list[list[dict[str, Any]]]:
     return out
 
 
-def _time(fn: Any, convs: list) -> float:
+def _time(fn: Callable[[list[dict[str, Jsonable]]], object], convs: list) -> float:
     start = time.perf_counter()
     for msgs in convs:
         fn(msgs)

@@ -4,12 +4,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 
 from chatlab.render.io.registry import FORMATS as _REGISTRY
 from chatlab.render.io.registry import TARGETS  # noqa: F401 - the export choices
+
+if TYPE_CHECKING:
+    from chatlab.render.io import LoadedTemplate
 
 FORMATS = tuple(_REGISTRY)  # the readable formats, from the registry
 
@@ -48,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_export)
 
 
-def _read_json(path: str, what: str) -> Any:
+def _read_json(path: str, what: str) -> Jsonable:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -64,7 +68,7 @@ def _check_template(name: str | None) -> None:
         get_template(name)  # an unknown name fails before any model loads
 
 
-def load_cli_template(name: str | None, fmt: str | None) -> Any:
+def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplate | None":
     """A built-in name as it is (its resolution reads as before); a file loaded now, so that a bad
     file fails before any model loads."""
     from chatlab.render.builtin import TEMPLATES
@@ -119,7 +123,7 @@ def run_templates(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_gguf_tokenizer(model: str) -> Any:
+def load_gguf_tokenizer(model: str) -> HFTokenizer:
     """The tokenizer transformers builds from the shipped GGUF (wrong in 5.5.4: see reference)."""
     from transformers import AutoTokenizer
 
@@ -131,7 +135,7 @@ def load_gguf_tokenizer(model: str) -> Any:
     return AutoTokenizer.from_pretrained(str(files[0].parent), gguf_file=files[0].name)
 
 
-def generation_config_of(model: str) -> dict[str, Any] | None:
+def generation_config_of(model: str) -> dict[str, Jsonable] | None:
     from chatlab.models.assets import ASSETS
 
     if model not in ASSETS or ASSETS[model].kind != "chat-model":
@@ -158,7 +162,9 @@ def run_audit(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from chatlab.render.io import export_template
 
-    text = export_template(load_cli_template(args.name, args.template_format), args.format,
+    loaded = load_cli_template(args.name, args.template_format)
+    assert loaded is not None  # NAME is a required argument
+    text = export_template(loaded, args.format,
                            drop_tools=args.drop_tools)
     print(text, end="" if text.endswith("\n") else "\n")
     return 0

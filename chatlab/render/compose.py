@@ -8,8 +8,9 @@ template's turns. `export.py` writes the same rules as Jinja; tests prove the tw
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
@@ -20,7 +21,7 @@ from chatlab.types import Message, ToolSpec
 
 class Composer:
     def __init__(self, template: Template, encoder: Encoder, messages: Sequence[Message],
-                 tools: Sequence[ToolSpec], options: dict[str, Any]) -> None:
+                 tools: Sequence[ToolSpec], options: dict[str, Jsonable]) -> None:
         if tools and not template.tool_format:
             from chatlab.render.builtin import TEMPLATES
 
@@ -149,7 +150,7 @@ class Composer:
                                "tool-call format; choose a template with one (`chatlab templates`)")
         if not self.call_fmt:
             return self.turn("assistant", i, body)
-        body_bits = [Bit(p.kind, p.value, p.slot) for p in body]
+        body_bits = [Bit(p.kind, p.text, p.slot) for p in body]
         self.write(self.call_fmt.assistant_turns(i, content, body_bits, m.tool_calls, prev, nxt), i)
         return None
 

@@ -13,12 +13,11 @@ import json
 import re
 import weakref
 from functools import cached_property
-from typing import Any
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import Decoder, HFTokenizer
 from chatlab.errors import ChatlabError
 
-_cache: "weakref.WeakKeyDictionary[Any, Encoder]" = weakref.WeakKeyDictionary()
+_cache: "weakref.WeakKeyDictionary[HFTokenizer, Encoder]" = weakref.WeakKeyDictionary()
 
 
 def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
@@ -67,7 +66,7 @@ class Encoder:
         raise ChatlabError(f"cannot render for a {type(self.tokenizer).__name__}; pass a Hugging Face "
                            "tokenizer, a chatlab store tokenizer, or a model name from `chatlab models`")
 
-    def _plain_backend(self) -> Any:
+    def _plain_backend(self) -> Decoder:
         """A twin of the Rust tokenizer with no added tokens: it cannot match special text."""
         from tokenizers import Tokenizer
 
@@ -121,7 +120,7 @@ class Encoder:
         return out
 
     @cached_property
-    def _fragments(self) -> tuple[str, set[str], set[str], int, Any]:
+    def _fragments(self) -> tuple[str, set[str], set[str], int, re.Pattern[str] | None]:
         """Lower-cased special texts: all joined, their proper heads and tails, the longest, a regex."""
         texts = sorted({t.lower() for t in (*self.added, *self.extra_specials) if t}, key=len, reverse=True)
         heads = {t[:k] for t in texts for k in range(1, len(t))}
@@ -174,7 +173,8 @@ class Encoder:
         ends = [len(self.tokenizer.decode(ids[:k + 1])) for k in range(len(ids))]
         return ids, list(zip([0] + ends[:-1], ends))
 
-    def encode_many(self, texts: list[str], offsets: list[bool]) -> list[tuple[list[int], Any]]:
+    def encode_many(self, texts: list[str],
+                    offsets: list[bool]) -> list[tuple[list[int], list[tuple[int, int]] | None]]:
         """encode_plain over several texts; one batched (multi-threaded) call for fast tokenizers."""
         if self._plain is not None and texts:  # kind "fast"
             batch = self._plain.encode_batch(texts, add_special_tokens=False)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import re
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Iterator
 
+from chatlab._thirdparty import Jsonable
 from chatlab.render.encoder import Encoder
 
 # Values under these keys (in tool definitions) are identifiers, see the module docstring.
@@ -52,7 +53,7 @@ TYPE_NAMES = {"function", "object", "array", "string", "number", "integer", "boo
 ACTIVE: ContextVar["Marks | None"] = ContextVar("chatlab_jinja_marks", default=None)
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Jsonable) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
@@ -64,7 +65,7 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _free_base(*values: Any) -> int:
+def _free_base(*values: Jsonable) -> int:
     """The first of four consecutive private-use code points that no input string contains."""
     seen = "".join(s for v in values for s in _strings(v))
     base = 0xE000
@@ -129,7 +130,7 @@ class Marks:
             self.originals.append((text, -1, "tools"))
         return f"{self.open}{self.shared[text]}{self.close}"
 
-    def _tool(self, value: Any, key: str | None = None) -> Any:
+    def _tool(self, value: Jsonable, key: str | None = None) -> Jsonable:
         if isinstance(value, dict):
             return {self._share(k, True) if isinstance(k, str) and k not in KEYWORDS else k:
                     self._tool(v, k) for k, v in value.items()}
@@ -146,7 +147,8 @@ class Marks:
         m = self.pattern.fullmatch(text)
         return self.originals[int(m.group(2))][0] if m else text
 
-    def tojson(self, value: Any, ensure_ascii: bool, indent: Any, separators: Any, sort_keys: bool) -> str:
+    def tojson(self, value: Jsonable, ensure_ascii: bool, indent: int | str | None,
+               separators: tuple[str, str] | None, sort_keys: bool) -> str:
         """json.dumps whose sentinels come back as JSON sentinels (see the module docstring)."""
         if sort_keys:
             value = self._sorted(value)
@@ -154,7 +156,7 @@ class Marks:
         mark = self.json_a if ensure_ascii else self.json_u
         return self.in_json.sub(lambda m: f"{mark}{m.group(1)}{self.close}", text)
 
-    def _sorted(self, value: Any) -> Any:
+    def _sorted(self, value: Jsonable) -> Jsonable:
         if isinstance(value, dict):
             return {k: self._sorted(value[k]) for k in sorted(value, key=lambda k: self.original(k)
                                                              if isinstance(k, str) else k)}

@@ -17,16 +17,22 @@ import json
 from collections import Counter
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
 from chatlab.render.jinja_marks import ACTIVE, Marks
 
+if TYPE_CHECKING:
+    import jinja2
+    import jinja2.parser
+    from jinja2 import nodes
+
 
 @lru_cache(maxsize=32)
-def compile_template(source: str) -> Any:
+def compile_template(source: str) -> "jinja2.Template":
     import jinja2
     from jinja2 import nodes
     from jinja2.ext import Extension, loopcontrols
@@ -36,19 +42,19 @@ def compile_template(source: str) -> Any:
         """`{% generation %}...{% endgeneration %}` marks assistant text for training; here a no-op."""
         tags = {"generation"}
 
-        def parse(self, parser: Any) -> Any:
+        def parse(self, parser: "jinja2.parser.Parser") -> "nodes.Node":
             lineno = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
             return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
 
-        def _body(self, caller: Any) -> str:
+        def _body(self, caller: Callable[[], str]) -> str:
             return caller()
 
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
-               separators: Any = None, sort_keys: bool = False) -> str:
+    def tojson(x: Jsonable, ensure_ascii: bool = False, indent: int | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
         marks = ACTIVE.get()  # a marked render: sentinels must come back JSON-escaped
         if marks is not None:
             return marks.tojson(x, ensure_ascii, indent, separators, sort_keys)
@@ -70,7 +76,7 @@ def compile_template(source: str) -> Any:
                            "real templates nest a few levels: fix it or pick a built-in template") from None
 
 
-def render_string(source: str, context: dict[str, Any]) -> str:
+def render_string(source: str, context: dict[str, Jsonable]) -> str:
     import jinja2
     from jinja2.sandbox import SecurityError
 
@@ -90,7 +96,7 @@ def render_string(source: str, context: dict[str, Any]) -> str:
                            "check the message shapes or use --template") from None
 
 
-def _render_marked(source: str, context: dict[str, Any], marks: Marks) -> str:
+def _render_marked(source: str, context: dict[str, Jsonable], marks: Marks) -> str:
     token = ACTIVE.set(marks)
     try:
         return render_string(source, {**context, "messages": marks.messages, "tools": marks.tools})
@@ -99,7 +105,7 @@ def _render_marked(source: str, context: dict[str, Any], marks: Marks) -> str:
 
 
 def jinja_pieces(source: str, encoder: Encoder, messages: list[dict], tools: list[dict] | None,
-                 add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
+                 add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
     context = {"bos_token": encoder.bos_token or "", "eos_token": encoder.eos_token or "",
                "add_generation_prompt": add_generation_prompt, **options}
     for attr in ("unk_token", "pad_token"):
@@ -124,7 +130,7 @@ def jinja_pieces(source: str, encoder: Encoder, messages: list[dict], tools: lis
         last, owner = m.end(), index
     if last < len(with_marks):  # the last turn's end, or the generation prompt
         out.append(Piece("text", with_marks[last:], owner if not add_generation_prompt else -1, "template"))
-    if "".join(p.value for p in out) == real:
+    if "".join(p.text for p in out) == real:
         return out
     return _locate(real, out, encoder)
 
@@ -136,8 +142,8 @@ def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
     for piece in marked:
         if piece.kind != "content" or not piece.value:
             continue
-        forms = dict.fromkeys((piece.value, json.dumps(piece.value, ensure_ascii=False)[1:-1],
-                               json.dumps(piece.value)[1:-1]))
+        forms = dict.fromkeys((piece.text, json.dumps(piece.text, ensure_ascii=False)[1:-1],
+                               json.dumps(piece.text)[1:-1]))
         for form in forms:
             pos = real.find(form, cursor)
             if pos >= 0:
@@ -148,8 +154,8 @@ def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
                 break
     if cursor < len(real):
         out.append(Piece("text", real[cursor:], -1, "template"))
-    wrote = [x for p in marked if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
-    got = [x for p in out if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
+    wrote = [x for p in marked if p.kind == "text" for x in encoder.split_specials(p.text) if isinstance(x, int)]
+    got = [x for p in out if p.kind == "text" for x in encoder.split_specials(p.text) if isinstance(x, int)]
     if Counter(got) - Counter(wrote):  # a control id the template itself did not write
         raise ChatlabError("the chat template rewrites message content in a way that chatlab cannot "
                            "separate from template text, so control tokens in content could not be "

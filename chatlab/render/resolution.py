@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.compose import Composer
@@ -22,7 +22,7 @@ from chatlab.tools.formats import FORMATS, ToolFormat
 from chatlab.types import Message, ToolSpec, parse_messages
 
 # What render() takes: typed messages, or OpenAI-shaped dicts (a notebook's), parsed once.
-ChatMessages = Sequence[Message] | Sequence[Mapping[str, Any]]
+ChatMessages = Sequence[Message] | Sequence[Mapping[str, Jsonable]]
 
 # Tokens that end a turn in common chat_templates (the tool formats add their own).
 END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
@@ -34,14 +34,14 @@ def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:
                                   type(tokenizer).__name__]))
 
 
-def as_messages(messages: Any) -> list[Message]:
+def as_messages(messages: Jsonable) -> list[Message]:
     """Messages as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
     if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, Message) for m in messages):
         return list(messages)
     return parse_messages(messages)
 
 
-def vllm_message(m: Message) -> dict[str, Any]:
+def vllm_message(m: Message) -> dict[str, Jsonable]:
     """A message as vLLM hands it to a Jinja chat_template: tool-call arguments as an object
     (vLLM's chat_utils parses the JSON text), so `arguments | tojson` writes `{"city": ...}` and
     `arguments.items()` works (Qwen2.5, Hermes, Llama-3.1), not a JSON string inside a string.
@@ -98,8 +98,8 @@ class Resolution:
                 ids.append(tid)
         return words, ids
 
-    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | None = None,
-               add_generation_prompt: bool = True, **options: Any) -> Rendered:
+    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
+               add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
         """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
         dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
         if "functions" in options:  # would reach the Jinja context and be silently ignored
@@ -118,15 +118,15 @@ class Resolution:
             pieces = jinja_pieces(self.chat_template or "", enc, [vllm_message(m) for m in msgs],
                                   [t.to_openai() for t in tool_list], add_generation_prompt, options)
         ids, text, slots = encode_pieces(enc, pieces)
-        if self.engine_bos and enc.adds_bos and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
+        if self.engine_bos and enc.adds_bos and enc.bos_id is not None and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
             ids, text, slots = encode_pieces(enc, [Piece("special", enc.bos_id, -1, "bos"), *pieces])
         words, stop_ids = self.stops(bool(tool_list))
         return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
                         rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
                         open_turn=open_turn)
 
-    def render_request(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True,
-                       **options: Any) -> tuple["Resolution", Rendered]:
+    def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
+                       **options: Jsonable) -> tuple["Resolution", Rendered]:
         """A request's render, as the server and `chatlab render` both do it: a template that
         ignores tools would also drop earlier calls and results from the history, so a request
         with tools, or with tool calls or results in its history, is rendered by the

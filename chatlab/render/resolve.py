@@ -12,15 +12,23 @@ Every Resolution says which rule chose it and why, and renders at id level.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
-from chatlab._thirdparty import HFTokenizer
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from chatlab.render.io import LoadedTemplate
+
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.builtin import TEMPLATES
 from chatlab.render.ids import Rendered
 # Resolution and its helpers live in resolution.py; re-exported here, where callers look for them.
 from chatlab.render.resolution import (END_MARKERS, Resolution, as_messages, builtin_resolution, by_model_type,
                                       identity_of)
 from chatlab.tools.formats import format_of_chat_template
+
+# What `template=` takes: a built-in name or a file's path, a loaded file, or a Resolution
+TemplateChoice = Union[str, "Path", "LoadedTemplate", Resolution, None]
 
 __all__ = ["END_MARKERS", "MODEL_RENDERERS", "Resolution", "as_messages", "render_ids", "resolve"]
 
@@ -36,7 +44,8 @@ MODEL_RENDERERS = [
 ]
 
 
-def resolve(tokenizer: HFTokenizer, model_name: str | None = None, template: Any = None) -> Resolution:
+def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
+            template: "TemplateChoice" = None) -> Resolution:
     """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
     LLaMA-Factory slots: chatlab.render.io), a LoadedTemplate, or a Resolution (used as it is);
     None resolves by the chain."""
@@ -69,7 +78,8 @@ def resolve(tokenizer: HFTokenizer, model_name: str | None = None, template: Any
                               "model type: ChatML is the common default")
 
 
-def render_ids(tokenizer: HFTokenizer, messages: Any, tools: Any = None, add_generation_prompt: bool = True, *,
-               template: Any = None, model_name: str | None = None, **options: Any) -> Rendered:
+def render_ids(tokenizer: HFTokenizer, messages: Jsonable, tools: Jsonable = None,
+               add_generation_prompt: bool = True, *, template: "TemplateChoice" = None,
+               model_name: str | None = None, **options: Jsonable) -> Rendered:
     """Resolve, then render: the one-call form."""
     return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)

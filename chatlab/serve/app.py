@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from typing import TypedDict, TypeVar
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from chatlab._thirdparty import Jsonable
 from chatlab.engine.engine import ChatEngine
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.serve.errors import APIError, install_handlers
@@ -29,8 +31,20 @@ from chatlab.serve.jobs import run
 from chatlab.serve.middleware import BodyLimit, CatchAll
 from chatlab.serve.queue import FairQueue
 
+R = TypeVar("R", bound=SamplingFields)
 
-def read_request(raw: bytes, cls: type[SamplingFields]) -> Any:
+
+class AppOptions(TypedDict, total=False):
+    """create_app's keywords, as start_server passes them on."""
+
+    api_key: str | None
+    max_waiting: int
+    max_messages: int
+    max_body_bytes: int
+    strict_model_name: bool
+
+
+def read_request(raw: bytes, cls: type[R]) -> R:
     """JSON text to a validated request (on a worker thread: a 2 MB body takes a while)."""
     try:
         data = json.loads(raw)
@@ -43,7 +57,7 @@ def read_request(raw: bytes, cls: type[SamplingFields]) -> Any:
 
 def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: int = 32,
                max_messages: int = 256, max_body_bytes: int = 2_000_000,
-               strict_model_name: bool = False) -> Any:
+               strict_model_name: bool = False) -> FastAPI:
     app = FastAPI(title="chatlab", docs_url=None, redoc_url=None, openapi_url=None)
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
@@ -56,9 +70,10 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     # FastAPI keeps every endpoint it has classified in module-level lru_caches (4,096 entries,
     # fastapi.dependencies.models), so a route closing over the engine would keep it, and its
     # model's memory, alive for the life of the process. On shutdown the app lets go of it, so
-    # a notebook that stops a server and drops its engine gets the memory back (measured:
-    # SmolLM2 int8 served once, ~450 MB of a kernel's anonymous memory), and can load a second
-    # model within Binder's 2 GB.
+    # a notebook that stops a server and drops its engine gets the memory back and can load a
+    # second model within Binder's 2 GB (measured: SmolLM2 int8, served once, held ~460 MB of
+    # the process's anonymous memory; ~230 MB left the process at once, the rest stays with
+    # the allocator for the next model to reuse).
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> ChatEngine:
@@ -77,15 +92,15 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
                            "'Authorization: Bearer <key>' with the key the server was started with",
                            code="invalid_api_key")
 
-    def not_served(name: str) -> APIError:
-        return APIError(404, f"the model {name[:80]!r} is not served here; use "
+    def not_served(name: str | None) -> APIError:
+        return APIError(404, f"the model {(name or '')[:80]!r} is not served here; use "
                         f"{served().model_name!r} (see GET /v1/models)", "model", "model_not_found")
 
     def serves(name: str | None) -> bool:
         """The one model-name rule, for requests and GET /v1/models/{id} alike."""
         return not strict_model_name or name in (None, "", served().model_name)
 
-    async def accept(request: Request, cls: type[SamplingFields]) -> Any:
+    async def accept(request: Request, cls: type[R]) -> R:
         req = await run_in_threadpool(read_request, await request.body(), cls)
         if not serves(req.model):
             raise not_served(req.model)
@@ -94,25 +109,25 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
                            "drop or summarise earlier turns", "messages")
         return req
 
-    def card() -> dict[str, Any]:
+    def card() -> dict[str, Jsonable]:
         engine = served()
         return {"id": engine.model_name, "object": "model", "created": engine.created,
                 "owned_by": "chatlab", "max_model_len": engine.context_length}
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> dict[str, Jsonable]:
         return {"status": "ok", "model": served().model_name, "waiting": queue.waiting}
 
     @app.get("/openapi.json", dependencies=[Depends(auth)], include_in_schema=False)
-    async def openapi() -> dict[str, Any]:
+    async def openapi() -> dict[str, Jsonable]:
         return openapi_schema(app)
 
     @app.get("/v1/models", dependencies=[Depends(auth)])
-    async def models() -> dict[str, Any]:
+    async def models() -> dict[str, Jsonable]:
         return {"object": "list", "data": [card()]}
 
     @app.get("/v1/models/{model_id:path}", dependencies=[Depends(auth)])
-    async def model(model_id: str) -> dict[str, Any]:
+    async def model(model_id: str) -> dict[str, Jsonable]:
         # a client that may send `model="gpt-4o"` may also look it up first (the openai client's
         # models.retrieve): the card says which model answers, as a chat response's `model` does
         if not serves(model_id):
@@ -120,21 +135,21 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
         return card()
 
     @app.post("/v1/chat/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
-    async def chat(request: Request) -> Any:
+    async def chat(request: Request) -> Response:
         req, engine = await accept(request, ChatRequest), served()
         plan = await run_in_threadpool(engine.check, req)
         work = engine.chat_stream if req.stream else engine.chat
         return await run(request, queue, req, lambda stop: work(plan, stop))
 
     @app.post("/v1/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(CompletionRequest))
-    async def completions(request: Request) -> Any:
+    async def completions(request: Request) -> Response:
         req, engine = await accept(request, CompletionRequest), served()
         plan = await run_in_threadpool(lambda: engine.check(req))  # (a lambda: check is overloaded)
         work = engine.completion_stream if req.stream else engine.completion
         return await run(request, queue, req, lambda stop: work(plan, stop))
 
     @app.post("/v1/chat/render", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
-    async def render(request: Request) -> dict[str, Any]:
+    async def render(request: Request) -> dict[str, Jsonable]:
         req = await accept(request, ChatRequest)
         return await run_in_threadpool(served().render, req)
 

@@ -10,12 +10,16 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from chatlab.errors import ChatlabError
 
 if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
     from chatlab.engine.engine import ChatEngine
+    from chatlab.serve.app import AppOptions
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -27,8 +31,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 @dataclass
 class ServerHandle:
     url: str  # e.g. http://127.0.0.1:8000/v1, what OpenAI clients take as base_url
-    app: Any
-    server: Any = field(repr=False)
+    app: "FastAPI"
+    server: "uvicorn.Server" = field(repr=False)
     thread: threading.Thread = field(repr=False)
 
     @property
@@ -47,7 +51,7 @@ class ServerHandle:
 
 
 def start_server(engine: "ChatEngine", host: str = "127.0.0.1", port: int | None = None,
-                 *, log_level: str = "warning", **app_options: Any) -> ServerHandle:
+                 *, log_level: str = "warning", **app_options: Unpack["AppOptions"]) -> ServerHandle:
     """Serve `engine` (a ChatEngine) on host:port in a background thread; port None = a free one."""
     import uvicorn
 

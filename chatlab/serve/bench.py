@@ -27,27 +27,28 @@ import json
 import math
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
 import httpx
 
+from chatlab._thirdparty import Jsonable
 from chatlab.backends.registry import add_backend_args, options_from_args
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
+from chatlab.generate import Event
 from chatlab.serve import start_server
 
 PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 
 
-def chat_plan(engine: ChatEngine, body: dict[str, Any]) -> ChatPlan:
+def chat_plan(engine: ChatEngine, body: dict[str, Jsonable]) -> ChatPlan:
     """The engine's plan for a chat request body."""
     plan = engine.check(parse_request(body))
     assert isinstance(plan, ChatPlan)
     return plan
 
 
-def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Any]:
+def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Event]:
     """The engine's token source's events for the plan's first choice (under the engine's lease
     on a loop backend), ending with Finished."""
     return list(engine.events(plan))
@@ -98,7 +99,7 @@ def _client(job: tuple[str, str, str, int]) -> dict[str, float]:
     return one_client(*job)
 
 
-def concurrent(pool: Any, url: str, model: str, clients: int, tokens: int) -> dict[str, Any]:
+def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:
     """`clients` streams at once, each in its own process: client threads in the server's
     process would compete with it for the GIL and measure Python, not the server."""
     runs = list(pool.map(_client, [(url, model, PROMPTS[i % len(PROMPTS)], tokens)
@@ -125,7 +126,7 @@ def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
     return total / (time.perf_counter() - t0)
 
 
-def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Any]:
+def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Jsonable]:
     """K prompts, greedy, `--tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
     from chatlab.generate import Finished
 
@@ -150,7 +151,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def load_main(args: argparse.Namespace) -> dict[str, Any]:
+def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
     from chatlab.backends import get_spec
 
     args.weight_format = args.weight_format or get_spec(args.backend).default_weight_format
@@ -176,7 +177,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Any]:
             if engine.max_concurrency > 1:  # the server is idle now: the engine alone, same prompts
                 raw_solo.append(pipeline_rate(engine, plans[:1]))
                 raw_many.append(pipeline_rate(engine, plans))
-    result: dict[str, Any] = {
+    result: dict[str, Jsonable] = {
         "backend": args.backend, "weight_format": args.weight_format, "precision": args.precision,
         "clients": args.clients, "tokens": args.tokens, "rounds": args.rounds,
         "one_client_tok_s": statistics.median(solo), "n_clients_tok_s": statistics.median(many),
@@ -210,7 +211,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Jsonable]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
     add_backend_args(ap)  # the registry's --backend, --weight-format, --precision and options

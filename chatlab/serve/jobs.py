@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
+from chatlab.engine.request import SamplingFields
 from chatlab.errors import ChatlabError
 from chatlab.serve.errors import APIError
 from chatlab.serve.queue import FairQueue, Job
@@ -29,7 +30,7 @@ def client_of(request: Request, user: str | None) -> str:
     return user or (request.client.host if request.client else "anonymous")
 
 
-async def run(request: Request, queue: FairQueue, req: Any, work: Work) -> Any:
+async def run(request: Request, queue: FairQueue, req: SamplingFields, work: Work) -> Response:
     job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled), client_of(request, req.user))
     if req.stream:
         return EventSourceResponse(_events(job), sep="\n", ping=600)
@@ -63,7 +64,7 @@ async def _events(job: Job) -> AsyncIterator[str]:
     yield "[DONE]"
 
 
-def _drive(work: Work, emit: Callable[[Any], None], cancelled: StopFn) -> None:
+def _drive(work: Work, emit: Callable[[object], None], cancelled: StopFn) -> None:
     """Run one engine call on the worker thread, emitting its dict or each of its chunks."""
     result = work(cancelled)
     if isinstance(result, dict):

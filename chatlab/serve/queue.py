@@ -18,21 +18,22 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Any, AsyncIterator, Callable
+from typing import AsyncIterator, Callable
 
 from chatlab.serve.errors import APIError
 
-Work = Callable[[Callable[[Any], None], Callable[[], bool]], None]  # (emit, cancelled) -> None
+# (emit, cancelled) -> None; what is emitted (an answer, a chunk, an error) is only passed on
+Work = Callable[[Callable[[object], None], Callable[[], bool]], None]
 _DONE = object()
 
 
 class Job:
     def __init__(self, work: Work, loop: asyncio.AbstractEventLoop, queue: "FairQueue") -> None:
         self.work, self.loop, self.queue = work, loop, queue
-        self.results: asyncio.Queue[Any] = asyncio.Queue()
+        self.results: asyncio.Queue[object] = asyncio.Queue()
         self.cancelled = threading.Event()
 
-    def emit(self, item: Any) -> None:  # called on the worker thread
+    def emit(self, item: object) -> None:  # called on the worker thread
         self.loop.call_soon_threadsafe(self.results.put_nowait, item)
 
     def cancel(self) -> None:
@@ -40,7 +41,7 @@ class Job:
             self.cancelled.set()
             self.queue.withdraw(self)
 
-    async def first(self) -> Any:
+    async def first(self) -> object:
         """The job's first result (a non-streamed answer); None if it ended with none."""
         try:
             item = await self.results.get()
@@ -50,7 +51,7 @@ class Job:
         finally:  # done, failed, or the awaiting request was cancelled: nothing more to run
             self.cancel()
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
+    async def __aiter__(self) -> AsyncIterator[object]:
         try:
             while (item := await self.results.get()) is not _DONE:
                 if isinstance(item, BaseException):

@@ -12,8 +12,9 @@ chatlab.tools.constrain (it imports xgrammar and torch, so it is not imported he
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCall, ToolCallArgs,
                                   ToolCallEnd, ToolCallError, ToolCallStart, fold)
 from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template, get_format
@@ -22,7 +23,7 @@ from chatlab.tools.stream import StreamParser
 from chatlab.types import ToolSpec, parse_tools
 
 
-def as_tools(tools: Any) -> list[ToolSpec]:
+def as_tools(tools: Jsonable) -> list[ToolSpec]:
     """ToolSpecs as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
     if tools is None:
         return []
@@ -31,13 +32,13 @@ def as_tools(tools: Any) -> list[ToolSpec]:
     return parse_tools(tools)
 
 
-def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] = ()) -> StreamParser:
+def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] = ()) -> StreamParser:
     """A fresh streaming parser for one response in tool-call format `fmt`."""
     return get_format(fmt).parser(as_tools(tools))
 
 
 def parse_tool_calls(fmt: str | ToolFormat, text: str,
-                     tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] = ()) -> ParseResult:
+                     tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
 

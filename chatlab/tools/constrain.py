@@ -25,16 +25,21 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
 from chatlab.tools.formats.base import ToolFormat, grammar_error
 from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 
-_COMPILERS: dict[tuple, tuple[Any, Any]] = {}
-_GRAMMARS: OrderedDict[tuple, Any] = OrderedDict()
+if TYPE_CHECKING:
+    import xgrammar as xgr
+
+# tokenizer key -> (the tokenizer, kept alive so its id is not reused; its compiler)
+_COMPILERS: dict[tuple, tuple[HFTokenizer, "xgr.GrammarCompiler"]] = {}
+_GRAMMARS: OrderedDict[tuple, "Constraint | None"] = OrderedDict()  # the memo of compile_constraint
 CACHE_SIZE = 64
 
 
@@ -48,12 +53,13 @@ class Constraint:
     so both executors enforce the same decision. Shareable: each run gets its own matcher."""
 
     kind: str
-    spec: Any = field(repr=False)
-    compiled: Any = field(repr=False)  # xgrammar.CompiledGrammar
+    spec: Jsonable = field(repr=False)  # a structural-tag format, or [schema text, strict]
+    compiled: "xgr.CompiledGrammar" = field(repr=False)
     description: str  # e.g. "hermes call: named", "json_schema"
 
 
-def compiler_for(tokenizer: Any, vocab_size: int, stop_ids: list[int] | None = None) -> Any:
+def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
+                 stop_ids: list[int] | None = None) -> "xgr.GrammarCompiler":
     """One xgrammar GrammarCompiler per tokenizer (building the token table takes ~1 s)."""
     import xgrammar as xgr
 
@@ -72,7 +78,7 @@ def compiler_for(tokenizer: Any, vocab_size: int, stop_ids: list[int] | None = N
 
 
 def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
-           fmt: ToolFormat | None) -> tuple[str, Any, str] | None:
+           fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
     """(kind, what to compile, description), or None when nothing is forced. A schema that
     would be compiled but uses a keyword the grammar cannot enforce is refused here."""
     forced = choice.mode == "named" or (choice.mode == "required" and tools)
@@ -100,7 +106,8 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
     return None
 
 
-def _structure(build: Any, chosen: Sequence[ToolSpec], tools: Sequence[ToolSpec]) -> Any:
+def _structure(build: Callable[[Sequence[ToolSpec]], Jsonable], chosen: Sequence[ToolSpec],
+               tools: Sequence[ToolSpec]) -> Jsonable:
     """A format's structure for `chosen`; a schema xgrammar refuses names its tool as `param`."""
     try:
         return build(chosen)
@@ -116,7 +123,7 @@ def _check_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> None:
             check_enforceable(tool.schema, f"tools[{i}].function.parameters")
 
 
-def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec],
+def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
     """The Constraint a request asks for, or None when nothing is forced. The plan keeps it;
@@ -138,7 +145,7 @@ def compile_constraint(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolS
     return constraint
 
 
-def _compile(compiler: Any, kind: str, spec: Any, description: str, *,
+def _compile(compiler: "xgr.GrammarCompiler", kind: str, spec: Jsonable, description: str, *,
              tools: Sequence[ToolSpec] = ()) -> Constraint:
     try:
         if kind == "tag":
@@ -172,7 +179,7 @@ def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProc
     return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
 
 
-def build_processor(tokenizer: Any, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
+def build_processor(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
                     response_format: ResponseFormat | None, fmt: ToolFormat | None,
                     stop_ids: list[int] | None = None) -> GrammarProcessor | None:
     """A fresh logits processor forcing what the request asks for, or None when nothing is.

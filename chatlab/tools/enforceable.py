@@ -9,8 +9,7 @@ schema positions only (a property *named* "not" is fine) and names the first suc
 """
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -19,16 +18,16 @@ _ONE = ("items", "additionalProperties", "contains", "propertyNames", "unevaluat
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-def _types(schema: Any) -> set[str] | None:
+def _types(schema: Jsonable) -> set[str] | None:
     kind = schema.get("type") if isinstance(schema, dict) else None
     if kind is None:
         return None
     return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else None
 
 
-def unenforceable(schema: Any) -> tuple[str, str] | None:
+def unenforceable(schema: Jsonable) -> tuple[str, str] | None:
     """(keyword, where in the schema) of the first keyword the grammar cannot enforce, or None."""
-    stack: list[tuple[Any, str]] = [(schema, "")]
+    stack: list[tuple[Jsonable, str]] = [(schema, "")]
     while stack:
         node, at = stack.pop()
         if not isinstance(node, dict):
@@ -61,7 +60,7 @@ _WHY = {"not": "a grammar cannot exclude what a subschema matches",
         "allOf": "its subschemas ask for different types, which no value can have"}
 
 
-def check_enforceable(schema: Any, param: str) -> None:
+def check_enforceable(schema: Jsonable, param: str) -> None:
     """ChatlabError (param: the schema's field path) when the grammar cannot enforce `schema`."""
     found = unenforceable(schema)
     if found is not None:

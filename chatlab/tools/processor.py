@@ -6,13 +6,18 @@ is allowed, and accepting it terminates the matcher (the loop then finishes with
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import xgrammar as xgr
+
 
 
 class GrammarProcessor:
     """The logits_processor of chatlab.generate: mask(logits), accept(token), is_terminated()."""
 
-    def __init__(self, compiled: Any, vocab_size: int, description: str) -> None:
+    def __init__(self, compiled: "xgr.CompiledGrammar", vocab_size: int, description: str) -> None:
         import xgrammar as xgr
 
         self.xgr = xgr
@@ -22,7 +27,7 @@ class GrammarProcessor:
         self.description = description
         self.rejected: list[int] = []    # tokens the matcher refused (only if masking was skipped)
 
-    def mask(self, logits: Any) -> Any:
+    def mask(self, logits: np.ndarray) -> np.ndarray:
         import numpy as np
         import torch
 

@@ -8,12 +8,13 @@ with valid for the tool? Problems are the model's, so they come back as a list o
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.types import ToolSpec
 
 
-def validate_instance(instance: Any, schema: Any) -> list[str]:
+def validate_instance(instance: Jsonable, schema: Jsonable) -> list[str]:
     """Problems with `instance` against `schema` (empty list: valid)."""
     import jsonschema
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # OpenAI's rule for function names (plus '.')
@@ -16,7 +16,7 @@ MAX_SCHEMA_DEPTH = 32
 MAX_SCHEMA_CHARS = 100_000
 
 
-def check_text(value: Any, where: str) -> str:
+def check_text(value: Jsonable, where: str) -> str:
     """A string that can be encoded: lone UTF-16 surrogates ("\\ud800") cannot be tokenized."""
     if not isinstance(value, str):
         raise ChatlabError(f"{where} must be a string, not {type(value).__name__}", param=where)
@@ -28,7 +28,7 @@ def check_text(value: Any, where: str) -> str:
     return value
 
 
-def check_name(value: Any, where: str) -> str:
+def check_name(value: Jsonable, where: str) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
         shown = repr(value)[:40] + ("…" if len(repr(value)) > 40 else "")
         raise ChatlabError(f"{where} {shown} is not a valid name; use 1-64 characters of "
@@ -36,9 +36,9 @@ def check_name(value: Any, where: str) -> str:
     return value
 
 
-def check_json(value: Any, where: str, max_chars: int = MAX_SCHEMA_CHARS) -> str:
+def check_json(value: Jsonable, where: str, max_chars: int = MAX_SCHEMA_CHARS) -> str:
     """JSON text of `value`, refusing values too large, too deep or not encodable."""
-    def depth(v: Any, d: int = 0) -> int:
+    def depth(v: Jsonable, d: int = 0) -> int:
         if d > MAX_SCHEMA_DEPTH:
             raise ChatlabError(f"{where} is nested deeper than {MAX_SCHEMA_DEPTH} levels; flatten it",
                                param=where)
@@ -54,7 +54,7 @@ def check_json(value: Any, where: str, max_chars: int = MAX_SCHEMA_CHARS) -> str
     return text
 
 
-def check_schema(schema: Any, where: str) -> dict[str, Any]:
+def check_schema(schema: Jsonable, where: str) -> dict[str, Jsonable]:
     """A usable JSON schema (jsonschema's metaschema check), within the size and depth limits."""
     import jsonschema
 

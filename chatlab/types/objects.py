@@ -5,7 +5,9 @@ Kinds are `Literal`s, so a misspelt mode is a type error, not a silent branch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from chatlab._thirdparty import Jsonable
 
 Role = Literal["system", "user", "assistant", "tool"]
 ChoiceMode = Literal["auto", "none", "required", "named"]
@@ -18,7 +20,7 @@ class ToolCall:
     name: str
     arguments: str  # JSON text of an object, exactly as the model (or client) wrote it
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> dict[str, Jsonable]:
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
 
@@ -32,9 +34,9 @@ class Message:
     name: str | None = None  # tool results: the tool's name
     reasoning: str | None = None  # assistant `reasoning_content` (Qwen3's <think>)
 
-    def to_template(self) -> dict[str, Any]:
+    def to_template(self) -> dict[str, Jsonable]:
         """The dict shape that Jinja chat templates and the built-in renderers read."""
-        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        d: dict[str, Jsonable] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             d["tool_calls"] = [c.to_openai() for c in self.tool_calls]
         if self.reasoning is not None:
@@ -49,15 +51,15 @@ class Message:
 class ToolSpec:
     name: str
     description: str = ""
-    parameters: dict[str, Any] | None = None  # as sent: templates write "no parameters" their way
+    parameters: dict[str, Jsonable] | None = None  # as sent: templates write "no parameters" their way
 
     @property
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, Jsonable]:
         """The arguments' JSON schema (an empty object when the tool takes no parameters)."""
         return self.parameters if self.parameters is not None else {"type": "object", "properties": {}}
 
-    def to_openai(self) -> dict[str, Any]:
-        fn: dict[str, Any] = {"name": self.name}
+    def to_openai(self) -> dict[str, Jsonable]:
+        fn: dict[str, Jsonable] = {"name": self.name}
         if self.description:
             fn["description"] = self.description
         if self.parameters is not None:
@@ -74,6 +76,6 @@ class ToolChoice:
 @dataclass(frozen=True)
 class ResponseFormat:
     kind: FormatKind
-    schema: dict[str, Any] | None = None  # json_schema: the schema; json_object: None
+    schema: dict[str, Jsonable] | None = None  # json_schema: the schema; json_object: None
     name: str | None = None
 

@@ -6,18 +6,16 @@ objects and never re-check them.
 """
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.types.checks import check_json, check_name, check_schema, check_text
 from chatlab.types.objects import Message, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec
+from chatlab.types.wire import MAX_TOOLS, ROLES  # the wire shape's own values (and its schema's)
 
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-MAX_TOOLS = 128
 MAX_DESCRIPTION_CHARS = 8_192
 
 
-def _content(i: int, msg: dict[str, Any]) -> str | None:
+def _content(i: int, msg: dict[str, Jsonable]) -> str | None:
     content = msg.get("content")
     if content is None or isinstance(content, str):
         return None if content is None else check_text(content, f"messages[{i}].content")
@@ -35,7 +33,7 @@ def _content(i: int, msg: dict[str, Any]) -> str | None:
     return "".join(texts)
 
 
-def _arguments(where: str, args: Any) -> str:
+def _arguments(where: str, args: Jsonable) -> str:
     if args is None:
         return "{}"
     if isinstance(args, dict):
@@ -43,7 +41,7 @@ def _arguments(where: str, args: Any) -> str:
     return check_text(args, where)
 
 
-def _tool_calls(i: int, msg: dict[str, Any]) -> tuple[ToolCall, ...]:
+def _tool_calls(i: int, msg: dict[str, Jsonable]) -> tuple[ToolCall, ...]:
     calls = msg.get("tool_calls")
     if calls is None and msg.get("function_call") is not None:
         calls = [{"id": f"call_{i}", "type": "function", "function": msg["function_call"]}]
@@ -67,7 +65,7 @@ def _tool_calls(i: int, msg: dict[str, Any]) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
-def parse_message(i: int, msg: Any) -> Message:
+def parse_message(i: int, msg: Jsonable) -> Message:
     if isinstance(msg, Message):
         return msg
     if not isinstance(msg, dict):
@@ -103,14 +101,14 @@ def parse_message(i: int, msg: Any) -> Message:
     return Message(kind, content or "", calls, tool_call_id, name, reasoning)
 
 
-def parse_messages(messages: Any) -> list[Message]:
+def parse_messages(messages: Jsonable) -> list[Message]:
     if not isinstance(messages, (list, tuple)) or not messages:
         raise ChatlabError('messages must be a non-empty list of {"role": ..., "content": ...} objects',
                            param="messages")
     return [parse_message(i, m) for i, m in enumerate(messages)]
 
 
-def _tool(label: str, i: int, tool: Any, legacy: bool) -> ToolSpec:
+def _tool(label: str, i: int, tool: Jsonable, legacy: bool) -> ToolSpec:
     if isinstance(tool, ToolSpec):
         return tool
     fn = tool if legacy else (tool.get("function") if isinstance(tool, dict) else None)
@@ -133,7 +131,7 @@ def _tool(label: str, i: int, tool: Any, legacy: bool) -> ToolSpec:
     return ToolSpec(name, desc, None if params is None else check_schema(params, where))
 
 
-def parse_tools(tools: Any = None, functions: Any = None) -> list[ToolSpec]:
+def parse_tools(tools: Jsonable = None, functions: Jsonable = None) -> list[ToolSpec]:
     """OpenAI `tools` (or legacy `functions`) as ToolSpecs; names unique, schemas valid."""
     out: list[ToolSpec] = []
     for label, value, legacy in (("tools", tools, False), ("functions", functions, True)):
@@ -155,7 +153,7 @@ def parse_tools(tools: Any = None, functions: Any = None) -> list[ToolSpec]:
     return out
 
 
-def parse_tool_choice(choice: Any, tools: list[ToolSpec]) -> ToolChoice:
+def parse_tool_choice(choice: Jsonable, tools: list[ToolSpec]) -> ToolChoice:
     """OpenAI `tool_choice` (or legacy `function_call`): "auto" / "none" / "required",
     {"type": "function", "function": {"name": N}}, legacy {"name": N}, or a bare tool name (the
     CLI's --tool-choice NAME). "required" with no tools is allowed: llama-index sends it."""
@@ -180,7 +178,7 @@ def parse_tool_choice(choice: Any, tools: list[ToolSpec]) -> ToolChoice:
     return ToolChoice("named", name)
 
 
-def parse_response_format(fmt: Any) -> ResponseFormat | None:
+def parse_response_format(fmt: Jsonable) -> ResponseFormat | None:
     """None for plain text; json_object; json_schema with its schema checked."""
     if fmt is None or isinstance(fmt, ResponseFormat):
         return None if fmt is None or fmt.kind == "text" else fmt

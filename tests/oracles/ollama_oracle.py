@@ -45,7 +45,7 @@ def prompt(template: str, messages: list[dict], tools: list[dict] | None = None,
     if binary is None:
         pytest.skip(HOW)
     data = {"template": template, "system": system or "", "messages": [_message(m) for m in messages],
-            "tools": tools or []}
+            "tools": tools or None}
     done = subprocess.run([binary], input=json.dumps(data), capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise AssertionError(f"the Go oracle failed: {done.stderr}")

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.render.ids import Rendered
 
 CONTEXT = 3
@@ -40,7 +39,7 @@ class Difference:
         return (f"[{self.cause}] {names[0]} token {self.a_at}: {a} ({self.a_owner}) | "
                 f"{names[1]} token {self.b_at}: {b} ({self.b_owner})")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Jsonable]:
         return dict(self.__dict__)
 
 

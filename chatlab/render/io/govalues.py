@@ -1,30 +1,71 @@
 """The values Ollama hands its Go template, and Go's ways of printing and comparing them.
 
-Ollama's template.go passes api.Message / api.Tool structs; a struct's fields print through
-Ollama's `json` func (Go's json.Marshal: struct fields in declaration order under their json
-names, map keys sorted, compact, with <, > and & escaped as \\u003c \\u003e \\u0026). `GoStruct`
-keeps the Go field names for the template and the json names and order for `json`; a plain dict
-is a Go map (range and json go in key order). Strings from the client stay `Val`s, so whatever
-prints them (directly, through printf or json) is encoded as content, never as control ids.
+Read from Ollama's template/template.go (commit fb30760, 2026-08: convertToolsForTemplate,
+convertMessagesForTemplate) and api/types.go (ToolProperty, PropertyType): the template sees
+`templateTool` (type, items, function: name, description, parameters: type, $defs, items,
+required, properties) whose properties are a plain Go map (`templateProperties`), and
+`templateToolCall` (ID, Function: Index, Name, Arguments) whose arguments are a plain Go map
+(`templateArgs`): Go ranges and marshals maps in sorted key order, so the client's key order is
+gone by the time the template runs. templateTool, templateTools, templateArgs and
+templateProperties have a String() method that returns their JSON, so `{{ .Function.Arguments }}`
+prints JSON; templateToolFunction has none, so `{{ .Function }}` prints Go's struct syntax.
+The `json` func is Go's json.Marshal: struct fields in declaration order under their json names
+(a call and a message have no json tags: the Go names), compact, <, > and & escaped.
+`GoStruct` keeps the Go field names for the template and the json names and order for `json`;
+a plain dict is a Go map. Strings from the client stay `Val`s, so whatever prints them
+(directly, through printf or json) is encoded as content, never as control ids.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Sequence
+
+from chatlab._thirdparty import GoValue
 
 from chatlab.render.io.gotemplate import Val
 from chatlab.types import Message, ToolSpec
 
 
 class GoStruct(dict):
-    """Go field name -> value, with the json (name, omitempty) of each field in order."""
+    """Go field name -> value, with the json (name, omitempty) of each field in order;
+    `stringer`: the Go type has a String() method returning its JSON (fmt prints that)."""
 
-    def __init__(self, fields: list[tuple[str, str, bool, Any]]) -> None:
+    def __init__(self, fields: list[tuple[str, str, bool, GoValue]], type_name: str = "struct",
+                 stringer: bool = False) -> None:
         super().__init__((go, value) for go, _, _, value in fields)
         self.json_fields = [(go, name, omit) for go, name, omit, _ in fields]
+        self.type_name, self.stringer = type_name, stringer
 
 
-def truth(v: Any) -> bool:
+class GoMap(dict):
+    """A named Go map type with a String() that returns its JSON (templateArgs, templateProperties);
+    `ordered`: Ollama's orderedmap (a nested ToolProperty's properties keep the client's order)."""
+
+    def __init__(self, items: GoValue, type_name: str, ordered: bool = False) -> None:
+        super().__init__(items)
+        self.type_name, self.ordered, self.stringer = type_name, ordered, not ordered
+
+
+class GoList(list):
+    """templateTools: a slice whose String() returns its JSON."""
+
+    stringer = True
+    type_name = "template.templateTools"
+
+
+class PropertyType(list):
+    """api.PropertyType: a list of type names that prints as, and marshals to, its one name
+    when it holds one (a JSON list otherwise)."""
+
+    type_name = "api.PropertyType"
+
+
+def keys(v: dict) -> list[GoValue]:
+    """The order Go ranges and marshals a map in: sorted, except Ollama's ordered maps."""
+    return list(v) if isinstance(v, GoMap) and v.ordered else sorted(v, key=str)
+
+
+def truth(v: GoValue) -> bool:
     """Go's truth: false, 0, nil and empty strings / lists / maps are false; structs are true."""
     if isinstance(v, GoStruct):
         return True
@@ -33,7 +74,7 @@ def truth(v: Any) -> bool:
     return v != 0
 
 
-def owner(v: Any) -> tuple[int, str] | None:
+def owner(v: GoValue) -> tuple[int, str] | None:
     """The (message, slot) of the first client string inside `v`, if any."""
     if isinstance(v, Val):
         return v.msg, v.slot
@@ -47,40 +88,46 @@ def owner(v: Any) -> tuple[int, str] | None:
     return None
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: GoValue) -> GoValue:
     if isinstance(v, GoStruct):
         return {name: _plain(v[go]) for go, name, omit in v.json_fields if not (omit and not truth(v[go]))}
+    if isinstance(v, PropertyType) and len(v) == 1:
+        return _plain(v[0])
     if isinstance(v, dict):
-        return {str(k): _plain(v[k]) for k in sorted(v, key=str)}
+        return {str(k): _plain(v[k]) for k in keys(v)}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     return str(v) if isinstance(v, Val) else v
 
 
-def go_json(v: Any) -> str:
+def go_json(v: GoValue) -> str:
     """Go's json.Marshal of `v` (HTML-safe escaping, as Go does by default)."""
     text = json.dumps(_plain(v), ensure_ascii=False, separators=(",", ":"))
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def go_print(v: Any) -> str:
+def go_print(v: GoValue) -> str:
     """fmt's %v of a value (what {{ . }} and printf %v write)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
         return "<nil>"
+    if getattr(v, "stringer", False):
+        return go_json(v)
+    if isinstance(v, PropertyType):
+        return str(v[0]) if len(v) == 1 else "" if not v else "[" + " ".join(map(str, v)) + "]"
     if isinstance(v, GoStruct):
         return "{" + " ".join(go_print(v[go]) for go, _, _ in v.json_fields) + "}"
     if isinstance(v, dict):
-        return "map[" + " ".join(f"{k}:{go_print(v[k])}" for k in sorted(v, key=str)) + "]"
+        return "map[" + " ".join(f"{k}:{go_print(v[k])}" for k in keys(v)) + "]"
     if isinstance(v, (list, tuple)):
         return "[" + " ".join(go_print(x) for x in v) + "]"
     return str(v)
 
 
-def printf(fmt: str, args: list[Any]) -> str:
-    """fmt.Sprintf for the verbs templates use: %s %v %d %q %t %%."""
+def printf(fmt: str, args: list[GoValue]) -> str:
+    """fmt.Sprintf for the verbs templates use: %s %v %d %q %t %T %%."""
     out, k, i = [], 0, 0
     while i < len(fmt):
         c = fmt[i]
@@ -99,7 +146,9 @@ def printf(fmt: str, args: list[Any]) -> str:
         a = args[k]
         k += 1
         if verb == "q":
-            out.append(json.dumps(str(a), ensure_ascii=False))
+            out.append(go_quote(str(a)))
+        elif verb == "T":
+            out.append(go_type(a))
         elif verb == "d" and isinstance(a, int) and not isinstance(a, bool):
             out.append(str(a))
         elif verb in "svdt":
@@ -109,16 +158,56 @@ def printf(fmt: str, args: list[Any]) -> str:
     return "".join(out)
 
 
-def _args(text: str) -> Any:
-    """A call's arguments as Ollama holds them: a map (the JSON text parsed)."""
+def go_quote(s: str) -> str:
+    """strconv.Quote (printf %q): printable runes as they are (Go's IsPrint is Python's
+    isprintable: letters, marks, numbers, punctuation, symbols, the ASCII space), the rest escaped."""
+    out = ['"']
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ch in _SHORT:
+            out.append(_SHORT[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out) + '"'
+
+
+_SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_type(v: GoValue) -> str:
+    """printf %T: the Go type of a value as Ollama's template sees it (JSON numbers are float64)."""
+    if getattr(v, "type_name", None):
+        return str(v.type_name)
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (int, float)):
+        return "float64"
+    if v is None:
+        return "<nil>"
+    return "map[string]interface {}" if isinstance(v, dict) else "[]interface {}"
+
+
+def _args(text: str) -> GoValue:
+    """A call's arguments as Ollama holds them: the JSON text parsed into a map (an integral
+    number is a float64 there, which Go's json writes without a fraction: 3.0 -> 3)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=lambda x: int(float(x)) if float(x).is_integer() and abs(float(x)) < 1e21
+                           else float(x))
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
 
 
-def _strings(v: Any, msg: int, slot: str) -> Any:
+def _strings(v: GoValue, msg: int, slot: str) -> GoValue:
     """Every string inside `v` as a Val of that message (client text)."""
     if isinstance(v, str):
         return Val(v, msg, slot)
@@ -130,45 +219,75 @@ def _strings(v: Any, msg: int, slot: str) -> Any:
 
 
 def tool_calls(m: Message, msg: int) -> list[GoStruct]:
-    return [GoStruct([("ID", "id", True, Val(c.id, msg, "tool_call")),
-                      ("Function", "function", False, GoStruct([
-                          ("Index", "index", True, k),
-                          ("Name", "name", False, Val(c.name, msg, "tool_call")),
-                          ("Arguments", "arguments", False, _strings(_args(c.arguments), msg, "tool_call"))]))])
+    """templateToolCall{ID, Function: templateToolCallFunction{Index, Name, Arguments}}: no json
+    tags, so `json` writes the Go names; Arguments is templateArgs (a sorted map, String() = JSON)."""
+    return [GoStruct([("ID", "ID", False, Val(c.id, msg, "tool_call")),
+                      ("Function", "Function", False, GoStruct([
+                          ("Index", "Index", False, k),
+                          ("Name", "Name", False, Val(c.name, msg, "tool_call")),
+                          ("Arguments", "Arguments", False,
+                           GoMap(_strings(_args(c.arguments), msg, "tool_call"), "template.templateArgs"))],
+                          "template.templateToolCallFunction"))], "template.templateToolCall")
             for k, c in enumerate(m.tool_calls)]
 
 
-def message(m: Message, msg: int, content: Val) -> dict[str, Any]:
+def message(m: Message, msg: int, content: Val) -> dict[str, GoValue]:
     return {"Role": m.role, "Content": content, "Thinking": Val(m.reasoning or "", msg, "reasoning"),
             "ToolCalls": tool_calls(m, msg), "ToolName": Val(m.name or "", msg, "name"),
             "ToolCallID": Val(m.tool_call_id or "", msg, "tool_call_id"), "_index": msg}
 
 
-def tools(specs: Sequence[ToolSpec]) -> list[GoStruct]:
-    out = []
+def _property(v: dict) -> GoStruct:
+    """api.ToolProperty: the schema keys Ollama keeps (others are dropped when it decodes the
+    request); a one-element type list is a PropertyType that prints and marshals as its string."""
+    kind = v.get("type")
+    kind = [kind] if isinstance(kind, str) else list(kind or [])
+    nested = v.get("properties")
+    return GoStruct([
+        ("AnyOf", "anyOf", True, [_property(x) for x in v.get("anyOf") or [] if isinstance(x, dict)]),
+        ("Type", "type", True, PropertyType(kind)),
+        ("Items", "items", True, v.get("items")),
+        ("Description", "description", True, v.get("description", "")),
+        ("Enum", "enum", True, v.get("enum")),
+        ("Properties", "properties", True, GoMap({k: _property(x) for k, x in nested.items() if isinstance(x, dict)},
+                                                 "*api.ToolPropertiesMap", ordered=True) if isinstance(nested, dict) else None),
+        ("Required", "required", True, list(v.get("required") or []))], "api.ToolProperty")
+
+
+def tools(specs: Sequence[ToolSpec]) -> GoList | None:
+    """templateTools (nil without tools): templateTool{type, items, function: templateToolFunction
+    {name, description (no omitempty), parameters{type, $defs, items, required, properties}}}."""
+    if not specs:
+        return None
+    out = GoList()
     for t in specs:
-        schema = t.schema
-        props = {k: GoStruct([("Type", "type", False, v.get("type", "")),
-                              ("Items", "items", True, v.get("items")),
-                              ("Description", "description", False, v.get("description", "")),
-                              ("Enum", "enum", True, v.get("enum"))])
-                 for k, v in (schema.get("properties") or {}).items() if isinstance(v, dict)}
-        params = GoStruct([("Type", "type", False, schema.get("type", "object")),
-                           ("Required", "required", False, list(schema.get("required") or [])),
-                           ("Properties", "properties", False, props)])
-        fn = GoStruct([("Name", "name", False, t.name), ("Description", "description", False, t.description),
-                       ("Parameters", "parameters", False, params)])
-        out.append(GoStruct([("Type", "type", False, "function"), ("Function", "function", False, fn)]))
-    return [_strings_struct(x) for x in out]
+        schema = t.schema or {}
+        props = schema.get("properties")
+        params = GoStruct([("Type", "type", False, schema.get("type", "")),
+                           ("Defs", "$defs", True, schema.get("$defs")),
+                           ("Items", "items", True, schema.get("items")),
+                           ("Required", "required", True, list(schema.get("required") or [])),
+                           ("Properties", "properties", False,
+                            GoMap({k: _property(v) for k, v in props.items() if isinstance(v, dict)},
+                                  "template.templateProperties") if isinstance(props, dict) else None)],
+                          "template.templateToolFunctionParameters")
+        fn = GoStruct([("Name", "name", False, t.name), ("Description", "description", False, t.description or ""),
+                       ("Parameters", "parameters", False, params)], "template.templateToolFunction")
+        out.append(_strings_struct(GoStruct([("Type", "type", False, "function"), ("Items", "items", True, None),
+                                             ("Function", "function", False, fn)], "template.templateTool",
+                                            stringer=True)))
+    return out
 
 
-def _strings_struct(v: Any) -> Any:
+def _strings_struct(v: GoValue) -> GoValue:
     """Tool definitions are client text too: their strings become Vals of the tools slot."""
     if isinstance(v, GoStruct):
-        s = GoStruct([(go, name, omit, _strings_struct(v[go])) for go, name, omit in v.json_fields])
-        return s
+        return GoStruct([(go, name, omit, _strings_struct(v[go])) for go, name, omit in v.json_fields],
+                        v.type_name, v.stringer)
+    if isinstance(v, GoMap):
+        return GoMap({k: _strings_struct(x) for k, x in v.items()}, v.type_name, v.ordered)
     if isinstance(v, dict):
         return {k: _strings_struct(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_strings_struct(x) for x in v]
+        return type(v)(_strings_struct(x) for x in v) if isinstance(v, PropertyType) else [_strings_struct(x) for x in v]
     return Val(v, -1, "tools") if isinstance(v, str) and not isinstance(v, Val) else v

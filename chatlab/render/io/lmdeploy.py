@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
@@ -32,7 +31,7 @@ LMDEPLOY_BUILTINS = ("base", "chatglm", "codellama", "cogvlm", "deepseek-v3.2", 
 CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 
-def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Any]]:
+def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Jsonable]]:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
     data, unknown = json_config(text, origin, "LMDeploy chat-template",
                                 "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", FIELDS)

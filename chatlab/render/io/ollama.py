@@ -13,17 +13,19 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
+from chatlab.render.io import ollama_tools
 from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
 from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
 from chatlab.render.io.gotemplate import Node, Parser, Val
-from chatlab.render.io.govalues import message, tool_calls
+from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
-from chatlab.render.template import Template
+from chatlab.render.template import Parts, Template
 from chatlab.types import Message, ToolSpec
 
 INSTRUCTIONS = ("FROM", "TEMPLATE", "SYSTEM", "PARAMETER", "ADAPTER", "LICENSE", "MESSAGE", "REQUIRES")
@@ -90,16 +92,16 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
                      values.get("FROM", (None, 0))[0], nodes)
 
 
-def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]]:
-    """Ollama's collate(): all system texts joined; consecutive same-role messages merged (their
-    contents joined by a blank line; tool results kept apart)."""
+def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoValue]]]:
+    """Ollama's collate() (template.go): all system texts joined; consecutive same-role messages
+    merged into the first (contents joined by a blank line; its other fields, tool calls
+    included, stay the first's); tool results kept apart."""
     system = [(i, m.content) for i, m in msgs if m.role == "system"]
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, GoValue]] = []
     for i, m in msgs:
         if out and out[-1]["Role"] == m.role and m.role != "tool":
             prev = out[-1]["Content"]
             out[-1]["Content"] = Val(prev + "\n\n" + m.content, prev.msg, prev.slot)
-            out[-1]["ToolCalls"] = out[-1]["ToolCalls"] + tool_calls(m, i)
         else:
             out.append(message(m, i, Val(m.content, i, "system" if i < 0 else "content")))
     joined = Val("\n\n".join(c for _, c in system), system[0][0] if system else -1,
@@ -108,7 +110,7 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]
 
 
 def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-                     add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
+                     add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
     """The pieces Ollama's template would produce for this chat (the Resolution renderer hook)."""
     if tools and not mentions(mf.nodes, "Tools"):
         raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
@@ -130,7 +132,7 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
         ev.run(mf.nodes, ev.root, [{"$": ev.root}], -1)
         return ev.out
     nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
-    vals: dict[str, Any] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
+    vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
 
     def execute(tree: list[Node]) -> None:
         ev.root = dict(vals)
@@ -154,20 +156,39 @@ def _quote(value: str, what: str) -> str:
 
 
 def export_ollama(t: Template, drop_tools: bool = False) -> str:
-    """A Modelfile whose TEMPLATE renders like `t`; FROM is a placeholder to point at the model."""
+    """A Modelfile whose TEMPLATE renders like `t`; FROM is a placeholder to point at the model.
+    A Hermes tool format (Qwen2.5's) is written with its tools, calls and results (ollama_tools.py
+    says in which request layout Ollama's render is then id-equal); other tool formats are refused
+    unless `drop_tools`."""
     target = "Ollama Modelfile"
-    check_flat(t, target, drop_tools)
+    hermes = t.tool_format is not None and t.tool_format.name == "hermes" and not drop_tools
+    if t.tool_format is not None and not hermes and not drop_tools:
+        raise ChatlabError(f"template {t.name!r} has the {t.tool_format.name} tool format, which chatlab writes "
+                           "into an Ollama Modelfile only for hermes (Qwen2.5's <tool_call> JSON); export it as "
+                           "Jinja instead (--format jinja), or the chat layout without tools (--drop-tools)")
+    check_flat(t, target, drop_tools or hermes)
     texts: list[str] = []
 
-    def branch(role: str, parts: Any) -> str:
+    def branch(role: str, parts: Parts, extra: str = "") -> str:
         before, after = around(parts, f"{role} turn", t, target)
         texts.extend([before, after])
-        return f'if eq .Role "{role}" }}}}{before}{{{{ .Content }}}}{after}'
+        return f'if eq .Role "{role}" }}}}{before}{{{{ .Content }}}}{extra}{after}'
 
     system = t.turn("system") if t.system_style == "turn" else t.system_merge
-    arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]
-    if "tool" in t.roles and t.tool_format is None:
-        arms.append(branch("tool", t.turn("tool")))
+    if hermes:
+        sys_before, sys_after = around(system, "system turn", t, target)
+        user_before, user_after = around(t.turn("user"), "user turn", t, target)
+        arms = [branch("system", system, '{{ if and (eq $i 0) $.Tools }}' + ollama_tools.tools_block("\n\n") + "{{ end }}"),
+                branch("user", t.turn("user")), branch("assistant", t.turn("assistant"), ollama_tools.calls()),
+                'if eq .Role "tool" }}' + ollama_tools.result(user_before, user_after)]
+        loop = ('{{ $prev := "" }}{{ range $i, $m := .Messages }}{{ if and (eq $i 0) $.Tools (ne .Role "system") }}'
+                + sys_before + ollama_tools.tools_block("") + sys_after + "{{ end }}{{ " + "{{ else ".join(arms)
+                + '{{ end }}{{ $prev = .Role }}{{ end }}')
+    else:
+        arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]
+        if "tool" in t.roles and t.tool_format is None:
+            arms.append(branch("tool", t.turn("tool")))
+        loop = "{{ range .Messages }}{{ " + "{{ else ".join(arms) + "{{ end }}{{ end }}"
     if t.default_system == "":
         raise ChatlabError(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
                            "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
@@ -177,11 +198,14 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     if any(re.search(r"\{\{|\}\}", x) for x in [head, gen, *texts]):
         raise ChatlabError(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
                            "actions; export it as Jinja instead")
-    body = head + "{{ range .Messages }}{{ " + "{{ else ".join(arms) + "{{ end }}{{ end }}" + gen
+    body = head + loop + gen
     out = [f"# chatlab template {t.name!r}: {t.description}",
            "# Exported by `chatlab export-template --format ollama`. Point FROM at your model (a GGUF",
            "# file or an Ollama model name), then: ollama create NAME -f Modelfile",
            *([f"# {bos} is not in the TEMPLATE: Ollama's tokenizer adds the model's bos itself"] if bos else []),
+           *(["# Tools, calls and results are written as chatlab writes them (hermes); Ollama's prompt is",
+              "# id-equal when tools list name, description, parameters (type, properties, required) with",
+              "# property names sorted, and call arguments are json.dumps(args, sort_keys=True)."] if hermes else []),
            "FROM ./model.gguf", f"TEMPLATE {_quote(body, 'template text')}"]
     if t.default_system is not None:
         out.append(f"SYSTEM {_quote(t.default_system, 'default system prompt')}")

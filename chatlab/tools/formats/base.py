@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.types import ToolCall, ToolSpec
 
@@ -66,7 +67,7 @@ class JinjaTurns(Protocol):
     def footer(self, role: str, when: str = "true") -> str: ...
 
 
-def dumps(value: Any, indent: int | None = None) -> str:
+def dumps(value: Jsonable, indent: int | None = None) -> str:
     """JSON exactly as Hugging Face's `tojson` filter writes it (so exports match)."""
     return json.dumps(value, ensure_ascii=False, indent=indent)
 

@@ -9,8 +9,9 @@ only. One call per assistant turn: there are no parallel calls.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.chatglm3 import ChatGLM3Machine
 from chatlab.tools.formats.base import (JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps,
@@ -28,7 +29,7 @@ class ChatGLM3Parser(ChatGLM3Machine):
     FENCE, FUNC = FENCE, FUNC
 
 
-def py_literal(value: Any) -> str:
+def py_literal(value: Jsonable) -> str:
     """A JSON value as ChatGLM3's `tool_call(k=v)` writes it (True/False/None at top level)."""
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -67,7 +68,7 @@ TYPE_RULES = {"string": "str", "integer": "int", "number": "num", "boolean": "bo
               "array": "list", "object": "dict"}
 
 
-def _value_rule(schema: Any) -> str:
+def _value_rule(schema: Jsonable) -> str:
     if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
         if not schema["enum"]:
             raise ChatlabError("a parameter schema has an empty enum, which no value can match; "

@@ -1,6 +1,8 @@
 // A test oracle written for chatlab: executes an Ollama Modelfile TEMPLATE with Go's own
 // text/template, preparing the values the way Ollama's template.go Execute does (read from
-// Ollama's source; no code copied): the default SYSTEM prepended when the chat has no system
+// Ollama's source, commit fb30760 of 2026-08: template/template.go's Execute, collate,
+// convertToolsForTemplate and convertMessagesForTemplate, api/types.go's ToolProperty and
+// PropertyType; no code copied): the default SYSTEM prepended when the chat has no system
 // message, collate() (system texts joined, consecutive same-role messages merged by a blank
 // line), the .Messages form when the template mentions Messages, else the legacy
 // .System/.Prompt/.Response rounds with the last one cut after its first .Response; the `json`
@@ -17,37 +19,161 @@ import (
 	"text/template/parse"
 )
 
-type CallFunction struct {
-	Index     int            `json:"index,omitempty"`
-	Name      string         `json:"name"`
-	Arguments map[string]any `json:"arguments"`
-}
-
-type Call struct {
-	ID       string       `json:"id,omitempty"`
-	Function CallFunction `json:"function"`
+// The request side: api.Message / api.Tool as Ollama decodes them (api/types.go's json tags).
+type InCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int            `json:"index"`
+		Name      string         `json:"name"`
+		Arguments map[string]any `json:"arguments"` // an ordered map in Ollama; the template gets ToMap()
+	} `json:"function"`
 }
 
 type Message struct {
-	Role       string `json:"role"`
-	Content    string `json:"content"`
-	Thinking   string `json:"thinking"`
-	ToolCalls  []Call `json:"tool_calls"`
-	ToolName   string `json:"tool_name"`
-	ToolCallID string `json:"tool_call_id"`
+	Role       string   `json:"role"`
+	Content    string   `json:"content"`
+	Thinking   string   `json:"thinking,omitempty"`
+	ToolCalls  []InCall `json:"tool_calls,omitempty"`
+	ToolName   string   `json:"tool_name,omitempty"`
+	ToolCallID string   `json:"tool_call_id,omitempty"`
 }
 
-type Property struct {
-	Type        string `json:"type"`
-	Items       any    `json:"items,omitempty"`
-	Description string `json:"description"`
-	Enum        []any  `json:"enum,omitempty"`
+// PropertyType: a JSON string or list of strings; marshals back to a string when it holds one.
+type PropertyType []string
+
+func (pt *PropertyType) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*pt = []string{s}
+		return nil
+	}
+	var l []string
+	err := json.Unmarshal(b, &l)
+	*pt = l
+	return err
+}
+
+func (pt PropertyType) MarshalJSON() ([]byte, error) {
+	if len(pt) == 1 {
+		return json.Marshal(pt[0])
+	}
+	return json.Marshal([]string(pt))
+}
+
+func (pt PropertyType) String() string {
+	if len(pt) == 0 {
+		return ""
+	}
+	if len(pt) == 1 {
+		return pt[0]
+	}
+	return fmt.Sprintf("%v", []string(pt))
+}
+
+// OrderedProps: a nested property's properties keep the request's key order (Ollama's orderedmap).
+type OrderedProps struct {
+	keys []string
+	vals map[string]ToolProperty
+}
+
+func (o *OrderedProps) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	o.vals = map[string]ToolProperty{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var p ToolProperty
+		if err := dec.Decode(&p); err != nil {
+			return err
+		}
+		if _, seen := o.vals[k.(string)]; !seen {
+			o.keys = append(o.keys, k.(string))
+		}
+		o.vals[k.(string)] = p
+	}
+	return nil
+}
+
+func (o OrderedProps) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(o.vals[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteString(":")
+		b.Write(vb)
+	}
+	b.WriteString("}")
+	return []byte(b.String()), nil
+}
+
+// ToolProperty: the schema keys api.ToolProperty keeps, in its field order; others are dropped.
+type ToolProperty struct {
+	AnyOf       []ToolProperty `json:"anyOf,omitempty"`
+	Type        PropertyType   `json:"type,omitempty"`
+	Items       any            `json:"items,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Enum        []any          `json:"enum,omitempty"`
+	Properties  *OrderedProps  `json:"properties,omitempty"`
+	Required    []string       `json:"required,omitempty"`
+}
+
+type InTool struct {
+	Type     string `json:"type"`
+	Items    any    `json:"items,omitempty"`
+	Function struct {
+		Name        string `json:"name"`
+		Description string `json:"description,omitempty"`
+		Parameters  struct {
+			Type       string                  `json:"type"`
+			Defs       any                     `json:"$defs,omitempty"`
+			Items      any                     `json:"items,omitempty"`
+			Required   []string                `json:"required,omitempty"`
+			Properties map[string]ToolProperty `json:"properties"` // ordered in Ollama; the template gets ToMap()
+		} `json:"parameters"`
+	} `json:"function"`
+}
+
+// The template side: template.go's templateTool / templateMessage and friends (same fields, tags
+// and String methods: JSON for tools, tool lists, arguments and properties; none for a function).
+type Args map[string]any
+
+func (a Args) String() string {
+	if a == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+type Props map[string]ToolProperty
+
+func (p Props) String() string {
+	if p == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
 }
 
 type Params struct {
-	Type       string              `json:"type"`
-	Required   []string            `json:"required"`
-	Properties map[string]Property `json:"properties"`
+	Type       string   `json:"type"`
+	Defs       any      `json:"$defs,omitempty"`
+	Items      any      `json:"items,omitempty"`
+	Required   []string `json:"required,omitempty"`
+	Properties Props    `json:"properties"`
 }
 
 type Function struct {
@@ -58,29 +184,84 @@ type Function struct {
 
 type Tool struct {
 	Type     string   `json:"type"`
+	Items    any      `json:"items,omitempty"`
 	Function Function `json:"function"`
+}
+
+func (t Tool) String() string { b, _ := json.Marshal(t); return string(b) }
+
+type Tools []Tool
+
+func (t Tools) String() string { b, _ := json.Marshal(t); return string(b) }
+
+type CallFunction struct {
+	Index     int
+	Name      string
+	Arguments Args
+}
+
+type Call struct {
+	ID       string
+	Function CallFunction
+}
+
+type TMessage struct {
+	Role       string
+	Content    string
+	Thinking   string
+	Images     [][]byte
+	ToolCalls  []Call
+	ToolName   string
+	ToolCallID string
 }
 
 type Input struct {
 	Template string    `json:"template"`
 	System   string    `json:"system"`
 	Messages []Message `json:"messages"`
-	Tools    []Tool    `json:"tools"`
+	Tools    []InTool  `json:"tools"`
+}
+
+func convertTools(in []InTool) Tools {
+	if in == nil { // no tools in the request: a nil slice (json null)
+		return nil
+	}
+	out := make(Tools, len(in))
+	for i, t := range in {
+		p := t.Function.Parameters
+		out[i] = Tool{Type: t.Type, Items: t.Items, Function: Function{Name: t.Function.Name,
+			Description: t.Function.Description, Parameters: Params{Type: p.Type, Defs: p.Defs, Items: p.Items,
+				Required: p.Required, Properties: Props(p.Properties)}}}
+	}
+	return out
+}
+
+func convertMessages(in []*Message) []*TMessage {
+	out := make([]*TMessage, len(in))
+	for i, m := range in {
+		var calls []Call
+		for _, c := range m.ToolCalls {
+			calls = append(calls, Call{ID: c.ID, Function: CallFunction{Index: c.Function.Index,
+				Name: c.Function.Name, Arguments: Args(c.Function.Arguments)}})
+		}
+		out[i] = &TMessage{Role: m.Role, Content: m.Content, Thinking: m.Thinking, ToolCalls: calls,
+			ToolName: m.ToolName, ToolCallID: m.ToolCallID}
+	}
+	return out
 }
 
 func collate(msgs []Message) (string, []*Message) {
 	var system []string
 	var out []*Message
 	for i := range msgs {
-		m := msgs[i]
-		if m.Role == "system" {
-			system = append(system, m.Content)
+		if msgs[i].Role == "system" {
+			system = append(system, msgs[i].Content)
 		}
-		if len(out) > 0 && out[len(out)-1].Role == m.Role && m.Role != "tool" {
-			out[len(out)-1].Content += "\n\n" + m.Content
-			out[len(out)-1].ToolCalls = append(out[len(out)-1].ToolCalls, m.ToolCalls...)
+		// merged into the first: only the content grows (its tool calls stay the first's)
+		if len(out) > 0 && out[len(out)-1].Role == msgs[i].Role && msgs[i].Role != "tool" {
+			out[len(out)-1].Content += "\n\n" + msgs[i].Content
 		} else {
-			out = append(out, &m)
+			out = append(out, &msgs[i])
 		}
 	}
 	return strings.Join(system, "\n\n"), out
@@ -199,7 +380,7 @@ func main() {
 	system, collated := collate(msgs)
 	var b strings.Builder
 	if mentions(t.Tree.Root, "Messages") {
-		err = t.Execute(&b, map[string]any{"System": system, "Messages": collated, "Tools": in.Tools,
+		err = t.Execute(&b, map[string]any{"System": system, "Messages": convertMessages(collated), "Tools": convertTools(in.Tools),
 			"Response": "", "Think": false, "ThinkLevel": "", "IsThinkSet": false})
 	} else {
 		if !mentions(t.Tree.Root, "Response") {

@@ -1,0 +1,80 @@
+"""One registry of names: the bench's engines are rows of chatlab.backends.engines (each a
+REGISTRY backend with that backend's options, or a named reference runtime), and the bench,
+the CLI and the server resolve every name through it and through REGISTRY. No model loads."""
+from __future__ import annotations
+
+import pytest
+
+from chatlab.backends import engines as rows
+from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, EngineRow, engine_names, get_engine
+from chatlab.backends.registry import REGISTRY
+from chatlab.bench import engines as bench_engines
+from chatlab.bench.cli import engine_table
+from chatlab.bench.runner import BenchConfig
+from chatlab.cli import build_parser, main
+from chatlab.errors import ChatlabError, UnknownNameError
+
+
+def test_the_bench_lists_the_registry_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--engines", "list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(ENGINE_ROWS)
+    assert bench_engines.ENGINES == engine_names("default") and "genai-int8" in bench_engines.ENGINES
+    assert bench_engines.ENGINES + bench_engines.EXTRA_ENGINES == list(ENGINE_ROWS)
+    assert bench_engines.SPECULATIVE_ENGINES == [n for n, r in ENGINE_ROWS.items() if r.group == "speculative"]
+
+
+def test_every_row_runs_a_registry_backend_or_a_reference_with_a_loader() -> None:
+    for row in ENGINE_ROWS.values():
+        assert row.runtime in REGISTRY or row.runtime in REFERENCES, row
+        assert row.runtime in bench_engines.LOADERS, row
+    assert set(bench_engines.LOADERS) == {r.runtime for r in ENGINE_ROWS.values()}
+
+
+def test_a_row_is_built_from_its_registry_settings() -> None:
+    sdpa = bench_engines.make_engine("chatlab-openvino-int8-sdpa", "m")
+    assert isinstance(sdpa, bench_engines.ChatlabLoop)
+    assert sdpa.args == ("m", "openvino", "int8") and sdpa.attention == "sdpa"
+    pl = bench_engines.make_engine("chatlab-openvino-int4-pl", "m", speculate={"draft_tokens": 6, "ngram": 2})
+    assert isinstance(pl, bench_engines.ChatlabLoop) and pl.args[2] == "int4"
+    assert pl.speculate is not None and (pl.speculate.draft_tokens, pl.speculate.ngram) == (6, 2)
+    genai = bench_engines.make_engine("genai-int4", "m", speculate={"draft_tokens": 6, "ngram": 2})
+    assert isinstance(genai, bench_engines.GenAI) and genai.weight_format == "int4"
+    assert genai.prompt_lookup is None  # a row without prompt lookup ignores the drafts
+    optimum = bench_engines.make_engine("optimum-int8", "m")
+    assert isinstance(optimum, bench_engines.HFGenerate) and optimum.optimum_format == "int8"
+    assert get_engine("genai-int8-pl").takes_drafts and not get_engine("genai-int8").takes_drafts
+
+
+def test_a_row_cannot_carry_what_the_registry_refuses() -> None:
+    with pytest.raises(ChatlabError, match="takes no option max_seqs"):
+        rows._row("x", "openvino", "int8", max_seqs=2)
+    with pytest.raises(UnknownNameError, match="valid choices: paged, sdpa"):
+        rows._row("x", "openvino", "int8", attention="flash")
+    with pytest.raises(UnknownNameError, match="weight format for the torch backend"):
+        rows._row("x", "torch", "int8")
+    with pytest.raises(UnknownNameError, match="engine runtime 'vllm'"):
+        rows._row("x", "vllm", "fp32")
+    with pytest.raises(UnknownNameError, match="weight format for llama.cpp"):
+        rows._row("x", "llama.cpp", "int8")
+
+
+def test_a_new_row_is_taken_everywhere_the_bench_reads_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    row = EngineRow("chatlab-openvino-int8-threads2", "openvino", "int8", "extra", {"threads": 2})
+    monkeypatch.setitem(ENGINE_ROWS, row.name, row)
+    assert BenchConfig.make("m", engines=[row.name]).engines == [row.name]
+    assert row.name in engine_table()
+    with pytest.raises(UnknownNameError, match=f"valid choices: .*{row.name}"):
+        get_engine("nope")
+
+
+def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
+    parser = build_parser()
+    for command in (["serve"], ["complete", "--messages", "m.json"]):
+        for name in REGISTRY:
+            assert parser.parse_args([*command, "--backend", name]).backend == name
+    from chatlab.engine.cli import load_engine
+
+    args = parser.parse_args(["serve", "--backend", "vllm"])
+    with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):
+        load_engine(args)  # refused by the registry before anything loads
