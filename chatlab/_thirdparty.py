@@ -28,6 +28,9 @@ Why each is untyped:
   threads, attention, cache_gb, ...), carried in **options from the CLI or a caller to the
   loader that names it with its own type; mypy cannot match a **dict's values to each typed
   keyword, so the seam between the table and the loaders is unchecked (the table checks names).
+- GoValue: a value inside chatlab's evaluator of Ollama's Go templates (chatlab.render.io.goeval):
+  a string, number, bool, slice, map or struct whose kind Go's text/template checks at run time,
+  and so does the evaluator, kind by kind; a parsed template node holds text or an expression.
 - Graded: what a learner's exercise function returned (chatlab.exercises): whatever their
   code makes; each exercise's `same` unpacks it inside a try (exercises._safe_same), so a value
   of the wrong shape is a failed case, not a type error.
@@ -57,7 +60,8 @@ Jsonable = Any
 LoaderOption = Any
 PydanticField = Any
 Graded = Any
+GoValue = Any
 
-__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "Graded",
-           "HFCache", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled",
+__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "GoValue",
+           "Graded", "HFCache", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled",
            "OVModel", "OVPort", "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget"]

@@ -144,3 +144,29 @@ def test_diff_names_a_special_token_split():
                       Piece("text", "|>", -1, "template"), Piece("content", "hi", 0, "content")])
     assert one.text == split.text and one.ids != split.ids
     assert [d.cause for d in differences(one, split)] == ["special token split"]
+
+
+# stands for Ollama's collate (template/template.go): two consecutive user messages become one
+MERGING = 'FROM x\nTEMPLATE """{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n"""\n'
+TWO_USERS = [{"role": "user", "content": "First question."}, {"role": "user", "content": "Second one."}]
+
+
+def test_merged_consecutive_turns_is_its_own_cause():
+    tok = tokenizer_for(get_template("chatml"))
+    merging = load_template(MERGING, "ollama")
+    d = diff_templates(tok, TWO_USERS, "chatml", merging)
+    assert d.differences and {x.cause for x in d.differences} == {"merged consecutive turns"}
+    x = d.differences[0]
+    assert "message 0 / content" in x.b_owner and "<|im_end|>" in x.a_tokens  # Ollama: inside message 0
+    # the same template on alternating turns: no difference at all
+    assert diff_templates(tok, TWO_USERS[:1], "chatml", merging).equal
+
+
+def test_certify_shows_ollama_merging_consecutive_user_turns():
+    from chatlab.render.io.certify import certify
+
+    cert = certify(tokenizer_for(get_template("chatml")), "chatml", {"two user turns": (TWO_USERS, None)})
+    cell = cert.cells["ollama"]["two user turns"]
+    assert cell.verdict == "different" and {d.cause for d in cell.diffs} == {"merged consecutive turns"}
+    assert cert.cells["jinja"]["two user turns"].verdict == "equal"
+    assert "merged consecutive turns" in cert.format()

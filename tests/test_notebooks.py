@@ -106,6 +106,9 @@ def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python
                            resources={"metadata": {"path": str(cwd or path.parent)}}).execute()
         finally:  # printed on failure too: a cell that fails may be the one that ran out of memory
             took = time.monotonic() - start
+            if keep := os.environ.get("CHATLAB_EXECUTED_DIR"):  # to read what the cells printed
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, Path(keep) / path.name)
             if isinstance(cgroup, KernelCgroup):
                 peak, kills = cgroup.max_usage, cgroup.oom_kills
                 cgroup.remove()

@@ -128,3 +128,27 @@ def test_ollama_value_printing_matches_go(tools):
     loaded = load_template(f'FROM x\nTEMPLATE """{PRINTS}"""\n', "ollama")
     want = ollama_oracle.prompt(PRINTS, msgs, tools)
     assert resolve(tok, template=loaded).render(msgs, tools=tools).text == want
+
+
+def test_every_builtin_with_tools_exports_them_id_equal_or_is_refused_naming_why():
+    from chatlab.render import list_templates
+
+    names = [n for n in list_templates() if get_template(n).tool_format is not None]
+    equal, refused = [], {}
+    for name in names:
+        try:
+            export_template(name, "ollama")
+        except ChatlabError as err:
+            refused[name] = str(err).split(";")[0]
+            continue
+        for chat, (msgs, tools) in CHATS.items():
+            own, imported, ollama = renders(name, msgs, tools)
+            assert own == imported == ollama, (name, chat)
+        equal.append(name)
+    print(f"\nOllama export with tools: tried {len(names)} built-ins with a tool format, exported and id-equal "
+          f"to Ollama on {len(CHATS)} tool chats each {len(equal)} ({', '.join(equal)}), refused with a reason "
+          f"{len(refused)}, silent mismatches 0")
+    for name, why in refused.items():
+        print(f"  {name:10s} {why}")
+    assert set(equal) == {"chatml", "smollm2", "qwen2.5"}
+    assert all("tool format" in why or "reasoning" in why for why in refused.values())

@@ -152,3 +152,28 @@ def test_penalties_in_the_loop_change_a_repeating_reply() -> None:
     plain = list(generate(Repeats(), [1], SamplingParams(max_new_tokens=4)))[-1].token_ids
     pushed = list(generate(Repeats(), [1], SamplingParams(max_new_tokens=4, frequency_penalty=2.0)))[-1]
     assert plain == [5, 5, 5, 5] and pushed.token_ids[:2] == [5, 4]
+
+
+def test_the_plans_params_are_not_checked_again_by_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan validates against the model once and its params say so; generate() checks only
+    params it was handed unchecked (a direct caller's), or changed since the check."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine, parse_request
+    from chatlab.generate import generate
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+
+    engine = ChatEngine(ScriptedBackend(tokenizer_for(get_template("chatml")), ["Hi."]), "m", template="chatml")
+    plan = engine.check(parse_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}))
+    params = plan.params[0]
+    assert params.checked(engine.context_length, len(plan.prompt_ids), engine.vocab_size)
+    calls: list[int] = []
+    real = SamplingParams.validate
+    monkeypatch.setattr(SamplingParams, "validate", lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1])
+    engine.chat(plan)
+    assert calls == []  # the loop trusted the plan's check
+    list(generate(engine.backend, list(plan.prompt_ids), SamplingParams(max_new_tokens=5)))
+    assert calls == [1]  # a direct caller's params are checked
+    params.max_new_tokens = 10**6  # changed after the check: checked again, and refused
+    with pytest.raises(ChatlabError, match="does not fit"):
+        list(generate(engine.backend, list(plan.prompt_ids), params))

@@ -194,3 +194,23 @@ def test_fair_queue_alternates_clients() -> None:
 
     asyncio.run(main())
     assert order == ["a", "b", "c", "a", "a"]
+
+
+def test_a_stopped_server_lets_go_of_its_engine() -> None:
+    """A notebook that stops a server and drops its engine gets the model's memory back (what
+    lets notebooks 07/08 load a second model under Binder's 2 GB). FastAPI keeps every endpoint
+    it has served in module-level caches, so routes that closed over the engine would keep it
+    alive for good: the app must hold it in one place and drop it on shutdown."""
+    import gc
+    import weakref
+
+    engine = ScriptedEngine(["one", "two", "three"])  # not the fixture: pytest keeps those
+    srv = start_server(engine)
+    assert httpx.post(srv.url + "/chat/completions", json=body()).status_code == 200
+    assert httpx.get(srv.url + "/models").json()["data"][0]["id"] == "scripted"
+    alive = weakref.ref(engine)
+    srv.stop()
+    assert srv.app.state.engine is None
+    del engine, srv
+    gc.collect()
+    assert alive() is None, [type(r).__name__ for r in gc.get_referrers(alive())]

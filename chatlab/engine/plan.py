@@ -101,8 +101,9 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         # logit_bias) once, when it is made
         logit_bias=cast("dict[int, float]", dict(req.logit_bias or {})),
         logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
-    params.validate(vocab_size=vocab_size)  # the window is checked above, with the field's name
-    return params
+    # the window is checked above, with the field's name; the copy records the check, so the
+    # loop does not repeat it
+    return params.validated(context_length, prompt_len, vocab_size)
 
 
 def parse_chat(req: ChatRequest) -> tuple[list[Message], list[ToolSpec], ToolChoice, ResponseFormat | None]:

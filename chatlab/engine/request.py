@@ -27,9 +27,9 @@ from chatlab.errors import ChatlabError
 from chatlab.generate import limits
 from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
                            parse_response_format, parse_tool_choice, parse_tools, wire)
+from chatlab.types.wire import MAX_STOP_CHARS, MAX_STOPS
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
-MAX_STOPS, MAX_STOP_CHARS = 16, 1_000
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
 MIN_TEMPERATURE = limits.MIN_TEMPERATURE
 INT64 = (-(2**63), 2**63 - 1)

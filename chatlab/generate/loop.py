@@ -76,8 +76,9 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
     import time
 
     params = params or SamplingParams()
-    params.validate(getattr(backend, "context_length", None), len(prompt_ids),
-                    getattr(backend, "vocab_size", None))
+    window, vocab = getattr(backend, "context_length", None), getattr(backend, "vocab_size", None)
+    if not params.checked(window, len(prompt_ids), vocab):  # a direct caller's: check it here
+        params.validate(window, len(prompt_ids), vocab)
     if not prompt_ids:
         from chatlab.errors import ChatlabError
 

@@ -8,7 +8,7 @@ greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,6 +50,9 @@ class SamplingParams:
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: bool = False  # report each generated token's logprob (see chatlab.generate.logprobs)
     top_logprobs: int = 0  # and this many most likely alternatives per token (0..20)
+    # What `validated` checked these values against (see `checked`): the plan's params carry it,
+    # so the loop does not check them again; not a value anyone sets.
+    checked_for: tuple[object, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # the two forms accepted for convenience become the one form, here and only here
@@ -99,6 +102,23 @@ class SamplingParams:
                 f"tokens and the context window is {context_length}; use max_new_tokens <= "
                 f"{max(room, 0)} or a shorter prompt", param="max_tokens")
         _check_logit_bias(self.logit_bias, vocab_size)
+
+    def _model_key(self, context_length: int | None, prompt_tokens: int,
+                   vocab_size: int | None) -> tuple[object, ...]:
+        # everything `validate` reads: a value changed after the check changes the key
+        return (context_length, prompt_tokens, vocab_size, self.max_new_tokens,
+                tuple(sorted(self.logit_bias.items())))
+
+    def validated(self, context_length: int | None = None, prompt_tokens: int = 0,
+                  vocab_size: int | None = None) -> "SamplingParams":
+        """`validate`, then a copy that says what it was checked against (the engine's plan
+        holds such copies; `generate()` then skips the check it would repeat)."""
+        self.validate(context_length, prompt_tokens, vocab_size)
+        return replace(self, checked_for=self._model_key(context_length, prompt_tokens, vocab_size))
+
+    def checked(self, context_length: int | None, prompt_tokens: int, vocab_size: int | None) -> bool:
+        """Whether `validated` already checked these very values against this model and prompt."""
+        return self.checked_for == self._model_key(context_length, prompt_tokens, vocab_size)
 
     @property
     def greedy(self) -> bool:

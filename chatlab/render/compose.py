@@ -150,7 +150,7 @@ class Composer:
                                "tool-call format; choose a template with one (`chatlab templates`)")
         if not self.call_fmt:
             return self.turn("assistant", i, body)
-        body_bits = [Bit(p.kind, p.value, p.slot) for p in body]
+        body_bits = [Bit(p.kind, p.text, p.slot) for p in body]
         self.write(self.call_fmt.assistant_turns(i, content, body_bits, m.tool_calls, prev, nxt), i)
         return None
 

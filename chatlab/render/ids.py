@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 from chatlab._thirdparty import Jsonable
 from chatlab.render.encoder import Encoder
@@ -21,9 +21,20 @@ from chatlab.render.encoder import Encoder
 
 class Piece(NamedTuple):
     kind: str  # "text" | "content" | "special" | "break"
-    value: Any  # str, or the id of a special
+    value: str | int  # str, or the id of a special
     message: int  # index into the messages; -1 for the prefix and the generation prompt
     slot: str  # "prefix", "header", "content", "end", "tools", "tool_call", ...
+
+    @property
+    def text(self) -> str:
+        """The value of a text, content or break piece."""
+        assert isinstance(self.value, str), f"a {self.kind} piece holds an id, not text"
+        return self.value
+
+    @property
+    def special_id(self) -> int:
+        assert isinstance(self.value, int), f"a {self.kind} piece holds text, not an id"
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -95,13 +106,13 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
         flush()
         if kind == "special":
             close()
-            items.append((piece.value, piece.message, piece.slot))
-            texts.append(_special_text(encoder, piece.value))
+            items.append((piece.special_id, piece.message, piece.slot))
+            texts.append(_special_text(encoder, piece.special_id))
         elif kind == "break":
             close()
         elif piece.value:
-            run.append((piece.value, piece.message, piece.slot))
-            texts.append(piece.value)
+            run.append((piece.text, piece.message, piece.slot))
+            texts.append(piece.text)
     flush()
     close()
     runs = [item for item in items if isinstance(item, list)]
@@ -126,12 +137,12 @@ def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int
     the slot map still tells template text of different owners apart."""
     if len(pieces) == 1:  # the common case: no boundary to look across
         p = pieces[0]
-        return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.value)]
+        return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.text)]
     starts, pos = [], 0
     for p in pieces:
         starts.append(pos)
-        pos += len(p.value)
-    joined = "".join(p.value for p in pieces)
+        pos += len(p.text)
+    joined = "".join(p.text for p in pieces)
     out: list[tuple[str | int, tuple[int, str]]] = []
 
     def owner(at: int) -> tuple[int, str]:
@@ -141,7 +152,7 @@ def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int
     def plain(pos: int, end: int) -> None:  # text, cut where a new piece begins
         while pos < end:
             k = bisect_right(starts, pos) - 1
-            stop = min(end, starts[k] + len(pieces[k].value))
+            stop = min(end, starts[k] + len(pieces[k].text))
             out.append((joined[pos:stop], owner(pos)))
             pos = stop
 

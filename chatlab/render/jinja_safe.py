@@ -130,7 +130,7 @@ def jinja_pieces(source: str, encoder: Encoder, messages: list[dict], tools: lis
         last, owner = m.end(), index
     if last < len(with_marks):  # the last turn's end, or the generation prompt
         out.append(Piece("text", with_marks[last:], owner if not add_generation_prompt else -1, "template"))
-    if "".join(p.value for p in out) == real:
+    if "".join(p.text for p in out) == real:
         return out
     return _locate(real, out, encoder)
 
@@ -142,8 +142,8 @@ def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
     for piece in marked:
         if piece.kind != "content" or not piece.value:
             continue
-        forms = dict.fromkeys((piece.value, json.dumps(piece.value, ensure_ascii=False)[1:-1],
-                               json.dumps(piece.value)[1:-1]))
+        forms = dict.fromkeys((piece.text, json.dumps(piece.text, ensure_ascii=False)[1:-1],
+                               json.dumps(piece.text)[1:-1]))
         for form in forms:
             pos = real.find(form, cursor)
             if pos >= 0:
@@ -154,8 +154,8 @@ def _locate(real: str, marked: list[Piece], encoder: Encoder) -> list[Piece]:
                 break
     if cursor < len(real):
         out.append(Piece("text", real[cursor:], -1, "template"))
-    wrote = [x for p in marked if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
-    got = [x for p in out if p.kind == "text" for x in encoder.split_specials(p.value) if isinstance(x, int)]
+    wrote = [x for p in marked if p.kind == "text" for x in encoder.split_specials(p.text) if isinstance(x, int)]
+    got = [x for p in out if p.kind == "text" for x in encoder.split_specials(p.text) if isinstance(x, int)]
     if Counter(got) - Counter(wrote):  # a control id the template itself did not write
         raise ChatlabError("the chat template rewrites message content in a way that chatlab cannot "
                            "separate from template text, so control tokens in content could not be "

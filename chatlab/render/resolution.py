@@ -98,7 +98,7 @@ class Resolution:
                 ids.append(tid)
         return words, ids
 
-    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | None = None,
+    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
                add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
         """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
         dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
@@ -118,7 +118,7 @@ class Resolution:
             pieces = jinja_pieces(self.chat_template or "", enc, [vllm_message(m) for m in msgs],
                                   [t.to_openai() for t in tool_list], add_generation_prompt, options)
         ids, text, slots = encode_pieces(enc, pieces)
-        if self.engine_bos and enc.adds_bos and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
+        if self.engine_bos and enc.adds_bos and enc.bos_id is not None and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
             ids, text, slots = encode_pieces(enc, [Piece("special", enc.bos_id, -1, "bos"), *pieces])
         words, stop_ids = self.stops(bool(tool_list))
         return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,

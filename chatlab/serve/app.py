@@ -66,6 +66,22 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     queue = FairQueue(max_waiting=max_waiting, workers=int(getattr(engine, "max_concurrency", 1)))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
+    # The routes below reach the engine through app.state, never a closure over `engine`:
+    # FastAPI keeps every endpoint it has classified in module-level lru_caches (4,096 entries,
+    # fastapi.dependencies.models), so a route closing over the engine would keep it, and its
+    # model's memory, alive for the life of the process. On shutdown the app lets go of it, so
+    # a notebook that stops a server and drops its engine gets the memory back and can load a
+    # second model within Binder's 2 GB (measured: SmolLM2 int8, served once, held ~460 MB of
+    # the process's anonymous memory; ~230 MB left the process at once, the rest stays with
+    # the allocator for the next model to reuse).
+    app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
+
+    def served() -> ChatEngine:
+        current: ChatEngine | None = app.state.engine
+        if current is None:  # only reachable in the instant between shutdown and the socket closing
+            raise APIError(503, "this server has stopped; start a new one (chatlab.serve.start_server)",
+                           code="server_stopped")
+        return current
 
     def auth(request: Request) -> None:
         if api_key is None:
@@ -78,11 +94,11 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
 
     def not_served(name: str | None) -> APIError:
         return APIError(404, f"the model {(name or '')[:80]!r} is not served here; use "
-                        f"{engine.model_name!r} (see GET /v1/models)", "model", "model_not_found")
+                        f"{served().model_name!r} (see GET /v1/models)", "model", "model_not_found")
 
     def serves(name: str | None) -> bool:
         """The one model-name rule, for requests and GET /v1/models/{id} alike."""
-        return not strict_model_name or name in (None, "", engine.model_name)
+        return not strict_model_name or name in (None, "", served().model_name)
 
     async def accept(request: Request, cls: type[R]) -> R:
         req = await run_in_threadpool(read_request, await request.body(), cls)
@@ -94,12 +110,13 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
         return req
 
     def card() -> dict[str, Jsonable]:
+        engine = served()
         return {"id": engine.model_name, "object": "model", "created": engine.created,
                 "owned_by": "chatlab", "max_model_len": engine.context_length}
 
     @app.get("/health")
     async def health() -> dict[str, Jsonable]:
-        return {"status": "ok", "model": engine.model_name, "waiting": queue.waiting}
+        return {"status": "ok", "model": served().model_name, "waiting": queue.waiting}
 
     @app.get("/openapi.json", dependencies=[Depends(auth)], include_in_schema=False)
     async def openapi() -> dict[str, Jsonable]:
@@ -119,14 +136,14 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
 
     @app.post("/v1/chat/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
     async def chat(request: Request) -> Response:
-        req = await accept(request, ChatRequest)
+        req, engine = await accept(request, ChatRequest), served()
         plan = await run_in_threadpool(engine.check, req)
         work = engine.chat_stream if req.stream else engine.chat
         return await run(request, queue, req, lambda stop: work(plan, stop))
 
     @app.post("/v1/completions", dependencies=[Depends(auth)], openapi_extra=body_doc(CompletionRequest))
     async def completions(request: Request) -> Response:
-        req = await accept(request, CompletionRequest)
+        req, engine = await accept(request, CompletionRequest), served()
         plan = await run_in_threadpool(lambda: engine.check(req))  # (a lambda: check is overloaded)
         work = engine.completion_stream if req.stream else engine.completion
         return await run(request, queue, req, lambda stop: work(plan, stop))
@@ -134,6 +151,6 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     @app.post("/v1/chat/render", dependencies=[Depends(auth)], openapi_extra=body_doc(ChatRequest))
     async def render(request: Request) -> dict[str, Jsonable]:
         req = await accept(request, ChatRequest)
-        return await run_in_threadpool(engine.render, req)
+        return await run_in_threadpool(served().render, req)
 
     return app

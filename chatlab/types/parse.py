@@ -10,9 +10,8 @@ from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.types.checks import check_json, check_name, check_schema, check_text
 from chatlab.types.objects import Message, ResponseFormat, Role, ToolCall, ToolChoice, ToolSpec
+from chatlab.types.wire import MAX_TOOLS, ROLES  # the wire shape's own values (and its schema's)
 
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-MAX_TOOLS = 128
 MAX_DESCRIPTION_CHARS = 8_192
 
 

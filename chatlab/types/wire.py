@@ -1,49 +1,119 @@
-"""The OpenAI wire shape of the chat domain, as JSON Schema for the OpenAPI document.
+"""The OpenAI wire shape of the chat domain: typed once, as TypedDicts, from which both the
+parse rules' constants (the roles, the tool limit, the name pattern, the stop limits) and the
+JSON Schema of /openapi.json are made (pydantic's TypeAdapter, nested definitions inlined so
+that each schema stands alone inside the request model's document).
 
-chatlab.types.parse is what enforces these shapes (and more: names, sizes, a tool result's call
-id); the schemas here only tell a client, through /openapi.json, what the parse rules take. They
-are written from OpenAI's API reference, deliberately loose where the parse rules are stricter.
+chatlab.types.parse enforces these shapes and more (sizes, depth, a tool result's call id);
+the TypedDicts say what a client may send, the parse rules decide what it means.
 """
 from __future__ import annotations
 
+from typing import Annotated, Literal, NotRequired, get_args
+
+from pydantic import Field, StringConstraints, TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads typing's TypedDict only from Python 3.12
+
 from chatlab._thirdparty import Jsonable
+from chatlab.types.checks import NAME_RE
+
+WireRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
+ROLES: tuple[str, ...] = get_args(WireRole)  # developer -> system, function -> tool (legacy)
+MAX_TOOLS = 128  # OpenAI's limit
+MAX_STOPS, MAX_STOP_CHARS = 16, 1_000
+Name = Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
 
 
-_TEXT_PARTS: dict[str, Jsonable] = {"type": "array", "items": {
-    "type": "object", "required": ["type", "text"],
-    "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}
-_FUNCTION_CALL: dict[str, Jsonable] = {"type": "object", "required": ["name"], "properties": {
-    "name": {"type": "string"}, "arguments": {"type": ["string", "object"]}}}
-_FUNCTION: dict[str, Jsonable] = {"type": "object", "required": ["name"], "properties": {
-    "name": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,64}$"},
-    "description": {"type": "string"}, "parameters": {"type": "object"}}}
+class TextPart(TypedDict):
+    type: Literal["text"]
+    text: str
 
-MESSAGES: dict[str, Jsonable] = {"type": "array", "minItems": 1, "items": {
-    "type": "object", "required": ["role"], "properties": {
-        "role": {"enum": ["system", "developer", "user", "assistant", "tool", "function"]},
-        "content": {"anyOf": [{"type": "string"}, _TEXT_PARTS, {"type": "null"}]},
-        "name": {"type": "string"},
-        "tool_call_id": {"type": "string"},
-        "tool_calls": {"type": "array", "items": {"type": "object", "properties": {
-            "id": {"type": "string"}, "type": {"const": "function"}, "function": _FUNCTION_CALL}}},
-        "function_call": _FUNCTION_CALL,
-        "reasoning_content": {"type": "string"}}}}
-TOOLS: dict[str, Jsonable] = {"type": "array", "maxItems": 128, "items": {
-    "type": "object", "required": ["function"],
-    "properties": {"type": {"const": "function"}, "function": _FUNCTION}}}
-FUNCTIONS: dict[str, Jsonable] = {"type": "array", "deprecated": True, "items": _FUNCTION}
-TOOL_CHOICE: dict[str, Jsonable] = {"anyOf": [
-    {"enum": ["auto", "none", "required"]},
-    {"type": "object", "required": ["function"], "properties": {
-        "type": {"const": "function"},
-        "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}
-FUNCTION_CALL: dict[str, Jsonable] = {"deprecated": True, "anyOf": [
-    {"enum": ["auto", "none"]},
-    {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}]}
-RESPONSE_FORMAT: dict[str, Jsonable] = {"type": "object", "required": ["type"], "properties": {
-    "type": {"enum": ["text", "json_object", "json_schema"]},
-    "json_schema": {"type": "object", "required": ["schema"], "properties": {
-        "name": {"type": "string"}, "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}}
-STOP: dict[str, Jsonable] = {"anyOf": [{"type": "string"}, {"type": "array", "maxItems": 16,
-                                                        "items": {"type": "string"}}, {"type": "null"}]}
-PROMPT: dict[str, Jsonable] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: NotRequired[str | dict[str, Jsonable]]  # JSON text (an object is taken too)
+
+
+class WireToolCall(TypedDict):
+    id: NotRequired[str]
+    type: NotRequired[Literal["function"]]
+    function: FunctionCall
+
+
+class WireMessage(TypedDict):
+    role: WireRole
+    content: NotRequired[str | list[TextPart] | None]
+    name: NotRequired[str]
+    tool_call_id: NotRequired[str]
+    tool_calls: NotRequired[list[WireToolCall]]
+    function_call: NotRequired[FunctionCall]
+    reasoning_content: NotRequired[str]
+
+
+class Function(TypedDict):
+    name: Name
+    description: NotRequired[str]
+    parameters: NotRequired[dict[str, Jsonable]]
+
+
+class WireTool(TypedDict):
+    type: NotRequired[Literal["function"]]
+    function: Function
+
+
+class NamedFunction(TypedDict):
+    name: str
+
+
+class NamedTool(TypedDict):
+    type: NotRequired[Literal["function"]]
+    function: NamedFunction
+
+
+class JsonSchema(TypedDict):
+    name: NotRequired[str]
+    schema: dict[str, Jsonable]
+    strict: NotRequired[bool]
+
+
+class WireResponseFormat(TypedDict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: NotRequired[JsonSchema]
+
+
+Messages = Annotated[list[WireMessage], Field(min_length=1)]
+Tools = Annotated[list[WireTool], Field(max_length=MAX_TOOLS)]
+Functions = Annotated[list[Function], Field(max_length=MAX_TOOLS)]
+WireToolChoice = Literal["auto", "none", "required"] | NamedTool
+WireFunctionCall = Literal["auto", "none"] | NamedFunction
+Stop = str | Annotated[list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOPS)] | None
+Prompt = str | list[str]
+
+
+def schema_of(shape: TypeAdapter[object], deprecated: bool = False) -> dict[str, Jsonable]:
+    """The JSON Schema of a wire shape, with its $defs inlined (none of these shapes recurse)."""
+    schema = shape.json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Jsonable) -> Jsonable:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    out = inline(schema)
+    assert isinstance(out, dict)
+    return {**out, "deprecated": True} if deprecated else out
+
+
+MESSAGES = schema_of(TypeAdapter(Messages))
+TOOLS = schema_of(TypeAdapter(Tools))
+FUNCTIONS = schema_of(TypeAdapter(Functions), deprecated=True)
+TOOL_CHOICE = schema_of(TypeAdapter(WireToolChoice))
+FUNCTION_CALL = schema_of(TypeAdapter(WireFunctionCall), deprecated=True)
+RESPONSE_FORMAT = schema_of(TypeAdapter(WireResponseFormat))
+STOP = schema_of(TypeAdapter(Stop))
+PROMPT = schema_of(TypeAdapter(Prompt))

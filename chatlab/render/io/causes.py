@@ -10,15 +10,17 @@ tokens on both sides, who wrote them (Rendered.slots) and why they differ:
 - "whitespace/newline": the texts differ only in whitespace;
 - "same text, other tokens": equal texts, encoded differently (pieces merged across a boundary);
 - "dropped tool call": one side leaves a tool call (or tools) out;
-- "text": anything else (a header, a turn marker, merged consecutive turns...).
+- "merged consecutive turns": one side writes two consecutive messages as one (Ollama's
+  collate joins same-role messages with a blank line): there the block lies inside message m
+  and message m+1 is never written, on the other side it is message m's end or m+1's header;
+- "text": anything else (a header, a turn marker...).
 Stop words and stop ids are compared too ("stop words").
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.render.ids import Rendered
 
 CONTEXT = 3
@@ -40,7 +42,7 @@ class Difference:
         return (f"[{self.cause}] {names[0]} token {self.a_at}: {a} ({self.a_owner}) | "
                 f"{names[1]} token {self.b_at}: {b} ({self.b_owner})")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Jsonable]:
         return dict(self.__dict__)
 
 
@@ -58,6 +60,24 @@ def owner(r: Rendered, k: int) -> str:
     return f"message {span.message_index} / {span.slot}"
 
 
+def _messages(r: Rendered, start: int, end: int) -> set[int]:
+    """The message indices that wrote tokens start..end (-1: the template's own parts)."""
+    return {s.message_index for s in r.slots if s.start < end and start < s.end}
+
+
+def _merged(a: Rendered, b: Rendered, i1: int, i2: int, j1: int, j2: int) -> bool:
+    """Side x lies inside message m (an empty block: between two of its tokens) and wrote no
+    message m+1 at all, while side y's block belongs to messages m and m+1 (m's end, m+1's header)."""
+    for (x, x1, x2), (y, y1, y2) in (((a, i1, i2), (b, j1, j2)), ((b, j1, j2), (a, i1, i2))):
+        inside = _messages(x, x1, x2) if x2 > x1 else _messages(x, x1 - 1, x1) & _messages(x, x1, x1 + 1)
+        if len(inside) != 1 or (m := next(iter(inside))) < 0:
+            continue
+        if _messages(y, y1, y2) <= {m, m + 1} and m + 1 in _messages(y, 0, len(y.ids)) \
+                and m + 1 not in _messages(x, 0, len(x.ids)):
+            return True
+    return False
+
+
 def _cause(a: Rendered, b: Rendered, i1: int, i2: int, j1: int, j2: int) -> str:
     ea, eb = a.encoder, b.encoder
     xa, xb = a.ids[i1:i2], b.ids[j1:j2]
@@ -69,6 +89,8 @@ def _cause(a: Rendered, b: Rendered, i1: int, i2: int, j1: int, j2: int) -> str:
         return "default system prompt"
     if any("tool_call" in o or "/ tools" in o for o in owners) and (not xa or not xb):
         return "dropped tool call"
+    if _merged(a, b, i1, i2, j1, j2):
+        return "merged consecutive turns"
     ta, tb = ea.decode(xa) if ea else "", eb.decode(xb) if eb else ""
     if ta == tb:
         specials = [len([i for i in x if i in e.special_text]) for x, e in ((xa, ea), (xb, eb)) if e is not None]

@@ -10,13 +10,18 @@ or its differences with their causes (causes.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.causes import Difference, differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS
+
+if TYPE_CHECKING:
+    from chatlab.render.ids import Rendered
 
 ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
@@ -67,18 +72,20 @@ class Certificate:
             lines.extend(f"  {conv:20s} {cell.short()}" for conv, cell in row.items())
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Jsonable]:
         return {"template": self.template, "ok": self.ok,
                 "cells": {e: {c: {"verdict": x.verdict, "reason": x.reason,
                                   "differences": [d.to_json() for d in x.diffs]} for c, x in row.items()}
                           for e, row in self.cells.items()}}
 
 
-def _render(loaded: LoadedTemplate, tokenizer: Any, msgs: list[dict], tools: list[dict] | None) -> Any:
+def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
+            tools: list[dict] | None) -> "Rendered":
     return loaded.resolve(tokenizer).render(msgs, tools=tools)
 
 
-def certify(tokenizer: Any, template: Any, conversations: dict | None = None) -> Certificate:
+def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
+            conversations: dict | None = None) -> Certificate:
     source = load_template(template)
     convs = conversations or CONVERSATIONS
     cells: dict[str, dict[str, Cell]] = {}

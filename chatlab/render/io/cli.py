@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_diff(args: argparse.Namespace) -> int:
     a = load_cli_template(args.a, args.template_format_a)
     b = load_cli_template(args.b, args.template_format_b)
+    assert a is not None and b is not None  # A and B are required arguments
     messages = _read_json(args.messages, "messages")
     tools = _read_json(args.tools, "tools") if args.tools else None
     from chatlab.models import load_tokenizer
@@ -45,6 +46,7 @@ def run_certify(args: argparse.Namespace) -> int:
     import json
 
     template = load_cli_template(args.template, args.template_format)
+    assert template is not None  # TEMPLATE is a required argument
     from chatlab.models import load_tokenizer
     from chatlab.render.io.certify import certify
 

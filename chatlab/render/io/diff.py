@@ -11,12 +11,19 @@ side, the token at the difference with a few tokens around it, and the message i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.ids import Rendered
 from chatlab.render.io.causes import Difference, differences, group
 from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
+
+if TYPE_CHECKING:
+    from chatlab.render.resolution import Resolution
+    from pathlib import Path
+
+    from chatlab.render.io.loaded import LoadedTemplate
 
 CONTEXT = 4  # tokens shown before the difference (and as many after)
 
@@ -59,7 +66,7 @@ class TemplateDiff:
         return "\n".join(lines)
 
 
-def _resolution(x: Any, tokenizer: Any) -> tuple[Any, str]:
+def _resolution(x: "str | Path | LoadedTemplate | Resolution", tokenizer: HFTokenizer) -> tuple["Resolution", str]:
     from chatlab.render.resolution import Resolution
 
     if isinstance(x, Resolution):
@@ -68,7 +75,9 @@ def _resolution(x: Any, tokenizer: Any) -> tuple[Any, str]:
     return loaded.resolve(tokenizer), loaded.source or loaded.name
 
 
-def diff_templates(tokenizer: Any, messages: Any, a: Any, b: Any, tools: Any = None,
+def diff_templates(tokenizer: HFTokenizer, messages: Jsonable, a: "str | Path | LoadedTemplate | Resolution",
+                   b: "str | Path | LoadedTemplate | Resolution",
+                   tools: Jsonable = None,
                    add_generation_prompt: bool = True) -> TemplateDiff:
     (ra, na), (rb, nb) = _resolution(a, tokenizer), _resolution(b, tokenizer)
     if na == nb:

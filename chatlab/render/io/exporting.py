@@ -7,13 +7,14 @@ lmdeploy: `lmdeploy serve api_server --chat-template FILE.json`; ollama: a Model
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io.loaded import load_template
+from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS, get_format
 
-def export_template(name_or_loaded: Any, fmt: str = "jinja", *, drop_tools: bool = False) -> str:
+def export_template(name_or_loaded: "str | Path | LoadedTemplate", fmt: str = "jinja", *,
+                    drop_tools: bool = False) -> str:
     """The template as text in `fmt`; `drop_tools` exports a tool-capable template's chat layout
     to a format that has no tool support (its tool calls and results are then not rendered)."""
     if fmt not in TARGETS:

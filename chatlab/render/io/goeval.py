@@ -9,8 +9,7 @@ empty strings, lists and zero are false; `and`/`or` return an operand; `eq` take
 """
 from __future__ import annotations
 
-from typing import Any
-
+from chatlab._thirdparty import GoValue
 from chatlab.errors import ChatlabError
 from chatlab.render.ids import Piece
 from chatlab.render.io.gotemplate import Node, Val
@@ -30,11 +29,11 @@ class _Continue(Exception):
 
 
 class Evaluator:
-    def __init__(self, root: dict[str, Any]) -> None:
+    def __init__(self, root: dict[str, GoValue]) -> None:
         self.root = root
         self.out: list[Piece] = []
 
-    def run(self, nodes: list[Node], dot: Any, scopes: list[dict[str, Any]], owner: int) -> None:
+    def run(self, nodes: list[Node], dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         scopes = [*scopes, {}]
         for n in nodes:
             if len(self.out) > MAX_PIECES:
@@ -65,7 +64,7 @@ class Evaluator:
             elif n.kind == "continue":
                 raise _Continue
 
-    def range_(self, n: Node, dot: Any, scopes: list[dict[str, Any]], owner: int) -> None:
+    def range_(self, n: Node, dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         expr, body = n.branches[0]
         items = self.eval(expr, dot, scopes, n.line)
         if isinstance(items, dict) and not isinstance(items, GoStruct):  # a Go map: in key order
@@ -89,7 +88,7 @@ class Evaluator:
         if not pairs:
             self.run(n.orelse, dot, scopes, owner)
 
-    def emit(self, v: Any, owner: int, line: int) -> None:
+    def emit(self, v: GoValue, owner: int, line: int) -> None:
         if isinstance(v, Val):
             self.out.append(Piece("content", str(v), v.msg, v.slot))
         elif isinstance(v, (str, int, float, bool)) or v is None:
@@ -98,7 +97,7 @@ class Evaluator:
             who = value_owner(v) or (owner, "template")
             self.out.append(Piece("content", go_print(v), who[0], who[1]))
 
-    def field(self, value: Any, name: str, line: int) -> Any:
+    def field(self, value: GoValue, name: str, line: int) -> GoValue:
         if isinstance(value, GoStruct):
             if name not in value:
                 raise ChatlabError(f"Ollama TEMPLATE line {line}: a {type(value).__name__} has no field .{name}")
@@ -109,7 +108,7 @@ class Evaluator:
             return ""  # a missing map entry's field: Go's zero value prints nothing here
         raise ChatlabError(f"Ollama TEMPLATE line {line}: .{name} of a {type(value).__name__}")
 
-    def eval(self, e: tuple, dot: Any, scopes: list[dict[str, Any]], line: int) -> Any:
+    def eval(self, e: tuple, dot: GoValue, scopes: list[dict[str, GoValue]], line: int) -> GoValue:
         kind = e[0]
         if kind == "lit":
             return e[1]
@@ -141,7 +140,7 @@ class Evaluator:
 ARITY = {"not": 1, "len": 1, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2, "json": 1}
 
 
-def call(fn: str, vals: list[Any], line: int) -> Any:
+def call(fn: str, vals: list[GoValue], line: int) -> GoValue:
     """The functions of the subset, with Go's argument rules."""
     want = ARITY.get(fn)
     if (want and len(vals) != want) or (fn in ("eq", "index", "printf") and len(vals) < (2 if fn == "eq" else 1)) \
@@ -183,7 +182,7 @@ def call(fn: str, vals: list[Any], line: int) -> Any:
     return vals[0][slice(*bounds)] if len(bounds) == 2 else vals[0][bounds[0]:] if bounds else vals[0]
 
 
-def _sprint(vals: list[Any]) -> str:
+def _sprint(vals: list[GoValue]) -> str:
     """fmt.Sprint: a space between operands when neither is a string."""
     out = ""
     for k, v in enumerate(vals):

@@ -19,8 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
-
+from chatlab._thirdparty import GoValue
 from chatlab.errors import ChatlabError
 
 FIELDS = {"System", "Prompt", "Suffix", "Response", "Messages", "Role", "Content", "Thinking", "Tools",
@@ -56,7 +55,7 @@ class Val(str):
 class Node:
     kind: str  # "text" | "out" | "if" | "range" | "set"
     line: int
-    value: Any = None  # text, or the expression
+    value: GoValue = None  # text, or the expression (a parsed tuple)
     branches: list = field(default_factory=list)  # if: [(cond, body)]; range: [(expr, body)]
     orelse: list = field(default_factory=list)
     names: tuple = ()  # range / set variables
@@ -69,7 +68,7 @@ def _err(line: int, what: str, fix: str = "") -> ChatlabError:
 
 class Parser:
     def __init__(self, source: str, first_line: int = 1) -> None:
-        self.items: list[tuple[str, Any, int]] = []  # ("text", s, line) | ("act", body, line)
+        self.items: list[tuple[str, str, int]] = []  # ("text", s, line) | ("act", body, line)
         pos, line = 0, first_line
         for m in ACTION.finditer(source):
             text = source[pos:m.start()]
@@ -82,7 +81,7 @@ class Parser:
             line += source.count("\n", pos, m.start())
             self.items.append(("act", m.group(2).strip(), line))
             if m.group(3):
-                self.items.append(("trim", None, line))
+                self.items.append(("trim", "", line))
             line += source.count("\n", m.start(), m.end())
             pos = m.end()
         tail = source[pos:]

@@ -18,7 +18,9 @@ a plain dict is a Go map. Strings from the client stay `Val`s, so whatever print
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Sequence
+
+from chatlab._thirdparty import GoValue
 
 from chatlab.render.io.gotemplate import Val
 from chatlab.types import Message, ToolSpec
@@ -28,7 +30,7 @@ class GoStruct(dict):
     """Go field name -> value, with the json (name, omitempty) of each field in order;
     `stringer`: the Go type has a String() method returning its JSON (fmt prints that)."""
 
-    def __init__(self, fields: list[tuple[str, str, bool, Any]], type_name: str = "struct",
+    def __init__(self, fields: list[tuple[str, str, bool, GoValue]], type_name: str = "struct",
                  stringer: bool = False) -> None:
         super().__init__((go, value) for go, _, _, value in fields)
         self.json_fields = [(go, name, omit) for go, name, omit, _ in fields]
@@ -39,7 +41,7 @@ class GoMap(dict):
     """A named Go map type with a String() that returns its JSON (templateArgs, templateProperties);
     `ordered`: Ollama's orderedmap (a nested ToolProperty's properties keep the client's order)."""
 
-    def __init__(self, items: Any, type_name: str, ordered: bool = False) -> None:
+    def __init__(self, items: GoValue, type_name: str, ordered: bool = False) -> None:
         super().__init__(items)
         self.type_name, self.ordered, self.stringer = type_name, ordered, not ordered
 
@@ -58,12 +60,12 @@ class PropertyType(list):
     type_name = "api.PropertyType"
 
 
-def keys(v: dict) -> list[Any]:
+def keys(v: dict) -> list[GoValue]:
     """The order Go ranges and marshals a map in: sorted, except Ollama's ordered maps."""
     return list(v) if isinstance(v, GoMap) and v.ordered else sorted(v, key=str)
 
 
-def truth(v: Any) -> bool:
+def truth(v: GoValue) -> bool:
     """Go's truth: false, 0, nil and empty strings / lists / maps are false; structs are true."""
     if isinstance(v, GoStruct):
         return True
@@ -72,7 +74,7 @@ def truth(v: Any) -> bool:
     return v != 0
 
 
-def owner(v: Any) -> tuple[int, str] | None:
+def owner(v: GoValue) -> tuple[int, str] | None:
     """The (message, slot) of the first client string inside `v`, if any."""
     if isinstance(v, Val):
         return v.msg, v.slot
@@ -86,7 +88,7 @@ def owner(v: Any) -> tuple[int, str] | None:
     return None
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: GoValue) -> GoValue:
     if isinstance(v, GoStruct):
         return {name: _plain(v[go]) for go, name, omit in v.json_fields if not (omit and not truth(v[go]))}
     if isinstance(v, PropertyType) and len(v) == 1:
@@ -98,14 +100,14 @@ def _plain(v: Any) -> Any:
     return str(v) if isinstance(v, Val) else v
 
 
-def go_json(v: Any) -> str:
+def go_json(v: GoValue) -> str:
     """Go's json.Marshal of `v` (HTML-safe escaping, as Go does by default)."""
     text = json.dumps(_plain(v), ensure_ascii=False, separators=(",", ":"))
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def go_print(v: Any) -> str:
+def go_print(v: GoValue) -> str:
     """fmt's %v of a value (what {{ . }} and printf %v write)."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -124,7 +126,7 @@ def go_print(v: Any) -> str:
     return str(v)
 
 
-def printf(fmt: str, args: list[Any]) -> str:
+def printf(fmt: str, args: list[GoValue]) -> str:
     """fmt.Sprintf for the verbs templates use: %s %v %d %q %t %T %%."""
     out, k, i = [], 0, 0
     while i < len(fmt):
@@ -179,7 +181,7 @@ def go_quote(s: str) -> str:
 _SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
-def go_type(v: Any) -> str:
+def go_type(v: GoValue) -> str:
     """printf %T: the Go type of a value as Ollama's template sees it (JSON numbers are float64)."""
     if getattr(v, "type_name", None):
         return str(v.type_name)
@@ -194,7 +196,7 @@ def go_type(v: Any) -> str:
     return "map[string]interface {}" if isinstance(v, dict) else "[]interface {}"
 
 
-def _args(text: str) -> Any:
+def _args(text: str) -> GoValue:
     """A call's arguments as Ollama holds them: the JSON text parsed into a map (an integral
     number is a float64 there, which Go's json writes without a fraction: 3.0 -> 3)."""
     try:
@@ -205,7 +207,7 @@ def _args(text: str) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def _strings(v: Any, msg: int, slot: str) -> Any:
+def _strings(v: GoValue, msg: int, slot: str) -> GoValue:
     """Every string inside `v` as a Val of that message (client text)."""
     if isinstance(v, str):
         return Val(v, msg, slot)
@@ -229,7 +231,7 @@ def tool_calls(m: Message, msg: int) -> list[GoStruct]:
             for k, c in enumerate(m.tool_calls)]
 
 
-def message(m: Message, msg: int, content: Val) -> dict[str, Any]:
+def message(m: Message, msg: int, content: Val) -> dict[str, GoValue]:
     return {"Role": m.role, "Content": content, "Thinking": Val(m.reasoning or "", msg, "reasoning"),
             "ToolCalls": tool_calls(m, msg), "ToolName": Val(m.name or "", msg, "name"),
             "ToolCallID": Val(m.tool_call_id or "", msg, "tool_call_id"), "_index": msg}
@@ -277,7 +279,7 @@ def tools(specs: Sequence[ToolSpec]) -> GoList | None:
     return out
 
 
-def _strings_struct(v: Any) -> Any:
+def _strings_struct(v: GoValue) -> GoValue:
     """Tool definitions are client text too: their strings become Vals of the tools slot."""
     if isinstance(v, GoStruct):
         return GoStruct([(go, name, omit, _strings_struct(v[go])) for go, name, omit in v.json_fields],

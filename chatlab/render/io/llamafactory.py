@@ -15,8 +15,7 @@ assistant turn gives the same ids for every conversation that ends with a user t
 from __future__ import annotations
 
 import json
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import json_config, stops_of
 from chatlab.render.template import BOS, CONTENT, EOS, SEAM, Part, Parts, S, T, Template
@@ -28,7 +27,7 @@ FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_se
 CLASSES = ("default", "llama2")
 
 
-def _slots(value: Any, field: str, origin: str, content: bool) -> Parts:
+def _slots(value: Jsonable, field: str, origin: str, content: bool) -> Parts:
     """One formatter's slots as chatlab parts; `{{content}}` becomes CONTENT."""
     if isinstance(value, str):
         value = [value]
@@ -97,7 +96,7 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     # prepends format_system's text to the first user message's content, inside [INST].
     # (its text joins the user's content inside the user element: no seams around it)
     merged = tuple(p for p in system if p != SEAM)
-    style: dict[str, Any] = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
+    style: dict[str, Jsonable] = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
     return Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
                     {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
                     generation_prompt=(), default_system=default or None, empty_system_default=True,

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
@@ -24,15 +23,28 @@ from chatlab.render.template import Template
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
            "tool", "eotool")
 FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
-# The names lmdeploy 0.18's model.py registers. A config naming one runs that class (its own
-# defaults for every null field, its own messages2prompt), which is not what the file says.
-LMDEPLOY_BUILTINS = ("base", "chatglm", "codellama", "cogvlm", "deepseek-v3.2", "deepseek-v32",
-                     "deepseek-v4", "deepseek-vl", "deepseek-vl2", "hf", "internvl-zh", "llama2",
-                     "llava-chatml", "llava-v1", "mistral", "mixtral", "vicuna")
+# The names lmdeploy 0.18's model.py registers, and what the class adds to the fields. A config
+# naming one runs that class (its own defaults for every null field, and for most its own
+# messages2prompt), which is not what the file says. Read from model.py; tests/test_lmdeploy_builtins.py
+# checks the list and which classes render by their fields alone against LMDeploy's code.
+_OWN = "its class {} has its own messages2prompt (code, not config fields)"
+_FIELDS = "its class {} fills every null field with its own default"
+LMDEPLOY_BUILTINS: dict[str, str] = {
+    "base": _FIELDS.format("BaseChatTemplate"), "chatglm": _OWN.format("ChatGLM2"),
+    "codellama": _FIELDS.format("CodeLlama"), "cogvlm": _FIELDS.format("CogVLM"),
+    "deepseek-v3.2": _OWN.format("DeepseekV32ChatTemplate"), "deepseek-v32": _OWN.format("DeepseekV32ChatTemplate"),
+    "deepseek-v4": _OWN.format("DeepseekV4ChatTemplate"), "deepseek-vl": _OWN.format("DeepseekVL"),
+    "deepseek-vl2": _OWN.format("DeepseekVL2"),
+    "hf": "its class HFChatTemplate renders the model's own Jinja chat_template (import that instead)",
+    "internvl-zh": _OWN.format("InternVLZH"), "llama2": _FIELDS.format("Llama2"),
+    "llava-chatml": _FIELDS.format("ChatmlDirect"), "llava-v1": _OWN.format("Llavav1"),
+    "mistral": _FIELDS.format("MistralChat"), "mixtral": _FIELDS.format("MistralChat"),
+    "vicuna": _OWN.format("Vicuna"),
+}
 CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 
-def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Any]]:
+def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Jsonable]]:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
     data, unknown = json_config(text, origin, "LMDeploy chat-template",
                                 "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", FIELDS)
@@ -44,9 +56,9 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
         raise ChatlabError(f"{origin}: field 'model_name' must be a non-empty string or null "
                            f"(LMDeploy names a nameless config with a random id), not {name!r}")
     if name in LMDEPLOY_BUILTINS:
-        raise ChatlabError(f"{origin}: model_name {name!r} is one of LMDeploy's built-in templates, "
-                           "so LMDeploy would render with that class's code and defaults, not with "
-                           "this file's fields; give the config a name of its own (e.g. 'my-chat')")
+        raise ChatlabError(f"{origin}: model_name {name!r} is one of LMDeploy's built-in templates "
+                           f"({LMDEPLOY_BUILTINS[name]}), so LMDeploy would not render this file's fields "
+                           "as written; give the config a name of its own (e.g. 'my-chat')")
     path = data.get("model_path")
     if path is not None and not isinstance(path, str):
         raise ChatlabError(f"{origin}: field 'model_path' must be a string or null (LMDeploy's to_json "

@@ -15,14 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.template import Template
 
 from chatlab.render.io.registry import FORMATS as REGISTRY
 from chatlab.render.io.registry import MAX_BYTES, get_format
+
+if TYPE_CHECKING:
+    from chatlab.render.io.ollama import Modelfile
+    from chatlab.render.resolution import Resolution
 
 FORMATS = tuple(REGISTRY)  # the format names (chatlab.render.io.FORMATS)
 
@@ -35,10 +40,10 @@ class LoadedTemplate:
     stop_words: list[str] = field(default_factory=list)
     template: Template | None = field(default=None, repr=False)  # builtin, lmdeploy, llamafactory
     jinja: str | None = field(default=None, repr=False)
-    modelfile: Any = field(default=None, repr=False)  # ollama.Modelfile
+    modelfile: "Modelfile | None" = field(default=None, repr=False)
     source: str | None = None  # the file it came from
 
-    def resolve(self, tokenizer: Any) -> Any:
+    def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
         """A chatlab Resolution (rule "explicit") that renders this template at id level."""
         from chatlab.render.resolution import Resolution
         from chatlab.tools.formats import format_of_chat_template
@@ -54,6 +59,7 @@ class LoadedTemplate:
                               tool_format=format_of_chat_template(self.jinja))
         from chatlab.render.io.ollama import render_modelfile
 
+        assert self.modelfile is not None  # the Ollama reader sets it
         return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
                           stop_strings=tuple(self.stop_words), engine_bos=REGISTRY["ollama"].engine_bos)
 
@@ -80,13 +86,15 @@ def parse(text: str, fmt: str, origin: str, name: str) -> LoadedTemplate:
 
     f = get_format(fmt)
     try:
-        return f.read(text, origin, name)
+        loaded = f.read(text, origin, name)
+        assert isinstance(loaded, LoadedTemplate)  # every format's reader makes one
+        return loaded
     except RecursionError:
         raise ChatlabError(f"{origin} nests too deeply to be {f.what} (thousands of levels); real templates "
                            "nest a few: fix the file") from None
 
 
-def load_template(source: Any, fmt: str | None = None) -> LoadedTemplate:
+def load_template(source: "str | Path | LoadedTemplate", fmt: str | None = None) -> LoadedTemplate:
     """`source`: a LoadedTemplate, a built-in name, a file path, or (with `fmt`) the text itself."""
     if isinstance(source, LoadedTemplate):
         return source

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
+from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
@@ -24,7 +25,7 @@ from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
 from chatlab.render.io.gotemplate import Node, Parser, Val
 from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
-from chatlab.render.template import Template
+from chatlab.render.template import Parts, Template
 from chatlab.types import Message, ToolSpec
 
 INSTRUCTIONS = ("FROM", "TEMPLATE", "SYSTEM", "PARAMETER", "ADAPTER", "LICENSE", "MESSAGE", "REQUIRES")
@@ -91,12 +92,12 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
                      values.get("FROM", (None, 0))[0], nodes)
 
 
-def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]]:
+def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoValue]]]:
     """Ollama's collate() (template.go): all system texts joined; consecutive same-role messages
     merged into the first (contents joined by a blank line; its other fields, tool calls
     included, stay the first's); tool results kept apart."""
     system = [(i, m.content) for i, m in msgs if m.role == "system"]
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, GoValue]] = []
     for i, m in msgs:
         if out and out[-1]["Role"] == m.role and m.role != "tool":
             prev = out[-1]["Content"]
@@ -109,7 +110,7 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, Any]]
 
 
 def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-                     add_generation_prompt: bool, options: dict[str, Any]) -> list[Piece]:
+                     add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
     """The pieces Ollama's template would produce for this chat (the Resolution renderer hook)."""
     if tools and not mentions(mf.nodes, "Tools"):
         raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
@@ -131,7 +132,7 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
         ev.run(mf.nodes, ev.root, [{"$": ev.root}], -1)
         return ev.out
     nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
-    vals: dict[str, Any] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
+    vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
 
     def execute(tree: list[Node]) -> None:
         ev.root = dict(vals)
@@ -168,7 +169,7 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     check_flat(t, target, drop_tools or hermes)
     texts: list[str] = []
 
-    def branch(role: str, parts: Any, extra: str = "") -> str:
+    def branch(role: str, parts: Parts, extra: str = "") -> str:
         before, after = around(parts, f"{role} turn", t, target)
         texts.extend([before, after])
         return f'if eq .Role "{role}" }}}}{before}{{{{ .Content }}}}{extra}{after}'

@@ -5,11 +5,10 @@ of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback
 """
 from __future__ import annotations
 
-from typing import Any
-
 from chatlab.errors import ChatlabError
 from chatlab.render.io.loaded import LoadedTemplate, stops_of_template
 from chatlab.render.io.registry import json_object
+from chatlab.render.template import Template
 
 
 def _nonempty(text: str, origin: str, what: str) -> None:
@@ -33,7 +32,7 @@ def read_jinja(text: str, origin: str, name: str) -> LoadedTemplate:
     return LoadedTemplate(name, "jinja", jinja=text, source=origin)
 
 
-def write_jinja(template: Any, drop_tools: bool = False) -> str:
+def write_jinja(template: Template, drop_tools: bool = False) -> str:
     from chatlab.render.export import Exporter
 
     return Exporter(template).render()

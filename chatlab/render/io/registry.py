@@ -12,9 +12,11 @@ import json
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.render.template import Template
 
 MAX_BYTES = 8 * 1024 * 1024  # a tokenizer_config.json with its vocabulary notes is < 8 MB; refused before reading
 
@@ -26,19 +28,19 @@ class Format:
     reader: str  # "module:function" taking (text, origin, name) -> LoadedTemplate
     writer: str | None = None  # "module:function" taking (Template, drop_tools) -> text
     names: Callable[[str], bool] = lambda name: False  # a file name that says this format
-    content: Callable[[str, Any], bool] = lambda text, data: False  # (text, its JSON object or None)
+    content: Callable[[str, Jsonable], bool] = lambda text, data: False  # (text, its JSON object or None)
     engine_bos: str | None = None  # the engine's tokenizer call adds the bos (Resolution.engine_bos)
 
-    def read(self, text: str, origin: str, name: str) -> Any:
-        return _load(self.reader)(text, origin, name)
+    def read(self, text: str, origin: str, name: str) -> object:
+        return _load(self.reader)(text, origin, name)  # a LoadedTemplate (loaded.py checks it)
 
-    def write(self, template: Any, drop_tools: bool = False) -> str:
+    def write(self, template: Template, drop_tools: bool = False) -> str:
         if self.writer is None:
             raise ChatlabError(f"chatlab does not write {self.what} files; export to one of {', '.join(TARGETS)}")
-        return _load(self.writer)(template, drop_tools)
+        return str(_load(self.writer)(template, drop_tools))
 
 
-def _load(ref: str) -> Callable[..., Any]:
+def _load(ref: str) -> Callable[..., object]:
     module, _, fn = ref.partition(":")
     return getattr(import_module(f"chatlab.render.io.{module}"), fn)
 
@@ -78,7 +80,7 @@ def get_format(name: str) -> Format:
     return FORMATS[name]
 
 
-def json_object(text: str) -> Any:
+def json_object(text: str) -> Jsonable:
     """The JSON object a file holds, or None (not JSON, or nested past any real config)."""
     stripped = text.lstrip()
     if not stripped.startswith("{"):
