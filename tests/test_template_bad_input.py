@@ -28,6 +28,28 @@ def test_deep_nesting_is_a_clear_error(fmt, text, fragment):
     assert fragment in str(err.value)
 
 
+@pytest.mark.parametrize("fmt, text", [
+    ("lmdeploy", '{"model_name": "m", "stop_words": ' + "[" * 150 + "]" * 150 + "}"),
+    ("llamafactory", '{"format_user": ' + "[" * 150 + "]" * 150 + "}"),
+])
+def test_json_nested_past_the_bound_is_refused_on_every_python(fmt, text):
+    # 150 levels parse on every Python (3.11's json gives up near 1,000, 3.13's not at 3,000),
+    # so this checks chatlab's own bound, not the interpreter's stack
+    json.loads(text)
+    with pytest.raises(ChatlabError, match="nests too deeply for a .* file \\(more than 100 levels"):
+        load_template(text, fmt)
+
+
+def test_nesting_depth_counts_lists_and_objects_without_recursion():
+    from chatlab.render.io.flat import nesting_depth
+
+    assert [nesting_depth(v) for v in ("s", [], {"a": [1, {"b": []}]})] == [0, 1, 4]
+    deep: list = []
+    for _ in range(50_000):  # far past any recursion limit
+        deep = [deep]
+    assert nesting_depth(deep) == 50_001
+
+
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path):
     path = tmp_path / "Modelfile"
     with open(path, "wb") as f:  # 60 MB, sparse: nothing to read if the size is checked first

@@ -106,11 +106,6 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     return params.validated(context_length, prompt_len, vocab_size)
 
 
-def parse_chat(req: ChatRequest) -> tuple[list[Message], list[ToolSpec], ToolChoice, ResponseFormat | None]:
-    """The request's chat fields as domain objects (parsed with the request, by chatlab.types)."""
-    return list(req.messages), list(req.tools), req.tool_choice, req.response_format
-
-
 def _chars(req: ChatRequest) -> int:
     """Characters every template renders verbatim: user, system and tool contents (an assistant's
     may lose its <think> part in a later turn's render, so it is not counted)."""

@@ -177,11 +177,6 @@ class ChatRequest(SamplingFields):
     def token_logprobs(self) -> tuple[bool, int]:
         return self.logprobs, self.top_logprobs or 0
 
-    @property
-    def legacy_functions(self) -> bool:
-        """A request in the old `functions` shape is answered in the old shape too."""
-        return self.legacy
-
 
 class CompletionRequest(SamplingFields):
     prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT)]

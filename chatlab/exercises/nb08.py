@@ -31,10 +31,6 @@ register(Exercise("nb08.hit_at_k", _hit_cases, reference=hit_at_k_reference,
 _TOP_FILE: dict[str, Callable[[str], str]] = {}
 
 
-def stop_question_reference(top_file: Callable[[str], str]) -> str:
-    return "Why must a streaming server hold back text that could still become a stop string?"
-
-
 def _asks_stop_words(question: object, want: str) -> bool:
     return (isinstance(question, str) and "stop" in question.lower()
             and _TOP_FILE["fn"](question) == want)

@@ -39,8 +39,3 @@ def to_html(rendered: Rendered, title: str = "") -> str:
     out.append(f'<div style="color:#64748b">{len(rendered.ids)} tokens; template {html.escape(rendered.template)} '
                f"(rule {html.escape(rendered.rule)}); boxed: control ids; hover for id and slot</div></div>")
     return "".join(out)
-
-
-def legend(rendered: Rendered) -> list[tuple[int, str, int, int]]:
-    """(message, slot, first token, token count) per span: the inspector as data."""
-    return [(s.message_index, s.slot, s.start, s.end - s.start) for s in rendered.slots]

@@ -97,14 +97,37 @@ def stops_of(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(w for w in words if not looks_special(w)), tokens
 
 
+MAX_JSON_DEPTH = 100  # a real LMDeploy or LLaMA-Factory config nests three or four levels
+
+
+def nesting_depth(value: object) -> int:
+    """How deep lists and dicts nest in decoded JSON, counted without recursion (a value nested
+    thousands deep must not overflow the stack of the code that checks it)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            deepest = max(deepest, depth)
+            todo.extend((x, depth + 1) for x in v)
+    return deepest
+
+
 def json_config(text: str, origin: str, what: str, shape: str, fields: tuple[str, ...]) -> tuple[dict, list[str]]:
     """A template config file's JSON object and its unknown keys (LMDeploy, LLaMA-Factory)."""
     import json
 
+    too_deep = ChatlabError(f"{origin} nests too deeply for a {what} file (more than {MAX_JSON_DEPTH} "
+                            "levels of lists and objects); real configs nest a few: fix the file")
     try:
         data = json.loads(text)
+    except RecursionError:  # Python 3.11's json gives up near 1,000 levels
+        raise too_deep from None
     except ValueError as err:
         raise ChatlabError(f"{origin} is not valid JSON ({err}); fix the {what} file") from None
+    if nesting_depth(data) > MAX_JSON_DEPTH:  # 3.12+ parses thousands of levels without complaint
+        raise too_deep
     if not isinstance(data, dict):
         raise ChatlabError(f"{origin}: {shape}")
     return data, [k for k in data if k not in fields]
