@@ -88,3 +88,21 @@ def live_server(chat_engine: Any) -> Any:
     handle = start_server(chat_engine)
     yield handle
     handle.stop()
+
+
+# The two backends that can roll their cache back (speculation, prefix reuse), one per test module
+# that asks: the paged OpenVINO graph at true f32 (dynamic quantization off, so a many-token
+# verify pass computes what one-token steps do) and the PyTorch loop.
+@pytest.fixture(scope="module")
+def ov_backend(smollm2_path: Path) -> Any:
+    from chatlab.backends import load_backend
+
+    return load_backend(backend="openvino", precision="f32", dynamic_quantization=False)
+
+
+@pytest.fixture(scope="module")
+def torch_backend(smollm2: tuple[Any, Any], smollm2_path: Path) -> Any:
+    from chatlab.backends.torch import TorchBackend
+
+    model, tok = smollm2
+    return TorchBackend(model, tok, smollm2_path)

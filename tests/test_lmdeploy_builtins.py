@@ -23,16 +23,10 @@ from chatlab.errors import ChatlabError
 from chatlab.render import resolve
 from chatlab.render.io import load_template
 from oracles import lmdeploy_oracle
+from test_engine_oracles import CHATS  # the same four conversations as the config corpus
 from test_engine_semantics import tok_with
 
 FIELDS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator", "tool", "eotool")
-CHATS = {
-    "single": [{"role": "user", "content": "hi"}],
-    "system": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}],
-    "multi": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"},
-              {"role": "user", "content": "2+2? 你好"}],
-    "empty": [{"role": "system", "content": ""}, {"role": "user", "content": ""}],
-}
 SPECIAL = re.compile(r"<\|[^<>|\s]+\|>|<｜[^<>｜]+｜>|</?s>|<[a-z_]+>")
 
 

@@ -30,8 +30,14 @@ def tree_memory(root: "psutil.Process") -> tuple[int, int]:  # noqa: F821 - impo
     import psutil
 
     pss = rss = 0
+    own = root.cmdline()
     for proc in root.children(recursive=True):
         try:
+            # A fork of the test process caught before its exec (subprocess.run forks, then
+            # execs) still maps the test process's pages: after tests that loaded models, its
+            # PSS read ~2.1 GB, for a 300 MB grandchild. It is not part of the measured tree.
+            if proc.cmdline() == own:
+                continue
             info = proc.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue

@@ -22,21 +22,6 @@ TOKENS = 24
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def ov_backend(smollm2_path):
-    from chatlab.backends import load_backend
-
-    return load_backend(backend="openvino", precision="f32", dynamic_quantization=False)
-
-
-@pytest.fixture(scope="module")
-def torch_backend(smollm2, smollm2_path):
-    from chatlab.backends.torch import TorchBackend
-
-    model, tok = smollm2
-    return TorchBackend(model, tok, smollm2_path)
-
-
 def reply(backend, ids, n=TOKENS):
     *_, fin = generate(backend, ids, SamplingParams(max_new_tokens=n))
     return fin.token_ids

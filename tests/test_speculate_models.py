@@ -17,21 +17,6 @@ TOKENS = 48
 CASES = int(os.environ.get("CHATLAB_SPECULATE_CASES", "0")) or None
 
 
-@pytest.fixture(scope="module")
-def ov_backend(smollm2_path):
-    from chatlab.backends import load_backend
-
-    return load_backend(backend="openvino", precision="f32", dynamic_quantization=False)
-
-
-@pytest.fixture(scope="module")
-def torch_backend(smollm2, smollm2_path):
-    from chatlab.backends.torch import TorchBackend
-
-    model, tok = smollm2
-    return TorchBackend(model, tok, smollm2_path)
-
-
 def finished(backend, ids, spec=None, **kw) -> Finished:
     *_, fin = generate(backend, ids, SamplingParams(max_new_tokens=TOKENS, **kw), speculate=spec)
     return fin
