@@ -16,11 +16,11 @@ def test_hiding_the_optional_model_makes_its_column_not_installed(monkeypatch: p
     assert qwen.optional and not smol.optional
     monkeypatch.setenv(HIDE_OPTIONAL, "1")
     assert qwen.hidden and qwen.source_files() is None and not is_available(qwen)
-    assert optional_model() is None
+    assert optional_model() == (None, "not installed")
     assert smol.source_files() is not None and not smol.hidden  # the required model stays
     with pytest.raises(AssetError, match=f"hidden here by {HIDE_OPTIONAL}=1.*unset {HIDE_OPTIONAL}"):
         asset_path(qwen)
-    # notebooks 07 and 08 write their column as `"not installed"` when optional_model() is None,
+    # notebooks 07 and 08 write the reason optional_model() gives in their column,
     # 04 when source_files() is None; controls_table's test checks how such a column renders
 
 

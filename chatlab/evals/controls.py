@@ -133,10 +133,29 @@ def rag_oracle(tokenizer: HFTokenizer, questions: Iterable[Question]) -> OracleB
     return OracleBackend(tokenizer, {q.question: rag_gold(q) for q in questions})
 
 
-def optional_model(name: str = OPTIONAL_MODEL) -> str | None:
-    """`name` when its asset is installed here (it may still need building: minutes, once), else
-    None: the notebooks then show its column as "not installed" instead of failing."""
+# What the optional column adds to a session, measured on this project's 2-core machine: its
+# int8 export loaded by ChatEngine and one request served (RSS increment, weights' file pages
+# included: 1.28-1.40 GB), and building that export on first use (the export process's peak
+# RSS: 3.85 GB). A Binder session (2 GB, about 0.9 GB of it already used by notebook 08) has less.
+OPTIONAL_RUN_BYTES = 1_400_000_000
+OPTIONAL_BUILD_BYTES = 3_900_000_000
+
+
+def optional_model(name: str = OPTIONAL_MODEL) -> tuple[str | None, str]:
+    """(`name`, "") when its asset is installed here and this session has the memory to run it
+    (to build it first, when its export is not cached yet); else (None, why not), a phrase the
+    notebooks print in its column ("not installed", or "skipped: needs ... GB free, ...")."""
+    from chatlab.backends.export import export_dir, is_exported
     from chatlab.models.assets import get_asset
+    from chatlab.models.memory import headroom
     from chatlab.models.store import is_available
 
-    return name if is_available(get_asset(name)) else None
+    if not is_available(get_asset(name)):
+        return None, "not installed"
+    built = is_exported(export_dir(name, "int8"))
+    need = OPTIONAL_RUN_BYTES if built else OPTIONAL_BUILD_BYTES
+    free, where = headroom()
+    if free < need:
+        return None, (f"skipped: needs {need / 1e9:.2f} GB{'' if built else ' to build it'}, "
+                      f"{free / 1e9:.2f} GB free ({where})")
+    return name, ""

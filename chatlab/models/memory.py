@@ -1,0 +1,79 @@
+"""Will a second model fit? The memory a session may still use, read where the limit lives.
+
+Binder gives a session 2 GB through a memory cgroup; `psutil.virtual_memory()` inside it reports
+the whole host (tens of GB), so a notebook that asks psutil would load a 0.5B model and be
+killed. The limit and the usage are in the cgroup's own files: `memory.max` / `memory.current`
+(cgroup v2, Binder's Kubernetes today) or `memory.limit_in_bytes` / `memory.usage_in_bytes`
+(v1). Usage there counts page cache too, most of which the kernel drops before it kills
+anything, so what is compared with the limit is Kubernetes' "working set": usage minus the
+inactive file pages (`inactive_file` in `memory.stat`), the number its eviction reads.
+
+Where no limit is set (a laptop, Colab's VM) the host's available memory is the answer.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+V1_ROOT, V2_ROOT = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+NO_LIMIT = 1 << 60  # v1 writes "no limit" as a number near 2**63
+
+
+def _own_cgroup() -> tuple[Path, int] | None:
+    """(this process's memory cgroup folder, its version), or None where there is none."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(",") and (V1_ROOT / path.lstrip("/") / "memory.limit_in_bytes").is_file():
+            return V1_ROOT / path.lstrip("/"), 1
+        if controllers == "" and (V2_ROOT / path.lstrip("/") / "memory.max").is_file():
+            return V2_ROOT / path.lstrip("/"), 2
+    return None
+
+
+def _stat(folder: Path, key: str) -> int:
+    for line in (folder / "memory.stat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+def cgroup_memory() -> tuple[int, int] | None:
+    """(limit, working set) in bytes of this process's memory cgroup when it has a limit."""
+    found = _own_cgroup()
+    if found is None:
+        return None
+    folder, version = found
+    try:
+        if version == 1:
+            limit = int((folder / "memory.limit_in_bytes").read_text())
+            usage = int((folder / "memory.usage_in_bytes").read_text())
+            inactive = _stat(folder, "total_inactive_file")
+        else:
+            raw = (folder / "memory.max").read_text().strip()
+            limit = NO_LIMIT if raw == "max" else int(raw)
+            usage = int((folder / "memory.current").read_text())
+            inactive = _stat(folder, "inactive_file")
+    except (OSError, ValueError):
+        return None
+    if limit >= NO_LIMIT:
+        return None
+    return limit, max(usage - inactive, 0)
+
+
+def headroom() -> tuple[int, str]:
+    """(bytes this session may still use, where that number comes from)."""
+    import psutil
+
+    available = psutil.virtual_memory().available
+    found = cgroup_memory()
+    if found is None:
+        return available, "the machine's available memory"
+    limit, used = found
+    if limit - used >= available:  # a generous cgroup on a busy host: the host is the bound
+        return available, "the machine's available memory"
+    return limit - used, f"this session's {limit / 1e9:.1f} GB limit, {used / 1e9:.1f} GB in use"
