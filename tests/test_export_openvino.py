@@ -57,6 +57,8 @@ def test_int4_group_size_divides_the_hidden_size(smollm2_path):
 
 
 def test_an_existing_export_is_reused(exported, monkeypatch, capsys):
+    stateless = export.export_model(MODEL, "int8", stateful=False)  # notebook 03's; built if missing
+
     def no_export(*_a, **_k):
         raise AssertionError("the cached export should have been reused")
 
@@ -64,6 +66,8 @@ def test_an_existing_export_is_reused(exported, monkeypatch, capsys):
     assert export.export_model(MODEL, "int8") == exported["int8"]
     assert main(["export", "--model", MODEL, "--weight-format", "int8"]) == 0
     assert f"reused {MODEL} int8: {exported['int8']}" in capsys.readouterr().out
+    assert main(["export", "--model", MODEL, "--weight-format", "int8", "--stateless"]) == 0
+    assert f"reused {MODEL} int8 stateless: {stateless}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])

@@ -51,11 +51,11 @@ class PeakMemory:
     the peaks. The kernel is a child of the test process (nbclient launches it), so the
     descendants are exactly the kernel tree: servers, bench workers and exports included."""
 
-    def __init__(self, interval: float = 0.2) -> None:
+    def __init__(self, interval: float = 0.2, cgroup: "KernelCgroup | None" = None) -> None:  # noqa: F821
         import psutil
 
-        self.root, self.interval = psutil.Process(os.getpid()), interval
-        self.peak_pss = self.peak_rss = 0
+        self.root, self.interval, self.cgroup = psutil.Process(os.getpid()), interval, cgroup
+        self.peak_pss = self.peak_rss = self.peak_working_set = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -63,6 +63,11 @@ class PeakMemory:
         while not self._stop.is_set():
             pss, rss = tree_memory(self.root)
             self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
+            if self.cgroup is not None:
+                try:
+                    self.peak_working_set = max(self.peak_working_set, self.cgroup.working_set)
+                except OSError:  # removed as the run ends
+                    pass
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "PeakMemory":
@@ -106,7 +111,7 @@ def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python
         assert python == sys.executable and not kernel_args, "without a cgroup only this Python's kernel runs"
         kernel = "python3"
     start = time.monotonic()
-    with PeakMemory() as mem:
+    with PeakMemory(cgroup=cgroup if isinstance(cgroup, KernelCgroup) else None) as mem:
         try:
             NotebookClient(nb, kernel_name=kernel, timeout=600,
                            resources={"metadata": {"path": str(cwd or path.parent)}}).execute()
@@ -119,7 +124,8 @@ def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python
                 peak, kills = cgroup.max_usage, cgroup.oom_kills
                 cgroup.remove()
                 print(f"{path.name}: {took:.0f} s, cgroup peak (max_usage_in_bytes) {peak / 1e6:,.0f} MB "
-                      f"of a {cgroup_limit() / 1e6:,.0f} MB limit, OOM kills {kills}; sampled tree "
+                      f"of a {cgroup_limit() / 1e6:,.0f} MB limit, OOM kills {kills}; sampled working set "
+                      f"{mem.peak_working_set / 1e6:,.0f} MB; sampled tree "
                       f"{mem.peak_pss / 1e6:,.0f} MB PSS, {mem.peak_rss / 1e6:,.0f} MB summed RSS")
             else:
                 print(f"{path.name}: {took:.0f} s, kernel tree peak {mem.peak_pss / 1e6:,.0f} MB PSS "
@@ -127,9 +133,15 @@ def execute_within_binder_memory(path: Path, nb: "nbformat.NotebookNode", python
     advice = "free each model before loading the next, and keep workers to one or two"
     if isinstance(cgroup, KernelCgroup):
         assert kills == 0, f"{path.name}: the kernel's cgroup had {kills} OOM kill(s) at Binder's 2 GB: {advice}"
-        assert peak <= PEAK_LIMIT_BYTES, (
-            f"{path.name}: the kernel's cgroup peaked at {peak / 1e6:,.0f} MB (max_usage_in_bytes), "
-            f"over the {PEAK_LIMIT_BYTES / 1e6:,.0f} MB budget under Binder's 2 GB: {advice}")
+        # max_usage counts page cache, and a notebook that writes files (03 exports its model on
+        # a cold cache: ~700 MB of IR) fills the cgroup with it up to the limit, where the kernel
+        # drops clean pages instead of killing anything. Such a peak passes only if the sampled
+        # working set (usage minus inactive file pages, what Kubernetes evicts on) stayed within
+        # the budget; otherwise the memory was the kernel's own and the check fails.
+        assert peak <= PEAK_LIMIT_BYTES or mem.peak_working_set <= PEAK_LIMIT_BYTES, (
+            f"{path.name}: the kernel's cgroup peaked at {peak / 1e6:,.0f} MB (max_usage_in_bytes; "
+            f"working set {mem.peak_working_set / 1e6:,.0f} MB), over the {PEAK_LIMIT_BYTES / 1e6:,.0f} "
+            f"MB budget under Binder's 2 GB: {advice}")
     else:
         assert mem.peak_pss <= PEAK_LIMIT_BYTES, (
             f"{path.name}: the kernel process tree peaked at {mem.peak_pss / 1e6:,.0f} MB (PSS; "
@@ -219,3 +231,34 @@ def test_the_kernel_cgroup_charges_a_grandchild_and_records_an_oom_kill(tmp_path
     finally:
         cgroup.remove()
     assert not cgroup.path.exists()
+
+
+def test_the_working_set_leaves_out_written_page_cache_but_not_anonymous_memory(tmp_path: Path) -> None:
+    """Writing a 600 MB file inside a 300 MB cgroup fills max_usage_in_bytes with page cache up to
+    the limit, with no OOM kill; the working set (usage minus inactive file pages) stays small.
+    200 MB the process really holds shows in the working set."""
+    import subprocess
+    import sys
+
+    from kernel_cgroup import KernelCgroup, make
+
+    cgroup = make("workingset", limit=300_000_000)
+    if not isinstance(cgroup, KernelCgroup):
+        pytest.skip(f"no memory cgroup here: {cgroup}")
+    try:
+        wrapper = Path(__file__).with_name("kernel_cgroup.py")
+        writer = (f"f = open({str(tmp_path / 'big.bin')!r}, 'wb')\n"
+                  "for _ in range(60): f.write(b'x' * 10_000_000)\nf.close()")
+        subprocess.run([sys.executable, str(wrapper), str(cgroup.path / "cgroup.procs"), sys.executable,
+                        "-c", writer], check=True, timeout=300)
+        assert cgroup.max_usage >= 250_000_000 and cgroup.oom_kills == 0
+        assert cgroup.working_set < 120_000_000, cgroup.working_set
+        holder = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+                  "from kernel_cgroup import KernelCgroup; b = bytearray(200_000_000); "
+                  "print(KernelCgroup(Path(sys.argv[2])).working_set)")
+        out = subprocess.run([sys.executable, str(wrapper), str(cgroup.path / "cgroup.procs"), sys.executable,
+                              "-c", holder, str(Path(__file__).parent), str(cgroup.path)],
+                             check=True, timeout=120, capture_output=True, text=True).stdout
+        assert int(out) >= 200_000_000
+    finally:
+        cgroup.remove()

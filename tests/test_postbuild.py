@@ -29,7 +29,9 @@ def test_postbuild_builds_the_default_model_and_its_int8_export() -> None:
 
     commands = chatlab_commands()
     assert ["models", "--build", DEFAULT_MODEL] in commands
-    assert ["export", "--model", DEFAULT_MODEL, "--weight-format", "int8"] in commands
+    for fmt in ("int8", "int4", "fp32"):  # every export a notebook loads, so no session exports
+        assert ["export", "--model", DEFAULT_MODEL, "--weight-format", fmt] in commands
+    assert ["export", "--model", DEFAULT_MODEL, "--weight-format", "int8", "--stateless"] in commands
     text = POSTBUILD.read_text()
     assert text.index("pip install --no-deps -e .") < text.index("chatlab models")  # installed first
 
@@ -64,3 +66,4 @@ def test_postbuild_commands_run_and_leave_the_cache_warm(capsys: pytest.CaptureF
         assert args[0] == "doctor" or rc == 0, (args, capsys.readouterr().err[-2000:])
     assert describe(get_asset(DEFAULT_MODEL))["state"] == "built"
     assert is_exported(export_dir(DEFAULT_MODEL, "int8"))
+    assert is_exported(export_dir(DEFAULT_MODEL, "int8", stateful=False))
