@@ -18,7 +18,7 @@ import pytest
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.sampling import Sampler, top_k_probs
-from chatlab.generate.speculate import FIRST_PAUSE, MISSES, PromptLookup, Speculation
+from chatlab.generate.speculate import FIRST_DRAFT, FIRST_PAUSE, MISSES, PromptLookup, Speculation
 from markov_backend import MarkovBackend
 
 
@@ -173,7 +173,7 @@ def test_the_chi_square_check_catches_a_biased_rule(monkeypatch):
 
 
 def test_lookup_prefers_the_longest_and_latest_match():
-    look = PromptLookup(Speculation(draft_tokens=3, ngram=3), [5, 6, 7, 1, 6, 7, 2, 9, 9])
+    look = PromptLookup(Speculation(draft_tokens=3, ngram=3, adaptive=False), [5, 6, 7, 1, 6, 7, 2, 9, 9])
     for t in (6, 7):
         look.add(t)
     assert look.draft(10) == [2, 9, 9]  # "6 7" last seen before "2 9 9", not before "1"
@@ -181,6 +181,32 @@ def test_lookup_prefers_the_longest_and_latest_match():
     assert look.draft(10) == [6, 7, 2]
     assert look.draft(2) == [6, 7]  # capped by the loop's token budget
     assert PromptLookup(Speculation(), [1, 2, 3]).draft(4) == []  # nothing repeats
+
+
+def test_each_guess_is_sized_by_the_last_one():
+    """Adaptive: the first guess is 2 tokens; a guess kept whole doubles the next (up to k), one
+    that kept a tokens makes the next a + 1 (never below 2)."""
+    look = PromptLookup(Speculation(draft_tokens=8), list(range(20)) + [0, 1])
+    assert len(look.draft(50)) == FIRST_DRAFT == 2
+    sizes = []
+    for drafted, accepted in [(2, 2), (4, 4), (8, 8), (8, 3), (4, 0), (2, 1)]:
+        look.result(drafted, accepted)
+        sizes.append(look.size)
+    assert sizes == [4, 8, 8, 4, 2, 2]
+    assert len(look.draft(50)) == 2 and len(look.draft(1)) == 1  # the loop's budget still caps it
+    fixed = PromptLookup(Speculation(draft_tokens=5, adaptive=False), list(range(20)) + [0, 1])
+    fixed.result(5, 0)
+    assert len(fixed.draft(50)) == 5  # not adaptive: always k
+
+
+def test_single_token_matches_need_asking_for():
+    """min_ngram is 2 by default: a repeated single token (" the") drafts nothing; ngram=1 or
+    min_ngram=1 asks for single-token lookups."""
+    prompt = [7, 1, 2, 3]
+    assert PromptLookup(Speculation(), prompt + [7]).draft(4) == []
+    assert PromptLookup(Speculation(min_ngram=1), prompt + [7]).draft(4) == [1, 2]
+    assert PromptLookup(Speculation(ngram=1), prompt + [7]).draft(4) == [1, 2]
+    assert PromptLookup(Speculation(), prompt + [7, 1]).draft(4) == [2, 3]
 
 
 def test_lookup_pauses_after_misses_and_resumes():

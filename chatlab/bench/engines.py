@@ -19,6 +19,7 @@ from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_eng
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.bench.timing import Timing, from_stamps
+from chatlab.generate.speculate import Speculation
 
 if TYPE_CHECKING:
     import torch
@@ -248,8 +249,12 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
     return None
 
 
-DEFAULT_SPECULATION = {"draft_tokens": 4, "ngram": 3}
 Drafts = dict[str, int]
+# Drafts when the run names none. chatlab's loop: its own defaults (guesses sized from 2 up to
+# 8 tokens by how the last one went, chatlab.generate.speculate). genai's prompt lookup drafts
+# a fixed number per pass: 4, what its rows ran with in every stored run.
+CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation().draft_tokens, "ngram": Speculation().ngram}
+GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
 
 
 def _chatlab_loop(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> ChatlabLoop:
@@ -287,5 +292,6 @@ def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,
     """The bench engine for a registry row; `speculate` ({"draft_tokens": k, "ngram": n})
     sets the drafts of the rows with prompt lookup."""
     row = get_engine(name)
-    drafts = (speculate or DEFAULT_SPECULATION) if row.prompt_lookup else None
+    default = GENAI_SPECULATION if row.runtime == "genai-pipeline" else CHATLAB_SPECULATION
+    drafts = (speculate or default) if row.prompt_lookup else None
     return LOADERS[row.runtime](row, model, precision, drafts)

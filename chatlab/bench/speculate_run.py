@@ -170,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per task case")
     p.add_argument("--turns", type=int, default=8, help="turns of the growing chat (0: skip it)")
     p.add_argument("--turn-tokens", type=int, default=16, help="reply tokens per chat turn")
-    p.add_argument("--draft-tokens", type=int, default=4)
-    p.add_argument("--ngram", type=int, default=3)
+    p.add_argument("--draft-tokens", type=int, default=None,
+                   help="the longest guess, for every prompt-lookup row (default: chatlab's loop "
+                        "sizes its guesses up to 8; genai drafts 4 per pass)")
+    p.add_argument("--ngram", type=int, default=None, help="the longest n-gram looked up (default 3)")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated (default: all rows)")
     p.add_argument("--precision", default="f32")
     p.add_argument("--out", default=OUT, help="the JSON file to write")
@@ -180,10 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
     from chatlab.generate.speculate import Speculation
 
-    spec = Speculation(draft_tokens=args.draft_tokens, ngram=args.ngram)  # validates k and n
+    drafts = None  # each row's own default
+    if args.draft_tokens is not None or args.ngram is not None:
+        spec = Speculation(draft_tokens=args.draft_tokens or Speculation().draft_tokens,
+                           ngram=args.ngram or Speculation().ngram)  # validates k and n
+        drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
     tasks = run_tasks(args.model, [e for e in args.engines.split(",") if e], TASKS, args.rounds,
-                      args.tokens, precision, {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram})
+                      args.tokens, precision, drafts)
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": " ".join(["python -m chatlab.bench.speculate_run",

@@ -16,9 +16,10 @@ def add_speedup_args(p: argparse.ArgumentParser, reuse: bool = True) -> None:
     p.add_argument("--speculate", choices=METHODS, default=None,
                    help="speculative decoding: prompt-lookup drafts tokens by matching the last "
                         "n-gram against the prompt and reply (torch, or openvino paged)")
-    p.add_argument("--draft-tokens", type=int, default=4,
-                   help=f"with --speculate: the longest guess per verify pass "
-                        f"({DRAFT_TOKENS_RANGE[0]}..{DRAFT_TOKENS_RANGE[1]}, default 4)")
+    p.add_argument("--draft-tokens", type=int, default=Speculation.draft_tokens,
+                   help=f"with --speculate: the longest guess per verify pass; each guess is sized "
+                        f"by how the last one went ({DRAFT_TOKENS_RANGE[0]}..{DRAFT_TOKENS_RANGE[1]}, "
+                        f"default {Speculation.draft_tokens})")
     p.add_argument("--ngram", type=int, default=3,
                    help=f"with --speculate: the longest suffix looked up "
                         f"({NGRAM_RANGE[0]}..{NGRAM_RANGE[1]}, default 3)")

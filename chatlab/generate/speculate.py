@@ -9,12 +9,23 @@ of a small model is bound by reading the weights, not by arithmetic on one token
 
 No model drafts here, so there is nothing to load and nothing to tune but two numbers:
 `draft_tokens` (k, the longest guess) and `ngram` (n, the longest suffix looked up; shorter ones
-are tried when it has no earlier match, down to `min_ngram`).
+are tried when it has no earlier match, down to `min_ngram`, 2 by default: a single repeated
+token, " the", predicts too little to be worth a pass).
 
-Guessing costs a little when the guess is wrong (a k+1-token pass is slightly dearer than a
-step), so `PromptLookup` backs off: after `MISSES` drafts in a row of which nothing was
-accepted it stops drafting for a while, and the pause doubles each time this repeats (up to
-`MAX_PAUSE` tokens), so text that copies nothing runs as plain decoding with rare probes.
+Guessing costs a little when the guess is wrong (notebook 05 measured a pass over 1+2 tokens at
+1.2 decode steps, over 1+8 at 2.1), so the guess is sized by how the last one went (when
+`adaptive`): the first is 2 tokens; after a pass that kept all of its guess the next may be
+twice as long (up to k); after one that kept `a` the next is `a + 1` (at least 2). A run of
+copying grows the guess quickly and a miss makes the next one cheap. And after `MISSES` drafts
+in a row of which nothing was accepted it stops drafting for a while; the pause doubles each
+time this repeats (up to `MAX_PAUSE` tokens), so text that copies nothing runs as plain decoding
+with rare probes.
+
+The schedule was chosen by replaying the recorded greedy replies of the four bench tasks (all
+74 cases) through each candidate with notebook 05's measured pass costs (greedy acceptance is
+exact, so such a replay is a faithful model): against the previous fixed k = 4, n-grams down to
+1, it modelled extract 1.10 -> 1.20x plain, rag 1.22 -> 1.33x, rewrite 1.77 -> 1.98x and the
+no-copy story 0.94 -> 1.00x (replies up to 64 tokens).
 """
 from __future__ import annotations
 
@@ -25,7 +36,8 @@ from chatlab.errors import ChatlabError
 METHODS = ["prompt-lookup"]
 DRAFT_TOKENS_RANGE = (1, 16)  # past ~10, a CPU's k+1-token pass stops costing about one step
 NGRAM_RANGE = (1, 8)
-MISSES = 3  # drafts in a row with nothing accepted before pausing
+MISSES = 4  # drafts in a row with nothing accepted before pausing
+FIRST_DRAFT = MIN_DRAFT = 2  # a 1+2-token pass costs about what a 1+1 does (notebook 05)
 FIRST_PAUSE, MAX_PAUSE = 8, 128  # tokens decoded plainly before the next probe
 
 
@@ -35,10 +47,10 @@ class Speculation:
     --ngram N`, `generate(..., speculate=Speculation())`, `ChatEngine(..., speculate=...)`."""
 
     method: str = "prompt-lookup"
-    draft_tokens: int = 4
+    draft_tokens: int = 8
     ngram: int = 3
-    min_ngram: int = 1
-    adaptive: bool = True  # pause drafting after misses (see the module docstring)
+    min_ngram: int = 2
+    adaptive: bool = True  # size each guess by the last one, pause after misses (module docstring)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -52,9 +64,15 @@ class Speculation:
         if not _int(self.ngram) or not lo <= self.ngram <= hi:
             raise ChatlabError(f"ngram={self.ngram!r} is invalid; it must be an integer from "
                                f"{lo} to {hi} (the longest suffix looked up)")
-        if not _int(self.min_ngram) or not 1 <= self.min_ngram <= self.ngram:
+        if not _int(self.min_ngram) or not 1 <= self.min_ngram <= max(self.ngram, 2):
             raise ChatlabError(f"min_ngram={self.min_ngram!r} is invalid; it must be an integer "
                                f"from 1 to ngram={self.ngram}")
+
+    @property
+    def shortest(self) -> int:
+        """The shortest n-gram looked up: min_ngram, or ngram when that is shorter (ngram=1 asks
+        for single-token lookups, whatever the default min_ngram)."""
+        return min(self.min_ngram, self.ngram)
 
 
 def _int(x: object) -> bool:
@@ -86,9 +104,11 @@ class PromptLookup:
         # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
         # *earlier* occurrence and always has at least one token after it.
         self.index: dict[int, dict[tuple[int, ...], int]] = {
-            n: {} for n in range(spec.min_ngram, spec.ngram + 1)}
+            n: {} for n in range(spec.shortest, spec.ngram + 1)}
         self.indexed = 0
         self.misses = 0
+        # the next guess's length: sized by the last pass when adaptive, else always k
+        self.size = min(FIRST_DRAFT, spec.draft_tokens) if spec.adaptive else spec.draft_tokens
         self.pause = 0  # tokens left before drafting again
         self.next_pause = FIRST_PAUSE
         # counts the bench and tests read
@@ -108,13 +128,13 @@ class PromptLookup:
         self.indexed = max(self.indexed, len(ids))
 
     def draft(self, limit: int) -> list[int]:
-        """Up to min(k, limit) guessed tokens; [] when paused or nothing matches."""
-        limit = min(limit, self.spec.draft_tokens)
+        """Up to min(the next guess's size, limit) guessed tokens; [] when paused or nothing matches."""
+        limit = min(limit, self.size)
         if limit <= 0 or self.pause:
             return []
         self._catch_up()
         ids = self.ids
-        for n in range(self.spec.ngram, self.spec.min_ngram - 1, -1):
+        for n in range(self.spec.ngram, self.spec.shortest - 1, -1):
             if n > len(ids) - 1:
                 continue
             end = self.index[n].get(tuple(ids[-n:]))
@@ -123,10 +143,15 @@ class PromptLookup:
         return []
 
     def result(self, drafted: int, accepted: int) -> None:
-        """Record a verify pass: back off after MISSES empty ones in a row (when adaptive)."""
+        """Record a verify pass: size the next guess, back off after MISSES empty ones in a row
+        (when adaptive)."""
         self.drafts += 1
         self.drafted += drafted
         self.accepted += accepted
+        if self.spec.adaptive:
+            k = self.spec.draft_tokens
+            grown = 2 * drafted if accepted == drafted else accepted + 1
+            self.size = max(min(MIN_DRAFT, k), min(k, grown))
         if accepted:
             self.misses, self.next_pause = 0, FIRST_PAUSE
             return
