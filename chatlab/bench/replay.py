@@ -1,0 +1,126 @@
+"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup.
+
+With greedy decoding, speculation changes nothing but the number of model passes: the reply is
+token for token the plain one (chatlab.generate.speculate). So whether a guess would have been
+accepted is known exactly from the recorded plain reply, and the only thing left to model is
+what a pass costs. A pass over 1 + k tokens costs about `PASS_COST[k]` decode steps, measured
+once (notebook 05, section 7); plain decoding is one step per token. Replaying a reply through
+`PromptLookup` then gives the speed-up a policy would have had, without the noise of timing it
+on a shared 2-core machine, over every case of every task in a second.
+
+That is how the draft schedule of `Speculation` was chosen (see its module docstring); the timed
+side-by-side run (chatlab.bench.speculate_run) then checks the choice against real clocks.
+
+    python -m chatlab.bench.replay --record   # greedy replies of every bench task case (~3 min)
+    python -m chatlab.bench.replay            # modelled speed of a few policies, per task
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from chatlab.generate.speculate import PromptLookup, Speculation
+
+# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32,
+# 2 cores (Intel Xeon with AMX), 2026-12-02, medians of 15 (notebook 05's first table). Between
+# measured k the cost is interpolated; past 12 it grows by the 8->12 slope.
+PASS_COST = {0: 1.0, 1: 1.20, 2: 1.22, 4: 1.57, 8: 2.06, 12: 2.43}
+REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
+
+
+def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
+    """Steps one pass over 1 + k tokens costs, from `table`."""
+    ks = sorted(table)
+    if k >= ks[-1]:
+        slope = (table[ks[-1]] - table[ks[-2]]) / (ks[-1] - ks[-2])
+        return table[ks[-1]] + slope * (k - ks[-1])
+    lo = max(x for x in ks if x <= k)
+    hi = min(x for x in ks if x >= k)
+    return table[lo] if lo == hi else table[lo] + (table[hi] - table[lo]) * (k - lo) / (hi - lo)
+
+
+def replay_passes(prompt: list[int], reply: list[int], spec: Speculation) -> list[int]:
+    """The model passes after the prefill that `spec` would have made for a recorded greedy
+    reply: the guess's length of each (0: a plain decode step), driving PromptLookup exactly
+    as chatlab.generate.loop does."""
+    lookup = PromptLookup(spec, prompt)
+    lookup.add(reply[0])  # the first token comes from the prefill, in both loops
+    n, passes = 1, []
+    while n < len(reply):
+        draft = lookup.draft(len(reply) - n - 1)
+        passes.append(len(draft))
+        kept = 0
+        while kept < len(draft) and draft[kept] == reply[n + kept]:
+            kept += 1
+        for token in reply[n:n + kept + 1]:  # the kept guesses and the model's own next token
+            lookup.add(token)
+        n += kept + 1
+        if draft:
+            lookup.result(len(draft), kept)
+    return passes
+
+
+def replay(prompt: list[int], reply: list[int], spec: Speculation) -> float:
+    """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
+    greedy reply: its tokens after the first over the steps its passes cost."""
+    if len(reply) < 2:
+        return 1.0
+    return (len(reply) - 1) / sum(pass_cost(k) for k in replay_passes(prompt, reply, spec))
+
+
+def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation) -> dict[str, float]:
+    """Mean modelled speed-up per task over its recorded cases."""
+    return {task: statistics.mean(replay(c["prompt"], c["reply"], spec) for c in cases)
+            for task, cases in replies.items()}
+
+
+def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
+    """Plain greedy replies, `tokens` long (end token ignored, as the bench runs), of every case
+    of every bench task, on the int8 paged graph at f32."""
+    from chatlab.backends import load_step_backend
+    from chatlab.bench.tasks import TASKS, task_messages
+    from chatlab.generate import SamplingParams, generate
+    from chatlab.render import resolve
+
+    backend = load_step_backend(model, "openvino", "int8", precision="f32")
+    res = resolve(backend.tokenizer, model)
+    out: dict[str, list[dict[str, list[int]]]] = {}
+    for task in TASKS:
+        out[task] = []
+        for messages in task_messages(task):
+            ids = list(res.render(messages).ids)
+            *_, fin = generate(backend, ids, SamplingParams(max_new_tokens=tokens, ignore_eos=True))
+            out[task].append({"prompt": ids, "reply": list(fin.token_ids)})
+    return out
+
+
+POLICIES = {
+    "k=4 every pass, n-grams 3..1, no adapting": Speculation(draft_tokens=4, min_ngram=1, adaptive=False),
+    "sized guesses up to 4, n-grams 3..1": Speculation(draft_tokens=4, min_ngram=1),
+    "sized guesses up to 8, n-grams 3..2 (default)": Speculation(),
+    "sized guesses up to 16, n-grams 3..2": Speculation(draft_tokens=16),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from chatlab.bench.speculate_run import write_json
+    from chatlab.data import data_dir
+
+    p = argparse.ArgumentParser(prog="python -m chatlab.bench.replay", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--record", action="store_true", help="record the greedy replies first")
+    p.add_argument("--file", default=None, help="the replies file (default data/bench/greedy-replies.json)")
+    args = p.parse_args(argv)
+    path = Path(args.file) if args.file else data_dir().joinpath(*REPLIES)
+    if args.record:
+        print(f"written to {write_json(record(), path)}")
+    replies = json.loads(path.read_text())
+    print(f"{'policy':<48}" + "".join(f"{t:>9}" for t in replies) + "   (modelled speed / plain)")
+    for name, spec in POLICIES.items():
+        print(f"{name:<48}" + "".join(f"{v:>8.2f}x" for v in replay_tasks(replies, spec).values()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
