@@ -15,8 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 # which times the bare loop on ids rendered once in the parent, as the other runtimes' own
 # generate() calls are timed (a plan would time rendering too, on one side only); and the live
 # bites of notebooks 01-04 (evals/bites.py), which feed the loop deliberately wrong ids (split
-# role markers, no stop ids) to show the bug the engine's plan prevents.
-LOOP_CALLERS = {"engine/source.py", "bench/engines.py", "generate/__init__.py", "evals/bites.py"}
+# role markers, no stop ids) to show the bug the engine's plan prevents; and bench/replay.py,
+# which records plain greedy replies on the bench's own rendered ids (what the replay models).
+LOOP_CALLERS = {"engine/source.py", "bench/engines.py", "generate/__init__.py", "evals/bites.py",
+                "bench/replay.py"}
 
 
 def scripted_tokenizer():  # noqa: ANN201

@@ -62,17 +62,19 @@ def replay_passes(prompt: list[int], reply: list[int], spec: Speculation) -> lis
     return passes
 
 
-def replay(prompt: list[int], reply: list[int], spec: Speculation) -> float:
+def replay(prompt: list[int], reply: list[int], spec: Speculation,
+           table: dict[int, float] = PASS_COST) -> float:
     """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
-    greedy reply: its tokens after the first over the steps its passes cost."""
+    greedy reply: its tokens after the first over the steps its passes cost (`table`)."""
     if len(reply) < 2:
         return 1.0
-    return (len(reply) - 1) / sum(pass_cost(k) for k in replay_passes(prompt, reply, spec))
+    return (len(reply) - 1) / sum(pass_cost(k, table) for k in replay_passes(prompt, reply, spec))
 
 
-def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation) -> dict[str, float]:
+def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation,
+                 table: dict[int, float] = PASS_COST) -> dict[str, float]:
     """Mean modelled speed-up per task over its recorded cases."""
-    return {task: statistics.mean(replay(c["prompt"], c["reply"], spec) for c in cases)
+    return {task: statistics.mean(replay(c["prompt"], c["reply"], spec, table) for c in cases)
             for task, cases in replies.items()}
 
 
