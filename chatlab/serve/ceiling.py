@@ -34,8 +34,8 @@ def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:
     if share is None:
         return (f"server {float(result['ratio']):.2f}x{where}; no engine ceiling measured (the "
                 "engine runs one sequence at a time): nothing to compare it with")
-    verdict = (f"within {TARGET:.0%} of it" if share >= TARGET
-               else f"below the {TARGET:.0%} target ({(TARGET - share) * 100:.0f} points short)")
+    verdict = (f"at least the {TARGET:.0%} it should keep" if share >= TARGET
+               else f"less than the {TARGET:.0%} it should keep ({(TARGET - share) * 100:.0f} points short)")
     return (f"{result['clients']} clients vs 1: server {float(result['ratio']):.2f}x, engine alone "
             f"{float(result['engine_ratio']):.2f}x (its batching ceiling){where}; the server keeps "
             f"{share:.0%} of it, {verdict}")
