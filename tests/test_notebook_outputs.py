@@ -8,6 +8,7 @@ the cell index and the offending text, so a failure says where to look.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -129,6 +130,27 @@ def test_outputs_hold_no_progress_bar_residue(path: Path) -> None:
               for s in shown(load(path)) if "\r" in s.text]
     fail_on(found, "a stored output holds progress-bar residue",
             "turn the bar off in the library call that draws it (as chatlab.models.load does), then ./run.sh store")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_widget_state_holds_only_shown_widgets(path: Path) -> None:
+    """The file's widget metadata keeps only widgets a stored output shows (and the models they
+    reference): a progress bar drawn in a cell whose outputs were cleared (a solution) would
+    otherwise stay in the file, visible to any viewer that renders widget state."""
+    nb = load(path)
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    shown_ids = [out.data["application/vnd.jupyter.widget-view+json"]["model_id"] for cell in nb.cells
+                 for out in cell.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
+    reached: set[str] = set()
+    while shown_ids:
+        model = shown_ids.pop()
+        if model in state and model not in reached:
+            reached.add(model)
+            shown_ids += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model]))
+    stray = sorted(set(state) - reached)
+    assert not stray, (f"{path.name}: widget state for {len(stray)} widget(s) no output shows, e.g. "
+                       f"{json.dumps(state[stray[0]])[:200]}; ./run.sh store prunes it")
+    assert not PROGRESS.search(json.dumps(nb.metadata)), f"{path.name}: progress-bar text in the metadata"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
