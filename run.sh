@@ -97,46 +97,9 @@ py312_leg() {
 # goes first on PYTHONPATH so that the kernel imports this checkout's chatlab. A notebook that
 # fails is left as it was (nbconvert writes only after a clean run) and the exit status is 1.
 # Exercise solutions ran (so Run All grades them), but their outputs would show the answer:
-# cells tagged `solution` are stored without outputs (tests/test_notebook_outputs.py checks).
-# Then the widget state is cut to the widgets a stored output still shows (a progress bar in a
-# cleared cell would otherwise stay in the file's metadata), and a cell's consecutive stream
-# outputs are merged (this nbconvert has no coalesce_streams option).
-tidy_outputs() {
-  "$VENV/bin/python" - "$1" <<'PY'
-import json, re, sys, nbformat
-path = sys.argv[1]
-nb = nbformat.read(path, as_version=4)
-for cell in nb.cells:
-    if cell.cell_type != "code":
-        continue
-    if "solution" in cell.metadata.get("tags", []):
-        cell.outputs, cell.execution_count = [], None
-    merged = []
-    for out in cell.outputs:
-        if merged and out.output_type == "stream" and merged[-1].output_type == "stream" \
-                and merged[-1].name == out.name:
-            merged[-1].text += out.text
-        else:
-            merged.append(out)
-    cell.outputs = merged
-widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
-state = widgets.get("state", {})
-shown = [out.data["application/vnd.jupyter.widget-view+json"]["model_id"] for cell in nb.cells
-         for out in cell.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
-keep = set()
-while shown:
-    model = shown.pop()
-    if model in state and model not in keep:
-        keep.add(model)
-        shown += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model]))
-if state:
-    widgets["state"] = {k: v for k, v in state.items() if k in keep}
-    if not keep:
-        del nb.metadata["widgets"]
-nbformat.write(nb, path)
-PY
-}
-
+# tests/notebook_tidy.py stores cells tagged `solution` without outputs, merges a cell's stream
+# outputs and cuts the widget state to what a stored output shows (tests/test_notebook_outputs.py
+# tests it and checks the stored files).
 store() {
   local nb start rc=0 arg
   local notebooks=()
@@ -150,7 +113,7 @@ store() {
     if HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
         "$VENV/bin/jupyter" nbconvert --to notebook --execute --inplace --log-level=WARN \
         --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
-        "$nb" && tidy_outputs "$nb"; then
+        "$nb" && "$VENV/bin/python" tests/notebook_tidy.py "$nb"; then
       echo "run.sh store: $nb stored in $((SECONDS - start)) s"
     else
       echo "run.sh store: $nb failed after $((SECONDS - start)) s; its stored outputs are unchanged" >&2

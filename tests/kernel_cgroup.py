@@ -54,15 +54,12 @@ class KernelCgroup:
 
     @property
     def working_set(self) -> int:
-        """Usage minus the inactive file pages (memory.stat's total_inactive_file): what
-        Kubernetes' eviction reads as a container's memory, page cache the kernel drops first
-        left out. Sampled by the notebook test beside the max_usage peak."""
-        inactive = 0
-        for line in self.read("memory.stat").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "total_inactive_file":
-                inactive = int(value)
-        return max(int(self.read("memory.usage_in_bytes")) - inactive, 0)
+        """Usage minus the inactive file pages, as chatlab.models.memory reads it (Kubernetes'
+        working set: page cache the kernel drops first left out). Sampled by the notebook test
+        beside the max_usage peak."""
+        from chatlab.models.memory import read_cgroup  # imported here: the wrapper runs without it
+
+        return read_cgroup(self.path, 1)[1]
 
     @property
     def oom_kills(self) -> int:

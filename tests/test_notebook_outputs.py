@@ -15,6 +15,7 @@ from typing import Iterator, NamedTuple
 
 import nbformat
 import pytest
+from notebook_tidy import shown_widgets, widget_state
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
@@ -138,15 +139,8 @@ def test_the_widget_state_holds_only_shown_widgets(path: Path) -> None:
     reference): a progress bar drawn in a cell whose outputs were cleared (a solution) would
     otherwise stay in the file, visible to any viewer that renders widget state."""
     nb = load(path)
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    shown_ids = [out.data["application/vnd.jupyter.widget-view+json"]["model_id"] for cell in nb.cells
-                 for out in cell.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
-    reached: set[str] = set()
-    while shown_ids:
-        model = shown_ids.pop()
-        if model in state and model not in reached:
-            reached.add(model)
-            shown_ids += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model]))
+    state = widget_state(nb)
+    reached = shown_widgets(nb)
     stray = sorted(set(state) - reached)
     assert not stray, (f"{path.name}: widget state for {len(stray)} widget(s) no output shows, e.g. "
                        f"{json.dumps(state[stray[0]])[:200]}; ./run.sh store prunes it")
@@ -321,3 +315,26 @@ def test_lessons_print_no_speed_target_lines(path: Path) -> None:
               for line in s.text.splitlines() if re.match(r"target \S+ .* (NOT met|met)$", line)]
     fail_on(found, "a bench table prints its speed-target lines in a lesson",
             "print it with format_table(result, targets=False) / engines_table(result, targets=False)")
+
+
+def test_tidy_clears_solutions_merges_streams_and_prunes_widgets(tmp_path: Path) -> None:
+    """What `./run.sh store` does after executing: on a made-up notebook, a solution's output goes,
+    two stdout pieces become one, and only the shown widget (and the layout it references) stays."""
+    from notebook_tidy import tidy
+
+    v4 = nbformat.v4
+    out = lambda text: v4.new_output("stream", name="stdout", text=text)  # noqa: E731
+    shown = v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "aa1"}})
+    nb = v4.new_notebook(cells=[v4.new_code_cell("print(1); print(2)", outputs=[out("1\n"), out("2\n")]),
+                                v4.new_code_cell("chat", outputs=[shown]),
+                                v4.new_code_cell("answer", outputs=[out("42\n")], metadata={"tags": ["solution"]})])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {
+        "aa1": {"state": {"layout": "IPY_MODEL_bb2"}}, "bb2": {"state": {}},
+        "cc3": {"state": {"value": " 272/272 [00:00<00:00, 1961.01it/s]"}}}}}
+    path = tmp_path / "made_up.ipynb"
+    nbformat.write(nb, path)
+    tidy(str(path))
+    nb = nbformat.read(path, as_version=4)
+    assert [o.text for o in nb.cells[0].outputs] == ["1\n2\n"]
+    assert nb.cells[2].outputs == [] and nb.cells[2].execution_count is None
+    assert set(widget_state(nb)) == {"aa1", "bb2"} == shown_widgets(nb)

@@ -145,3 +145,8 @@ def test_bad_sizes_are_refused():
         speculate_run.main(["--rounds", "0"])
     with pytest.raises(ChatlabError, match="draft_tokens=40"):
         speculate_run.main(["--draft-tokens", "40"])
+    # 0 is a value, not "left out": it is refused, not replaced by the default
+    with pytest.raises(ChatlabError, match="draft_tokens=0"):
+        speculate_run.main(["--draft-tokens", "0"])
+    with pytest.raises(ChatlabError, match="ngram=0"):
+        speculate_run.main(["--ngram", "0"])

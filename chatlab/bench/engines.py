@@ -253,7 +253,7 @@ Drafts = dict[str, int]
 # Drafts when the run names none. chatlab's loop: its own defaults (guesses sized from 2 up to
 # 8 tokens by how the last one went, chatlab.generate.speculate). genai's prompt lookup drafts
 # a fixed number per pass: 4, what its rows ran with in every stored run.
-CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation().draft_tokens, "ngram": Speculation().ngram}
+CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation.draft_tokens, "ngram": Speculation.ngram}
 GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
 
 

@@ -184,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
 
     drafts = None  # each row's own default
     if args.draft_tokens is not None or args.ngram is not None:
-        spec = Speculation(draft_tokens=args.draft_tokens or Speculation().draft_tokens,
-                           ngram=args.ngram or Speculation().ngram)  # validates k and n
+        spec = Speculation(  # validates k and n; an option left out keeps its default
+            draft_tokens=Speculation.draft_tokens if args.draft_tokens is None else args.draft_tokens,
+            ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
     tasks = run_tasks(args.model, [e for e in args.engines.split(",") if e], TASKS, args.rounds,

@@ -42,27 +42,31 @@ def _stat(folder: Path, key: str) -> int:
     return 0
 
 
+def read_cgroup(folder: Path, version: int) -> tuple[int, int]:
+    """(limit, working set) in bytes of the memory cgroup at `folder` (cgroup `version` 1 or 2);
+    the limit is NO_LIMIT or more where none is set. OSError / ValueError when unreadable."""
+    if version == 1:
+        limit = int((folder / "memory.limit_in_bytes").read_text())
+        usage = int((folder / "memory.usage_in_bytes").read_text())
+        inactive = _stat(folder, "total_inactive_file")
+    else:
+        raw = (folder / "memory.max").read_text().strip()
+        limit = NO_LIMIT if raw == "max" else int(raw)
+        usage = int((folder / "memory.current").read_text())
+        inactive = _stat(folder, "inactive_file")
+    return limit, max(usage - inactive, 0)
+
+
 def cgroup_memory() -> tuple[int, int] | None:
     """(limit, working set) in bytes of this process's memory cgroup when it has a limit."""
     found = _own_cgroup()
     if found is None:
         return None
-    folder, version = found
     try:
-        if version == 1:
-            limit = int((folder / "memory.limit_in_bytes").read_text())
-            usage = int((folder / "memory.usage_in_bytes").read_text())
-            inactive = _stat(folder, "total_inactive_file")
-        else:
-            raw = (folder / "memory.max").read_text().strip()
-            limit = NO_LIMIT if raw == "max" else int(raw)
-            usage = int((folder / "memory.current").read_text())
-            inactive = _stat(folder, "inactive_file")
+        limit, used = read_cgroup(*found)
     except (OSError, ValueError):
         return None
-    if limit >= NO_LIMIT:
-        return None
-    return limit, max(usage - inactive, 0)
+    return None if limit >= NO_LIMIT else (limit, used)
 
 
 def headroom() -> tuple[int, str]:
