@@ -66,3 +66,11 @@ def test_the_default_schedule_beats_the_first_on_every_stored_task() -> None:
         assert chosen[task] > first[task], (task, chosen[task], first[task])
     assert chosen["story"] >= 0.99  # the no-copy target is 0.97x plain
     assert chosen["rewrite"] > 1.5
+
+
+def test_a_missing_replies_file_says_how_to_record_it(tmp_path, capsys) -> None:
+    from chatlab.bench.replay import main
+
+    assert main(["--file", str(tmp_path / "none.json")]) == 2
+    assert "record them first: python -m chatlab.bench.replay --record" in capsys.readouterr().err
+    assert main([]) == 0 and "(default)" in capsys.readouterr().out  # the stored file

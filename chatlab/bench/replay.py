@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from chatlab.generate.speculate import PromptLookup, Speculation
@@ -116,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     path = Path(args.file) if args.file else data_dir().joinpath(*REPLIES)
     if args.record:
-        print(f"written to {write_json(record(), path)}")
+        print(f"written to {write_json(record(), path)}")  # whole or not at all
+    if not path.is_file():
+        print(f"replay: no recorded replies at {path}; record them first: "
+              "python -m chatlab.bench.replay --record [--file PATH]", file=sys.stderr)
+        return 2
     replies = json.loads(path.read_text())
     print(f"{'policy':<48}" + "".join(f"{t:>9}" for t in replies) + "   (modelled speed / plain)")
     for name, spec in POLICIES.items():
