@@ -94,3 +94,36 @@ def test_a_graph_without_paged_attention_falls_back_to_the_stateful_one(monkeypa
     assert len(tokens(backend, list(range(1000, 1010)), 5)) == 5
     with pytest.raises(UnknownNameError, match="valid choices: paged, sdpa"):
         OpenVINOBackend(folder(), precision="f32", attention="flash")
+
+
+def test_the_verify_graph_gives_the_steps_rows_and_shares_the_cache(monkeypatch) -> None:
+    """Passes of up to `width` tokens go to a second compiled graph, padded to its width: their
+    rows are the one-token steps' rows, the length counts the real tokens only, and blocks that
+    grow under both graphs keep the cache (a step after a verify pass reads its tokens)."""
+    import chatlab.backends.paged as paged_module
+    from chatlab.backends.openvino import OpenVINOBackend
+
+    monkeypatch.setattr(paged_module, "GROW_TOKENS", 0)
+    plain = OpenVINOBackend(folder(), precision="f32")
+    fast = OpenVINOBackend(folder(), precision="f32")
+    assert fast.verify_width is None
+    fast.prepare_verify(4)
+    assert fast.verify_width == 4 and fast._paged.verify is not None
+    ids = list(range(1000, 1030))  # 30 tokens: the first verify pass crosses into a new block
+    plain.prefill(ids), fast.prefill(ids)
+    steps = [plain.step(t).copy() for t in (11, 12, 13, 14, 15)]
+    rows = fast.extend([11, 12], keep=2).copy()  # padded to 4
+    assert fast.length == len(ids) + 2
+    assert np.abs(rows - np.stack(steps[:2])).max() < 1e-3
+    rows = fast.extend([13, 14, 15], keep=1).copy()
+    assert np.abs(rows[0] - steps[4]).max() < 1e-3
+    assert fast._paged.blocks * fast._paged.block >= len(ids) + 5 + 2  # room for the padding
+    assert np.abs(fast.step(16) - plain.step(16)).max() < 1e-3  # the step graph sees both's cache
+    fast.truncate(len(ids) + 3)  # drop 14, 15, 16: a verify pass writes over them
+    plain.truncate(len(ids) + 3)
+    again = np.stack([plain.step(20).copy(), plain.step(21).copy()])  # step returns a view: copy
+    assert np.abs(fast.extend([20, 21], keep=2) - again).max() < 1e-3
+    wide = fast.extend(list(range(40, 46)), keep=1)  # wider than the verify graph: the step graph
+    assert fast.length == len(ids) + 11 and wide.shape == (1, fast.vocab_size)
+    with pytest.raises(ValueError, match="at least 2"):
+        fast.prepare_verify(1)

@@ -18,7 +18,8 @@ import pytest
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.sampling import Sampler, top_k_probs
-from chatlab.generate.speculate import FIRST_DRAFT, FIRST_PAUSE, MISSES, PromptLookup, Speculation
+from chatlab.generate.speculate import (FIRST_DRAFT, FIRST_PAUSE, MISSES, PromptLookup, Speculation,
+                                       prepare)
 from markov_backend import MarkovBackend
 
 
@@ -263,3 +264,35 @@ def test_backend_without_rollback_is_refused():
     b = Plain(COPYING)
     with pytest.raises(ChatlabError, match="plain cannot.*--backend torch.*paged"):
         list(generate(b, PROMPT, SamplingParams(max_new_tokens=4), speculate=Speculation()))
+
+
+def test_fixed_width_guesses_are_as_long_as_the_match_and_still_pause():
+    """A backend that pads every verify pass to 1 + k tokens (OpenVINO's verify graph) pays the
+    same for any guess up to k: the guess is not sized down after a miss, but drafting still
+    pauses after MISSES empty ones."""
+    look = PromptLookup(Speculation(draft_tokens=3), list(range(20)) + [0, 1], fixed_width=True)
+    assert len(look.draft(50)) == 3  # not FIRST_DRAFT
+    look.result(3, 1)
+    assert len(look.draft(50)) == 3 and len(look.draft(2)) == 2  # the loop's budget still caps it
+    for _ in range(MISSES):
+        look.result(3, 0)
+    assert look.draft(50) == []  # paused
+
+
+class Padded(MarkovBackend):
+    """A Markov backend that records the verify width the loop asked it to prepare."""
+
+    widths: list[int]
+
+    def prepare_verify(self, width):
+        self.widths = [*getattr(self, "widths", []), width]
+
+
+def test_the_loop_prepares_the_backend_for_its_guesses():
+    rng = np.random.default_rng(5)
+    backend = Padded(rng.normal(0, 3.0, (4, 4)), rng.normal(0, 3.0, 4))
+    plain = run(backend, PROMPT, max_new_tokens=24)
+    fast = run(backend, PROMPT, Speculation(draft_tokens=5), max_new_tokens=24)
+    assert backend.widths == [6] and fast.token_ids == plain.token_ids
+    assert prepare(backend, Speculation(draft_tokens=2)) is True and backend.widths[-1] == 3
+    assert prepare(MarkovBackend(np.zeros((4, 4))), Speculation()) is False  # nothing to set up

@@ -21,6 +21,7 @@ class Worker:
     alive = 0
     peak = 0
     calls: list[tuple[str, int]] = []
+    stops: list[tuple[str, bool | None]] = []
 
     def __init__(self, engine, model, precision, *extra):
         self.engine, self.load_s, self.precision, self.threads, self.compute = engine, 0.1, precision, 2, None
@@ -31,6 +32,7 @@ class Worker:
     def ask(self, request):
         ids, n = request["ids"], request["tokens"]
         Worker.calls.append((self.engine, ids[0]))
+        Worker.stops.append((self.engine, request.get("stop_at_eos")))
         copy = ids[0] != 3  # the story's ids start with 3 in the stand-in cases
         speed = SPEED[self.engine] if copy or not self.engine.endswith("-pl") else SPEED["genai-int8"] * 0.98
         answer = {"ttft_s": 0.1, "decode_tok_s": speed, "tokens": [i % 7 for i in ids][:n]}
@@ -55,10 +57,10 @@ def part(monkeypatch):
     monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
     monkeypatch.setattr(engines, "unavailable",  # as on a machine without llama-cpp-python
                         lambda name, precision: "not installed here" if name == LLAMA_CPP else None)
-    Worker.alive, Worker.peak, Worker.calls = 0, 0, []
+    Worker.alive, Worker.peak, Worker.calls, Worker.stops = 0, 0, [], []
     return sidebyside.run_tasks("m", speculate_run.ENGINES, speculate_run.TASKS, rounds=2, tokens=4,
                                 speculate={"draft_tokens": 4, "ngram": 3}, progress=False,
-                                make_worker=Worker)
+                                make_worker=Worker, stop_at_eos=True)
 
 
 def test_every_task_runs_in_each_pair_with_paired_ratios(part):
@@ -72,6 +74,29 @@ def test_every_task_runs_in_each_pair_with_paired_ratios(part):
     timed = [c for c in Worker.calls if c[0] == "chatlab-openvino-int8-pl"]
     assert len(timed) == 4 + 2 * 4  # one warm-up per task, then one case per task per round
     assert {ids0 for _, ids0 in timed} == {0, 1, 2, 3}
+    # the timed cases end at the reply's end token (the warm-ups' 4 tokens are not timed)
+    assert part["stop_at_eos"] is True
+    pl = [stop for engine, stop in Worker.stops if engine == "chatlab-openvino-int8-pl"]
+    assert pl == [None] * 4 + [True] * 8
+
+
+def test_the_bench_loop_stops_at_eos_only_when_asked():
+    """chatlab's bench engine: exactly n tokens past the end token by default, the reply up to
+    its end token with stop_at_eos (the other engines' flags are their own APIs': min_new_tokens,
+    ignore_eos)."""
+    import numpy as np
+
+    from chatlab.bench.engines import ChatlabLoop
+    from markov_backend import MarkovBackend
+
+    table = np.full((4, 4), -5.0)
+    table[0, 1] = table[1, 2] = table[2, 3] = table[3, 0] = 5.0  # 0 -> 1 -> 2 -> 3 -> 0 ...
+    backend = MarkovBackend(table)
+    backend.eos_ids = [3]
+    loop = ChatlabLoop("m", "openvino", "int8")
+    loop.backend = backend
+    assert loop.run([0], 8).tokens == [1, 2, 3, 0, 1, 2, 3, 0]
+    assert loop.run([0], 8, stop_at_eos=True).tokens == [1, 2, 3]
 
 
 def test_targets_are_judged_with_reasons(part):

@@ -158,6 +158,18 @@ class OpenVINOBackend(Backend):
         self.length = self._paged.length
         return logits
 
+    @property
+    def verify_width(self) -> int | None:
+        """Tokens every verify pass is padded to (a graph of its own), or None: not prepared."""
+        return self._paged.verify_width if self._paged is not None and self._paged.verify else None
+
+    def prepare_verify(self, width: int) -> None:
+        """Compile the paged graph's verify graph for passes of `width` tokens (1 + the longest
+        guess), so that no pass changes a graph's input shapes (chatlab.backends.paged)."""
+        if self._paged is None:
+            raise ChatlabError(f"{self.name} cannot verify guesses: {self.rollback_note}")
+        self._paged.add_verify(width)
+
     def truncate(self, length: int) -> None:
         if self._paged is None:
             raise ChatlabError(f"{self.name} cannot roll back: {self.rollback_note}")

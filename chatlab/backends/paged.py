@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov  # this module is imported only when the paged graph is used
 
-from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVTensor
+from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVRequest, OVTensor
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
@@ -47,22 +47,8 @@ class PagedGraph:
     """The paged rewrite of `folder`'s graph, compiled with `config`, holding one sequence."""
 
     def __init__(self, folder: Path, config: dict[str, Jsonable], slice_logits: bool = True) -> None:
-        from openvino._offline_transformations import paged_attention_transformation
-
-        from chatlab.backends.slicing import slice_last_position
-
-        core = ov.Core()
-        model = core.read_model(folder / "openvino_model.xml")
-        paged_attention_transformation(model)
-        # The slice keeps the last `-logits_keep` positions, an input of its own: 1 for prefill
-        # and decode, one per token for a speculative verify pass (all rows it must judge).
-        keep = ov.opset13.parameter([1], ov.Type.i64, name="logits_keep")
-        keep.output(0).get_tensor().set_names({"logits_keep"})
-        model.add_parameters([keep])  # before the slice: validating it needs the input declared
-        self.sliced = slice_logits and slice_last_position(model, axis=0, start=keep.output(0))
-        if not self.sliced:  # every position is projected; nothing reads logits_keep
-            model.remove_parameter(keep)
-        self.compiled = core.compile_model(model, "CPU", config)
+        self.folder, self.config, self.slice_logits = folder, config, slice_logits
+        self.compiled, self.sliced = self._compile()
         self.ports = cache_ports(self.compiled)
         if not self.ports:
             raise ValueError(f"{folder}: no attention for the paged rewrite to replace")
@@ -72,6 +58,9 @@ class PagedGraph:
         self.block = value.get_partial_shape()[2].get_length()
         self.vocab_size = int(self.compiled.output(0).get_partial_shape()[-1].get_length())
         self.request = self.compiled.create_infer_request()
+        # The verify graph (add_verify): a second compile for passes of exactly `verify_width`.
+        self.verify: OVRequest | None = None
+        self.verify_width = 0
         self.caches: dict[str, OVTensor] = {}
         self.blocks = 0  # allocated
         self.length = 0  # tokens cached
@@ -82,6 +71,44 @@ class PagedGraph:
         self._table = np.zeros(0, np.int32)
         self._keep = np.array([-1], np.int64)
         self._bound = -1  # blocks in the block table bound for decoding; -1: nothing bound
+
+    def _compile(self) -> tuple[OVCompiled, bool]:
+        from openvino._offline_transformations import paged_attention_transformation
+
+        from chatlab.backends.slicing import slice_last_position
+
+        core = ov.Core()
+        model = core.read_model(self.folder / "openvino_model.xml")
+        paged_attention_transformation(model)
+        # The slice keeps the last `-logits_keep` positions, an input of its own: 1 for prefill
+        # and decode, one per token for a speculative verify pass (all rows it must judge).
+        keep = ov.opset13.parameter([1], ov.Type.i64, name="logits_keep")
+        keep.output(0).get_tensor().set_names({"logits_keep"})
+        model.add_parameters([keep])  # before the slice: validating it needs the input declared
+        sliced = self.slice_logits and slice_last_position(model, axis=0, start=keep.output(0))
+        if not sliced:  # every position is projected; nothing reads logits_keep
+            model.remove_parameter(keep)
+        return core.compile_model(model, "CPU", self.config), sliced
+
+    def add_verify(self, width: int) -> None:
+        """Compile the graph a second time for verify passes of exactly `width` tokens.
+
+        Why a second graph: the CPU plugin re-plans a dynamic graph whenever its input shapes
+        change (shape inference and kernel set-up on every node, outside the nodes' own time in
+        a profile). Alternating one-token steps with k-token verify passes on one graph paid it
+        on nearly every pass: measured on SmolLM2 int8 (2 cores), a step then a 3-token pass
+        took 2.9 steps where the two at unchanged shapes took 2.2. Each graph here keeps its
+        own shapes: steps stay on the first, every verify pass is padded to `width` on this one.
+        It costs a compile (~1.7 s) and the plugin's copy of the weights (~150 MB for the
+        135M int8 model); the cache blocks are shared, bound to both requests."""
+        if width == self.verify_width:
+            return
+        if width < 2:
+            raise ValueError(f"a verify graph needs a width of at least 2 tokens, not {width}")
+        compiled, _ = self._compile()
+        self.verify, self.verify_width = compiled.create_infer_request(), width
+        for name, tensor in self.caches.items():
+            self.verify.set_tensor(name, tensor)
 
     def _ensure(self, tokens: int) -> None:
         """Blocks for at least `tokens` tokens; growing keeps the blocks already filled."""
@@ -98,6 +125,8 @@ class PagedGraph:
                 grown.data[:used] = self.caches[name].data[:used]
             self.caches[name] = grown
             self.request.set_tensor(name, grown)
+            if self.verify is not None:
+                self.verify.set_tensor(name, grown)
         self.blocks = blocks
         self._table = np.arange(blocks, dtype=np.int32)
         self._bound = min(self._bound, 0)  # a new table array: bind its slice again
@@ -117,25 +146,44 @@ class PagedGraph:
         """Feed `ids` after the cached tokens in one pass; the logits of the last `keep`,
         [keep, vocab] (a view). The inputs go in by name, as arrays of this call's shapes:
         `past_lens` says where the new tokens start, so a cache cut back by `truncate` is
-        simply written over from there."""
+        simply written over from there. Up to `verify_width` tokens go to the verify graph."""
         n, past = len(ids), self.length
         if not ids or not 1 <= keep <= n:
             raise ValueError(f"extend needs tokens and 1 <= keep <= {n}")
+        if self.verify is not None and n <= self.verify_width:
+            return self._verify(ids, keep)
         total = past + n
         self._ensure(total)
+        self.request.infer(self._inputs(ids, past, keep), share_inputs=True)
+        self._bound = -1  # the request now holds this call's arrays, not the decode step's
+        self.length = total
+        return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-keep:]
+
+    def _inputs(self, ids: list[int], past: int, keep: int) -> dict[str, np.ndarray]:
+        total = past + len(ids)
         used = -(-total // self.block)
         self._table_begins[1], self._context[()] = used, total
         inputs = {"input_ids": np.asarray(ids, np.int64),
                   "position_ids": np.arange(past, total, dtype=np.int64),
-                  "past_lens": np.array([past], np.int32), "subsequence_begins": np.array([0, n], np.int32),
+                  "past_lens": np.array([past], np.int32),
+                  "subsequence_begins": np.array([0, len(ids)], np.int32),
                   "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
                   "max_context_len": self._context}
         if self.sliced:
             inputs["logits_keep"] = np.array([-keep], np.int64)
-        self.request.infer(inputs, share_inputs=True)
-        self._bound = -1  # the request now holds this call's arrays, not the decode step's
-        self.length = total
-        return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-keep:]
+        return inputs
+
+    def _verify(self, ids: list[int], keep: int) -> np.ndarray:
+        """A pass on the verify graph: `ids` padded to its width with copies of the last id.
+        Attention is causal, so the padding changes no row of the real tokens; its cache
+        entries lie past `length`, where the next call writes over them."""
+        assert self.verify is not None
+        n, width, past = len(ids), self.verify_width, self.length
+        self._ensure(past + width)
+        padded = list(ids) + [ids[-1]] * (width - n)
+        self.verify.infer(self._inputs(padded, past, width), share_inputs=True)
+        self.length = past + n
+        return self.verify.get_output_tensor(0).data.reshape(-1, self.vocab_size)[n - keep:n]
 
     def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
         """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""

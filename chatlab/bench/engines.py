@@ -40,7 +40,9 @@ class BenchEngine(Protocol):
 
     def load(self) -> None: ...
     def facts(self) -> dict[str, Jsonable]: ...
-    def run(self, ids: list[int], n: int) -> Timing: ...
+    # n new tokens; with `stop_at_eos` at most n: the reply ends at the model's end token, as
+    # when served (the speculation bench's task shapes), else exactly n (the eos is ignored)
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing: ...
 
 
 def ov_compute(compiled: OVCompiled) -> str:
@@ -78,6 +80,10 @@ class ChatlabLoop:
         if self.dynamic_quantization is not None:
             options["dynamic_quantization"] = self.dynamic_quantization
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
+        if self.speculate is not None:
+            from chatlab.generate.speculate import prepare
+
+            prepare(self.backend, self.speculate)  # at load, not inside a timed reply
 
     def facts(self) -> dict[str, Jsonable]:
         # read back from the runtime (the compiled model's property, torch's dtype)
@@ -86,11 +92,11 @@ class ChatlabLoop:
             facts["compute"] = ov_compute(self.backend.compiled)
         return facts
 
-    def run(self, ids: list[int], n: int) -> Timing:
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         from chatlab.generate import Finished, SamplingParams, generate
 
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
-        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=True),
+        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=not stop_at_eos),
                             speculate=self.speculate))[-1]
         assert isinstance(fin, Finished)  # the loop always ends with one
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
@@ -156,7 +162,7 @@ class HFGenerate:
         return {"precision": "bf16" if dtype == torch.bfloat16 else "f32",
                 "threads": torch.get_num_threads()}
 
-    def run(self, ids: list[int], n: int) -> Timing:
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import torch
 
         inputs = torch.tensor([ids])
@@ -164,7 +170,7 @@ class HFGenerate:
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
-                                      max_new_tokens=n, min_new_tokens=n, streamer=streamer,
+                                      max_new_tokens=n, min_new_tokens=0 if stop_at_eos else n, streamer=streamer,
                                       pad_token_id=self.model.config.eos_token_id)
         return from_stamps(t0, streamer.stamps, out[0, len(ids):].tolist())
 
@@ -211,7 +217,7 @@ class GenAI:
                 "compute": "CPU plugin defaults as the OpenVINO rows (not readable from genai); "
                            "prefix caching off" + lookup}
 
-    def run(self, ids: list[int], n: int) -> Timing:
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import numpy as np
         import openvino as ov
 
@@ -228,8 +234,9 @@ class GenAI:
             def end(self) -> None:
                 pass
 
-        config = genai.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                        ignore_eos=True, apply_chat_template=False)
+        config = genai.GenerationConfig(max_new_tokens=n, min_new_tokens=0 if stop_at_eos else n,
+                                        do_sample=False, ignore_eos=not stop_at_eos,
+                                        apply_chat_template=False)
         if self.prompt_lookup is not None:
             config.num_assistant_tokens = self.prompt_lookup["draft_tokens"]
             config.max_ngram_size = self.prompt_lookup["ngram"]
@@ -250,8 +257,8 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
 
 
 Drafts = dict[str, int]
-# Drafts when the run names none. chatlab's loop: its own defaults (guesses sized from 2 up to
-# 8 tokens by how the last one went, chatlab.generate.speculate). genai's prompt lookup drafts
+# Drafts when the run names none. chatlab's loop: its own defaults (guesses of up to 3 tokens,
+# each OpenVINO pass padded to 1+3, chatlab.generate.speculate). genai's prompt lookup drafts
 # a fixed number per pass: 4, what its rows ran with in every stored run.
 CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation.draft_tokens, "ngram": Speculation.ngram}
 GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}

@@ -111,23 +111,28 @@ class LlamaCpp:
                                        verbose=False)
         finally:
             low.llama_model_default_params = defaults
+        self.end_ids = {int(self.llm.token_eos())}  # SmolLM2's GGUF: <|im_end|>, as the others stop at
+
+    def is_end(self, token: int) -> bool:
+        return token in self.end_ids
 
     def facts(self) -> dict[str, Jsonable]:
         off = "" if self.extra_buffers else ("; extra buffer types (ggml's AMX kernels) off: "
                                              "they stopped with an illegal instruction on this CPU")
         return {"precision": "f32", "threads": self.threads, "compute": COMPUTE + off}
 
-    def run(self, ids: list[int], n: int) -> Timing:
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
         # would time a warm prompt against the other engines' cold ones.
         self.llm.reset()
         stamps: list[float] = []
         tokens: list[int] = []
         t0 = time.perf_counter()
-        # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out.
+        # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out
+        # unless asked to stop at an end-of-generation token (llama.cpp's own list of them).
         for token in self.llm.generate(ids, temp=0.0, top_k=1, reset=True):
             stamps.append(time.perf_counter())
             tokens.append(int(token))
-            if len(tokens) == n:
+            if len(tokens) == n or (stop_at_eos and self.is_end(int(token))):
                 break
         return from_stamps(t0, stamps, tokens)

@@ -64,7 +64,8 @@ class TaskSamples:
 
 def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], rounds: int,
              tokens: int, precision: str, speculate: dict[str, int] | None, samples: TaskSamples,
-             info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None) -> None:
+             info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None,
+             stop_at_eos: bool = False) -> None:
     """One pair (the baseline first): load both, warm up on every task, run the rounds."""
     from chatlab.backends.engines import get_engine
 
@@ -86,7 +87,8 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
             for e in group[shift:] + group[:shift]:
                 current = e
                 for task, task_cases_ in cases.items():
-                    answer = workers[e].ask({"ids": task_cases_[r % len(task_cases_)], "tokens": tokens})
+                    answer = workers[e].ask({"ids": task_cases_[r % len(task_cases_)], "tokens": tokens,
+                                             "stop_at_eos": stop_at_eos})
                     is_anchor = e == group[0] and len(group) > 1
                     samples.add(samples.anchor if is_anchor else samples.own,
                                 group[1] if is_anchor else e, task, answer)
@@ -121,9 +123,11 @@ class EngineFailed(ChatlabError):
 
 def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tokens: int,
               precision: str = "f32", speculate: dict[str, int] | None = None,
-              progress: bool = True, make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
+              progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
+              stop_at_eos: bool = False) -> dict[str, Jsonable]:
     """Each engine (the baseline included) per task: medians, ranges and the ratio to the
-    baseline's runs in the same pair; engines that cannot run here are listed under `skipped`."""
+    baseline's runs in the same pair; engines that cannot run here are listed under `skipped`.
+    `stop_at_eos`: each reply ends at the model's end token (at most `tokens`), as served."""
     from tqdm.auto import tqdm
 
     from chatlab.bench.engines import unavailable
@@ -138,7 +142,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
         for group in groups:
             try:
                 run_pair(group, model, cases, rounds, tokens, precision, speculate, samples, info,
-                         bar, make_worker)
+                         bar, make_worker, stop_at_eos)
             except EngineFailed as failed:  # its row is left out, with the reason, not the run
                 skipped.append({"name": failed.engine, "reason": str(failed)})
                 for store in (samples.own, samples.anchor, samples.tokens, info):
@@ -164,7 +168,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
                                            if anchor else 1.0)
             per_task[task] = cell
         rows.append({"name": e, "tasks": per_task, "replies": samples.tokens.get(e, {}), **info[e]})
-    return {"model": model, "rounds": rounds, "new_tokens": tokens, "tasks": tasks,
+    return {"model": model, "rounds": rounds, "new_tokens": tokens, "stop_at_eos": stop_at_eos, "tasks": tasks,
             "prompt_tokens": {t: [len(c) for c in cs] for t, cs in cases.items()},
             "baseline": baseline, "precision": precision, "speculate": speculate,
             "engines": rows, "skipped": skipped}

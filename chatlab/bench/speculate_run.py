@@ -118,8 +118,10 @@ def format_report(result: dict[str, Jsonable]) -> str:
     from chatlab.bench.report import cpu_line
 
     tasks = result["tasks"]
-    lines = [f"{result['model']} at {tasks['precision']}: {tasks['rounds']} rounds x "
-             f"{tasks['new_tokens']} new tokens per task case; {cpu_line(result.get('cpu'))}",
+    upto = "up to " if tasks.get("stop_at_eos") else ""
+    ends = ", each reply ending at its end token" if tasks.get("stop_at_eos") else ", end token ignored"
+    lines = [f"{result['model']} at {tasks['precision']}: {tasks['rounds']} rounds x {upto}"
+             f"{tasks['new_tokens']} new tokens per task case{ends}; {cpu_line(result.get('cpu'))}",
              f"{'engine':<28}" + "".join(f"{t + ' tok/s (x)':>22}{'TTFT ms':>9}" for t in tasks["tasks"])]
     for row in tasks["engines"]:
         cells = "".join(f"{c['decode_tok_s']:>13.1f} ({c['decode_tok_s_ratio']:.2f}x){c['ttft_ms']:>9.0f}"
@@ -172,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-tokens", type=int, default=16, help="reply tokens per chat turn")
     p.add_argument("--draft-tokens", type=int, default=None,
                    help="the longest guess, for every prompt-lookup row (default: chatlab's loop "
-                        "sizes its guesses up to 8; genai drafts 4 per pass)")
+                        "guesses up to 3 tokens, every pass padded to 1+3 on OpenVINO; genai drafts 4 per pass)")
     p.add_argument("--ngram", type=int, default=None, help="the longest n-gram looked up (default 3)")
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="time exactly --tokens per case, past the reply's end token (the shape "
+                        "before session 9); by default a reply ends at its end token, as served")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated (default: all rows)")
     p.add_argument("--precision", default="f32")
     p.add_argument("--out", default=OUT, help="the JSON file to write")
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
     tasks = run_tasks(args.model, [e for e in args.engines.split(",") if e], TASKS, args.rounds,
-                      args.tokens, precision, drafts)
+                      args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": " ".join(["python -m chatlab.bench.speculate_run",

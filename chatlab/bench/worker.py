@@ -46,7 +46,7 @@ def main() -> None:
         if request.get("quit"):
             out.write(json.dumps({"rss_mb": peak_rss_mb()}) + "\n")
             return
-        timing = engine.run(request["ids"], request["tokens"])
+        timing = engine.run(request["ids"], request["tokens"], bool(request.get("stop_at_eos")))
         answer = {"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s, "tokens": timing.tokens}
         if timing.spec is not None:
             answer["spec"] = timing.spec

@@ -52,9 +52,10 @@ class ChatEngine:
             raise ChatlabError("speculate and reuse_prefix drive chatlab's own loop; an engine "
                                "with another token source cannot use them")
         if speculate is not None:
-            from chatlab.generate.speculate import check_backend
+            from chatlab.generate.speculate import check_backend, prepare
 
             check_backend(backend)
+            prepare(backend, speculate)  # now, not in the first request (OpenVINO: a compile)
         self.speculate = speculate
         self.prefix = None
         if reuse_prefix:

@@ -17,9 +17,9 @@ def add_speedup_args(p: argparse.ArgumentParser, reuse: bool = True) -> None:
                    help="speculative decoding: prompt-lookup drafts tokens by matching the last "
                         "n-gram against the prompt and reply (torch, or openvino paged)")
     p.add_argument("--draft-tokens", type=int, default=Speculation.draft_tokens,
-                   help=f"with --speculate: the longest guess per verify pass; each guess is sized "
-                        f"by how the last one went ({DRAFT_TOKENS_RANGE[0]}..{DRAFT_TOKENS_RANGE[1]}, "
-                        f"default {Speculation.draft_tokens})")
+                   help=f"with --speculate: the longest guess per verify pass (openvino pads every "
+                        f"pass to 1+K tokens; torch sizes each guess by how the last one went; "
+                        f"{DRAFT_TOKENS_RANGE[0]}..{DRAFT_TOKENS_RANGE[1]}, default {Speculation.draft_tokens})")
     p.add_argument("--ngram", type=int, default=3,
                    help=f"with --speculate: the longest suffix looked up "
                         f"({NGRAM_RANGE[0]}..{NGRAM_RANGE[1]}, default 3)")

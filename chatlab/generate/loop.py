@@ -13,7 +13,7 @@ from chatlab.protocols import LogitsProcessor, ModelFacts, SpeculativeBackend, S
 from chatlab.generate.assemble import Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
-from chatlab.generate.speculate import PromptLookup, Speculation, check_backend
+from chatlab.generate.speculate import PromptLookup, Speculation, check_backend, prepare
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,8 +83,10 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         from chatlab.errors import ChatlabError
 
         raise ChatlabError("the prompt is empty; render at least one message before generating")
+    fixed_width = False
     if speculate is not None:
         check_backend(backend)
+        fixed_width = prepare(backend, speculate)  # a no-op once the backend is set up for it
     picker = _Picker(backend, prompt_ids, params, logits_processor)
     text = picker.text
     terminated = getattr(logits_processor, "is_terminated", None)
@@ -113,7 +115,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         yield from text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
         return
 
-    lookup = PromptLookup(speculate, prompt_ids)
+    lookup = PromptLookup(speculate, prompt_ids, fixed_width)
     spec = cast(SpeculativeBackend, backend)  # check_backend() has checked it can roll back
     rows, n = [logits], 0
     draft: list[int] = []

@@ -12,21 +12,25 @@ No model drafts here, so there is nothing to load and nothing to tune but two nu
 are tried when it has no earlier match, down to `min_ngram`, 2 by default: a single repeated
 token, " the", predicts too little to be worth a pass).
 
-Guessing costs a little when the guess is wrong (notebook 05 measured a pass over 1+2 tokens at
-1.2 decode steps, over 1+8 at 2.1), so the guess is sized by how the last one went (when
-`adaptive`): the first is 2 tokens; after a pass that kept all of its guess the next may be
-twice as long (up to k); after one that kept `a` the next is `a + 1` (at least 2). A run of
-copying grows the guess quickly and a miss makes the next one cheap. And after `MISSES` drafts
-in a row of which nothing was accepted it stops drafting for a while; the pause doubles each
-time this repeats (up to `MAX_PAUSE` tokens), so text that copies nothing runs as plain decoding
-with rare probes.
+Guessing costs a little when the guess is wrong (notebook 05: a pass over 1+2 tokens costs 1.3
+decode steps, over 1+8 2.5), so on a backend whose pass cost grows with the guess (torch) the
+guess is sized by how the last one went (when `adaptive`): the first is 2 tokens; after a pass
+that kept all of its guess the next may be twice as long (up to k); after one that kept `a` the
+next is `a + 1` (at least 2). OpenVINO instead pads every verify pass to 1 + k tokens on a graph
+compiled for that width (`prepare`; chatlab.backends.paged says why: a graph whose input shapes
+change re-plans, which cost more than the guessing saved), so there a guess is as long as its
+match allows. k is 3 by default because the CPU plugin takes a slower matmul kernel from 5 rows
+on: a pass over 1+3 tokens costs 1.4 steps, over 1+4 2.1. On both, after `MISSES` drafts in a
+row of which nothing was accepted it stops drafting for a while; the pause doubles each time
+this repeats (up to `MAX_PAUSE` tokens), so text that copies nothing runs as plain decoding with
+rare probes.
 
-The schedule was chosen by replaying the recorded greedy replies of the four bench tasks (74
-cases, 64 tokens each) through candidates with notebook 05's measured pass costs
+The settings were chosen by replaying the recorded greedy replies of the four bench tasks (74
+cases, cut at their end token) through candidates with notebook 05's measured pass costs
 (chatlab.bench.replay: greedy acceptance is exact, so the replay models the speed-up without a
-clock). The schedule before it (k = 4 on every pass, n-grams down to 1, a pause after 3 empty
-drafts) modelled extract 1.01x plain, rag 1.12x, rewrite 1.60x, story 0.94x; this one 1.13x,
-1.24x, 1.81x and 1.00x.
+clock). Modelled extract / rag / rewrite / story: the first schedule (k = 4 on every pass,
+n-grams down to 1) 0.95x / 1.00x / 1.44x / 0.79x plain; guesses sized up to 8 1.15x / 1.24x /
+1.75x / 1.00x; padded to 1+3 1.15x / 1.31x / 1.85x / 0.99x.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ class Speculation:
     --ngram N`, `generate(..., speculate=Speculation())`, `ChatEngine(..., speculate=...)`."""
 
     method: str = "prompt-lookup"
-    draft_tokens: int = 8
+    draft_tokens: int = 3
     ngram: int = 3
     min_ngram: int = 2
     adaptive: bool = True  # size each guess by the last one, pause after misses (module docstring)
@@ -95,11 +99,24 @@ def check_backend(backend: object) -> None:
                            "dynamic_quantization=False (chatlab's --speculate does so)")
 
 
-class PromptLookup:
-    """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come."""
+def prepare(backend: object, spec: Speculation) -> bool:
+    """Let the backend set up for guesses of up to `spec.draft_tokens` (OpenVINO compiles a
+    graph for verify passes of 1 + k tokens, chatlab.backends.paged); whether its verify
+    passes now cost the same for any guess up to k, so that sizing them would save nothing."""
+    setup = getattr(backend, "prepare_verify", None)
+    if setup is None:
+        return False
+    setup(spec.draft_tokens + 1)
+    return True
 
-    def __init__(self, spec: Speculation, prompt_ids: list[int]) -> None:
-        self.spec = spec
+
+class PromptLookup:
+    """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come.
+    `fixed_width`: every verify pass costs the same up to k guessed tokens (a backend that pads
+    them, see `prepare`), so each guess is as long as the match allows; the pauses still apply."""
+
+    def __init__(self, spec: Speculation, prompt_ids: list[int], fixed_width: bool = False) -> None:
+        self.spec, self.fixed_width = spec, fixed_width
         self.ids: list[int] = list(prompt_ids)
         # n -> {n-gram: end position of its latest occurrence}; ends < `indexed` are in it. The
         # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
@@ -109,7 +126,8 @@ class PromptLookup:
         self.indexed = 0
         self.misses = 0
         # the next guess's length: sized by the last pass when adaptive, else always k
-        self.size = min(FIRST_DRAFT, spec.draft_tokens) if spec.adaptive else spec.draft_tokens
+        self.sized = spec.adaptive and not fixed_width
+        self.size = min(FIRST_DRAFT, spec.draft_tokens) if self.sized else spec.draft_tokens
         self.pause = 0  # tokens left before drafting again
         self.next_pause = FIRST_PAUSE
         # counts the bench and tests read
@@ -149,7 +167,7 @@ class PromptLookup:
         self.drafts += 1
         self.drafted += drafted
         self.accepted += accepted
-        if self.spec.adaptive:
+        if self.sized:
             k = self.spec.draft_tokens
             grown = 2 * drafted if accepted == drafted else accepted + 1
             self.size = max(min(MIN_DRAFT, k), min(k, grown))
