@@ -309,12 +309,13 @@ def test_lessons_print_no_speed_target_lines(path: Path) -> None:
     cells = load(path).cells
     found = [f"cell {i}: {line.strip()[:80]!r}" for i, c in enumerate(cells) if c.cell_type == "code"
              for line in c.source.splitlines()
-             if re.search(r"\b(format_table|engines_table)\(", line) and "targets=False" not in line
+             if re.search(r"\b(format_table|engines_table|format_report)\(", line) and "targets=False" not in line
              and not line.lstrip().startswith(("from ", "import "))]
     found += [f"cell {s.cell}: {line[:80]!r}" for s in shown(load(path))
               for line in s.text.splitlines() if re.match(r"target \S+ .* (NOT met|met)$", line)]
     fail_on(found, "a bench table prints its speed-target lines in a lesson",
-            "print it with format_table(result, targets=False) / engines_table(result, targets=False)")
+            "print it with format_table(result, targets=False) / engines_table(result, targets=False) / "
+            "format_report(result, targets=False)")
 
 
 def test_tidy_clears_solutions_merges_streams_and_prunes_widgets(tmp_path: Path) -> None:

@@ -114,7 +114,9 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
     return result
 
 
-def format_report(result: dict[str, Jsonable]) -> str:
+def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
+    """The run as text: the engines per task, tokens per pass, the growing chat, and (unless
+    `targets=False`, as a lesson prints it) each target with its ratio and verdict."""
     from chatlab.bench.report import cpu_line
 
     tasks = result["tasks"]
@@ -141,6 +143,8 @@ def format_report(result: dict[str, Jsonable]) -> str:
             lines.append(f"  turn {r['turn']} ({r['prompt_tokens']}): {r['reuse_ttft_ms']:.0f} / "
                          f"{r['plain_ttft_ms']:.0f} / {r['genai-chat_ttft_ms']:.0f}  "
                          f"reuse/plain {r['reuse/plain']:.2f}x  reuse/genai-chat {r['reuse/genai-chat']:.2f}x")
+    if not targets:
+        return "\n".join(lines)
     lines.append(f"{'target':<46}{'task':<14}{'ratio':>7}  {'want':<7} verdict")
     for t in result["targets"]:
         ratio = f"{t['ratio']:.2f}x" if t["ratio"] is not None else "-"
