@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from chatlab.bench.replay import (PASS_COST, REPLIES, pass_cost, replay, replay_passes, replay_tasks,
-                                  until_end)
+from chatlab.bench.replay import (PASS_COST, REPLIES, oracle, oracle_tasks, pass_cost, replay, replay_passes,
+                                  replay_tasks, until_end)
 from chatlab.data import data_path
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import Speculation
@@ -106,3 +106,16 @@ def test_a_missing_replies_file_says_how_to_record_it(tmp_path, capsys) -> None:
     assert main(["--file", str(tmp_path / "none.json")]) == 2
     assert "record them first: python -m chatlab.bench.replay --record" in capsys.readouterr().err
     assert main([]) == 0 and "(OpenVINO)" in capsys.readouterr().out  # the stored file
+
+
+def test_the_oracle_bounds_every_schedule() -> None:
+    """No padded lookup policy beats the oracle on any stored task, and on a reply that repeats
+    its prompt verbatim the oracle keeps a full guess every pass (4 tokens: 10 passes for 39)."""
+    replies = json.loads(data_path(*REPLIES).read_text())
+    bound = oracle_tasks(replies)
+    for spec in (Speculation(), Speculation(min_ngram=1), Speculation(draft_tokens=3, ngram=6)):
+        for task, speed in replay_tasks(replies, spec, fixed_width=True).items():
+            assert speed <= bound[task], (task, spec)
+    prompt = list(range(100, 140))
+    assert oracle(prompt, list(range(100, 140))) == pytest.approx(39 / (10 * pass_cost(3)))
+    assert oracle(prompt, [1, 2, 3, 4]) == 1.0  # nothing ever matches: plain steps

@@ -99,7 +99,7 @@ class PagedGraph:
         on nearly every pass: measured on SmolLM2 int8 (2 cores), a step then a 3-token pass
         took 2.9 steps where the two at unchanged shapes took 2.2. Each graph here keeps its
         own shapes: steps stay on the first, every verify pass is padded to `width` on this one.
-        It costs a compile (~1.7 s) and the plugin's copy of the weights (~150 MB for the
+        It costs a compile (1-2 s) and memory (~160 MB more anonymous memory for the
         135M int8 model); the cache blocks are shared, bound to both requests."""
         if width == self.verify_width:
             return

@@ -100,6 +100,36 @@ def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculati
             for task, cases in replies.items()}
 
 
+def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
+    """A bound on any n-gram lookup drafter with guesses of up to `k` (passes padded to 1 + k):
+    at each pass, of every earlier occurrence of the last token, take the one whose continuation
+    matches the reply longest, and draft only when something would be kept. A real drafter
+    cannot know which occurrence that is, nor skip its wrong guesses, so none does better."""
+    if len(reply) < 2:
+        return 1.0
+    ids, n, cost = list(prompt) + [reply[0]], 1, 0.0
+    while n < len(reply):
+        best = 0
+        for j in range(len(ids) - 1):
+            if ids[j] == ids[-1]:
+                m = 0
+                while m < k and j + 1 + m < len(ids) and n + m < len(reply) and ids[j + 1 + m] == reply[n + m]:
+                    m += 1
+                best = max(best, m)
+        cost += pass_cost(k, table) if best else 1.0
+        ids += reply[n:n + best + 1]
+        n += best + 1
+    return (len(reply) - 1) / cost
+
+
+def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
+                 table: dict[int, float] = PASS_COST, stop_at_end: bool = True) -> dict[str, float]:
+    """`oracle` per task, the mean over its recorded cases (cut at their end token by default)."""
+    cut = until_end if stop_at_end else list
+    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k, table) for c in cases)
+            for task, cases in replies.items()}
+
+
 def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
     """Plain greedy replies, `tokens` long (the end token ignored: replay_tasks cuts them there
     unless asked not to), of every case of every bench task, on the int8 paged graph at f32."""
@@ -153,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (spec, fixed) in POLICIES.items():
         speeds = replay_tasks(replies, spec, fixed_width=fixed, stop_at_end=not args.past_end)
         print(f"{name:<48}" + "".join(f"{v:>8.2f}x" for v in speeds.values()))
+    bound = oracle_tasks(replies, stop_at_end=not args.past_end)
+    print(f"{'bound: an oracle lookup, padded to 1+3':<48}" + "".join(f"{v:>8.2f}x" for v in bound.values()))
     return 0
 
 

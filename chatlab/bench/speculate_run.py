@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated (default: all rows)")
     p.add_argument("--precision", default="f32")
     p.add_argument("--out", default=OUT, help="the JSON file to write")
+    p.add_argument("--machine", default=None,
+                   help="one line about the machine, quiet or shared: labels the JSON as a stored "
+                        "result (chatlab.bench.stored), which notebook 05 can then print")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
@@ -206,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                                                            *(sys.argv[1:] if argv is None else argv)]),
                               "tasks": tasks, "turns": turns, "identical": identical_replies(tasks)}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
+    if args.machine:
+        from chatlab.bench.stored import label
+
+        result = label(result, result["command"], args.machine)
     print(format_report(result))
     print(f"measured on {result['measured_on']}; written to {write_json(result, args.out)}")
     return 0
