@@ -163,7 +163,7 @@ class PagedGraph:
         total = past + len(ids)
         used = -(-total // self.block)
         self._table_begins[1], self._context[()] = used, total
-        inputs = {"input_ids": np.asarray(ids, np.int64),
+        inputs: dict[str, np.ndarray] = {"input_ids": np.asarray(ids, np.int64),
                   "position_ids": np.arange(past, total, dtype=np.int64),
                   "past_lens": np.array([past], np.int32),
                   "subsequence_begins": np.array([0, len(ids)], np.int32),
