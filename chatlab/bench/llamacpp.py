@@ -111,10 +111,7 @@ class LlamaCpp:
                                        verbose=False)
         finally:
             low.llama_model_default_params = defaults
-        self.end_ids = {int(self.llm.token_eos())}  # SmolLM2's GGUF: <|im_end|>, as the others stop at
-
-    def is_end(self, token: int) -> bool:
-        return token in self.end_ids
+        self.eos = int(self.llm.token_eos())  # SmolLM2's GGUF: <|im_end|>, where the others stop
 
     def facts(self) -> dict[str, Jsonable]:
         off = "" if self.extra_buffers else ("; extra buffer types (ggml's AMX kernels) off: "
@@ -129,10 +126,10 @@ class LlamaCpp:
         tokens: list[int] = []
         t0 = time.perf_counter()
         # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out
-        # unless asked to stop at an end-of-generation token (llama.cpp's own list of them).
+        # unless asked to stop at the model's eos token.
         for token in self.llm.generate(ids, temp=0.0, top_k=1, reset=True):
             stamps.append(time.perf_counter())
             tokens.append(int(token))
-            if len(tokens) == n or (stop_at_eos and self.is_end(int(token))):
+            if len(tokens) == n or (stop_at_eos and int(token) == self.eos):
                 break
         return from_stamps(t0, stamps, tokens)

@@ -117,7 +117,7 @@ class PromptLookup:
     them, see `prepare`), so each guess is as long as the match allows; the pauses still apply."""
 
     def __init__(self, spec: Speculation, prompt_ids: list[int], fixed_width: bool = False) -> None:
-        self.spec, self.fixed_width = spec, fixed_width
+        self.spec = spec
         self.ids: list[int] = list(prompt_ids)
         # n -> {n-gram: end position of its latest occurrence}; ends < `indexed` are in it. The
         # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
