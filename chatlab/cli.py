@@ -15,10 +15,10 @@ COMMAND_MODULES = [
     "chatlab.render.cli",
     "chatlab.render.io.cli",
     "chatlab.backends.cli",
-    "chatlab.bench.cli",
+    "chatlab.lab.bench.cli",
     "chatlab.engine.cli",
     "chatlab.serve.cli",
-    "chatlab.doctor",
+    "chatlab.lab.doctor",
 ]
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from chatlab.session import python_problem
+    from chatlab.lab.session import python_problem
 
     # An unsupported Python fails later in confusing ways; doctor still runs, to report it.
     if args.command != "doctor" and (problem := python_problem()) is not None:

@@ -8,9 +8,9 @@ import pytest
 from chatlab.backends import engines as rows
 from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, EngineRow, engine_names, get_engine
 from chatlab.backends.registry import REGISTRY
-from chatlab.bench import engines as bench_engines
-from chatlab.bench.cli import engine_table
-from chatlab.bench.runner import BenchConfig
+from chatlab.lab.bench import engines as bench_engines
+from chatlab.lab.bench.cli import engine_table
+from chatlab.lab.bench.runner import BenchConfig
 from chatlab.cli import build_parser, main
 from chatlab.errors import ChatlabError, UnknownNameError
 
