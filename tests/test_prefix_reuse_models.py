@@ -86,7 +86,7 @@ def test_a_template_changed_mid_conversation_is_recomputed(name, request):
 
 
 def serve_args(*flags):
-    from chatlab.serve.cli import register
+    from chatlab.cli.serve import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -95,7 +95,7 @@ def serve_args(*flags):
 
 def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_run(smollm2_path):
     from chatlab.lab.bench.turns import timed_turn, user_turns
-    from chatlab.engine.cli import load_engine
+    from chatlab.cli.complete import load_engine
 
     cached = load_engine(serve_args("--reuse-prefix"))
     fresh = load_engine(serve_args())

@@ -8,7 +8,6 @@ exit status is 1 when there are problems, so scripts can gate on it.
 """
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as md
 import json
 import os
@@ -236,18 +235,3 @@ def print_report(report: dict[str, Jsonable]) -> None:
         print("no problems found")
     for p in report["problems"]:
         print(f"problem: {p['problem']}\n    fix: {p['fix']}")
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="check this machine: versions, CPU, memory, models, fixes")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    report = collect()
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print_report(report)
-    return 1 if report["problems"] else 0

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from chatlab.engine.cli import load_engine
+    from chatlab.cli.complete import load_engine
     from chatlab.models import default_model
     from chatlab.serve.app import create_app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chatlab.render.cli import FORMATS, _read_json, load_cli_template
+from chatlab.cli.render import FORMATS, _read_json, load_cli_template
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
 from chatlab.render.io.registry import FORMATS as _REGISTRY
@@ -123,32 +123,9 @@ def run_templates(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_gguf_tokenizer(model: str) -> HFTokenizer:
-    """The tokenizer transformers builds from the shipped GGUF (wrong in 5.5.4: see reference)."""
-    from transformers import AutoTokenizer
-
-    from chatlab.models.assets import get_asset
-
-    files = get_asset(model).source_files()
-    if not files or not files[0].name.endswith(".gguf"):
-        raise ChatlabError(f"{model} has no single GGUF file here; --gguf works for smollm2-135m-instruct")
-    return AutoTokenizer.from_pretrained(str(files[0].parent), gguf_file=files[0].name)
-
-
-def generation_config_of(model: str) -> dict[str, Jsonable] | None:
-    from chatlab.models.assets import ASSETS
-
-    if model not in ASSETS or ASSETS[model].kind != "chat-model":
-        return None
-    from chatlab.models import asset_path
-
-    path = asset_path(model) / "generation_config.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def run_audit(args: argparse.Namespace) -> int:
     _check_template(args.template)
-    from chatlab.models import load_tokenizer
+    from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
     from chatlab.render.audit import audit
 
     tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)

@@ -1,32 +1,23 @@
-"""The `chatlab` command. Each part of the package registers its own subcommands here, so this
-file stays a table of contents: models, render, export, bench, engine, serve, doctor."""
+"""The `chatlab` command. Each module of this package registers its own subcommands, so this
+file stays a table of contents: models, render, templates, export, bench, complete, serve, doctor."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from chatlab.cli import bench, complete, doctor, export, models, render, serve, templates
 from chatlab.errors import ChatlabError
 
-# Modules that define `register(subparsers)`; their handlers import heavy libraries lazily so
-# that `chatlab --help` and `chatlab templates` stay fast.
-COMMAND_MODULES = [
-    "chatlab.models.cli",
-    "chatlab.render.cli",
-    "chatlab.render.io.cli",
-    "chatlab.backends.cli",
-    "chatlab.lab.bench.cli",
-    "chatlab.engine.cli",
-    "chatlab.serve.cli",
-    "chatlab.lab.doctor",
-]
+# Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
+# `chatlab --help` and `chatlab templates` stay fast.
+COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 
@@ -51,6 +42,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chatlab {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())
