@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
     from chatlab.render.resolve import TemplateChoice
     from chatlab.generate import Event, Finished, SamplingParams, Speculation, TokenLogprob
-    from chatlab.tools.events import Event as ParserEvent
-    from chatlab.tools.formats.base import StreamParser
+    from chatlab.tools.stream import ParserEvent
+    from chatlab.tools.stream import StreamParser
 
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
@@ -144,7 +144,7 @@ class ChatEngine:
         (a list, when asked for), and the loop's Finished, which comes before the parser's
         final events so that the accumulator knows whether the reply was cut short."""
         from chatlab.generate import Finished
-        from chatlab.tools.events import ContentDelta
+        from chatlab.tools.stream import ContentDelta
 
         processor = self._constraint(plan) if plan.constrained else None
         parser = _parser(plan) if plan.tool_format is not None else None

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from chatlab.render.builtin import get_template
 from chatlab.render.template import Parts, Template
-from chatlab.tools.formats.base import lit
+from chatlab.tools.format import lit
 
 
 def expr(parts: Parts, body: str = "''", meta: str = "''") -> str:

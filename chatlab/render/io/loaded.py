@@ -46,7 +46,7 @@ class LoadedTemplate:
     def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
         """A chatlab Resolution (rule "explicit") that renders this template at id level."""
         from chatlab.render.resolution import Resolution
-        from chatlab.tools.formats import format_of_chat_template
+        from chatlab.tools import format_of_chat_template
 
         why = f"the template {self.name!r} was named explicitly ({self.fmt}" + (
             f" from {self.source})" if self.source else ")")
