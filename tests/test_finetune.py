@@ -23,7 +23,7 @@ def _training(tokenizer: Any) -> Any:
     """The shape of data/finetune's training template (ChatML + a default system prompt),
     built from chatlab's own pieces."""
     from chatlab.render.builtin import CHATML_ROLES
-    from chatlab.render.resolve import Resolution
+    from chatlab.render import Resolution
     from chatlab.render.template import Template
 
     t = Template("captain_byte", "training template", CHATML_ROLES, default_system=SYSTEM,

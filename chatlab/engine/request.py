@@ -31,7 +31,6 @@ from chatlab.types.wire import MAX_STOP_CHARS, MAX_STOPS
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
-MIN_TEMPERATURE = limits.MIN_TEMPERATURE
 INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -94,7 +93,7 @@ class SamplingFields(_Strict):
     @classmethod
     def _temperature(cls, v: float | None) -> float | None:
         # vLLM's choice too: a temperature this small is greedy in all but rounding
-        return 0.0 if v is not None and v < MIN_TEMPERATURE else v
+        return 0.0 if v is not None and v < limits.MIN_TEMPERATURE else v
 
     @field_validator("seed")
     @classmethod

@@ -14,7 +14,7 @@ from chatlab._thirdparty import Decoder
 
 REPLACEMENT = "\ufffd"
 # Tokens of left context kept in the window; enough for any tokenizer's spacing decisions.
-CONTEXT = 5
+CONTEXT_IDS = 5
 
 
 class IncrementalDetokenizer:
@@ -44,7 +44,7 @@ class IncrementalDetokenizer:
                 n += 1
             shown = shown[:n]
         delta = full[len(shown):]
-        self.prefix = max(0, len(self.ids) - CONTEXT)
+        self.prefix = max(0, len(self.ids) - CONTEXT_IDS)
         self.read = len(self.ids)
         return delta
 

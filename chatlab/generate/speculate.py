@@ -12,25 +12,17 @@ No model drafts here, so there is nothing to load and nothing to tune but two nu
 are tried when it has no earlier match, down to `min_ngram`, 2 by default: a single repeated
 token, " the", predicts too little to be worth a pass).
 
-Guessing costs a little when the guess is wrong (chatlab.lab.bench.replay.PASS_COST, measured as in
-notebook 05: a pass over 1+2 tokens costs 1.3 decode steps, over 1+8 2.5), so on a backend whose
-pass cost grows with the guess (torch) the guess is sized by how the last one went (when
-`adaptive`): the first is 2 tokens; after a pass that kept all of its guess the next may be
-twice as long (up to k); after one that kept `a` the next is `a + 1` (at least 2). OpenVINO
-instead pads every verify pass to 1 + k tokens on a graph compiled for that width (`prepare`;
-chatlab.backends.paged says why: a graph whose input shapes change re-plans, up to 1.5 steps
-more a pass here), so there a guess is as long as its match allows. k is 3 by default because
-the CPU plugin takes a slower matmul kernel from 5 rows on: a pass over 1+3 tokens costs 1.4
-steps, over 1+4 2.1. On both, after `MISSES` drafts in a row of which nothing was accepted it
-stops drafting for a while; the pause doubles each time this repeats (up to `MAX_PAUSE` tokens),
-so text that copies nothing runs as plain decoding with rare probes.
-
-The settings were chosen by replaying the recorded greedy replies of the four bench tasks (74
-cases, cut at their end token) through candidates with notebook 05's measured pass costs
-(chatlab.lab.bench.replay: greedy acceptance is exact, so the replay models the speed-up without a
-clock). Modelled extract / rag / rewrite / story: the first schedule (k = 4 on every pass,
-n-grams down to 1) 0.95x / 1.00x / 1.44x / 0.79x plain; guesses sized up to 8 1.15x / 1.24x /
-1.75x / 1.00x; padded to 1+3 1.15x / 1.31x / 1.85x / 0.99x.
+A wrong guess costs a little (a longer pass), so on a backend whose pass cost grows with the
+guess (torch) the guess is sized by how the last one went (when `adaptive`): the first is 2
+tokens; after a pass that kept all of its guess the next may be twice as long (up to k); after
+one that kept `a` the next is `a + 1` (at least 2). OpenVINO instead pads every verify pass to
+1 + k tokens on a graph compiled for that width (`prepare`; chatlab.backends.paged says why: a
+graph whose input shapes change re-plans), so there a guess is as long as its match allows; k
+is 3 by default because from 5 rows on the CPU plugin takes a slower matmul kernel. On both,
+after `MISSES` drafts in a row of which nothing was accepted it stops drafting for a while; the
+pause doubles each time this repeats (up to `MAX_PAUSE` tokens), so text that copies nothing
+runs as plain decoding with rare probes. chatlab.lab.bench.replay replays recorded replies
+through these settings to model the speed-up without a clock.
 """
 from __future__ import annotations
 

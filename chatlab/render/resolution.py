@@ -1,7 +1,8 @@
 """A resolved renderer: which rule chose it, why, and how it renders at id level.
 
-It lives apart from the resolution chain (resolve.py) so that template files
-(chatlab.render.io) can build one without importing the chain that reads them.
+The chain that picks one (resolve.py) reads template files through chatlab.render.io, and a
+loaded file builds its own Resolution (LoadedTemplate.resolve); so the class sits below both,
+apart from the chain, and neither imports the other back.
 """
 from __future__ import annotations
 

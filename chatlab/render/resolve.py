@@ -22,15 +22,11 @@ if TYPE_CHECKING:
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.builtin import TEMPLATES
 from chatlab.render.ids import Rendered
-# Resolution and its helpers live in resolution.py; re-exported here, where callers look for them.
-from chatlab.render.resolution import (END_MARKERS, Resolution, as_messages, builtin_resolution, by_model_type,
-                                      identity_of)
+from chatlab.render.resolution import Resolution, builtin_resolution, by_model_type, identity_of
 from chatlab.tools import format_of_chat_template
 
 # What `template=` takes: a built-in name or a file's path, a loaded file, or a Resolution
 TemplateChoice = Union[str, "Path", "LoadedTemplate", Resolution, None]
-
-__all__ = ["END_MARKERS", "MODEL_RENDERERS", "Resolution", "as_messages", "render_ids", "resolve"]
 
 # (pattern over model name / tokenizer class, template, why its renderer is code)
 MODEL_RENDERERS = [

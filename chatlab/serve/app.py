@@ -71,9 +71,8 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     # fastapi.dependencies.models), so a route closing over the engine would keep it, and its
     # model's memory, alive for the life of the process. On shutdown the app lets go of it, so
     # a notebook that stops a server and drops its engine gets the memory back and can load a
-    # second model within Binder's 2 GB (measured: SmolLM2 int8, served once, held ~460 MB of
-    # the process's anonymous memory; ~230 MB left the process at once, the rest stays with
-    # the allocator for the next model to reuse).
+    # second model within Binder's 2 GB (part of the memory leaves the process at once, the rest
+    # stays with the allocator for the next model to reuse).
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> ChatEngine:

@@ -23,8 +23,6 @@ from difflib import SequenceMatcher
 from chatlab._thirdparty import Jsonable
 from chatlab.render.ids import Rendered
 
-CONTEXT = 3
-
 
 @dataclass
 class Difference:

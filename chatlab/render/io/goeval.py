@@ -14,7 +14,7 @@ from chatlab.errors import ChatlabError
 from chatlab.render.ids import Piece
 from chatlab.render.io.gotemplate import Node, Val
 from chatlab.render.io.govalues import GoStruct, go_json, go_print, keys, printf, truth
-from chatlab.render.io.govalues import owner as value_owner
+from chatlab.render.io.govalues import value_owner
 
 
 MAX_PIECES = 200_000  # far above any prompt; bounds time and memory on a runaway template

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from chatlab._thirdparty import GoValue
 from chatlab.errors import ChatlabError
 
-FIELDS = {"System", "Prompt", "Suffix", "Response", "Messages", "Role", "Content", "Thinking", "Tools",
+DOT_FIELDS = {"System", "Prompt", "Suffix", "Response", "Messages", "Role", "Content", "Thinking", "Tools",
           "ToolCalls", "ToolName", "ToolCallID", "Type", "Function", "Name", "Description", "Parameters",
           "Required", "Properties", "Enum", "Items", "Index", "Arguments", "ID", "Think", "ThinkLevel",
           "IsThinkSet"}
@@ -223,7 +223,7 @@ class Expr:
             return ("lit", tok == "true")
         if kind in ("var", "field"):
             root, *names = tok.split(".") if kind == "var" else ["", *tok.split(".")[1:]]
-            bad = [n for n in names if n and n not in FIELDS]
+            bad = [n for n in names if n and n not in DOT_FIELDS]
             if bad:
                 raise _err(self.line, f"the field {tok!r}",
                            "Ollama passes no such field (template.go); use a template without it")

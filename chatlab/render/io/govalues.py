@@ -74,7 +74,7 @@ def truth(v: GoValue) -> bool:
     return v != 0
 
 
-def owner(v: GoValue) -> tuple[int, str] | None:
+def value_owner(v: GoValue) -> tuple[int, str] | None:
     """The (message, slot) of the first client string inside `v`, if any."""
     if isinstance(v, Val):
         return v.msg, v.slot
@@ -82,7 +82,7 @@ def owner(v: GoValue) -> tuple[int, str] | None:
         v = list(v.values())
     if isinstance(v, (list, tuple)):
         for x in v:
-            found = owner(x)
+            found = value_owner(x)
             if found:
                 return found
     return None

@@ -22,7 +22,7 @@ from chatlab.render.template import Template
 
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
            "tool", "eotool")
-FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
+LMDEPLOY_FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
 # The names lmdeploy 0.18's model.py registers, and what the class adds to the fields. A config
 # naming one runs that class (its own defaults for every null field, and for most its own
 # messages2prompt), which is not what the file says. Read from model.py; tests/test_lmdeploy_builtins.py
@@ -47,10 +47,10 @@ CAPABILITIES = ("completion", "infilling", "chat", "python")
 def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Jsonable]]:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
     data, unknown = json_config(text, origin, "LMDeploy chat-template",
-                                "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", FIELDS)
+                                "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", LMDEPLOY_FIELDS)
     if unknown:  # LMDeploy's ChatTemplateConfig(**json) refuses them too
         raise ChatlabError(f"{origin}: unknown LMDeploy field(s) {', '.join(map(repr, unknown))}; "
-                           f"the fields are {', '.join(FIELDS)}")
+                           f"the fields are {', '.join(LMDEPLOY_FIELDS)}")
     name = data.get("model_name")
     if name is not None and (not isinstance(name, str) or not name):
         raise ChatlabError(f"{origin}: field 'model_name' must be a non-empty string or null "

@@ -178,11 +178,11 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     if hermes:
         sys_before, sys_after = around(system, "system turn", t, target)
         user_before, user_after = around(t.turn("user"), "user turn", t, target)
-        arms = [branch("system", system, '{{ if and (eq $i 0) $.Tools }}' + ollama_tools.tools_block("\n\n") + "{{ end }}"),
+        arms = [branch("system", system, '{{ if and (eq $i 0) $.Tools }}' + ollama_tools.tool_list("\n\n") + "{{ end }}"),
                 branch("user", t.turn("user")), branch("assistant", t.turn("assistant"), ollama_tools.calls()),
                 'if eq .Role "tool" }}' + ollama_tools.result(user_before, user_after)]
         loop = ('{{ $prev := "" }}{{ range $i, $m := .Messages }}{{ if and (eq $i 0) $.Tools (ne .Role "system") }}'
-                + sys_before + ollama_tools.tools_block("") + sys_after + "{{ end }}{{ " + "{{ else ".join(arms)
+                + sys_before + ollama_tools.tool_list("") + sys_after + "{{ end }}{{ " + "{{ else ".join(arms)
                 + '{{ end }}{{ $prev = .Role }}{{ end }}')
     else:
         arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]

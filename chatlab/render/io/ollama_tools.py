@@ -63,7 +63,7 @@ _TOOL = ('{"type": "function", "function": {{ "{" }}{{ $fn := .Function }}"name"
          '{{ if or $fn.Parameters.Type ' + _HAS_PROPS + ' }}, "parameters": ' + _PARAMETERS + '{{ end }}}}')
 
 
-def tools_block(lead: str) -> str:
+def tool_list(lead: str) -> str:
     """The system turn's tool list after `lead` (a blank line after system text, else nothing)."""
     return (lead + TOOLS_HEAD + '{{ range $.Tools }}\n' + _TOOL + '{{ end }}' + TOOLS_TAIL)
 
