@@ -7,7 +7,8 @@ ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf
 its default, OpenVINO computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table
 would compare different arithmetic. Time to first token is measured from the call to the moment the first new
 token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
-after the first divided by the time after the first. chatlab's loop is timed with its full
+after the first divided by the time from the first token to the last, counting the tokens each
+callback delivered (genai's prompt lookup writes several at once), never the callbacks. chatlab's loop is timed with its full
 per-token work (detokenization and stop checks included); the others only record a timestamp.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_engine
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
-from chatlab.lab.bench.timing import Timing, from_stamps
+from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 from chatlab.generate.speculate import Speculation
 
 if TYPE_CHECKING:
@@ -112,17 +113,18 @@ class ChatlabLoop:
 
 
 class StampStreamer:
-    """A transformers streamer that only records when each new token arrives."""
+    """A transformers streamer that only records when new tokens arrive and how many: one per
+    put() in plain decoding, several when assisted generation accepts a draft."""
 
     def __init__(self) -> None:
-        self.stamps: list[float] = []
+        self.stamps: list[Stamp] = []
         self.prompt_seen = False
 
     def put(self, value: "torch.Tensor") -> None:
         if not self.prompt_seen:  # generate() first "streams" the prompt itself
             self.prompt_seen = True
             return
-        self.stamps.append(time.perf_counter())
+        self.stamps.append((time.perf_counter(), int(value.numel())))  # one sequence: its new ids
 
     def end(self) -> None:
         pass
@@ -222,13 +224,15 @@ class GenAI:
         import openvino as ov
 
         import openvino_genai as genai
-        stamps: list[float] = []
+        stamps: list[Stamp] = []
         tokens: list[int] = []
 
-        class Stamp(genai.StreamerBase):
+        class Stamper(genai.StreamerBase):
+            # one id per write in plain decoding; with prompt lookup, the list a verify pass accepted
             def write(self, token: int | list[int]) -> object:
-                stamps.append(time.perf_counter())
-                tokens.extend(token if isinstance(token, list) else [token])
+                new = token if isinstance(token, list) else [token]
+                stamps.append((time.perf_counter(), len(new)))
+                tokens.extend(new)
                 return genai.StreamingStatus.RUNNING
 
             def end(self) -> None:
@@ -242,7 +246,7 @@ class GenAI:
             config.max_ngram_size = self.prompt_lookup["ngram"]
         inputs = ov.Tensor(np.asarray([ids], dtype=np.int64))
         t0 = time.perf_counter()
-        self.pipe.generate(inputs, config, Stamp())
+        self.pipe.generate(inputs, config, Stamper())
         return from_stamps(t0, stamps, tokens)
 
 
