@@ -16,7 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
     b.add_argument("--engines", default="", help="comma-separated engines, or 'list' to print the table "
                    f"(default: {', '.join(engine_names('default'))}; llama.cpp-q4_1 skipped when "
-                   f"llama-cpp-python is absent; also: {', '.join(engine_names('extra', 'speculative', 'int4'))})")
+                   f"llama-cpp-python is absent; also: {', '.join(engine_names('extra', 'speculative', 'int4', 'fast'))})")
+    b.add_argument("--fast", action="store_true",
+                   help="the fast profile's rows (bf16 where the CPU has it, u8 KV cache, dynamic "
+                        "activation quantization, int4): chatlab's loop, with prompt lookup, and "
+                        "genai given the same settings, beside llama.cpp-q4_1 (its accuracy cost: "
+                        "chatlab bench accuracy)")
     b.add_argument("--precision", default="f32",
                    help="arithmetic of every engine: f32 (default) or bf16 (CPUs with bf16 only)")
     b.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
@@ -51,7 +56,7 @@ def run_bench(args: argparse.Namespace) -> int:
     config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
                               engines=[e for e in args.engines.split(",") if e],
                               precision=args.precision, task=args.task,
-                              speculate=speculation_from_args(args))
+                              speculate=speculation_from_args(args), fast=args.fast)
     result = run_benchmark(config, progress=not args.json)
     if args.plot:
         result["plot"] = str(save_plot(result, args.plot))
