@@ -10,7 +10,11 @@ from chatlab.engine.speedups import add_speedup_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser("bench", help="time chatlab's loop against hf-generate, optimum and genai")
+    b = sub.add_parser("bench", help="time chatlab's loop against hf-generate, optimum and genai; "
+                       "'bench accuracy': what the fast profile costs in answers")
+    b.add_argument("mode", nargs="?", default="speed", choices=("speed", "accuracy"),
+                   help="speed (default): time the engines; accuracy: exact vs --fast profile, greedy "
+                        "agreement and eval scores (chatlab.lab.bench.accuracy)")
     b.add_argument("--model", default="smollm2-135m-instruct")
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -29,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--task", default=None, help="a task shape instead of the short question: "
                    "extract, rag, rewrite (copy-heavy) or story (copies nothing)")
     add_speedup_args(b, reuse=False)
+    b.add_argument("--limit", type=int, default=None, help="accuracy: the first N cases of each set")
+    b.add_argument("--out", default=None, help="accuracy: write the result as JSON here")
+    b.add_argument("--machine", default=None,
+                   help="accuracy: one line about the machine, labelling the JSON as a stored result")
     b.add_argument("--plot", default="bench-results/bench.png",
                    help="where to save the plot ('' for none)")
     b.set_defaults(func=run_bench)
@@ -50,6 +58,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.engines == "list":
         print(engine_table())
         return 0
+    if args.mode == "accuracy":
+        return run_accuracy(args)
     from chatlab.lab.bench import BenchConfig, format_table, run_benchmark, save_plot
     from chatlab.engine.speedups import speculation_from_args
 
@@ -66,4 +76,21 @@ def run_bench(args: argparse.Namespace) -> int:
         print(format_table(result))
         if args.plot:
             print(f"plot: {result['plot']}")
+    return 0
+
+
+def run_accuracy(args: argparse.Namespace) -> int:
+    import sys
+
+    from chatlab.lab.bench.accuracy import format_report, measure
+    from chatlab.lab.bench.speculate_run import write_json
+
+    result = measure(args.model, args.limit, args.tokens or 64)
+    if args.machine:
+        from chatlab.lab.bench.stored import label
+
+        result = label(result, " ".join(["chatlab", *sys.argv[1:]]), args.machine)
+    if args.out:
+        result["written_to"] = str(write_json(result, args.out))
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0
