@@ -14,7 +14,8 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 # gains nothing there (and here costs 2%)
 SPEED = {"genai-int8": 50.0, "chatlab-openvino-int8": 52.0, "chatlab-openvino-int8-pl": 80.0,
          "genai-int8-pl": 70.0, "chatlab-openvino-int4": 55.0, "chatlab-openvino-int4-pl": 60.0,
-         "genai-int4": 50.0, "genai-int4-pl": 62.0}
+         "genai-int4": 50.0, "genai-int4-pl": 62.0, "genai-fast": 60.0, "chatlab-fast": 66.0,
+         "chatlab-fast-pl": 90.0}
 
 
 class Worker:
@@ -186,3 +187,23 @@ def test_bad_sizes_are_refused():
         speculate_run.main(["--draft-tokens", "0"])
     with pytest.raises(ChatlabError, match="ngram=0"):
         speculate_run.main(["--ngram", "0"])
+
+
+def test_the_fast_run_is_judged_against_llama_cpp_and_genai_with_the_same_settings(monkeypatch):
+    monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
+    monkeypatch.setattr(engines, "unavailable",
+                        lambda name, precision: "not installed here" if name == LLAMA_CPP else None)
+    part = sidebyside.run_tasks("m", speculate_run.FAST_ENGINES, speculate_run.TASKS, rounds=1, tokens=4,
+                                progress=False, make_worker=Worker)
+    assert part["baseline"] == "genai-fast"  # genai given the same settings anchors the pairs
+    verdicts = {(t["what"], t["task"]): t for t in speculate_run.judge_tasks(part)}
+    assert verdicts[("fast: decode vs genai, same settings", "story")]["ratio"] == pytest.approx(66 / 60, abs=1e-3)
+    assert verdicts[("fast: decode vs llama.cpp-q4_1", "story")]["verdict"] == (
+        "NOT RUN (llama.cpp-q4_1: not installed here)")
+    assert ("fast + prompt lookup: decode vs llama.cpp", "story") not in verdicts
+    assert ("fast + prompt lookup: decode vs llama.cpp", "rag") in verdicts
+    assert not any(t["what"].startswith("copy-heavy") for t in verdicts.values())
+    result = {"model": "m", "cpu": {"model": "Test CPU 9000", "flags": [], "threads": 2}, "tasks": part,
+              "turns": None, "identical": {}, "targets": speculate_run.judge_tasks(part)}
+    report = speculate_run.format_report(result)
+    assert "CPU: Test CPU 9000" in report and "skipped llama.cpp-q4_1: not installed here" in report

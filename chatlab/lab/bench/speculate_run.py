@@ -2,6 +2,7 @@
 
     python -m chatlab.lab.bench.speculate_run            # ~9 minutes on a quiet 2-core machine
     python -m chatlab.lab.bench.speculate_run --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
+    python -m chatlab.lab.bench.speculate_run --fast --out data/bench/fast-run.json   # the moonshot
 
 Part 1 times the task shapes of chatlab.lab.bench.tasks side by side (chatlab.lab.bench.sidebyside):
 copy-heavy (07's extraction, 08's RAG answers over their passages, a rewrite) and a story that
@@ -30,6 +31,9 @@ from chatlab.lab.bench.tasks import COPY_TASKS
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
 ENGINES = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
+# --fast: the fast profile (chatlab.backends.fast) on chatlab's loop and on genai, beside llama.cpp
+FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
+FAST_ENGINES = [GENAI_FAST, FAST, FAST_PL, LLAMA_CPP]
 TASKS = [*COPY_TASKS, "story"]
 OUT = "data/bench/speculate-run.json"
 if TYPE_CHECKING:
@@ -60,6 +64,21 @@ def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
 
 
+def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
+    """The moonshot of the fast profile, on every task shape: chatlab's loop decoding at least
+    as fast as llama.cpp's q4_1 (equal bits) with at most half its time to first token, and at
+    least as fast as genai given the same settings; with prompt lookup on the copy-heavy ones."""
+    out = []
+    for task in tasks:
+        out += [("fast: decode vs llama.cpp-q4_1", task, FAST, "decode_tok_s", LLAMA_CPP, ">=", 1.0),
+                ("fast: TTFT vs llama.cpp-q4_1", task, FAST, "ttft_ms", LLAMA_CPP, "<=", 0.5),
+                ("fast: decode vs genai, same settings", task, FAST, "decode_tok_s", GENAI_FAST, ">=", 1.0)]
+        if task in COPY_TASKS:
+            out.append(("fast + prompt lookup: decode vs llama.cpp", task, FAST_PL, "decode_tok_s", LLAMA_CPP,
+                        ">=", 1.0))
+    return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
+
+
 def check(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
     if ratio is None:
         return {**target, "ratio": None, "verdict": f"NOT RUN ({why})"}
@@ -73,7 +92,8 @@ def judge_tasks(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     rows = {r["name"]: r for r in part["engines"]}
     skipped = {s["name"]: s["reason"] for s in part["skipped"]}
     out = []
-    for t in task_targets({task: None for task in part["tasks"]}):
+    fast = FAST in part.get("engines_asked", []) or any(r["name"] == FAST for r in part["engines"])
+    for t in (fast_targets if fast else task_targets)({task: None for task in part["tasks"]}):
         a, b = rows.get(t["engine"]), rows.get(t["versus"])
         if a is None or b is None:
             missing = t["engine"] if a is None else t["versus"]
@@ -175,6 +195,8 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
                  if "tokens_per_step" in row["tasks"][t]]
         if steps:
             lines.append(f"{row['name']} tokens per model pass: {', '.join(steps)}")
+    lines += [f"{row['name']}: {row.get('precision')}, {row.get('compute') or 'compute not reported'}"
+              for row in tasks["engines"] if row.get("compute")]
     lines += [f"skipped {s['name']}: {s['reason']}" for s in tasks["skipped"]]
     lines += [f"greedy replies identical, {k}: {v}" for k, v in result["identical"].items()]
     lines.append("(x): ratio to the baseline " + tasks["baseline"] + "'s runs in the same pair")
@@ -233,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ignore-eos", action="store_true",
                    help="time exactly --tokens per case, past the reply's end token (the shape "
                         "before session 9); by default a reply ends at its end token, as served")
-    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated (default: all rows)")
+    p.add_argument("--engines", default=None, help="comma-separated (default: all rows, or with --fast "
+                   f"{', '.join(FAST_ENGINES)})")
+    p.add_argument("--fast", action="store_true",
+                   help="the fast profile: chatlab's loop (plain, with prompt lookup) and genai given the "
+                        "same settings, beside llama.cpp-q4_1; judged against the moonshot targets")
     p.add_argument("--precision", default="f32")
     p.add_argument("--out", default=OUT, help="the JSON file to write")
     p.add_argument("--machine", default=None,
@@ -251,9 +277,11 @@ def main(argv: list[str] | None = None) -> int:
             ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
-    tasks = run_tasks(args.model, [e for e in args.engines.split(",") if e], TASKS, args.rounds,
+    names = args.engines.split(",") if args.engines else FAST_ENGINES if args.fast else ENGINES
+    tasks = run_tasks(args.model, [e for e in names if e], TASKS, args.rounds,
                       args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
-    turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns else None
+    tasks["engines_asked"] = [e for e in names if e]
+    turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": " ".join(["python -m chatlab.lab.bench.speculate_run",
                                                            *(sys.argv[1:] if argv is None else argv)]),
