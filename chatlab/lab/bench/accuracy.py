@@ -167,3 +167,21 @@ def format_report(result: dict[str, Jsonable]) -> str:
     lines.append(f"decode tok/s (median over the replies, not interleaved): exact {speed['exact']:.1f}, "
                  f"fast {speed['fast']:.1f}")
     return "\n".join(lines)
+
+
+def trade_table(result: dict[str, Jsonable]) -> str:
+    """Exact vs fast in three columns a learner can weigh: decode speed, the first differing
+    token (mean and earliest over every case), and each eval set's score."""
+    agree = list(result["agreement"].values())
+    cases = sum(a["cases"] for a in agree)
+    mean = sum(a["mean_tokens_to_difference"] * a["cases"] for a in agree) / cases if cases else 0.0
+    first = min(a["min_tokens_to_difference"] for a in agree) if agree else 0
+    same = sum(a["identical"] for a in agree)
+    evals = list(result["scores"]["exact"])
+    lines = [f"{'profile':<8}{'decode tok/s':>13}  {'first differing token':<28}"
+             + "".join(f"{e:>18}" for e in evals)]
+    for p in PROFILES:
+        diff = "(the reference)" if p == "exact" else f"mean {mean:.1f}, earliest {first}; {same}/{cases} same"
+        scored = "".join(f"{f'{r}/{n}':>18}" for r, n in (result["scores"][p][e] for e in evals))
+        lines.append(f"{p:<8}{result['decode_tok_s'][p]:>13.1f}  {diff:<28}{scored}")
+    return "\n".join(lines)

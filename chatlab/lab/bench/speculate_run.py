@@ -127,7 +127,8 @@ def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
 
 def oracle_bounds(part: dict[str, Jsonable],
                   replies: dict[str, list[dict[str, list[int]]]] | None) -> dict[str, dict[str, Jsonable]]:
-    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's, beside
+    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's (in a
+    --fast run, the fast profile's, whose plain row keeps dynamic quantization on), beside
     the bound an oracle drafter reaches on the same cases (`replay.oracle` over the recorded
     greedy replies of the cases this run timed, the first `rounds` of each task, cut at their
     end token as the run's replies are). None where a row or the recording is missing."""
@@ -139,8 +140,10 @@ def oracle_bounds(part: dict[str, Jsonable],
         if task not in COPY_TASKS:
             continue
         measured = None
-        if PL in rows and PLAIN in rows:
-            a, b = rows[PL]["tasks"][task]["decode_tok_s"], rows[PLAIN]["tasks"][task]["decode_tok_s"]
+        pair = next(((pl, plain) for pl, plain in ((PL, PLAIN), (FAST_PL, FAST)) if pl in rows and plain in rows),
+                    None)  # the int8 rows, or in a --fast run the fast profile's
+        if pair is not None:
+            a, b = (rows[name]["tasks"][task]["decode_tok_s"] for name in pair)
             measured = a / b if b else None
         cases = (replies or {}).get(task, [])[:part["rounds"]]
         bound = (sum(oracle(c["prompt"], until_end(c["reply"])) for c in cases) / len(cases)
