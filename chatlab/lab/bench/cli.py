@@ -83,7 +83,7 @@ def run_accuracy(args: argparse.Namespace) -> int:
     import sys
 
     from chatlab.lab.bench.accuracy import format_report, measure
-    from chatlab.lab.bench.speculate_run import write_json
+    from chatlab.lab.bench.stored import write_json
 
     result = measure(args.model, args.limit, args.tokens or 64)
     if args.machine:

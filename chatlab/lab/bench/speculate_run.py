@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
@@ -227,20 +224,10 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict[str, Jsonable], path: str | Path) -> Path:
-    """Written whole or not at all: a temporary file in the same folder, then renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, path)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     from chatlab.backends.precision import check_precision, cpu_info
     from chatlab.lab.bench.sidebyside import run_tasks
+    from chatlab.lab.bench.stored import write_json
     from chatlab.errors import ChatlabError
     from chatlab.lab.evals import measured_on
 
