@@ -70,7 +70,7 @@ class GenaiBackend:
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 prefix_caching: bool = False) -> None:
+                 prefix_caching: bool = False, dynamic_quantization: bool | None = None) -> None:
         import openvino_genai as genai
 
         precision = check_precision(precision)
@@ -86,7 +86,7 @@ class GenaiBackend:
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
-        config = ov_config(precision, threads, kv_cache_precision)
+        config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
         self.pipe: GenaiPipeline = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
@@ -209,7 +209,8 @@ class GenaiBackend:
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
-         prefix_caching: bool = False) -> GenaiBackend:
+         prefix_caching: bool = False, kv_cache_precision: str | None = None,
+         dynamic_quantization: bool | None = None) -> GenaiBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -219,4 +220,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
                            "re-export with `chatlab export --force` (openvino-tokenizers installed)")
     return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
                         threads=threads, name=f"genai-{weight_format}", model_name=model_name,
-                        prefix_caching=prefix_caching)
+                        prefix_caching=prefix_caching, kv_cache_precision=kv_cache_precision,
+                        dynamic_quantization=dynamic_quantization)

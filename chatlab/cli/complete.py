@@ -72,8 +72,13 @@ def load_engine(args: argparse.Namespace) -> "ChatEngine":
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
     speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
-    return load(args.model, args.backend, args.weight_format, template=args.template,
-                precision=args.precision, **{**options, **speedups})
+    engine = load(args.model, args.backend, args.weight_format, template=args.template,
+                  precision=args.precision, **{**options, **speedups})
+    if options.get("fast"):  # what the fast profile turned on here, and what it could not
+        from chatlab.backends.fast import compute_line
+
+        print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
+    return engine
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,8 +5,9 @@
 
 Without --clients: both sides generate exactly `--tokens` tokens (ignore_eos) from the same
 rendered prompt, in interleaved rounds so that a noisy machine slows both alike. Decode rate =
-(tokens - 1) / (time from the first token to the last); the HTTP side counts chunks as the
-client receives them, the engine side its token source's text events (the plan's ids and
+(tokens - 1) / (time from the first token to the last), counting tokens, not chunks: the HTTP
+side times the chunks as the client receives them and takes the count from the usage chunk, the
+engine side counts the token ids of its token source's text events (the plan's ids and
 sampling, the lease: what the server runs, without HTTP). Target: HTTP ≥ 0.9× the engine.
 
 With --clients N: one server; per round, one streaming client alone, then N at once (different
@@ -60,19 +61,24 @@ def raw_rate(engine: ChatEngine, tokens: int) -> float:
     from chatlab.generate import TextDelta
 
     plan = chat_plan(engine, {"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
-    stamps = [time.perf_counter() for ev in engine.events(plan) if isinstance(ev, TextDelta)]
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    # a delta may carry several tokens (a batched source, speculation): count tokens, not deltas
+    stamps = [(time.perf_counter(), len(ev.token_ids)) for ev in engine.events(plan)
+              if isinstance(ev, TextDelta) and ev.token_ids]
+    return (sum(n for _, n in stamps) - 1) / (stamps[-1][0] - stamps[0][0])
 
 
 def http_rate(url: str, model: str, tokens: int) -> float:
     body = {"model": model, "messages": PROMPT, "max_tokens": tokens, "temperature": 0,
-            "ignore_eos": True, "stream": True}
-    stamps = []
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    stamps, used = [], 0
     with httpx.stream("POST", url + "/chat/completions", json=body, timeout=300) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and '"content": "' in line and '"content": ""' not in line:
                 stamps.append(time.perf_counter())
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+            if line.startswith("data: {") and '"usage": {' in line:
+                used = json.loads(line[6:])["usage"]["completion_tokens"]
+    # a chunk may carry several tokens: the usage's count, not the chunks, over the same span
+    return (used - 1) / (stamps[-1] - stamps[0])
 
 
 PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bicycle works.",

@@ -162,7 +162,7 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from chatlab.lab.bench.speculate_run import write_json
+    from chatlab.lab.bench.stored import write_json
     from chatlab.data import data_dir
 
     p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.replay", description=(__doc__ or "").split("\n")[0])

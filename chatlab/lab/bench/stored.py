@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
@@ -37,6 +40,17 @@ def label(result: dict[str, Jsonable], command: str, machine: str,
     run = {"date": date or dt.date.today().isoformat(), "command": command.strip(),
            "machine": machine.strip(), "cpu": cpu}
     return {**result, "run": run}
+
+
+def write_json(result: dict[str, Jsonable], path: str | Path) -> Path:
+    """Written whole or not at all: a temporary file in the same folder, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)
+    return path
 
 
 def load_stored(name: str) -> dict[str, Jsonable]:
