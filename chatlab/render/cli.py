@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--template-format", choices=FORMATS, help="the format of NAME when it is a file")
     p.add_argument("--drop-tools", action="store_true",
                    help="export a tool-capable template's chat layout to a format without tool support")
+    p.add_argument("--model", help="check the export with this tokenizer (a store name, a folder or a hub id): "
+                   "refuse it (exit 1) when the engine would render other ids than the template; "
+                   "without it the export is unchecked")
+    p.add_argument("--force", action="store_true", help="with --model: write an export that differs, with a warning")
     p.set_defaults(func=run_export)
 
 
@@ -166,5 +170,9 @@ def run_export(args: argparse.Namespace) -> int:
     assert loaded is not None  # NAME is a required argument
     text = export_template(loaded, args.format,
                            drop_tools=args.drop_tools)
+    from chatlab.render.io.cli import check_export
+
+    if not check_export(args, loaded, text):
+        return 1
     print(text, end="" if text.endswith("\n") else "\n")
     return 0

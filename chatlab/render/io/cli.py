@@ -1,10 +1,16 @@
 """`chatlab diff-templates`: render one chat with two templates; exit 0 when the ids are equal,
-1 when they differ (the report says where and whose), 2 on bad input."""
+1 when they differ (the report says where and whose), 2 on bad input. `chatlab certify`: one
+template through every engine (exit codes in verdict.py and the command's help)."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from chatlab.render.cli import FORMATS, _read_json, load_cli_template
+
+if TYPE_CHECKING:
+    from chatlab.render.io import LoadedTemplate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,11 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_diff)
 
     p = sub.add_parser("certify", help="render a fixed conversation set with a template through every engine's "
-                       "semantics (Jinja/vLLM, LMDeploy, Ollama); exit 0 when all are id-equal, 1 otherwise")
+                       "semantics (Jinja/vLLM, LMDeploy, Ollama); each cell is id-equal, differs, cannot "
+                       "express or not rendered. Exit 0: something rendered and every cell is id-equal; "
+                       "1: a cell differs; 3: none differs, but some cannot be expressed in an engine's "
+                       "format, or nothing rendered; 2: bad input",
+                       description="Exit codes: 0 at least one cell rendered and every rendered cell is "
+                       "id-equal; 1 some cell differs (the first differing token, both sides, its cause); "
+                       "3 nothing differs, but some cell cannot be expressed in an engine's format (the "
+                       "construct is named) or no conversation rendered; 2 bad input (a file in no known "
+                       "format, a tokenizer without the template's special tokens).")
     p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
     p.add_argument("template", help="a built-in template name or a template file")
     p.add_argument("--template-format", choices=FORMATS, help="the format of the file (default: detected)")
-    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI)")
+    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI): the same verdicts, "
+                   "exit_code, and each cell's first difference")
     p.set_defaults(func=run_certify)
 
 
@@ -52,4 +67,46 @@ def run_certify(args: argparse.Namespace) -> int:
 
     cert = certify(load_tokenizer(args.model), template)
     print(json.dumps(cert.to_json(), indent=2, ensure_ascii=False) if args.json else cert.format())
-    return 0 if cert.ok else 1
+    return cert.exit_code
+
+
+def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", text: str) -> bool:
+    """`export-template --model`: certify `text` (the export about to be printed) for its engine
+    with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
+    outcome is said on stderr, so stdout stays the file."""
+    say = f"chatlab {args.command}:"
+    if args.model is None:
+        if args.force:
+            print(f"{say} warning: --force does nothing without --model", file=sys.stderr)
+        print(f"{say} note: the export is unchecked; pass --model M to check that {args.format} renders "
+              "the template's ids with M's tokenizer", file=sys.stderr)
+        return True
+    from chatlab.models import load_tokenizer
+    from chatlab.render.io.certify import certify_export, name
+    from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
+
+    cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
+    for note in cert.notes:
+        print(f"{say} warning: {note}", file=sys.stderr)
+    row = cert.cells[args.format]
+    counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    engine = name(args.format)
+    found = cert.first_difference()
+    if found is None:
+        if counts[EQUAL]:
+            print(f"{say} checked with {args.model}: {summary} of {len(row)} probe conversations", file=sys.stderr)
+        else:
+            print(f"{say} note: the export is unchecked: none of the {len(row)} probe conversations rendered "
+                  f"({summary})", file=sys.stderr)
+        return True
+    _, conv, cell = found
+    assert cell.first is not None  # a cell that differs holds its differences
+    what = (f"{engine} renders other ids than the template with {args.model} in {counts[DIFFERS]} of {len(row)} "
+            f"probe conversations; first: {conv!r} at {explain(cell.first, engine)}")
+    if args.force:
+        print(f"{say} warning: {what}; written anyway (--force)", file=sys.stderr)
+        return True
+    print(f"{say} error: {what}. Use the model's own tokenizer, export another format, or pass --force "
+          "to write it anyway", file=sys.stderr)
+    return False
