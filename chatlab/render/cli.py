@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,9 +88,16 @@ def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplat
         if fmt:
             raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
         _check_template(name)  # an unknown name: the list of valid ones
+    import warnings
+
     from chatlab.render.io import load_template
 
-    return load_template(name, fmt)
+    with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
+        warnings.simplefilter("always")
+        loaded = load_template(name, fmt)
+    for w in caught:
+        print(f"chatlab: warning: {w.message}", file=sys.stderr)
+    return loaded
 
 
 def run_render(args: argparse.Namespace) -> int:

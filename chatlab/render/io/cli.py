@@ -86,8 +86,6 @@ def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", tex
     from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
 
     cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
-    for note in cert.notes:
-        print(f"{say} warning: {note}", file=sys.stderr)
     row = cert.cells[args.format]
     counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
