@@ -8,7 +8,7 @@
 #   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
 #                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
 #   ./run.sh colab   install into the running Python (no venv) as the notebooks' first cell does
-#                    on Colab: only what is missing, every installed package kept (chatlab/colab.py)
+#                    on Colab: only what is missing, every installed package kept (chatlab/lab/colab.py)
 # Python: PYTHON=python3.12 (or python3.13) ./run.sh test uses that Python (default python3.11).
 # One venv per version: .venv for 3.11, .venv312 / .venv313 for 3.12 / 3.13, each from its own
 # lock (requirements/lock-py312.txt, lock-py313.txt: torch's registry build and its nvidia
@@ -124,11 +124,11 @@ store() {
 }
 
 # `./run.sh colab`: the first cell's install, from a terminal: Colab (or any ready Python) keeps
-# every package it has; only what chatlab lacks is added (chatlab/colab.py says what it did).
+# every package it has; only what chatlab lacks is added (chatlab/lab/colab.py says what it did).
 colab() {
   local python=${PYTHON:-python3}
   PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" -c \
-    'import sys; from pathlib import Path; from chatlab import colab; done, loaded = colab.install(Path.cwd()); print(*(done or ["chatlab: already installed for these requirement files"]), sep="\n"); loaded and print("restart the Python that had imported:", *loaded)'
+    'import sys; from pathlib import Path; from chatlab.lab import colab; done, loaded = colab.install(Path.cwd()); print(*(done or ["chatlab: already installed for these requirement files"]), sep="\n"); loaded and print("restart the Python that had imported:", *loaded)'
 }
 
 PY=$(find_python "${PYTHON:-python3.11}" || true)

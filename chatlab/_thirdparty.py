@@ -31,7 +31,7 @@ Why each is untyped:
 - GoValue: a value inside chatlab's evaluator of Ollama's Go templates (chatlab.render.io.goeval):
   a string, number, bool, slice, map or struct whose kind Go's text/template checks at run time,
   and so does the evaluator, kind by kind; a parsed template node holds text or an expression.
-- Graded: what a learner's exercise function returned (chatlab.exercises): whatever their
+- Graded: what a learner's exercise function returned (chatlab.lab.exercises): whatever their
   code makes; each exercise's `same` unpacks it inside a try (exercises._safe_same), so a value
   of the wrong shape is a failed case, not a type error.
 - PydanticField: what pydantic.Field(...) returns; pydantic types it Any on purpose, so that a

@@ -6,7 +6,7 @@ import pytest
 
 from chatlab.models import load_tokenizer
 from chatlab.render.audit import audit
-from chatlab.render.cli import generation_config_of, load_gguf_tokenizer
+from chatlab.models import generation_config_of, load_gguf_tokenizer
 
 
 def test_store_smollm2_is_clean(smollm2_tokenizer):

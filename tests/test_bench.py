@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from chatlab.bench import BASELINE, ENGINES, BenchConfig, add_ratios, bench_prompts, format_table, runner, save_plot
+from chatlab.lab.bench import BASELINE, ENGINES, BenchConfig, add_ratios, bench_prompts, format_table, runner, save_plot
 from chatlab.cli import main
 from chatlab.errors import ChatlabError, UnknownNameError
 
@@ -83,7 +83,7 @@ def test_prompts_rendered_in_a_child_keep_torch_out_of_the_parent():
     import subprocess
     import sys
 
-    code = ("import json, sys; from chatlab.bench.runner import prompts_in_child; "
+    code = ("import json, sys; from chatlab.lab.bench.runner import prompts_in_child; "
             "p = prompts_in_child('smollm2-135m-instruct'); print(json.dumps([p, 'torch' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     prompts, torch_loaded = json.loads(out.stdout.strip().splitlines()[-1])
@@ -149,7 +149,7 @@ class FakeWorker:
 
 
 def test_engines_run_in_pairs_with_the_baseline(monkeypatch):
-    from chatlab.bench import plan_groups, run_benchmark
+    from chatlab.lab.bench import plan_groups, run_benchmark
 
     engines = ["chatlab-torch", "chatlab-openvino-int8", BASELINE, "optimum-int8"]
     assert plan_groups(engines) == [[BASELINE, "chatlab-torch"], [BASELINE, "chatlab-openvino-int8"],
@@ -179,8 +179,8 @@ def test_a_missing_optional_engine_is_skipped_with_its_reason(monkeypatch, capsy
     sys.modules[...] = None makes the package look absent even where it is installed."""
     import sys
 
-    from chatlab.bench import run_benchmark
-    from chatlab.bench.engines import LLAMA_CPP, unavailable
+    from chatlab.lab.bench import run_benchmark
+    from chatlab.lab.bench.engines import LLAMA_CPP, unavailable
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     assert "pip install -e '.[llamacpp]'" in unavailable(LLAMA_CPP, "f32")
@@ -199,7 +199,7 @@ def test_a_missing_optional_engine_is_skipped_with_its_reason(monkeypatch, capsy
 
 
 def test_llama_cpp_refuses_bf16_with_a_reason(monkeypatch):
-    from chatlab.bench import llamacpp
+    from chatlab.lab.bench import llamacpp
 
     monkeypatch.setattr(llamacpp, "installed", lambda: True)
     assert "no bf16 compute" in llamacpp.unavailable("bf16")
@@ -210,7 +210,7 @@ def test_llama_cpp_engine_row_when_installed(capsys):
     """With llama-cpp-python installed (`pip install -e '.[llamacpp]'`) the engine gives the
     same kind of row as the others, paired with the baseline; its absence is tested above."""
     pytest.importorskip("llama_cpp", reason="optional extra: pip install -e '.[llamacpp]'")
-    from chatlab.bench.engines import LLAMA_CPP
+    from chatlab.lab.bench.engines import LLAMA_CPP
 
     code = main(["bench", "--json", "--rounds", "1", "--tokens", "6", "--plot", "",
                  "--engines", f"{BASELINE},{LLAMA_CPP}"])
@@ -230,7 +230,7 @@ def test_genai_engine_prefills_a_repeated_prompt_again():
     in the previous run is prefilled again. With LLMPipeline's own default the repeat came back
     ~50x faster (20-50 ms against ~2.2 s here), so a bound of 0.3x a fresh prompt's time tells
     the two apart on a noisy machine."""
-    from chatlab.bench.engines import GenAI
+    from chatlab.lab.bench.engines import GenAI
 
     engine = GenAI("smollm2-135m-instruct")
     engine.load()
@@ -245,7 +245,7 @@ def test_genai_engine_prefills_a_repeated_prompt_again():
 def test_the_sdpa_engines_run_the_stateful_graph():
     """`chatlab-openvino-int8` is the loop on the paged-attention graph (the default);
     `-sdpa` is the same loop on the graph as exported, so the table shows what the rewrite buys."""
-    from chatlab.bench.engines import make_engine
+    from chatlab.lab.bench.engines import make_engine
 
     paged, sdpa = make_engine("chatlab-openvino-int8", "smollm2-135m-instruct"), make_engine(
         "chatlab-openvino-int8-sdpa", "smollm2-135m-instruct")

@@ -5,17 +5,17 @@ import argparse
 
 import pytest
 
-from chatlab.bench.engines import SPECULATIVE_ENGINES, ChatlabLoop, GenAI, make_engine
-from chatlab.bench.report import add_ratios, format_table
-from chatlab.bench.runner import BenchConfig, Samples
-from chatlab.bench.tasks import COPY_TASKS, TASKS, task_messages
+from chatlab.lab.bench.engines import SPECULATIVE_ENGINES, ChatlabLoop, GenAI, make_engine
+from chatlab.lab.bench.report import add_ratios, format_table
+from chatlab.lab.bench.runner import BenchConfig, Samples
+from chatlab.lab.bench.tasks import COPY_TASKS, TASKS, task_messages
 from chatlab.engine.speedups import add_speedup_args, speculation_from_args, speedups_from_args
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.generate.speculate import Speculation
 
 
 def test_task_shapes_come_from_the_eval_sets():
-    from chatlab.evals.sets import load_dogs, load_questions
+    from chatlab.lab.evals.sets import load_dogs, load_questions
 
     assert len(task_messages("extract")) == len(load_dogs())
     assert len(task_messages("rag")) == len(load_questions())

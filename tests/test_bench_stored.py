@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from chatlab.bench.report import add_ratios
-from chatlab.bench.stored import engines_table, label, load_stored, main, serving_table
+from chatlab.lab.bench.report import add_ratios
+from chatlab.lab.bench.stored import engines_table, label, load_stored, main, serving_table
 from chatlab.errors import ChatlabError
 
 CPU = {"model": "Some CPU", "flags": ["avx512f", "avx512_bf16"], "threads": 2}

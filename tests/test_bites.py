@@ -9,9 +9,9 @@ import pytest
 
 from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine
-from chatlab.evals import load_facts, load_weather_requests
-from chatlab.evals.bites import Column, missing_stop_bite, split_marker_ids, split_markers_bite, table
-from chatlab.evals.relay import buffered_relay, gold_reply, naive_relay, relay_bite, relay_table
+from chatlab.lab.evals import load_facts, load_weather_requests
+from chatlab.lab.evals.bites import Column, missing_stop_bite, split_marker_ids, split_markers_bite, table
+from chatlab.lab.evals.relay import buffered_relay, gold_reply, naive_relay, relay_bite, relay_table
 from chatlab.models import load_tokenizer
 from chatlab.render import resolve
 

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from chatlab import session
+from chatlab.lab import session
 
-# A stand-in repository: the cell only needs chatlab.session.setup to import and run.
+# A stand-in repository: the cell only needs chatlab.lab.session.setup to import and run.
 FAKE_SESSION = "def setup():\n    print('fake setup from', __file__)\n    return 'colab'\n"
 
 
 def fake_repo(root: Path) -> Path:
-    (root / "chatlab").mkdir(parents=True)
+    (root / "chatlab" / "lab").mkdir(parents=True)
     (root / "chatlab" / "__init__.py").write_text("")
-    (root / "chatlab" / "session.py").write_text(FAKE_SESSION)
+    (root / "chatlab" / "lab" / "__init__.py").write_text("")
+    (root / "chatlab" / "lab" / "session.py").write_text(FAKE_SESSION)
     return root
 
 
@@ -55,9 +56,9 @@ def test_the_cell_clones_chatlab_repo_then_reuses_the_checkout(tmp_path: Path) -
     clone.parent.mkdir()
     first = run_cell(tmp_path, str(origin), clone)
     assert first.returncode == 0, first.stderr
-    assert f"fake setup from {clone}/chatlab/session.py" in first.stdout and "where = colab" in first.stdout
+    assert f"fake setup from {clone}/chatlab/lab/session.py" in first.stdout and "where = colab" in first.stdout
     # A second run: the checkout is there, so no clone (the origin is gone and it still works).
-    (origin / "chatlab" / "session.py").unlink()
+    (origin / "chatlab" / "lab" / "session.py").unlink()
     second = run_cell(tmp_path, str(tmp_path / "gone"), clone)
     assert second.returncode == 0, second.stderr
     assert "fake setup" in second.stdout
@@ -74,7 +75,7 @@ def test_an_uploaded_zip_is_unpacked_instead_of_cloning(tmp_path: Path, top: str
     clone = content / "chatlab"
     proc = run_cell(tmp_path, str(tmp_path / "unreachable"), clone)
     assert proc.returncode == 0, proc.stderr
-    assert (clone / "chatlab" / "session.py").is_file() and "fake setup" in proc.stdout
+    assert (clone / "chatlab" / "lab" / "session.py").is_file() and "fake setup" in proc.stdout
     assert not (content / "chatlab.unzip").exists()
 
 

@@ -4,7 +4,7 @@ The test starts JupyterLab on a copy of notebooks/03 (outputs cleared, so every 
 comes from this run, and the repository's notebook is never touched), runs all cells, asks the
 chat widget a question through its text box and Send button, and checks that the reply streams
 (the reply area changes several times) and that no cell shows an error or stderr output. It
-finds the widget by the CSS classes chatlab/widgets.py sets, never by cell positions.
+finds the widget by the CSS classes chatlab/lab/widgets.py sets, never by cell positions.
 
 Chromium comes from Debian (`apt-get install -y chromium`; .ci/run installs it), Playwright from
 PyPI (the lock) with `executable_path`, so nothing is downloaded outside the package registries.
@@ -216,7 +216,7 @@ def test_widget_has_the_classes_the_browser_test_finds() -> None:
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.render import get_template
     from chatlab.render.export import tokenizer_for
-    from chatlab.widgets import ChatWidget
+    from chatlab.lab.widgets import ChatWidget
 
     chat = ChatWidget(ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Lemons are."]),
                       "qwen2.5")

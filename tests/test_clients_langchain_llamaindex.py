@@ -91,7 +91,7 @@ def _passage_retrieval_finds_the_gold_passages(embed: Any) -> None:
     the passages, the questions or the embedding."""
     from llama_index.core import Document, VectorStoreIndex
 
-    from chatlab.evals import hit_at_k, load_questions, split_passages
+    from chatlab.lab.evals import hit_at_k, load_questions, split_passages
 
     passages = split_passages(DOCS)
     index = VectorStoreIndex.from_documents(

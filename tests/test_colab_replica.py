@@ -28,9 +28,9 @@ import replica  # noqa: E402
 pytestmark = pytest.mark.slow
 VENV = REPO / ".venv313-colab"
 # Packages of the replica the install may change: exactly those the installer names, with its
-# reasons (chatlab.colab.REPLACED: nltk and setuptools, for llama-index-core). The stand-ins for
+# reasons (chatlab.lab.colab.REPLACED: nltk and setuptools, for llama-index-core). The stand-ins for
 # what PyPI cannot give as Colab has it are in tests/colab/replica.py (STAND_INS).
-from chatlab.colab import REPLACED as ALLOWED_CHANGES  # noqa: E402
+from chatlab.lab.colab import REPLACED as ALLOWED_CHANGES  # noqa: E402
 # What the kernel is told before the first cell: it is on Colab. The module has a spec, as an
 # imported one does: transformers asks importlib.util.find_spec("google.colab").
 AS_ON_COLAB = ("--IPKernelApp.exec_lines=import sys, types, importlib.machinery as m; "
@@ -67,7 +67,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 def first_cell_notebook() -> nbformat.NotebookNode:
-    from chatlab.session import BOOTSTRAP
+    from chatlab.lab.session import BOOTSTRAP
 
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BOOTSTRAP)])
 
@@ -145,7 +145,7 @@ def test_the_first_cell_installs_into_the_replica_without_replacing_its_packages
 
 def test_chatlab_imports_and_the_widget_builds_with_ipywidgets_7(session: dict[str, object],
                                                                  first_cell: dict[str, object]) -> None:
-    code = ("import ipywidgets, chatlab, chatlab.widgets as w; from chatlab.widgets import ChatWidget; "
+    code = ("import ipywidgets, chatlab, chatlab.lab.widgets as w; from chatlab.lab.widgets import ChatWidget; "
             "print(ipywidgets.__version__, chatlab.__file__); "
             "from chatlab.backends.scripted import ScriptedBackend; "
             "from chatlab.models import load_tokenizer; "

@@ -6,7 +6,7 @@ import xml.dom.minidom
 import pytest
 
 from chatlab import data_path
-from chatlab.diagrams import parse, show, source, to_svg
+from chatlab.lab.diagrams import parse, show, source, to_svg
 from chatlab.errors import ChatlabError
 
 SOURCE = '''flowchart LR

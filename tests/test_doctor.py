@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chatlab import doctor
+from chatlab.lab import doctor
 
 # Trimmed /proc/cpuinfo texts (first processor only matters).
 EPYC_BF16 = """processor\t: 0
@@ -113,7 +113,7 @@ def test_damage_stale_folders_and_wrong_versions_are_problems(
 
 def test_machine_facts_for_a_notebook_name_the_cpu_and_no_path() -> None:
     """What notebook 05 prints beside its numbers: the CPU, its flags' meaning, threads; no path."""
-    from chatlab.doctor import machine, machine_lines
+    from chatlab.lab.doctor import machine, machine_lines
 
     text = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: sse4_2 avx2 avx512f avx512_bf16 amx_tile amx_bf16\n"
     facts = machine(text)

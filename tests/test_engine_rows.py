@@ -8,9 +8,9 @@ import pytest
 from chatlab.backends import engines as rows
 from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, EngineRow, engine_names, get_engine
 from chatlab.backends.registry import REGISTRY
-from chatlab.bench import engines as bench_engines
-from chatlab.bench.cli import engine_table
-from chatlab.bench.runner import BenchConfig
+from chatlab.lab.bench import engines as bench_engines
+from chatlab.cli.bench import engine_table
+from chatlab.lab.bench.runner import BenchConfig
 from chatlab.cli import build_parser, main
 from chatlab.errors import ChatlabError, UnknownNameError
 
@@ -73,7 +73,7 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
     for command in (["serve"], ["complete", "--messages", "m.json"]):
         for name in REGISTRY:
             assert parser.parse_args([*command, "--backend", name]).backend == name
-    from chatlab.engine.cli import load_engine
+    from chatlab.cli.complete import load_engine
 
     args = parser.parse_args(["serve", "--backend", "vllm"])
     with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):

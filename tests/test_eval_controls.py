@@ -9,10 +9,10 @@ from pydantic import BaseModel, Field
 
 from chatlab import data_path
 from chatlab.errors import ChatlabError
-from chatlab.evals import controls_table, evaluate, load_dogs, load_questions
-from chatlab.evals.controls import OracleBackend, dog_call, dog_oracle, listed_tool, rag_gold
-from chatlab.evals.facts import fact_rate, load_heldout, states_fact
-from chatlab.evals.extraction import MethodScore, Outcome
+from chatlab.lab.evals import controls_table, evaluate, load_dogs, load_questions
+from chatlab.lab.evals.controls import OracleBackend, dog_call, dog_oracle, listed_tool, rag_gold
+from chatlab.lab.evals.facts import fact_rate, load_heldout, states_fact
+from chatlab.lab.evals.extraction import MethodScore, Outcome
 
 
 class Dog(BaseModel):
@@ -35,7 +35,7 @@ def test_the_oracle_answers_every_way_of_asking_right(hermes_tokenizer) -> None:
     from langchain_openai import ChatOpenAI
 
     from chatlab.engine import ChatEngine
-    from chatlab.evals.langchain_methods import streamed_call
+    from chatlab.lab.evals.langchain_methods import streamed_call
     from chatlab.serve import start_server
 
     cases = load_dogs()[:4]
@@ -77,7 +77,7 @@ def test_the_legacy_chain_wrapper_is_filled_as_its_schema_asks() -> None:
 
 
 def test_every_rag_gold_answer_holds_a_key_phrase() -> None:
-    from chatlab.evals import answer_has_key
+    from chatlab.lab.evals import answer_has_key
 
     for q in load_questions():
         assert answer_has_key(rag_gold(q), q), q.id
@@ -118,7 +118,7 @@ def test_controls_table_shows_missing_columns_as_missing() -> None:
 def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -> None:
     """Notebook 09's ceiling: gold answers through ft.answers (the loop, the training template's
     stop ids) score 100% on persona and facts; a wrong answer in the script lowers the facts."""
-    from chatlab import finetune as ft
+    from chatlab.lab import finetune as ft
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.render.io import load_template
 

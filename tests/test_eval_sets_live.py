@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.evals import load_facts, load_weather_requests, measured_on
+from chatlab.lab.evals import load_facts, load_weather_requests, measured_on
 
 
 def test_each_bite_set_has_at_least_20_rows_with_answers() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.exercises import check, exercise_names, run
-from chatlab.exercises import nb04
+from chatlab.lab.exercises import check, exercise_names, run
+from chatlab.lab.exercises import nb04
 
 
 def stub(*args):
@@ -80,8 +80,8 @@ def test_leaking_call_markup_fails_the_react_buffer() -> None:
 def test_each_reference_passes_its_own_cases(module: str) -> None:
     import importlib
 
-    mod = importlib.import_module(f"chatlab.exercises.{module}")
-    from chatlab.exercises import _REGISTRY
+    mod = importlib.import_module(f"chatlab.lab.exercises.{module}")
+    from chatlab.lab.exercises import _REGISTRY
 
     names = exercise_names(module)
     assert names, f"{module} registers no exercise"
@@ -91,7 +91,7 @@ def test_each_reference_passes_its_own_cases(module: str) -> None:
 
 
 def test_the_stop_matcher_reference_passes_and_a_matcher_without_holdback_fails() -> None:
-    from chatlab.exercises.nb03 import stop_stream_reference
+    from chatlab.lab.exercises.nb03 import stop_stream_reference
 
     assert run("nb03.stop_matcher", stop_stream_reference).ok
 
@@ -115,8 +115,8 @@ def test_the_kv_exercises_pass_with_the_package_and_fail_with_a_wrong_position()
     that restarts positions at 0 on every call (a classic mistake) does not."""
     import numpy as np
 
-    from chatlab.exercises import _REGISTRY
-    from chatlab.exercises.nb03 import _default_kv
+    from chatlab.lab.exercises import _REGISTRY
+    from chatlab.lab.exercises.nb03 import _default_kv
 
     kv = _default_kv()
     for name in ("nb03.kv_forward", "nb03.fourth_token"):

@@ -1,4 +1,4 @@
-"""chatlab.finetune: the training ids and loss mask, a LoRA run, merging, and the shipped data."""
+"""chatlab.lab.finetune: the training ids and loss mask, a LoRA run, merging, and the shipped data."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chatlab import finetune as ft
+from chatlab.lab import finetune as ft
 from chatlab.errors import ChatlabError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "finetune"

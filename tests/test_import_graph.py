@@ -10,20 +10,26 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 
-# Lowest first. Data flows render -> generate -> parse -> serve; the entry points are on top.
-# "__init__" is the package itself (chatlab/__init__.py: errors and data_path, nothing heavy),
-# which session.py imports to find where chatlab was imported from.
+# Lowest first. Data flows render -> generate -> parse -> serve; the lab (chatlab/lab: the
+# course's benches, evals, exercises and notebook set-up) stands on the core, and the entry points
+# on top. "__init__" is the package itself (chatlab/__init__.py: errors and data_path, nothing
+# heavy), which lab/session.py imports to find where chatlab was imported from. A lab module is
+# its own room, "lab.<name>", so the lab keeps floors of its own.
 FLOORS = [
     ["errors", "_thirdparty"],
     ["data", "types", "protocols"],
-    ["models", "tools", "__init__", "diagrams"],
+    ["models", "tools", "__init__"],
     ["render", "backends", "generate"],
-    ["engine", "colab"],
-    ["serve", "finetune", "widgets", "session", "doctor", "evals"],
-    ["bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
-    ["exercises"],   # graded against the package's own code, evals and finetune included
+    ["engine"],
+    ["serve"],
+    ["lab", "lab.diagrams", "lab.colab"],
+    ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.evals"],
+    ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
+    ["lab.exercises"],   # graded against the package's own code, evals and finetune included
     ["cli"],
 ]
+CORE = {"errors", "_thirdparty", "data", "types", "protocols", "models", "tools", "__init__",
+        "render", "backends", "generate", "engine", "serve"}
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 
 
@@ -109,13 +115,15 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def room(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "lab":
+        return f"lab.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
-    # a lazy import inside a function (chatlab.cli imports session in main())
-    assert "chatlab.session" in graph["chatlab.cli"]
+    # a lazy import inside a function (chatlab.cli imports the lab's session in main())
+    assert "chatlab.lab.session" in graph["chatlab.cli"]
     # a package importing its own submodules
     assert "chatlab.render.resolve" in graph["chatlab.render"]
 
@@ -142,3 +150,14 @@ def test_rooms_import_only_rooms_below() -> None:
         if room(source) != room(target) and FLOOR_OF[room(target)] >= FLOOR_OF[room(source)]
     )
     assert upward == []
+
+
+def test_the_core_never_imports_the_lab_or_the_cli() -> None:
+    up = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        if room(source) in CORE
+        for target in targets
+        if room(target) not in CORE
+    )
+    assert up == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chatlab.evals import controls
+from chatlab.lab.evals import controls
 from chatlab.models import memory
 
 GB = 1_000_000_000

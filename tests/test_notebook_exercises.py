@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from chatlab.exercises import run
+from chatlab.lab.exercises import run
 
 # notebooks 01-04 (05-09: tests/test_notebook_exercises_05_09.py)
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[1-4]_*.ipynb"))
@@ -59,7 +59,7 @@ def _prelude(notebook: str) -> dict[str, Any]:
         from chatlab.backends import explicit_kv
         ns["explicit_kv"] = explicit_kv
     if notebook.startswith("04"):
-        from chatlab.exercises.nb04 import TOOLS
+        from chatlab.lab.exercises.nb04 import TOOLS
         from chatlab.generate import StopMatcher
         from chatlab.tools import fold, get_parser, validate_arguments
         from chatlab.types import parse_tools

@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from chatlab.exercises import run
+from chatlab.lab.exercises import run
 
 ROOT = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(p for p in ROOT.glob("0[5-9]_*.ipynb"))

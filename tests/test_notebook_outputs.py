@@ -223,9 +223,9 @@ def test_exercises_follow_the_convention(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_the_diagram_is_drawn_from_its_mermaid_source(path: Path) -> None:
-    """Each notebook draws its diagram with chatlab.diagrams.show (an SVG output, which GitHub's
+    """Each notebook draws its diagram with chatlab.lab.diagrams.show (an SVG output, which GitHub's
     viewer and Colab display, unlike a ```mermaid block) from data/diagrams/<notebook>.mmd."""
-    from chatlab.diagrams import parse, source
+    from chatlab.lab.diagrams import parse, source
 
     cells = load(path).cells
     calls = [i for i, c in enumerate(cells) if c.cell_type == "code" and f'show("{path.stem}")' in c.source]

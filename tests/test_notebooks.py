@@ -169,13 +169,13 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch, tmp_
 def test_notebook_starts_with_badges_and_the_one_bootstrap(path: Path) -> None:
     """Every notebook opens the same way: badges for Colab and Binder, then the one setup cell
     (identical everywhere, so a fix to it is a fix to all), and reads data through the package."""
-    from chatlab.session import BOOTSTRAP, badge_cell
+    from chatlab.lab.session import BOOTSTRAP, badge_cell
 
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source == badge_cell(path.name)
     assert f"notebooks/{path.name}" in nb.cells[0].source and f"notebooks%2F{path.name}" in nb.cells[0].source
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code[0].source == BOOTSTRAP, f"{path.name}: the first code cell is not chatlab.session.BOOTSTRAP"
+    assert code[0].source == BOOTSTRAP, f"{path.name}: the first code cell is not chatlab.lab.session.BOOTSTRAP"
     for cell in code:
         assert not re.search(r"""["']\.\.["']|\.\./""", cell.source), f"{path.name} reads a path relative to ..: use chatlab.data_path"
 

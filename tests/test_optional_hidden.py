@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chatlab.errors import AssetError
-from chatlab.evals.controls import OPTIONAL_MODEL, optional_model
+from chatlab.lab.evals.controls import OPTIONAL_MODEL, optional_model
 from chatlab.models.assets import HIDE_OPTIONAL, get_asset
 from chatlab.models.store import asset_path, is_available
 

@@ -23,7 +23,7 @@ def folder() -> Any:
 @pytest.fixture(scope="module")
 def pair() -> tuple[Any, Any, dict[str, list[int]]]:
     from chatlab.backends.openvino import OpenVINOBackend
-    from chatlab.bench.runner import bench_prompts
+    from chatlab.lab.bench.runner import bench_prompts
 
     paged = OpenVINOBackend(folder(), precision="f32")
     stateful = OpenVINOBackend(folder(), precision="f32", attention="sdpa")

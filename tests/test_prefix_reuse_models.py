@@ -86,7 +86,7 @@ def test_a_template_changed_mid_conversation_is_recomputed(name, request):
 
 
 def serve_args(*flags):
-    from chatlab.serve.cli import register
+    from chatlab.cli.serve import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -94,8 +94,8 @@ def serve_args(*flags):
 
 
 def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_run(smollm2_path):
-    from chatlab.bench.turns import timed_turn, user_turns
-    from chatlab.engine.cli import load_engine
+    from chatlab.lab.bench.turns import timed_turn, user_turns
+    from chatlab.cli.complete import load_engine
 
     cached = load_engine(serve_args("--reuse-prefix"))
     fresh = load_engine(serve_args())
@@ -117,7 +117,7 @@ def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_r
 def test_sampled_speculation_on_smollm2_respects_max_tokens_and_stops(ov_backend):
     """The distribution test runs on a small vocabulary (tests/test_speculate.py); here the real
     model: seeded runs are repeatable, stop strings end the reply, max_tokens bounds it."""
-    from chatlab.bench.tasks import task_prompts
+    from chatlab.lab.bench.tasks import task_prompts
 
     ids = task_prompts(ov_backend.tokenizer, "rewrite", 1)[0]
     spec = Speculation(draft_tokens=4, ngram=3)

@@ -1,4 +1,4 @@
-"""chatlab.bench.replay models speculation from recorded greedy replies. Its passes must be the
+"""chatlab.lab.bench.replay models speculation from recorded greedy replies. Its passes must be the
 real loop's passes (else the model says nothing about the loop), and the default draft schedule
 must beat the first one on the stored replies of every bench task without slowing the no-copy
 story (the choice documented in chatlab.generate.speculate)."""
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from chatlab.bench.replay import (PASS_COST, REPLIES, oracle, oracle_tasks, pass_cost, replay, replay_passes,
+from chatlab.lab.bench.replay import (PASS_COST, REPLIES, oracle, oracle_tasks, pass_cost, replay, replay_passes,
                                   replay_tasks, until_end)
 from chatlab.data import data_path
 from chatlab.generate import SamplingParams, generate
@@ -101,10 +101,10 @@ def test_a_padded_pass_costs_its_full_width() -> None:
 
 
 def test_a_missing_replies_file_says_how_to_record_it(tmp_path, capsys) -> None:
-    from chatlab.bench.replay import main
+    from chatlab.lab.bench.replay import main
 
     assert main(["--file", str(tmp_path / "none.json")]) == 2
-    assert "record them first: python -m chatlab.bench.replay --record" in capsys.readouterr().err
+    assert "record them first: python -m chatlab.lab.bench.replay --record" in capsys.readouterr().err
     assert main([]) == 0 and "(OpenVINO)" in capsys.readouterr().out  # the stored file
 
 

@@ -1,4 +1,4 @@
-"""The notebooks' first cell (chatlab.session, chatlab.colab) and the data and model choices it
+"""The notebooks' first cell (chatlab.lab.session, chatlab.lab.colab) and the data and model choices it
 relies on: every decision is tested here without a network, a clone or Colab."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chatlab import colab, session
+from chatlab.lab import colab, session
 from chatlab.errors import ChatlabError
 
 REPO = Path(__file__).resolve().parents[1]

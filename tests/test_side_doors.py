@@ -40,7 +40,7 @@ def test_only_the_engine_imports_the_loop() -> None:
 
 def test_the_widget_runs_each_turn_as_an_engine_request() -> None:
     pytest.importorskip("ipywidgets")
-    from chatlab.widgets import ChatWidget
+    from chatlab.lab.widgets import ChatWidget
 
     backend = ScriptedBackend(scripted_tokenizer(), ["Lemons are sour.", "Yes."])
     engine = ChatEngine(backend, "scripted")
@@ -62,7 +62,7 @@ def test_the_widget_runs_each_turn_as_an_engine_request() -> None:
 def test_the_widget_refuses_a_turn_the_engine_refuses() -> None:
     pytest.importorskip("ipywidgets")
     from chatlab.errors import ChatlabError
-    from chatlab.widgets import ChatWidget
+    from chatlab.lab.widgets import ChatWidget
 
     chat = ChatWidget(ScriptedBackend(scripted_tokenizer(), ["x"], context_length=64), "scripted")
     chat.max_tokens.value = 1000  # more than the 64-token window holds

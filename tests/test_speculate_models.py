@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from chatlab.bench.tasks import TASKS, task_prompts
+from chatlab.lab.bench.tasks import TASKS, task_prompts
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
 from chatlab.generate.speculate import Speculation
@@ -87,7 +87,7 @@ def test_chat_engine_with_speculation_and_prefix_reuse_answers_as_plain(ov_backe
     """The server's path: a client resending a growing conversation. With speculation and prefix
     reuse on, each turn prefills only its new tokens, and the replies are the plain engine's."""
     from chatlab.backends import load_backend
-    from chatlab.bench.turns import timed_turn, user_turns
+    from chatlab.lab.bench.turns import timed_turn, user_turns
     from chatlab.engine import ChatEngine
 
     fast = ChatEngine(ov_backend, "smollm2-135m-instruct", speculate=Speculation(), reuse_prefix=True)
@@ -110,7 +110,7 @@ def test_chat_engine_with_speculation_and_prefix_reuse_answers_as_plain(ov_backe
 
 
 def test_chat_widget_reuses_the_previous_turn(ov_backend):
-    from chatlab.widgets import ChatWidget
+    from chatlab.lab.widgets import ChatWidget
 
     widget = ChatWidget(ov_backend, "smollm2-135m-instruct", reuse_prefix=True)
     widget.max_tokens.value, widget.temperature.value = 12, 0.0

@@ -1,4 +1,4 @@
-"""The one-command measurement of issue 23 (chatlab.bench.speculate_run) on stand-in workers:
+"""The one-command measurement of issue 23 (chatlab.lab.bench.speculate_run) on stand-in workers:
 every task runs in each pair, ratios come from the pair's own baseline runs, each target is
 judged MET, MISSED or NOT RUN with the reason, and the JSON is written whole."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from chatlab.bench import engines, sidebyside, speculate_run
-from chatlab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.lab.bench import engines, sidebyside, speculate_run
+from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 
 # decode tok/s per engine on copy-heavy tasks; the story copies nothing, so prompt lookup
 # gains nothing there (and here costs 2%)
@@ -86,7 +86,7 @@ def test_the_bench_loop_stops_at_eos_only_when_asked():
     ignore_eos)."""
     import numpy as np
 
-    from chatlab.bench.engines import ChatlabLoop
+    from chatlab.lab.bench.engines import ChatlabLoop
     from markov_backend import MarkovBackend
 
     table = np.full((4, 4), -5.0)

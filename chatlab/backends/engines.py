@@ -6,7 +6,7 @@ A row's `runtime` is either a backend of REGISTRY (its options are that backend'
 `check_choice` when this table is built, so a row cannot carry a flag the CLI would refuse), or
 one of the REFERENCES: runtimes chatlab does not serve and only times against its own loop,
 because each runs its own generate call (transformers, optimum-intel, openvino-genai's
-LLMPipeline, llama.cpp). The bench (chatlab.bench.engines) holds one loader per runtime name and
+LLMPipeline, llama.cpp). The bench (chatlab.lab.bench.engines) holds one loader per runtime name and
 nothing per row.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ No model drafts here, so there is nothing to load and nothing to tune but two nu
 are tried when it has no earlier match, down to `min_ngram`, 2 by default: a single repeated
 token, " the", predicts too little to be worth a pass).
 
-Guessing costs a little when the guess is wrong (chatlab.bench.replay.PASS_COST, measured as in
+Guessing costs a little when the guess is wrong (chatlab.lab.bench.replay.PASS_COST, measured as in
 notebook 05: a pass over 1+2 tokens costs 1.3 decode steps, over 1+8 2.5), so on a backend whose
 pass cost grows with the guess (torch) the guess is sized by how the last one went (when
 `adaptive`): the first is 2 tokens; after a pass that kept all of its guess the next may be
@@ -27,7 +27,7 @@ so text that copies nothing runs as plain decoding with rare probes.
 
 The settings were chosen by replaying the recorded greedy replies of the four bench tasks (74
 cases, cut at their end token) through candidates with notebook 05's measured pass costs
-(chatlab.bench.replay: greedy acceptance is exact, so the replay models the speed-up without a
+(chatlab.lab.bench.replay: greedy acceptance is exact, so the replay models the speed-up without a
 clock). Modelled extract / rag / rewrite / story: the first schedule (k = 4 on every pass,
 n-grams down to 1) 0.95x / 1.00x / 1.44x / 0.79x plain; guesses sized up to 8 1.15x / 1.24x /
 1.75x / 1.00x; padded to 1+3 1.15x / 1.31x / 1.85x / 0.99x.

@@ -1,13 +1,14 @@
 """Load a tokenizer or a chat model by asset name, local folder, or hub id."""
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from chatlab._thirdparty import Embedding, HFModel, HFTokenizer
+from chatlab._thirdparty import Embedding, HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
-from chatlab.models.assets import ASSETS
+from chatlab.models.assets import ASSETS, get_asset
 from chatlab.models.hub import from_hub
 from chatlab.models.store import asset_path
 
@@ -138,3 +139,22 @@ def _from_folder(loader: Callable[..., T], folder: str, **kwargs: object) -> T:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise ChatlabError(f"cannot load a model from the folder {folder!r}: {first}; check that "
                            "it holds a complete Hugging Face model (config.json, weights, tokenizer)") from None
+
+
+def load_gguf_tokenizer(model: str) -> HFTokenizer:
+    """The tokenizer transformers builds from the shipped GGUF (wrong in 5.5.4: see reference)."""
+    from transformers import AutoTokenizer
+
+    files = get_asset(model).source_files()
+    if not files or not files[0].name.endswith(".gguf"):
+        raise ChatlabError(f"{model} has no single GGUF file here; --gguf works for smollm2-135m-instruct")
+    return AutoTokenizer.from_pretrained(str(files[0].parent), gguf_file=files[0].name)
+
+
+def generation_config_of(model: str) -> dict[str, Jsonable] | None:
+    from chatlab.models.assets import ASSETS, get_asset
+
+    if model not in ASSETS or ASSETS[model].kind != "chat-model":
+        return None
+    path = asset_path(model) / "generation_config.json"
+    return json.loads(path.read_text()) if path.exists() else None

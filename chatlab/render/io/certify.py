@@ -77,10 +77,11 @@ class Certificate:
             return "id-equal: every conversation that rendered gives the template's ids in every engine"
         if verdict == DIFFERS:
             found = self.first_difference()
-            assert found is not None and found[2].first is not None  # the verdict says one differs
+            assert found is not None  # the verdict says one differs
             engine, conv, cell = found
-            return (f"DIFFERS in {counts[DIFFERS]} cell(s); first: {name(engine)} / {conv}, "
-                    f"{explain(cell.first, name(engine))}")
+            first = cell.first
+            assert first is not None  # a cell that differs holds its differences
+            return f"DIFFERS in {counts[DIFFERS]} cell(s); first: {name(engine)} / {conv}, {explain(first, name(engine))}"
         if verdict == CANNOT:
             where = ", ".join(name(e) for e in self.cells if CANNOT in {x.verdict for x in self.cells[e].values()})
             return (f"CANNOT EXPRESS in {counts[CANNOT]} cell(s) ({where}); nothing that rendered differs, "

@@ -1,0 +1,44 @@
+"""The `chatlab` command. Each module of this package registers its own subcommands, so this
+file stays a table of contents: models, render, templates, export, bench, complete, serve, doctor."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from chatlab.cli import bench, complete, doctor, export, models, render, serve, templates
+from chatlab.errors import ChatlabError
+
+# Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
+# `chatlab --help` and `chatlab templates` stay fast.
+COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    from chatlab.lab.session import python_problem
+
+    # An unsupported Python fails later in confusing ways; doctor still runs, to report it.
+    if args.command != "doctor" and (problem := python_problem()) is not None:
+        print(f"chatlab {args.command}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ChatlabError as err:
+        print(f"chatlab {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"chatlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+

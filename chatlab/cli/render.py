@@ -1,0 +1,201 @@
+"""`chatlab render`, `chatlab templates`, `chatlab audit` and `chatlab export-template`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chatlab._thirdparty import Jsonable
+from chatlab.errors import ChatlabError
+
+from chatlab.render.io.registry import FORMATS as _REGISTRY
+from chatlab.render.io.registry import TARGETS  # noqa: F401 - the export choices
+
+if TYPE_CHECKING:
+    from chatlab.render.io import LoadedTemplate
+
+FORMATS = tuple(_REGISTRY)  # the readable formats, from the registry
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("render", help="render a chat to token ids (id-level, injection-safe)")
+    p.add_argument("--model", required=True, help="a store name (chatlab models), a folder or a hub id")
+    p.add_argument("--template", help="a built-in template name (chatlab templates) or a template file "
+                   "(.jinja, LMDeploy/LLaMA-Factory .json, Modelfile); default: resolved")
+    p.add_argument("--template-format", choices=FORMATS, help="the format of the --template file "
+                   "(default: from its name, then its content)")
+    p.add_argument("--messages", required=True, metavar="FILE.json", help="a JSON list of messages")
+    p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
+    p.add_argument("--format", choices=["text", "ids", "json"], default="text")
+    p.add_argument("--no-generation-prompt", action="store_true", help="do not open an assistant turn")
+    p.set_defaults(func=run_render)
+
+    p = sub.add_parser("templates", help="list the built-in chat templates, one per line")
+    p.set_defaults(func=run_templates)
+
+    p = sub.add_parser("audit", help="check a tokenizer + template for split specials, BOS and eos bugs")
+    p.add_argument("--model", required=True)
+    p.add_argument("--template", help="audit this built-in template instead of the resolved one")
+    p.add_argument("--gguf", action="store_true",
+                   help="load the tokenizer as transformers does from the model's GGUF file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_audit)
+
+    p = sub.add_parser("export-template", help="print a template as a Jinja chat_template, an LMDeploy "
+                       "JSON config or an Ollama Modelfile")
+    p.add_argument("name", help="a built-in template name or a template file (LMDeploy/LLaMA-Factory JSON)")
+    p.add_argument("--format", choices=TARGETS, default="jinja", help="the output format (default jinja)")
+    p.add_argument("--template-format", choices=FORMATS, help="the format of NAME when it is a file")
+    p.add_argument("--drop-tools", action="store_true",
+                   help="export a tool-capable template's chat layout to a format without tool support")
+    p.add_argument("--model", help="check the export with this tokenizer (a store name, a folder or a hub id): "
+                   "refuse it (exit 1) when the engine would render other ids than the template; "
+                   "without it the export is unchecked")
+    p.add_argument("--force", action="store_true", help="with --model: write an export that differs, with a warning")
+    p.set_defaults(func=run_export)
+
+
+def _read_json(path: str, what: str) -> Jsonable:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ChatlabError(f"{what} file {path!r} does not exist; pass a path to a JSON file") from None
+    except ValueError as err:
+        raise ChatlabError(f"{what} file {path!r} is not valid JSON ({err}); fix the file") from None
+
+
+def _check_template(name: str | None) -> None:
+    if name:
+        from chatlab.render.builtin import get_template
+
+        get_template(name)  # an unknown name fails before any model loads
+
+
+def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplate | None":
+    """A built-in name as it is (its resolution reads as before); a file loaded now, so that a bad
+    file fails before any model loads."""
+    from chatlab.render.builtin import TEMPLATES
+
+    if name is None:
+        if fmt:
+            raise ChatlabError("--template-format needs --template FILE")
+        return None
+    if name in TEMPLATES and fmt is None:
+        return name
+    if not Path(name).is_file():
+        if fmt:
+            raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
+        _check_template(name)  # an unknown name: the list of valid ones
+    import warnings
+
+    from chatlab.render.io import load_template
+
+    with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
+        warnings.simplefilter("always")
+        loaded = load_template(name, fmt)
+    for w in caught:
+        print(f"chatlab: warning: {w.message}", file=sys.stderr)
+    return loaded
+
+
+def run_render(args: argparse.Namespace) -> int:
+    template = load_cli_template(args.template, args.template_format)
+    messages = _read_json(args.messages, "messages")
+    tools = _read_json(args.tools, "tools") if args.tools else None
+    from chatlab.models import load_tokenizer
+    from chatlab.render import resolve
+    from chatlab.types import parse_messages, parse_tools
+
+    tokenizer = load_tokenizer(args.model)
+    # the server's render step (Resolution.render_request), so both give the same ids
+    res, r = resolve(tokenizer, args.model, template).render_request(
+        parse_messages(messages), parse_tools(tools), add_generation_prompt=not args.no_generation_prompt)
+    if args.format == "ids":
+        print(" ".join(map(str, r.ids)))
+    elif args.format == "json":
+        data = r.to_json()
+        data["tool_format"] = res.tool_format.name if res.tool_format else None
+        data["tokenizer"] = getattr(tokenizer, "chatlab_source", None) or getattr(tokenizer, "name_or_path", "")
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(r.text)
+        print(f"--- {len(r.ids)} tokens; {res.explain()}")
+        print(f"--- stop words {r.stop_words}, stop ids {r.stop_ids}")
+    return 0
+
+
+def run_templates(args: argparse.Namespace) -> int:
+    from chatlab.render.builtin import TEMPLATES
+
+    for name, t in TEMPLATES.items():
+        tools = f" [tools: {t.tool_format.name}]" if t.tool_format else ""
+        print(f"{name}\t{t.description}{tools}")
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    _check_template(args.template)
+    from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
+    from chatlab.render.audit import audit
+
+    tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
+    label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
+    report = audit(tokenizer, args.model, args.template, generation_config_of(args.model))
+    report.model = label
+    print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.format())
+    return 0 if report.ok else 1
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from chatlab.render.io import export_template
+
+    loaded = load_cli_template(args.name, args.template_format)
+    assert loaded is not None  # NAME is a required argument
+    text = export_template(loaded, args.format,
+                           drop_tools=args.drop_tools)
+    if not check_export(args, loaded, text):
+        return 1
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", text: str) -> bool:
+    """`export-template --model`: certify `text` (the export about to be printed) for its engine
+    with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
+    outcome is said on stderr, so stdout stays the file."""
+    say = f"chatlab {args.command}:"
+    if args.model is None:
+        if args.force:
+            print(f"{say} warning: --force does nothing without --model", file=sys.stderr)
+        print(f"{say} note: the export is unchecked; pass --model M to check that {args.format} renders "
+              "the template's ids with M's tokenizer", file=sys.stderr)
+        return True
+    from chatlab.models import load_tokenizer
+    from chatlab.render.io.certify import certify_export, name
+    from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
+
+    cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
+    row = cert.cells[args.format]
+    counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    engine = name(args.format)
+    found = cert.first_difference()
+    if found is None:
+        if counts[EQUAL]:
+            print(f"{say} checked with {args.model}: {summary} of {len(row)} probe conversations", file=sys.stderr)
+        else:
+            print(f"{say} note: the export is unchecked: none of the {len(row)} probe conversations rendered "
+                  f"({summary})", file=sys.stderr)
+        return True
+    _, conv, cell = found
+    assert cell.first is not None  # a cell that differs holds its differences
+    what = (f"{engine} renders other ids than the template with {args.model} in {counts[DIFFERS]} of {len(row)} "
+            f"probe conversations; first: {conv!r} at {explain(cell.first, engine)}")
+    if args.force:
+        print(f"{say} warning: {what}; written anyway (--force)", file=sys.stderr)
+        return True
+    print(f"{say} error: {what}. Use the model's own tokenizer, export another format, or pass --force "
+          "to write it anyway", file=sys.stderr)
+    return False

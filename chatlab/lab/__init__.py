@@ -1,0 +1,6 @@
+"""The course's lab: what the notebooks use to measure, grade and set up, built on the core.
+
+bench (timing engines side by side), evals (the eval sets behind each notebook's table),
+exercises (graded checks), finetune, session and colab (a notebook's first cell), doctor,
+diagrams and widgets. The core (types, render, tools, generate, backends, engine, serve) never
+imports from here."""

@@ -1,0 +1,304 @@
+"""The engines of `chatlab bench`, each behind `load()`, `run(ids, n) -> Timing` and
+`facts()` (the precision and threads it really runs with); `unavailable()` says why an optional
+one cannot run here (llama.cpp without its package), so the bench skips it with that reason.
+
+Every engine gets the same rendered prompt ids and must produce exactly `n` new tokens (eos is
+ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf16`): left to
+its default, OpenVINO computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table
+would compare different arithmetic. Time to first token is measured from the call to the moment the first new
+token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
+after the first divided by the time after the first. chatlab's loop is timed with its full
+per-token work (detokenization and stop checks included); the others only record a timestamp.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_engine
+from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
+from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
+from chatlab.lab.bench.timing import Timing, from_stamps
+from chatlab.generate.speculate import Speculation
+
+if TYPE_CHECKING:
+    import torch
+
+    from chatlab.lab.bench.llamacpp import LlamaCpp
+
+# The names, their runtimes, weight formats and options are the registry's rows
+# (chatlab.backends.engines); this module holds one loader per runtime.
+ENGINES = engine_names("default")
+BASELINE = "genai-int8"
+SPECULATIVE_ENGINES = engine_names("speculative")  # what --speculate alone adds
+INT4_ENGINES = engine_names("int4")
+EXTRA_ENGINES = engine_names("extra", "speculative", "int4")
+
+
+class BenchEngine(Protocol):
+    """What the bench's worker drives: load once, tell the arithmetic it runs, time a run."""
+
+    def load(self) -> None: ...
+    def facts(self) -> dict[str, Jsonable]: ...
+    # n new tokens; with `stop_at_eos` at most n: the reply ends at the model's end token, as
+    # when served (the speculation bench's task shapes), else exactly n (the eos is ignored)
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing: ...
+
+
+def ov_compute(compiled: OVCompiled) -> str:
+    """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
+    precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
+    plugin quantizes activations to 8 bits inside int8/int4-weight matmuls (dynamic
+    quantization, its default for compressed weights, left as it is on every engine)."""
+    try:
+        group = str(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
+    except Exception:  # noqa: BLE001 - an older plugin without the property
+        group = "?"
+    dyn = f"dynamic activation quantization group {group}" if group not in ("0", "?") else "no dynamic quantization"
+    return f"KV cache {compiled_facts(compiled)['kv_cache'] or '?'}, {dyn}"
+
+
+class ChatlabLoop:
+    """chatlab's own loop (`chatlab.generate.generate`) over a torch or OpenVINO backend."""
+
+    def __init__(self, model: str, backend: str, weight_format: str,
+                 precision: str = DEFAULT_PRECISION, attention: str | None = None,
+                 speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None) -> None:
+        from chatlab.generate.speculate import Speculation
+
+        self.args = (model, backend, weight_format)
+        self.precision, self.attention = precision, attention
+        self.speculate = None if speculate is None else Speculation(
+            draft_tokens=speculate["draft_tokens"], ngram=speculate["ngram"])
+        # None: the precision's default (off at f32); speculation needs it off
+        self.dynamic_quantization = False if self.speculate is not None else dynamic_quantization
+
+    def load(self) -> None:
+        from chatlab.backends import load_step_backend
+
+        options: dict[str, LoaderOption] = {"attention": self.attention} if self.attention else {}
+        if self.dynamic_quantization is not None:
+            options["dynamic_quantization"] = self.dynamic_quantization
+        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
+        if self.speculate is not None:
+            from chatlab.generate.speculate import prepare
+
+            prepare(self.backend, self.speculate)  # at load, not inside a timed reply
+
+    def facts(self) -> dict[str, Jsonable]:
+        # read back from the runtime (the compiled model's property, torch's dtype)
+        facts = {"precision": self.backend.precision, "threads": self.backend.threads}
+        if hasattr(self.backend, "compiled"):
+            facts["compute"] = ov_compute(self.backend.compiled)
+        return facts
+
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
+        from chatlab.generate import Finished, SamplingParams, generate
+
+        # The loop clocks itself: from before prefill to the first sampled token, and to the end.
+        fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=not stop_at_eos),
+                            speculate=self.speculate))[-1]
+        assert isinstance(fin, Finished)  # the loop always ends with one
+        ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
+        decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
+        spec = None
+        if fin.speculation is not None:
+            # model passes after prefill: one per token after the first, less one per token a
+            # verify pass got accepted
+            after_first = fin.completion_tokens - 1
+            passes = max(after_first - int(fin.speculation["accepted_tokens"]), 1)
+            spec = {"tokens_per_step": after_first / passes, **fin.speculation}
+        return Timing(ttft, decode, fin.token_ids, spec)
+
+
+class StampStreamer:
+    """A transformers streamer that only records when each new token arrives."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+        self.prompt_seen = False
+
+    def put(self, value: "torch.Tensor") -> None:
+        if not self.prompt_seen:  # generate() first "streams" the prompt itself
+            self.prompt_seen = True
+            return
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+class HFGenerate:
+    """`model.generate()` of transformers (PyTorch) or optimum-intel (OpenVINO)."""
+
+    def __init__(self, model: str, optimum_format: str | None = None,
+                 precision: str = DEFAULT_PRECISION) -> None:
+        self.model_name, self.optimum_format, self.precision = model, optimum_format, precision
+
+    def load(self) -> None:
+        if self.optimum_format:
+            from optimum.intel import OVModelForCausalLM
+
+            from chatlab.backends.export import export_model
+
+            self.model = OVModelForCausalLM.from_pretrained(
+                export_model(self.model_name, self.optimum_format), ov_config=ov_config(self.precision))
+        else:
+            import torch
+
+            from chatlab.models import load_model
+
+            self.model, _ = load_model(self.model_name)
+            if self.precision == "bf16":
+                self.model = self.model.to(torch.bfloat16)
+
+    def facts(self) -> dict[str, Jsonable]:
+        if self.optimum_format:
+            compiled = self.model.request.get_compiled_model()
+            return {**compiled_facts(compiled), "compute": ov_compute(compiled)}
+        import torch
+
+        dtype = next(self.model.parameters()).dtype
+        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32",
+                "threads": torch.get_num_threads()}
+
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
+        import torch
+
+        inputs = torch.tensor([ids])
+        streamer = StampStreamer()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=False,
+                                      max_new_tokens=n, min_new_tokens=0 if stop_at_eos else n, streamer=streamer,
+                                      pad_token_id=self.model.config.eos_token_id)
+        return from_stamps(t0, streamer.stamps, out[0, len(ids):].tolist())
+
+
+class GenAI:
+    """openvino-genai's `LLMPipeline` on the same int8 export, fed ids (no templating)."""
+
+    def __init__(self, model: str, weight_format: str = "int8", attention: str | None = None,
+                 precision: str = DEFAULT_PRECISION, prompt_lookup: dict[str, int] | None = None) -> None:
+        self.model_name, self.weight_format, self.attention = model, weight_format, attention
+        self.precision, self.prompt_lookup = precision, prompt_lookup
+
+    def load(self) -> None:
+        import openvino_genai as genai
+
+        from chatlab.backends.export import export_model
+
+        self.genai = genai
+        # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
+        options: dict[str, Jsonable] = ov_config(self.precision)
+        if self.attention:
+            options["ATTENTION_BACKEND"] = self.attention
+        # Left to itself, LLMPipeline on its paged-attention path keeps the KV blocks of earlier
+        # prompts (prefix caching) and skips the prefill of a prompt it has seen: measured here,
+        # the 1,029-token prompt repeated came back in 20-50 ms instead of ~2.2 s. The bench runs
+        # the same prompts every round and chatlab's loop caches nothing across requests, so the
+        # scheduler is given its latency settings (no cap on the prefill batch) without the cache.
+        scheduler = genai.SchedulerConfig()
+        scheduler.enable_prefix_caching = False
+        scheduler.max_num_batched_tokens = 2**31 - 1
+        options["scheduler_config"] = scheduler
+        if self.prompt_lookup is not None:
+            options["prompt_lookup"] = True  # genai's own n-gram drafts, verified in one pass
+        self.pipe = genai.LLMPipeline(str(export_model(self.model_name, self.weight_format)), "CPU",
+                                      **options)
+
+    def facts(self) -> dict[str, Jsonable]:
+        # LLMPipeline does not expose its compiled model: this is the property it was given,
+        # on top of the same CPU plugin defaults as the other OpenVINO engines.
+        lookup = "" if self.prompt_lookup is None else (
+            f"; prompt lookup, {self.prompt_lookup['draft_tokens']} tokens per draft, "
+            f"n-grams up to {self.prompt_lookup['ngram']}")
+        return {"precision": self.precision, "threads": None,
+                "compute": "CPU plugin defaults as the OpenVINO rows (not readable from genai); "
+                           "prefix caching off" + lookup}
+
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
+        import numpy as np
+        import openvino as ov
+
+        import openvino_genai as genai
+        stamps: list[float] = []
+        tokens: list[int] = []
+
+        class Stamp(genai.StreamerBase):
+            def write(self, token: int | list[int]) -> object:
+                stamps.append(time.perf_counter())
+                tokens.extend(token if isinstance(token, list) else [token])
+                return genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        config = genai.GenerationConfig(max_new_tokens=n, min_new_tokens=0 if stop_at_eos else n,
+                                        do_sample=False, ignore_eos=not stop_at_eos,
+                                        apply_chat_template=False)
+        if self.prompt_lookup is not None:
+            config.num_assistant_tokens = self.prompt_lookup["draft_tokens"]
+            config.max_ngram_size = self.prompt_lookup["ngram"]
+        inputs = ov.Tensor(np.asarray([ids], dtype=np.int64))
+        t0 = time.perf_counter()
+        self.pipe.generate(inputs, config, Stamp())
+        return from_stamps(t0, stamps, tokens)
+
+
+def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
+    """Why engine `name` cannot run here, or None. Checked in the parent process, before any
+    worker starts, so a missing optional package costs a line in the table, not a crash."""
+    if get_engine(name).runtime == "llama.cpp":
+        from chatlab.lab.bench import llamacpp
+
+        return llamacpp.unavailable(precision)
+    return None
+
+
+Drafts = dict[str, int]
+# Drafts when the run names none. chatlab's loop: its own defaults (guesses of up to 3 tokens,
+# each OpenVINO pass padded to 1+3, chatlab.generate.speculate). genai's prompt lookup drafts
+# a fixed number per pass: 4, what its rows ran with in every stored run.
+CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation.draft_tokens, "ngram": Speculation.ngram}
+GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
+
+
+def _chatlab_loop(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> ChatlabLoop:
+    return ChatlabLoop(model, row.runtime, row.weight_format, precision, attention=row.options.get("attention"),
+                       speculate=drafts, dynamic_quantization=row.options.get("dynamic_quantization"))
+
+
+def _hf_generate(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
+    return HFGenerate(model, None, precision)
+
+
+def _optimum(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
+    return HFGenerate(model, row.weight_format, precision)
+
+
+def _genai_pipeline(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> GenAI:
+    return GenAI(model, row.weight_format, attention=row.options.get("attention"), precision=precision,
+                 prompt_lookup=drafts)
+
+
+def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> "LlamaCpp":
+    from chatlab.lab.bench.llamacpp import LlamaCpp
+
+    return LlamaCpp(model, precision)
+
+
+# One loader per runtime of the registry's rows: the loop backends and the references.
+LOADERS: dict[str, Callable[[EngineRow, str, str, Drafts | None], BenchEngine]] = {
+    "torch": _chatlab_loop, "openvino": _chatlab_loop, "hf-generate": _hf_generate,
+    "optimum": _optimum, "genai-pipeline": _genai_pipeline, "llama.cpp": _llama_cpp}
+
+
+def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,
+                speculate: Drafts | None = None) -> BenchEngine:
+    """The bench engine for a registry row; `speculate` ({"draft_tokens": k, "ngram": n})
+    sets the drafts of the rows with prompt lookup."""
+    row = get_engine(name)
+    default = GENAI_SPECULATION if row.runtime == "genai-pipeline" else CHATLAB_SPECULATION
+    drafts = (speculate or default) if row.prompt_lookup else None
+    return LOADERS[row.runtime](row, model, precision, drafts)

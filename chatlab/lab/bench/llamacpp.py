@@ -1,0 +1,135 @@
+"""llama.cpp (through `llama-cpp-python`) as an optional benchmark engine, on the shipped GGUF.
+
+The default chat model ships as a Q4_1 GGUF, and chatlab's other engines run a conversion of it
+(dequantized to fp32, then exported and re-quantized by OpenVINO). llama.cpp runs the file as it
+is: Q4_1 weights, whose matrix products quantize the activations to 8 bits (q8_1) and accumulate
+integer dot products; everything else (norms, rope, softmax, the KV cache as configured here) is
+f32. That is the closest llama.cpp gets to "f32 compute"; it has no bf16 mode for these weights,
+so a bf16 benchmark skips it with that reason.
+
+The package is an optional extra (`pip install -e '.[llamacpp]'`, a C++ build of a few minutes);
+without it the benchmark prints a skip line instead of failing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+from chatlab._thirdparty import Jsonable
+from chatlab.backends.engines import LLAMA_CPP
+from chatlab.lab.bench.timing import Timing, from_stamps
+
+ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
+PACKAGE = "llama-cpp-python"
+INSTALL = "pip install -e '.[llamacpp]'"
+# What the table says about this engine's arithmetic (see the module docstring).
+COMPUTE = "q4_1 weights x q8_1 activations (int dot products), f32 elsewhere, f32 KV cache"
+N_CTX = 2048  # the ~1,000-token prompt plus new tokens, with room to spare
+
+
+def installed() -> bool:
+    """Whether `llama_cpp` can be imported, found without importing it (it loads a C++ library)."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):  # a broken install, or a module set to None
+        return False
+
+
+def unavailable(precision: str) -> str | None:
+    """Why this engine cannot run here (None when it can): the package or the GGUF is missing,
+    or a precision llama.cpp does not compute in."""
+    if not installed():
+        return f"{PACKAGE} is not installed; install it with {INSTALL} (compiles llama.cpp)"
+    if precision != "f32":
+        return f"llama.cpp has no {precision} compute for Q4_1 weights; run it with --precision f32"
+    if gguf_path() is None:
+        from chatlab.models import get_asset
+
+        return f"the Q4_1 GGUF is not installed; {get_asset('smollm2-135m-instruct').install_hint}"
+    return None
+
+
+def gguf_path(model: str = "smollm2-135m-instruct") -> Path | None:
+    from chatlab.models import get_asset
+
+    files = get_asset(model).source_files()
+    return files[0] if files and files[0].name.endswith(".gguf") else None
+
+
+# Evaluates three tokens of the GGUF with llama.cpp's defaults, in a child process: see below.
+PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, verbose=False); "
+         "llm.eval([1, 2, 3])")
+
+
+def extra_buffers_run(path: Path) -> bool:
+    """Whether llama.cpp's extra buffer types run here. On an AMX CPU ggml puts the quantized
+    matmuls on its AMX kernels; on this project's AMX Xeon VM their tile loads stop the process
+    with SIGILL (measured: `tileloadd` in ggml_backend_amx_mul_mat, with the kernel's AMX
+    permission granted), so a three-token run in a child process decides. Where it fails, the
+    engine loads with `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, timeout=300)
+    return done.returncode == 0
+
+
+class LlamaCpp:
+    """`Llama.generate()` over the shipped GGUF, greedy, fed the same ids as every engine."""
+
+    def __init__(self, model: str, precision: str = "f32") -> None:
+        self.model_name, self.precision = model, precision
+
+    def load(self) -> None:
+        import llama_cpp
+
+        path = gguf_path(self.model_name)
+        if path is None:
+            raise FileNotFoundError(unavailable(self.precision))
+        try:
+            self.threads = len(os.sched_getaffinity(0))
+        except AttributeError:
+            self.threads = os.cpu_count() or 1
+        f32 = llama_cpp.GGML_TYPE_F32
+        self.extra_buffers = extra_buffers_run(path)
+        low = llama_cpp.llama_cpp  # Llama() takes its model parameters from this module's defaults
+        defaults = low.llama_model_default_params
+        if not self.extra_buffers:
+            def without_extra_buffers() -> object:
+                params = defaults()
+                params.use_extra_bufts = False
+                return params
+
+            low.llama_model_default_params = without_extra_buffers
+        try:
+            # type_k/type_v f32: llama.cpp's default KV cache is f16; f32 keeps attention at
+            # the precision the other engines are asked for.
+            self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=N_CTX, n_threads=self.threads,
+                                       n_threads_batch=self.threads, type_k=f32, type_v=f32,
+                                       verbose=False)
+        finally:
+            low.llama_model_default_params = defaults
+        self.eos = int(self.llm.token_eos())  # SmolLM2's GGUF: <|im_end|>, where the others stop
+
+    def facts(self) -> dict[str, Jsonable]:
+        off = "" if self.extra_buffers else ("; extra buffer types (ggml's AMX kernels) off: "
+                                             "they stopped with an illegal instruction on this CPU")
+        return {"precision": "f32", "threads": self.threads, "compute": COMPUTE + off}
+
+    def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
+        # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
+        # would time a warm prompt against the other engines' cold ones.
+        self.llm.reset()
+        stamps: list[float] = []
+        tokens: list[int] = []
+        t0 = time.perf_counter()
+        # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out
+        # unless asked to stop at the model's eos token.
+        for token in self.llm.generate(ids, temp=0.0, top_k=1, reset=True):
+            stamps.append(time.perf_counter())
+            tokens.append(int(token))
+            if len(tokens) == n or (stop_at_eos and int(token) == self.eos):
+                break
+        return from_stamps(t0, stamps, tokens)

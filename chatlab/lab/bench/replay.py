@@ -1,0 +1,192 @@
+"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup.
+
+With greedy decoding, speculation changes nothing but the number of model passes: the reply is
+token for token the plain one (chatlab.generate.speculate). So whether a guess would have been
+accepted is known exactly from the recorded plain reply, and the only thing left to model is
+what a pass costs. A pass over 1 + k tokens costs about `PASS_COST[k]` decode steps, measured
+once (notebook 05, section 7); plain decoding is one step per token. Replaying a reply through
+`PromptLookup` then gives the speed-up a policy would have had, without the noise of timing it
+on a shared 2-core machine, over every case of every task in a second.
+
+That is how the draft schedule of `Speculation` was chosen (see its module docstring); the timed
+side-by-side run (chatlab.lab.bench.speculate_run) then checks the choice against real clocks.
+
+    python -m chatlab.lab.bench.replay --record   # greedy replies of every bench task case (~3 min)
+    python -m chatlab.lab.bench.replay            # modelled speed of a few policies, per task
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from chatlab.generate.speculate import PromptLookup, Speculation
+
+# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32,
+# 2 cores (AMD EPYC, AVX-512), 2026-12-02, medians of 41 at unchanged shapes (notebook 05's first
+# table; two runs averaged). Between measured k the cost is interpolated; past 12 it grows by the
+# 8->12 slope. The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take another matmul
+# kernel. In the loop a pass costs ~0.1-0.2 steps more (the Python around it, and on one graph the
+# re-planning that chatlab.backends.paged's verify graph avoids), which the replay leaves out.
+PASS_COST = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.4, 4: 2.1, 8: 2.5, 12: 2.85}
+REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
+# SmolLM2's end tokens (<|endoftext|>, <|im_end|>): the recorded replies run 64 tokens past them
+END_IDS = (0, 2)
+
+
+def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
+    """Steps one pass over 1 + k tokens costs, from `table`."""
+    ks = sorted(table)
+    if k >= ks[-1]:
+        slope = (table[ks[-1]] - table[ks[-2]]) / (ks[-1] - ks[-2])
+        return table[ks[-1]] + slope * (k - ks[-1])
+    lo = max(x for x in ks if x <= k)
+    hi = min(x for x in ks if x >= k)
+    return table[lo] if lo == hi else table[lo] + (table[hi] - table[lo]) * (k - lo) / (hi - lo)
+
+
+def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
+                  fixed_width: bool = False) -> list[int]:
+    """The model passes after the prefill that `spec` would have made for a recorded greedy
+    reply: the guess's length of each (0: a plain decode step), driving PromptLookup exactly
+    as chatlab.generate.loop does (`fixed_width`: as on a backend that pads every pass)."""
+    lookup = PromptLookup(spec, prompt, fixed_width)
+    lookup.add(reply[0])  # the first token comes from the prefill, in both loops
+    n, passes = 1, []
+    while n < len(reply):
+        draft = lookup.draft(len(reply) - n - 1)
+        passes.append(len(draft))
+        kept = 0
+        while kept < len(draft) and draft[kept] == reply[n + kept]:
+            kept += 1
+        for token in reply[n:n + kept + 1]:  # the kept guesses and the model's own next token
+            lookup.add(token)
+        n += kept + 1
+        if draft:
+            lookup.result(len(draft), kept)
+    return passes
+
+
+def replay(prompt: list[int], reply: list[int], spec: Speculation,
+           table: dict[int, float] = PASS_COST, fixed_width: bool = False) -> float:
+    """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
+    greedy reply: its tokens after the first over the steps its passes cost (`table`). With
+    `fixed_width` every verify pass costs a pass over 1 + k tokens, however short its guess."""
+    if len(reply) < 2:
+        return 1.0
+    passes = replay_passes(prompt, reply, spec, fixed_width)
+    cost = sum(pass_cost(spec.draft_tokens if fixed_width and k else k, table) for k in passes)
+    return (len(reply) - 1) / cost
+
+
+def until_end(reply: list[int], end_ids: tuple[int, ...] = END_IDS) -> list[int]:
+    """The reply up to and including its first end token, as a served reply stops."""
+    for i, token in enumerate(reply):
+        if token in end_ids:
+            return reply[:i + 1]
+    return reply
+
+
+def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation,
+                 table: dict[int, float] = PASS_COST, fixed_width: bool = False,
+                 stop_at_end: bool = True) -> dict[str, float]:
+    """Mean modelled speed-up per task over its recorded cases; each reply cut at its end token
+    (as the speculation bench and a server stop) unless `stop_at_end` is False."""
+    cut = until_end if stop_at_end else list
+    return {task: statistics.mean(replay(c["prompt"], cut(c["reply"]), spec, table, fixed_width)
+                                  for c in cases)
+            for task, cases in replies.items()}
+
+
+def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
+    """A bound on any n-gram lookup drafter with guesses of up to `k` (passes padded to 1 + k):
+    at each pass, of every earlier occurrence of the last token, take the one whose continuation
+    matches the reply longest, and draft only when something would be kept. A real drafter
+    cannot know which occurrence that is, nor skip its wrong guesses, so none does better."""
+    if len(reply) < 2:
+        return 1.0
+    ids, n, cost = list(prompt) + [reply[0]], 1, 0.0
+    while n < len(reply):
+        best = 0
+        for j in range(len(ids) - 1):
+            if ids[j] == ids[-1]:
+                m = 0
+                while m < k and j + 1 + m < len(ids) and n + m < len(reply) and ids[j + 1 + m] == reply[n + m]:
+                    m += 1
+                best = max(best, m)
+        cost += pass_cost(k, table) if best else 1.0
+        ids += reply[n:n + best + 1]
+        n += best + 1
+    return (len(reply) - 1) / cost
+
+
+def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
+                 table: dict[int, float] = PASS_COST, stop_at_end: bool = True) -> dict[str, float]:
+    """`oracle` per task, the mean over its recorded cases (cut at their end token by default)."""
+    cut = until_end if stop_at_end else list
+    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k, table) for c in cases)
+            for task, cases in replies.items()}
+
+
+def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
+    """Plain greedy replies, `tokens` long (the end token ignored: replay_tasks cuts them there
+    unless asked not to), of every case of every bench task, on the int8 paged graph at f32."""
+    from chatlab.backends import load_step_backend
+    from chatlab.lab.bench.tasks import TASKS, task_messages
+    from chatlab.generate import SamplingParams, generate
+    from chatlab.render import resolve
+
+    backend = load_step_backend(model, "openvino", "int8", precision="f32")
+    res = resolve(backend.tokenizer, model)
+    out: dict[str, list[dict[str, list[int]]]] = {}
+    for task in TASKS:
+        out[task] = []
+        for messages in task_messages(task):
+            ids = list(res.render(messages).ids)
+            *_, fin = generate(backend, ids, SamplingParams(max_new_tokens=tokens, ignore_eos=True))
+            out[task].append({"prompt": ids, "reply": list(fin.token_ids)})
+    return out
+
+
+# name -> (the drafter's settings, whether every verify pass is padded to 1 + k tokens)
+POLICIES: dict[str, tuple[Speculation, bool]] = {
+    "k=4 every pass, n-grams 3..1, no adapting": (Speculation(draft_tokens=4, min_ngram=1, adaptive=False), False),
+    "sized guesses up to 8, n-grams 3..2": (Speculation(draft_tokens=8), False),
+    "sized guesses up to 3, n-grams 3..2 (torch)": (Speculation(), False),
+    "padded to 1+2 on a verify graph": (Speculation(draft_tokens=2), True),
+    "padded to 1+3 on a verify graph (OpenVINO)": (Speculation(), True),
+    "padded to 1+4 on a verify graph": (Speculation(draft_tokens=4), True),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from chatlab.lab.bench.speculate_run import write_json
+    from chatlab.data import data_dir
+
+    p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.replay", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--record", action="store_true", help="record the greedy replies first")
+    p.add_argument("--file", default=None, help="the replies file (default data/bench/greedy-replies.json)")
+    p.add_argument("--past-end", action="store_true",
+                   help="replay all 64 recorded tokens, past each reply's end token")
+    args = p.parse_args(argv)
+    path = Path(args.file) if args.file else data_dir().joinpath(*REPLIES)
+    if args.record:
+        print(f"written to {write_json(record(), path)}")  # whole or not at all
+    if not path.is_file():
+        print(f"replay: no recorded replies at {path}; record them first: "
+              "python -m chatlab.lab.bench.replay --record [--file PATH]", file=sys.stderr)
+        return 2
+    replies = json.loads(path.read_text())
+    print(f"{'policy':<48}" + "".join(f"{t:>9}" for t in replies) + "   (modelled speed / plain)")
+    for name, (spec, fixed) in POLICIES.items():
+        speeds = replay_tasks(replies, spec, fixed_width=fixed, stop_at_end=not args.past_end)
+        print(f"{name:<48}" + "".join(f"{v:>8.2f}x" for v in speeds.values()))
+    bound = oracle_tasks(replies, stop_at_end=not args.past_end)
+    print(f"{'bound: an oracle lookup, padded to 1+3':<48}" + "".join(f"{v:>8.2f}x" for v in bound.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,287 @@
+"""Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
+
+At most two engine processes are alive at once: each engine is paired with the baseline
+(openvino-genai int8) and the pairs run one after the other (see `plan_groups`). Within a pair
+the engines take turns (never two on the same cores), in an order that rotates every round, so
+a slow stretch of the machine (other processes, thermal limits) hits both instead of
+penalizing whichever came last; each ratio is taken against the baseline's runs in its own pair. Each round times a short chat prompt (time to first
+token and decode speed over `tokens` new tokens) and a ~1,000-token prompt (time to first
+token). Medians are reported with the min–max range, and ratios to openvino-genai int8.
+Every engine runs at the one precision of the config (f32 by default), and the result says
+what each engine actually ran at, on which CPU (model, bf16/AMX flags) and with how many threads:
+a number without those is not comparable across machines.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
+from chatlab.lab.bench.engines import BASELINE, ENGINES
+from chatlab.errors import ChatlabError, UnknownNameError
+
+if TYPE_CHECKING:
+    from chatlab.generate.speculate import Speculation
+
+
+class Bar(Protocol):
+    """The progress bar run_group advances (tqdm's)."""
+
+    def update(self) -> object: ...
+
+LONG_PROMPT_TOKENS = 1000
+SHORT_QUESTION = "What are three good habits for writing maintainable Python code?"
+FILLER = ("The history of the printing press shows how a technology for copying text changed who "
+          "could read, what was written, and how ideas spread across Europe in a few decades. ")
+
+
+@dataclass
+class BenchConfig:
+    model: str = "smollm2-135m-instruct"
+    engines: list[str] = field(default_factory=lambda: list(ENGINES))
+    rounds: int = 5
+    tokens: int = 128
+    long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
+    precision: str = DEFAULT_PRECISION  # the same for every engine
+    # A task shape of chatlab.lab.bench.tasks: its cases replace the short chat prompt, one per
+    # round in turn (None: the short question)
+    task: str | None = None
+    # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
+    speculate: dict[str, int] | None = None
+
+    @classmethod
+    def make(cls, model: str, quick: bool = False, rounds: int | None = None,
+             tokens: int | None = None, engines: list[str] | None = None,
+             precision: str | None = None, task: str | None = None,
+             speculate: "Speculation | None" = None) -> "BenchConfig":
+        from chatlab.lab.bench.engines import SPECULATIVE_ENGINES
+        from chatlab.lab.bench.tasks import TASKS
+
+        from chatlab.backends.engines import get_engine
+
+        for e in engines or []:
+            get_engine(e)  # an UnknownNameError listing the registry's rows
+        if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
+            raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
+        if task is not None and task not in TASKS:
+            raise UnknownNameError("bench task", task, TASKS)
+        chosen = list(engines or ENGINES)
+        if speculate is not None and not engines:  # --speculate alone adds the speculative rows
+            chosen += [e for e in SPECULATIVE_ENGINES if e not in chosen]
+        drafts = None if speculate is None else {"draft_tokens": speculate.draft_tokens,
+                                                 "ngram": speculate.ngram}
+        return cls(model=model, engines=chosen,
+                   rounds=rounds or (3 if quick else 5), tokens=tokens or (64 if quick else 128),
+                   precision=check_precision(precision), task=task, speculate=drafts)
+
+
+def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
+    """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
+    a task, its cases too (`cases`, a list of prompts)."""
+    from chatlab.lab.bench.tasks import task_messages
+    from chatlab.models import load_tokenizer
+    from chatlab.render import resolve
+
+    res = resolve(load_tokenizer(model), model)
+    short = res.render([{"role": "user", "content": SHORT_QUESTION}]).ids
+    text, long = "", short
+    while len(long) < LONG_PROMPT_TOKENS:
+        text += FILLER
+        long = res.render([{"role": "user", "content": text + "\nSummarize the text above."}]).ids
+    out: dict[str, Jsonable] = {"short": short, "long": long}
+    if task is not None:
+        out["cases"] = [list(res.render(messages).ids) for messages in task_messages(task)]
+    return out
+
+
+def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
+    """`bench_prompts` run in a short-lived process. Rendering loads transformers' tokenizer,
+    which imports torch (~500 MB) into whichever process calls it, and keeps it there; the
+    parent of the engine workers only needs the ids. In a notebook that parent is the kernel,
+    whose memory counts against Binder's 2 GB next to the two workers'."""
+    code = ("import json, sys; from chatlab.lab.bench.runner import bench_prompts; "
+            "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
+    return json_from_child(code, [model, task or ""], f"rendering the benchmark prompts for {model!r}")
+
+
+def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
+    """Run `python -c code *args` and read the JSON its last stdout line holds; a failure is a
+    ChatlabError naming `what` and the child's last stderr line."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ChatlabError(f"{what} failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class Worker:
+    def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION,
+                 speculate: dict[str, int] | None = None) -> None:
+        self.engine = engine
+        self.log = tempfile.TemporaryFile(mode="w+")
+        extra = [json.dumps(speculate)] if speculate is not None else []
+        self.proc = subprocess.Popen([sys.executable, "-m", "chatlab.lab.bench.worker", engine, model,
+                                      precision, *extra],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1)
+        ready = self.ask(None)
+        self.load_s = float(ready["load_s"])
+        self.precision, self.threads = ready.get("precision"), ready.get("threads")
+        self.compute = ready.get("compute")  # what else decides the arithmetic, in words
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ask(self, request: dict[str, Jsonable] | None) -> dict[str, Jsonable]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if request is not None:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            tail = self.log.read()[-2000:]
+            raise ChatlabError(f"benchmark engine {self.engine} failed:\n{tail}")
+        return json.loads(line)
+
+    def close(self) -> float:
+        rss = float(self.ask({"quit": True})["rss_mb"])
+        self.proc.wait(timeout=60)
+        return rss
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def summarize(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
+    """Which engines are alive together: each engine in a pair with the anchor (the baseline,
+    or the first engine when the baseline is not benchmarked), one pair at a time.
+
+    Why pairs with the anchor rather than all engines at once or one at a time: memory stays at
+    two engines (Binder gives 2 GB; eight loaded engines peaked at 7.5 GB), while every ratio the
+    table reports is still taken between two engines measured interleaved, round by round, in
+    the same stretch of machine time. One engine at a time would either reload it every round
+    (loads take seconds and disturb the caches) or compare numbers taken minutes apart."""
+    if len(engines) <= 1:
+        return [list(engines)]
+    anchor = baseline if baseline in engines else engines[0]
+    return [[anchor, e] for e in engines if e != anchor]
+
+
+class Samples:
+    """Per-engine timings, and the anchor's timings per pair (the ratio's denominator)."""
+
+    def __init__(self) -> None:
+        self.all: dict[str, dict[str, list[float]]] = {}
+        self.paired: dict[str, dict[str, list[float]]] = {}  # partner -> the anchor's samples
+
+    def add(self, engine: str, short: dict[str, Jsonable], long: dict[str, Jsonable],
+            partner: str | None = None) -> None:
+        for store, key in ((self.all, engine), (self.paired, partner)):
+            if key is None:
+                continue
+            s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
+            s["decode_tok_s"].append(short["decode_tok_s"])
+            s["ttft_ms"].append(short["ttft_s"] * 1000)
+            s["ttft_long_ms"].append(long["ttft_s"] * 1000)
+            if short.get("spec"):  # a speculative engine: tokens per model pass, accepted
+                s.setdefault("tokens_per_step", []).append(short["spec"]["tokens_per_step"])
+                s.setdefault("acceptance", []).append(short["spec"]["acceptance"])
+
+
+def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable],
+              samples: Samples, info: dict[str, dict[str, Jsonable]], bar: "Bar",
+              make_worker: "Callable[..., Worker] | None" = None) -> int:
+    """Load the group's workers, run the interleaved rounds, close them; returns how many
+    workers were alive at once (the test of the memory bound reads it)."""
+    make_worker = make_worker or Worker
+    workers: dict[str, Worker] = {}
+    try:
+        from chatlab.backends.engines import get_engine
+
+        for e in group:
+            takes = config.speculate is not None and get_engine(e).takes_drafts
+            extra = [config.speculate] if takes else []
+            workers[e] = make_worker(e, config.model, config.precision, *extra)
+            # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
+            # paged graphs' cache blocks grow to the long prompt)
+            workers[e].ask({"ids": prompts["short"], "tokens": 4})
+            workers[e].ask({"ids": prompts["long"], "tokens": 2})
+        alive = sum(1 for w in workers.values() if w.alive())
+        anchor = group[0]
+        for r in range(config.rounds):
+            shift = r % len(group)  # rotate who goes first: no engine always runs after the other
+            cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
+            for e in group[shift:] + group[:shift]:
+                short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
+                long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
+                partner = group[1] if e == anchor and len(group) > 1 else None
+                samples.add(e, short, long, partner)
+                row = info.setdefault(e, {"rss_mb": 0.0, "load_s": workers[e].load_s,
+                                          "first_tokens": short["tokens"][:16]})
+                row.update(precision=workers[e].precision, threads=workers[e].threads,
+                           compute=workers[e].compute)
+                bar.update()
+        for e, w in workers.items():
+            info[e]["rss_mb"] = max(info[e]["rss_mb"], w.close())
+    finally:
+        for w in workers.values():
+            w.kill()
+    return alive
+
+
+def run_benchmark(config: BenchConfig, progress: bool = True,
+                  make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
+    """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
+    Engines that cannot run here (an optional package missing) are listed under `skipped`."""
+    from tqdm.auto import tqdm
+
+    from chatlab.lab.bench.engines import unavailable
+    from chatlab.lab.bench.report import add_ratios
+
+    skipped = [{"name": e, "reason": why} for e in config.engines
+               if (why := unavailable(e, config.precision))]
+    engines = [e for e in config.engines if e not in {s["name"] for s in skipped}]
+    if not engines:
+        raise ChatlabError("no benchmark engine can run here: " +
+                           "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
+    prompts = prompts_in_child(config.model, config.task)
+    groups = plan_groups(engines)
+    samples, info = Samples(), dict[str, Jsonable]()
+    max_alive = 0
+    steps = config.rounds * sum(len(g) for g in groups)
+    with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
+        for group in groups:
+            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar,
+                                                 make_worker))
+    rows = []
+    for e in engines:
+        row: dict[str, Jsonable] = {"name": e}
+        for metric, values in samples.all[e].items():
+            med, lo, hi = summarize(values)
+            row[metric], row[f"{metric}_range"] = med, (lo, hi)
+        if e in samples.paired:  # the anchor's medians in this engine's own pair
+            row["paired_anchor"] = {m: statistics.median(v) for m, v in samples.paired[e].items()
+                                    if m in ("decode_tok_s", "ttft_ms", "ttft_long_ms")}
+        row.update(info[e])
+        rows.append(row)
+    result = {"model": config.model, "rounds": config.rounds, "new_tokens": config.tokens,
+              "prompt_tokens": {"short": len(prompts["short"]), "long": len(prompts["long"])},
+              "task": config.task, "speculate": config.speculate,
+              "baseline": groups[0][0], "precision": config.precision, "cpu": cpu_info(),
+              "schedule": "pairs with the baseline, interleaved rounds",
+              "max_workers_alive": max_alive, "engines": rows, "skipped": skipped}
+    add_ratios(result)
+    return result

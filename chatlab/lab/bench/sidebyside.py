@@ -1,0 +1,174 @@
+"""Every task shape in one bench run: the engines paired with the baseline, one case of each task
+per round, so a pair of engine processes loads once for all the tasks.
+
+`chatlab bench --task T` measures one task shape per run; the speculation targets compare
+several tasks (copy-heavy against copy-nothing) and several engines, and numbers taken in
+separate runs minutes apart on a shared machine do not compare. Here the schedule is the bench's
+(`runner.plan_groups`: each engine beside the baseline, at most two processes alive, the order
+rotating every round) and each turn of an engine runs one case of every task, so the ratio of
+an engine to the baseline on a task is taken between runs made seconds apart.
+
+Only the task prompts are timed (their TTFT and decode speed); the bench's ~1,000-token prompt
+is left out, being the same with or without speculation.
+"""
+from __future__ import annotations
+
+import signal
+import statistics
+from typing import Callable
+
+from chatlab._thirdparty import Jsonable
+
+from chatlab.lab.bench.engines import BASELINE
+from chatlab.lab.bench.runner import Bar, Worker, json_from_child, plan_groups
+from chatlab.errors import ChatlabError
+
+METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
+
+
+def task_cases(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
+    """The first `limit` cases of each task, rendered at the id level as the bench renders them."""
+    from chatlab.lab.bench.tasks import task_messages
+    from chatlab.models import load_tokenizer
+    from chatlab.render import resolve
+
+    res = resolve(load_tokenizer(model), model)
+    return {t: [list(res.render(m).ids) for m in task_messages(t)[:limit]] for t in tasks}
+
+
+def task_cases_in_child(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
+    """`task_cases` in a short-lived process (rendering imports torch; the parent needs ids only)."""
+    code = ("import json, sys; from chatlab.lab.bench.sidebyside import task_cases; "
+            "print(json.dumps(task_cases(sys.argv[1], sys.argv[2].split(','), int(sys.argv[3]))))")
+    result: dict[str, list[list[int]]] = json_from_child(
+        code, [model, ",".join(tasks), str(limit)], f"rendering the task prompts for {model!r}")
+    return result
+
+
+class TaskSamples:
+    """Per engine and task: its own samples, and the baseline's samples from its pair."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, dict[str, dict[str, list[float]]]] = {}
+        self.anchor: dict[str, dict[str, dict[str, list[float]]]] = {}
+        self.tokens: dict[str, dict[str, dict[int, list[int]]]] = {}  # each case's reply, once
+
+    def add(self, store: dict[str, dict[str, dict[str, list[float]]]], engine: str, task: str, answer: dict[str, Jsonable]) -> None:
+        s = store.setdefault(engine, {}).setdefault(task, {m: [] for m in METRICS})
+        s["decode_tok_s"].append(answer["decode_tok_s"])
+        s["ttft_ms"].append(answer["ttft_s"] * 1000)
+        if answer.get("spec"):  # a speculative engine: model passes and acceptance
+            s["tokens_per_step"].append(answer["spec"]["tokens_per_step"])
+            s["acceptance"].append(answer["spec"]["acceptance"])
+
+
+def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], rounds: int,
+             tokens: int, precision: str, speculate: dict[str, int] | None, samples: TaskSamples,
+             info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None,
+             stop_at_eos: bool = False) -> None:
+    """One pair (the baseline first): load both, warm up on every task, run the rounds."""
+    from chatlab.backends.engines import get_engine
+
+    make_worker = make_worker or Worker
+    workers: dict[str, Worker] = {}
+    current = group[0]
+    try:
+        for e in group:
+            current = e
+            takes = speculate is not None and get_engine(e).takes_drafts  # as in runner.run_group
+            extra = [speculate] if takes else []
+            workers[e] = make_worker(e, model, precision, *extra)
+            for task_cases_ in cases.values():  # warm-up, not timed: first-shape allocations
+                workers[e].ask({"ids": max(task_cases_, key=len), "tokens": 4})
+            info[e] = {"load_s": workers[e].load_s, "precision": workers[e].precision,
+                       "threads": workers[e].threads, "compute": workers[e].compute}
+        for r in range(rounds):
+            shift = r % len(group)
+            for e in group[shift:] + group[:shift]:
+                current = e
+                for task, task_cases_ in cases.items():
+                    answer = workers[e].ask({"ids": task_cases_[r % len(task_cases_)], "tokens": tokens,
+                                             "stop_at_eos": stop_at_eos})
+                    is_anchor = e == group[0] and len(group) > 1
+                    samples.add(samples.anchor if is_anchor else samples.own,
+                                group[1] if is_anchor else e, task, answer)
+                    replies = samples.tokens.setdefault(e, {}).setdefault(task, {})
+                    replies.setdefault(r % len(task_cases_), answer["tokens"])
+                bar.update()
+        for e, w in workers.items():
+            current = e
+            info[e]["rss_mb"] = max(info[e].get("rss_mb", 0.0), w.close())
+    except ChatlabError as err:
+        if current == group[0]:  # the baseline: no ratio can be taken without it
+            raise
+        raise EngineFailed(current, str(err), workers[current].proc.poll() if current in workers else None) from err
+    finally:
+        for w in workers.values():
+            w.kill()
+
+
+class EngineFailed(ChatlabError):
+    """A partner engine's process failed mid-run: the run goes on without that row."""
+
+    def __init__(self, engine: str, message: str, returncode: int | None) -> None:
+        last = [line for line in message.splitlines() if line.strip()][-1:] or [message]
+        how = ""
+        if returncode is not None and returncode < 0:
+            how = f" (killed by {signal.Signals(-returncode).name})"
+        elif returncode:
+            how = f" (exit status {returncode})"
+        super().__init__(f"{engine} failed during the run{how}: {last[0]}")
+        self.engine = engine
+
+
+def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tokens: int,
+              precision: str = "f32", speculate: dict[str, int] | None = None,
+              progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
+              stop_at_eos: bool = False) -> dict[str, Jsonable]:
+    """Each engine (the baseline included) per task: medians, ranges and the ratio to the
+    baseline's runs in the same pair; engines that cannot run here are listed under `skipped`.
+    `stop_at_eos`: each reply ends at the model's end token (at most `tokens`), as served."""
+    from tqdm.auto import tqdm
+
+    from chatlab.lab.bench.engines import unavailable
+
+    skipped = [{"name": e, "reason": why} for e in engines if (why := unavailable(e, precision))]
+    runnable = [e for e in engines if e not in {s["name"] for s in skipped}]
+    cases = task_cases_in_child(model, tasks, rounds)
+    groups = plan_groups(runnable)
+    samples, info = TaskSamples(), dict[str, dict[str, Jsonable]]()
+    with tqdm(total=rounds * sum(len(g) for g in groups), desc="engine pairs, all tasks",
+              disable=not progress) as bar:
+        for group in groups:
+            try:
+                run_pair(group, model, cases, rounds, tokens, precision, speculate, samples, info,
+                         bar, make_worker, stop_at_eos)
+            except EngineFailed as failed:  # its row is left out, with the reason, not the run
+                skipped.append({"name": failed.engine, "reason": str(failed)})
+                for store in (samples.own, samples.anchor, samples.tokens, info):
+                    store.pop(failed.engine, None)
+    baseline = groups[0][0] if runnable else BASELINE
+    rows = []
+    for e in [e for e in runnable if e not in {s["name"] for s in skipped}]:
+        per_task = {}
+        for task in tasks:
+            own = samples.own.get(e, {}).get(task)
+            if own is None and e == baseline:  # the baseline: all its pairs' runs together
+                own = {m: [v for partner in samples.anchor.values() for v in partner[task][m]]
+                       for m in METRICS}
+            assert own is not None
+            cell: dict[str, Jsonable] = {}
+            for metric, values in own.items():
+                if values:
+                    cell[metric] = statistics.median(values)
+                    cell[f"{metric}_range"] = (min(values), max(values))
+            anchor = samples.anchor.get(e, {}).get(task)
+            for metric in ("decode_tok_s", "ttft_ms"):
+                cell[f"{metric}_ratio"] = (cell[metric] / statistics.median(anchor[metric])
+                                           if anchor else 1.0)
+            per_task[task] = cell
+        rows.append({"name": e, "tasks": per_task, "replies": samples.tokens.get(e, {}), **info[e]})
+    return {"model": model, "rounds": rounds, "new_tokens": tokens, "stop_at_eos": stop_at_eos, "tasks": tasks,
+            "prompt_tokens": {t: [len(c) for c in cs] for t, cs in cases.items()},
+            "baseline": baseline, "precision": precision, "speculate": speculate,
+            "engines": rows, "skipped": skipped}

@@ -1,0 +1,126 @@
+"""Stored benchmark results: a full run kept in `data/bench/`, labelled with where it came from.
+
+A notebook cannot run the full benchmark (seven engines, minutes each, gigabytes of memory on a
+2 GB Binder), and a number without its machine is not a result. So a full run is stored once, as
+the JSON that `chatlab bench --json` or `python -m chatlab.serve.bench --clients 8 --json`
+prints, plus a `run` record: the date, the command, a line about the machine (quiet or shared),
+and its CPU (model, bf16/AMX flags, threads). Notebooks load it through `chatlab.data_path` and
+print the label above the table. To store or refresh one:
+
+    chatlab bench --json --plot '' | python -m chatlab.lab.bench.stored full-run.json \\
+        --command "chatlab bench --json" --machine "a quiet 2-core VM"
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+
+from chatlab._thirdparty import Jsonable
+from chatlab.errors import ChatlabError
+from chatlab.serve.ceiling import ceiling_line, cpu_name
+
+FOLDER = "bench"  # inside chatlab's data folder
+RUN_KEYS = ("date", "command", "machine", "cpu")
+
+
+def label(result: dict[str, Jsonable], command: str, machine: str,
+          date: str | None = None) -> dict[str, Jsonable]:
+    """`result` with its `run` record (this machine's CPU, today's date unless given)."""
+    from chatlab.backends.precision import cpu_info
+
+    if not command.strip() or not machine.strip():
+        raise ChatlabError("a stored result needs the command that made it and a line about the "
+                           "machine (e.g. 'a quiet 2-core VM'): pass --command and --machine")
+    cpu = result.get("cpu") or cpu_info()
+    run = {"date": date or dt.date.today().isoformat(), "command": command.strip(),
+           "machine": machine.strip(), "cpu": cpu}
+    return {**result, "run": run}
+
+
+def load_stored(name: str) -> dict[str, Jsonable]:
+    """A labelled result from `data/bench/NAME`; an unlabelled or unreadable one is an error."""
+    from chatlab.data import data_path
+
+    path = data_path(FOLDER, name)
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ChatlabError(f"data/{FOLDER}/{name} is not valid JSON ({err}); store it again with "
+                           "python -m chatlab.lab.bench.stored") from None
+    missing = [k for k in RUN_KEYS if k not in (result.get("run") or {})]
+    if missing:
+        raise ChatlabError(f"data/{FOLDER}/{name} has no {', '.join(missing)} in its run record: a "
+                           "number without its machine is not a result; store it with "
+                           "python -m chatlab.lab.bench.stored --command ... --machine ...")
+    return result
+
+
+def run_label(result: dict[str, Jsonable]) -> str:
+    """Where a stored result comes from, in two lines."""
+    run = result["run"]
+    cpu = run["cpu"]
+    flags = " ".join(cpu.get("flags") or []) or "no avx512/bf16/AMX flags"
+    return (f"stored result of `{run['command']}` on {run['date']}\n"
+            f"machine: {run['machine']}; CPU {cpu.get('model')} ({flags}), "
+            f"{cpu.get('threads')} threads")
+
+
+def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
+    """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
+    without the speed-target lines, as the notebooks show it)."""
+    from chatlab.lab.bench.report import format_table
+
+    return run_label(result) + "\n" + format_table(result, targets=targets)
+
+
+def serving_table(result: dict[str, Jsonable]) -> str:
+    """A stored `chatlab.serve.bench --clients N` result: aggregate tokens/s, 1 vs N clients,
+    and time to first token under load."""
+    n = result["clients"]
+    lines = [run_label(result),
+             f"{result['backend']}/{result['weight_format']} at {result['precision']}, "
+             f"{result['tokens']} tokens per client, {result['rounds']} rounds (medians)",
+             f"{'clients':>8} {'aggregate tok/s':>16}",
+             f"{1:>8} {result['one_client_tok_s']:>16.1f}",
+             f"{n:>8} {result['n_clients_tok_s']:>16.1f}",
+             f"ratio {result['ratio']:.2f}x; TTFT at {n} clients: p50 "
+             f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms"]
+    if "engine_ratio" in result:
+        lines.append(f"the pipeline alone (no server, same prompts): ratio {result['engine_ratio']:.2f}x "
+                     f"({result['engine_one_tok_s']:.1f} -> {result['engine_n_tok_s']:.1f} tok/s)")
+    run = result.get("run") or {}
+    lines.append(ceiling_line(result, cpu_name(result.get("cpu") or run.get("cpu"))))
+    eq = result.get("greedy_equality")
+    if eq:
+        lines.append(f"greedy replies equal to chatlab's OpenVINO loop at f32: "
+                     f"{eq['identical']}/{eq['prompts']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("name", help="file name inside data/bench/, e.g. full-run.json")
+    ap.add_argument("--command", required=True, help="the command whose JSON is on stdin")
+    ap.add_argument("--machine", required=True, help="one line: which machine, quiet or shared")
+    args = ap.parse_args(argv)
+    from chatlab.data import data_dir
+
+    try:
+        result = json.loads(sys.stdin.read())
+    except ValueError as err:
+        print(f"stdin is not the JSON of a bench run ({err}); pipe `chatlab bench --json` in",
+              file=sys.stderr)
+        return 2
+    folder = data_dir() / FOLDER
+    folder.mkdir(exist_ok=True)
+    out = folder / args.name
+    out.write_text(json.dumps(label(result, args.command, args.machine), indent=2) + "\n",
+                   encoding="utf-8")
+    print(f"stored data/{FOLDER}/{args.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Time to first token over a growing chat, with and without prefix reuse, side by side.
+
+A client resends the whole conversation every turn, so without reuse turn N prefills all N
+turns again and its TTFT grows with the conversation; with reuse (chatlab.engine.prefix) it
+prefills only the new user message. Each turn adds a retrieved passage and a question from
+notebook 08's set, so the prompt grows by ~150-200 tokens a turn.
+
+The engines are timed interleaved, turn by turn, in one process (on a loaded machine only
+ratios measured side by side mean anything). TTFT is what a client sees: from the call to the
+first chunk with content, rendering included (the same work for both).
+
+    python -m chatlab.lab.bench.turns --turns 8 --tokens 16          # chatlab's loop, openvino
+    python -m chatlab.lab.bench.turns --genai                         # + genai with/without caching
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import TYPE_CHECKING, Mapping, Union
+
+from chatlab._thirdparty import Jsonable
+from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.engine import ChatEngine
+
+
+def user_turns(n: int, start: int = 0) -> list[str]:
+    """`n` user messages, from question `start` of notebook 08's set on (another conversation
+    for each `start`, so that no cache holds a repeated one)."""
+    from chatlab.lab.bench.tasks import questions_with_passages
+
+    pairs = questions_with_passages()[start:start + n]
+    if len(pairs) < n:
+        raise ChatlabError(f"the question set has {len(pairs) + start} questions; "
+                           f"{n} turns from question {start} need more: ask for fewer turns")
+    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
+
+
+class GenaiChatMode:
+    """openvino-genai's own chat mode: `LLMPipeline.start_chat()`, then one user message per
+    `generate` call. genai keeps the history, renders it with the model's chat template itself
+    and, on its paged-attention path, finds the earlier turns' KV blocks by its prefix caching
+    (its default there). This is the multi-turn target: what a genai user gets without chatlab.
+    It is given every turn's message, not the history, since it keeps its own."""
+
+    def __init__(self, model: str, precision: str = "f32") -> None:
+        import openvino_genai as genai
+
+        from chatlab.backends.export import export_model
+        from chatlab.backends.precision import ov_config
+
+        self.genai: Jsonable = genai  # openvino_genai: no type information
+        self.pipe = genai.LLMPipeline(str(export_model(model, "int8")), "CPU", **ov_config(precision))
+        self.pipe.start_chat()
+        self.prompt_tokens = 0  # genai does not report it; the caller's row says chatlab's count
+
+    def restart(self) -> None:
+        """A new conversation (genai's prefix cache keeps the old one's blocks, as chatlab's LRU does)."""
+        self.pipe.finish_chat()
+        self.pipe.start_chat()
+
+    def timed_turn(self, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
+        stamps: list[float] = []
+
+        def stamp(piece: str) -> bool:
+            if piece and not stamps:
+                stamps.append(time.perf_counter())
+            return False  # keep going
+
+        config = self.genai.GenerationConfig(max_new_tokens=tokens, do_sample=False)
+        t0 = time.perf_counter()
+        reply = str(self.pipe.generate(history[-1]["content"], config, stamp))
+        return (stamps[0] if stamps else time.perf_counter()) - t0, reply, 0
+
+
+# What growing_chat times: a chatlab engine (its stream) or genai's own chat mode
+Turnable = Union["ChatEngine", GenaiChatMode]
+
+
+def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
+    """(TTFT in s, reply text, prompt tokens) of one greedy turn through the engine's stream."""
+    from chatlab.engine import parse_request
+
+    if isinstance(engine, GenaiChatMode):
+        return engine.timed_turn(history, tokens)
+
+    req = parse_request({"model": engine.model_name, "messages": history, "max_tokens": tokens,
+                         "temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
+    t0 = time.perf_counter()
+    first, text, prompt_tokens = None, "", 0
+    for chunk in engine.chat_stream(engine.check(req)):
+        for choice in chunk["choices"]:
+            piece = choice["delta"].get("content") or ""
+            if piece and first is None:
+                first = time.perf_counter() - t0
+            text += piece
+        if chunk.get("usage"):
+            prompt_tokens = chunk["usage"]["prompt_tokens"]
+    return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
+
+
+def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16,
+                 start: int = 0) -> dict[str, Jsonable]:
+    """Each engine holds its own conversation (its own replies resent); turn t of every engine
+    runs before turn t+1 of any, in an order that alternates."""
+    histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
+    rows: list[dict[str, Jsonable]] = []
+    names = list(engines)
+    for t, message in enumerate(user_turns(turns, start), 1):
+        row: dict[str, Jsonable] = {"turn": t}
+        for name in (names if t % 2 else names[::-1]):
+            history = histories[name]
+            history.append({"role": "user", "content": message})
+            ttft, reply, prompt_tokens = timed_turn(engines[name], history, tokens)
+            history.append({"role": "assistant", "content": reply})
+            row[f"{name}_ttft_ms"] = ttft * 1000
+            row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
+            prefix = getattr(engines[name], "prefix", None)
+            if prefix is not None:
+                row[f"{name}_reused_tokens"] = prefix.reused
+        rows.append(row)
+    replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
+    return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
+
+
+def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
+    for row in result["turns"]:
+        for a, b in pairs:
+            row[f"{a}/{b}"] = row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from chatlab.engine import ChatEngine
+
+    p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.turns", description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--turns", type=int, default=8)
+    p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
+    p.add_argument("--genai", action="store_true", help="also genai, prefix caching on and off")
+    args = p.parse_args(argv)
+    engines: dict[str, ChatEngine] = {
+        "reuse": ChatEngine.load(args.model, "openvino", precision="f32", reuse_prefix=True),
+        "plain": ChatEngine.load(args.model, "openvino", precision="f32")}
+    pairs = [("reuse", "plain")]
+    if args.genai:
+        from chatlab.engine.batched import BatchedEngine
+
+        engines["genai-cache"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1,
+                                                    prefix_caching=True)
+        engines["genai"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1)
+        pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
+    result = growing_chat(engines, args.turns, args.tokens)
+    ratios(result, pairs)
+    print(json.dumps(result, indent=2))
+    for row in result["turns"]:
+        cells = "  ".join(f"{a}/{b} {row[f'{a}/{b}']:.2f}x" for a, b in pairs)
+        times = "  ".join(f"{n} {row[f'{n}_ttft_ms']:.0f} ms" for n in result["engines"])
+        print(f"turn {row['turn']} ({row['prompt_tokens']} prompt tokens): {times}  |  {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""One benchmark engine in its own process, so that its memory can be measured on its own.
+
+Protocol (JSON lines): `python -m chatlab.lab.bench.worker ENGINE MODEL PRECISION` loads its engine
+and prints {"ready": true, "load_s": …, "precision": …, "threads": …} (as the runtime reports them);
+then, for each request {"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s",
+"tokens"} (and "spec", speculation's counts, from a speculative engine; an optional fourth
+argument, JSON {"draft_tokens": k, "ngram": n}, sets its drafts); on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
+carries nothing else: library chatter is redirected to stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. Not `ru_maxrss`: Linux carries that over `exec`
+    from the parent, so a worker started by a big notebook kernel would report the kernel's
+    peak. VmHWM belongs to the new address space."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def main() -> None:
+    engine_name, model, precision = sys.argv[1], sys.argv[2], sys.argv[3]
+    speculate = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None  # {"draft_tokens", "ngram"}
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
+    from chatlab.lab.bench.engines import make_engine
+
+    t0 = time.perf_counter()
+    engine = make_engine(engine_name, model, precision, speculate)
+    engine.load()
+    out.write(json.dumps({"ready": True, "load_s": time.perf_counter() - t0, **engine.facts()}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("quit"):
+            out.write(json.dumps({"rss_mb": peak_rss_mb()}) + "\n")
+            return
+        timing = engine.run(request["ids"], request["tokens"], bool(request.get("stop_at_eos")))
+        answer = {"ttft_s": timing.ttft_s, "decode_tok_s": timing.decode_tok_s, "tokens": timing.tokens}
+        if timing.spec is not None:
+            answer["spec"] = timing.spec
+        out.write(json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""Small evaluation sets and their scoring: structured extraction (notebook 07) and retrieval
+plus answer checks (notebook 08). The sets live in data/eval/; see its README."""
+from chatlab.lab.evals.extraction import (MethodScore, Outcome, controls_table, evaluate, markdown_table, normalize,
+                                      score_dog)
+from chatlab.lab.evals.retrieval import (Passage, answer_has_key, contains, hit_at_k, hits, split_passages,
+                                     trim_repeats)
+from chatlab.lab.evals.sets import (DogCase, Fact, Question, WeatherRequest, load_dogs, load_facts, load_questions,
+                                load_weather_requests)
+from chatlab.lab.evals.where import measured_on
+
+__all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_questions", "load_facts",
+           "load_weather_requests", "measured_on", "Outcome", "MethodScore", "normalize",
+           "score_dog", "evaluate", "markdown_table", "controls_table", "Passage", "split_passages", "contains", "hits",
+           "hit_at_k", "answer_has_key", "trim_repeats"]

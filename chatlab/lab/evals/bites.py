@@ -1,0 +1,177 @@
+"""The headline bugs, measured on a live model over an eval set, beside their fixes.
+
+Three bites, each a pair of columns over the same prompts (greedy, so a rerun gives the same
+counts on the same build; the OpenVINO loop computes in f32):
+
+* split role markers (notebook 01, fixed in 02): ChatGLM3's bug reproduced on SmolLM2. The chat
+  is rendered to text and every control token in it (`<|im_start|>`, `<|im_end|>`) is encoded as
+  ordinary text pieces, as ChatGLM3's tokenizer does with `<|user|>`; against the id-level prompt.
+* a missing stop (notebook 03): the reply served with only `<|endoftext|>` as its stop id, the
+  tokenizer's end of text (what Qwen's tokenizer reports as eos and llama.cpp stopped on), not
+  the template's end of turn `<|im_end|>`; against the template's stop ids.
+* streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from chatlab._thirdparty import HFTokenizer
+from chatlab.lab.evals.sets import Fact
+from chatlab.generate import Finished
+from chatlab.protocols import StepBackend
+from chatlab.render import Resolution
+
+# what a reply that lost track of the turn structure writes back: ChatML's role markers spelled
+# out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
+MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
+
+__all__ = ["Reply", "Column", "split_marker_ids", "ask", "split_markers_bite", "missing_stop_bite", "table"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    id: str
+    text: str            # everything generated, special tokens shown
+    answer: str          # the reply proper: the text before its own end of turn
+    tokens: int          # tokens generated
+    finish_reason: str   # "stop" or "length"
+    correct: bool        # the answer holds a key phrase
+    invented_turn: bool  # after its end of turn it wrote a next user turn itself
+    markup: bool         # the reply proper writes chat markup or the system prompt back as text
+    wasted: int          # tokens generated after the reply's own end of turn
+
+
+@dataclass
+class Column:
+    label: str
+    replies: list[Reply]
+    seconds: float
+
+    @property
+    def n(self) -> int:
+        return len(self.replies)
+
+    def count(self, what: str) -> int:
+        if what == "length":
+            return sum(r.finish_reason == "length" for r in self.replies)
+        return sum(bool(getattr(r, what)) for r in self.replies)
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.tokens for r in self.replies)
+
+    @property
+    def wasted(self) -> int:
+        return sum(r.wasted for r in self.replies)
+
+
+def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
+    """Encode rendered chat text the way ChatGLM3's template path does to `<|user|>`: every
+    special token written in it becomes ordinary pieces (its first character and the rest,
+    encoded apart, so neither can match the special token), the text between them as usual."""
+    specials = sorted({t for t in tok.all_special_tokens if t and t in text}, key=len, reverse=True)
+    ids: list[int] = []
+    rest = text
+    while rest:
+        hits = [(rest.find(s), s) for s in specials if s in rest]
+        if not hits:
+            ids += tok.encode(rest, add_special_tokens=False)
+            break
+        at, s = min(hits, key=lambda h: (h[0], -len(h[1])))
+        if at:
+            ids += tok.encode(rest[:at], add_special_tokens=False)
+        ids += tok.encode(s[:1], add_special_tokens=False) + tok.encode(s[1:], add_special_tokens=False)
+        rest = rest[at + len(s):]
+    special_ids = set(tok.all_special_ids)
+    assert not special_ids & set(ids), "a split marker still produced a control id"
+    return ids
+
+
+def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
+    """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
+    says exactly what the server stops on). Returns the loop's Finished event."""
+    from chatlab.generate import SamplingParams, generate
+
+    params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
+    last = list(generate(backend, list(prompt_ids), params))[-1]
+    assert isinstance(last, Finished)  # the loop always ends with one
+    return last
+
+
+def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_id: int | None) -> Reply:
+    ids = list(finished.token_ids)
+    end = ids.index(end_id) if end_id in ids else len(ids)
+    answer = tok.decode(ids[:end], skip_special_tokens=True)
+    after = ids[end + 1:]
+    # a next user turn: the start marker, then "user" (the model writes the role as text)
+    invented = start_id is not None and any(
+        t == start_id and tok.decode(after[k + 1:k + 3]).lstrip().startswith("user") for k, t in enumerate(after))
+    return Reply(id=fact.id, text=tok.decode(ids, skip_special_tokens=False), answer=answer,
+                 tokens=len(ids), finish_reason=finished.finish_reason,
+                 correct=any(k.lower() in answer.lower() for k in fact.answer),
+                 invented_turn=invented, wasted=len(after),
+                 markup=any(m in answer for m in MARKUP))
+
+
+def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],
+            stop_ids: Sequence[int], max_tokens: int) -> Column:
+    tok = backend.tokenizer
+    end_id = tok.convert_tokens_to_ids("<|im_end|>")
+    start_id = tok.convert_tokens_to_ids("<|im_start|>")
+    t0, replies = time.perf_counter(), []
+    for fact, ids in zip(facts, prompts):
+        replies.append(_reply(tok, fact, ask(backend, ids, stop_ids, max_tokens), end_id, start_id))
+    return Column(label, replies, time.perf_counter() - t0)
+
+
+def _chats(facts: Sequence[Fact]) -> list[list[dict[str, str]]]:
+    return [[{"role": "user", "content": f.question}] for f in facts]
+
+
+def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
+                       max_tokens: int = 40) -> tuple[Column, Column]:
+    """(role markers split into text pieces, id-level prompt), both stopping on the template's
+    stop ids: only the prompt differs."""
+    tok = backend.tokenizer
+    rendered = [resolution.render(chat) for chat in _chats(facts)]
+    stops = list(rendered[0].stop_ids)
+    split = _column("markers split into text", backend, facts,
+                    [split_marker_ids(tok, r.text) for r in rendered], stops, max_tokens)
+    fixed = _column("id-level prompt", backend, facts, [list(r.ids) for r in rendered], stops, max_tokens)
+    return split, fixed
+
+
+def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
+                      max_tokens: int = 64) -> tuple[Column, Column]:
+    """(stop only on `<|endoftext|>`, stop on the template's stop ids), same id-level prompts."""
+    tok = backend.tokenizer
+    rendered = [resolution.render(chat) for chat in _chats(facts)]
+    end_of_text = tok.convert_tokens_to_ids("<|endoftext|>")
+    broken = _column("stop: <|endoftext|> only", backend, facts, [list(r.ids) for r in rendered],
+                     [end_of_text], max_tokens)
+    fixed = _column("stop: the template's <|im_end|>", backend, facts, [list(r.ids) for r in rendered],
+                    list(rendered[0].stop_ids), max_tokens)
+    return broken, fixed
+
+
+def table(columns: Sequence[Column], rows: Sequence[tuple[str, str]], max_tokens: int) -> str:
+    """A small text table: one row per measure, one column per condition. `rows` are
+    (label, what): what is a Reply field counted over the set, "length", "tokens",
+    "wasted" or "seconds"."""
+    def cell(c: Column, what: str) -> str:
+        if what == "tokens":
+            return f"{c.tokens}"
+        if what == "wasted":
+            return f"{c.wasted}"
+        if what == "seconds":
+            return f"{c.seconds:.1f} s"
+        return f"{c.count(what)}/{c.n}"
+    first = max(len(label) for label, _ in rows) + 2
+    widths = [max(len(c.label), 10) + 2 for c in columns]
+    lines = [" " * first + "".join(c.label.ljust(w) for c, w in zip(columns, widths))]
+    for label, what in rows:
+        label = label.replace("{max_tokens}", str(max_tokens))
+        lines.append(label.ljust(first) + "".join(cell(c, what).ljust(w) for c, w in zip(columns, widths)))
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,161 @@
+"""Positive controls for the eval tables: gold answers replayed through the very same path.
+
+A low score on a 135M model says either "the model cannot do this" or "the plumbing is broken"
+(the template, the grammar, the parser, the client library, the scorer). A control tells the two
+apart: `OracleBackend` is a ScriptedBackend that answers every prompt with the gold answer of
+the eval case it recognises in that prompt, so the request goes through the real renderer,
+loop, constrained decoding, parser, server, langchain / llama-index and score. If the control
+scores 100%, everything but the model works; whatever the model loses, the model loses.
+
+The case is found by its text (a dog sentence, a question) inside the decoded prompt. The last
+occurrence wins: few-shot turns and retrieved passages come before the question being asked.
+A request that lists tools needs the answer written as the model would write a call (Hermes
+`<tool_call>` markup for SmolLM2 and Qwen2.5): `as_call(prompt, gold)` writes it, or returns
+None for a prompt without tools; the server's parser, not the oracle, then makes the call.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+
+from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab.backends.scripted import ScriptedBackend
+from chatlab.errors import ChatlabError
+from chatlab.lab.evals.retrieval import answer_has_key
+from chatlab.lab.evals.sets import DogCase, Question
+
+OPTIONAL_MODEL = "qwen2.5-coder-0.5b-instruct"  # the stronger column, when its asset is installed
+NO_CASE = "(no eval case found in this prompt)"  # what the oracle says to a prompt it cannot place
+
+
+class OracleBackend(ScriptedBackend):
+    """Replays `answers[key]` for the prompt that contains `key` (the last one in the prompt)."""
+
+    name = "oracle"
+
+    def __init__(self, tokenizer: HFTokenizer, answers: Mapping[str, str], context_length: int = 8192,
+                 as_call: Callable[[str, str], str | None] | None = None) -> None:
+        if not answers:
+            raise ChatlabError("an oracle needs at least one (prompt text -> gold answer) pair")
+        super().__init__(tokenizer, [NO_CASE], context_length=context_length)
+        self.answers = dict(answers)
+        self.as_call = as_call
+        self._encoded = {key: self._encode(text) for key, text in self.answers.items()}
+        self._unknown = self._encode(NO_CASE)
+        self.misses = 0  # prompts that held no known case: a control with misses proves nothing
+
+    def _encode(self, text: str) -> list[int]:
+        # as text: a gold answer that quotes "<|im_start|>" is written the way a model writes
+        # the string, in ordinary pieces, not as the control id (which would end the turn)
+        return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+    @property
+    def placed(self) -> int:
+        """Prompts so far whose eval case the oracle found (all of them, for a sound control)."""
+        return len(self.prompts) - self.misses
+
+    def case_in(self, prompt: str) -> str | None:
+        """The key found last in `prompt`, or None."""
+        found = [(prompt.rfind(key), len(key), key) for key in self.answers if key in prompt]
+        return max(found)[2] if found else None
+
+    def prefill(self, ids: list[int]) -> np.ndarray:
+        prompt = self.tokenizer.decode(list(ids))
+        key = self.case_in(prompt)
+        if key is None:
+            self.misses += 1
+            reply = self._unknown
+        else:
+            call = self.as_call(prompt, self.answers[key]) if self.as_call else None
+            reply = self._encoded[key] if call is None else self._encode(call)
+        # ScriptedBackend.prefill plays self.replies[calls]: point it at this prompt's reply first
+        self.replies = [reply]
+        self.calls = 0
+        return super().prefill(ids)
+
+
+def dog_gold(case: DogCase) -> str:
+    """The JSON a perfect extractor returns for a case, in the schema's field order."""
+    return json.dumps({"name": case.name, "color": case.color})
+
+
+def hermes_call(name: str, arguments: str) -> str:
+    """One call in the Hermes format (SmolLM2's and Qwen2.5's), exactly as its grammar forces it."""
+    from chatlab.tools.formats.hermes import CALL_ARGS, CALL_END, CALL_HEAD
+
+    return f"{CALL_HEAD}{name}{CALL_ARGS}{arguments}{CALL_END}"
+
+
+def listed_tool(prompt: str) -> dict[str, Jsonable] | None:
+    """The first tool of a Hermes `<tools>` block in a rendered prompt (its OpenAI JSON), or None."""
+    match = re.search(r"<tools>\s*(\{.*?\})\s*\n", prompt, re.S)
+    if not match:
+        return None
+    try:
+        return json.loads(match.group(1)).get("function")
+    except ValueError:
+        return None
+
+
+def dog_call(prompt: str, gold: str) -> str | None:
+    """The gold answer as a call to the tool the prompt lists, filled the way its schema asks.
+    langchain's legacy chain (the article's) wraps the schema in one `output` object property."""
+    tool = listed_tool(prompt)
+    if tool is None:
+        return None
+    props = (tool.get("parameters") or {}).get("properties") or {}
+    args: Jsonable = json.loads(gold)
+    if set(args) - set(props) and len(props) == 1:
+        (wrapper,) = props
+        args = {wrapper: args}
+    return hermes_call(tool["name"], json.dumps(args))
+
+
+def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
+    """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
+    lists a tool (langchain's functions, tools and bind_tools ways)."""
+    return OracleBackend(tokenizer, {c.text: dog_gold(c) for c in cases}, as_call=dog_call)
+
+
+def rag_gold(question: Question) -> str:
+    """A gold answer: the passage's quote, with the first key phrase added when the quote lacks
+    every key phrase (so the control checks the plumbing, not how the set was written)."""
+    if answer_has_key(question.quote, question):
+        return question.quote
+    return f"{question.quote} ({question.answer[0]})"
+
+
+def rag_oracle(tokenizer: HFTokenizer, questions: Iterable[Question]) -> OracleBackend:
+    """An oracle that answers each question with its gold answer."""
+    return OracleBackend(tokenizer, {q.question: rag_gold(q) for q in questions})
+
+
+# What the optional column adds to a session, measured on this project's 2-core machine: its
+# int8 export loaded by ChatEngine and one request served (RSS increment, weights' file pages
+# included: 1.28-1.40 GB), and building that export on first use (the export process's peak
+# RSS: 3.85 GB). A Binder session (2 GB, about 0.9 GB of it already used by notebook 08) has less.
+OPTIONAL_RUN_BYTES = 1_400_000_000
+OPTIONAL_BUILD_BYTES = 3_900_000_000
+
+
+def optional_model(name: str = OPTIONAL_MODEL) -> tuple[str | None, str]:
+    """(`name`, "") when its asset is installed here and this session has the memory to run it
+    (to build it first, when its export is not cached yet); else (None, why not), a phrase the
+    notebooks print in its column ("not installed", or "skipped: needs ... GB free, ...")."""
+    from chatlab.backends.export import export_dir, is_exported
+    from chatlab.models.assets import get_asset
+    from chatlab.models.memory import headroom
+    from chatlab.models.store import is_available
+
+    if not is_available(get_asset(name)):
+        return None, "not installed"
+    built = is_exported(export_dir(name, "int8"))
+    need = OPTIONAL_RUN_BYTES if built else OPTIONAL_BUILD_BYTES
+    free, where = headroom()
+    if free < need:
+        return None, (f"skipped: needs {need / 1e9:.2f} GB{'' if built else ' to build it'}, "
+                      f"{free / 1e9:.2f} GB free ({where})")
+    return name, ""

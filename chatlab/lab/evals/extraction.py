@@ -1,0 +1,170 @@
+"""Score structured extraction over the dog set: each method is a function text -> object with
+`name` and `color` (a pydantic model, a dict, or anything with those attributes).
+
+Scoring is strict on purpose: the name must equal the gold name and the color the gold color
+(or an accepted spelling) after normalising case, spaces, hyphens and a leading article. A
+reply such as color="brown beagle" is wrong: a caller who asked for a color and got a breed
+has to clean it up by hand, which is what structured output was supposed to save.
+A method that raises counts as wrong for that sentence, and the error is kept.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from chatlab.errors import ChatlabError
+from chatlab.lab.evals.sets import DogCase
+
+__all__ = ["Outcome", "MethodScore", "normalize", "score_dog", "evaluate", "markdown_table"]
+
+Method = Callable[[str], object]  # a sentence -> what the method extracted (a dict, a model, ...)
+
+
+def normalize(value: str) -> str:
+    """Lower case, hyphens as spaces, no punctuation at the ends, no leading article."""
+    text = re.sub(r"[\s\-_]+", " ", value.strip().lower())
+    text = text.strip(" .,;:!?\"'")
+    return re.sub(r"^(a|an|the) ", "", text)
+
+
+def _field(obj: object, name: str) -> str:
+    value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One method on one sentence."""
+
+    case: DogCase
+    name: str
+    color: str
+    error: str = ""
+
+    @property
+    def name_ok(self) -> bool:
+        return not self.error and normalize(self.name) == normalize(self.case.name)
+
+    @property
+    def color_ok(self) -> bool:
+        golds = {normalize(c) for c in (self.case.color, *self.case.accept_color)}
+        return not self.error and normalize(self.color) in golds
+
+    @property
+    def ok(self) -> bool:
+        return self.name_ok and self.color_ok
+
+
+def score_dog(case: DogCase, predicted: object) -> Outcome:
+    """The outcome of one prediction (an object or dict with `name` and `color`)."""
+    return Outcome(case, _field(predicted, "name"), _field(predicted, "color"))
+
+
+@dataclass
+class MethodScore:
+    """A method's outcomes over the set, and the wall time it took."""
+
+    method: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def _share(self, attr: str) -> float:
+        return sum(getattr(o, attr) for o in self.outcomes) / max(len(self.outcomes), 1)
+
+    @property
+    def accuracy(self) -> float:
+        return self._share("ok")
+
+    @property
+    def name_accuracy(self) -> float:
+        return self._share("name_ok")
+
+    @property
+    def color_accuracy(self) -> float:
+        return self._share("color_ok")
+
+    @property
+    def errors(self) -> int:
+        return sum(bool(o.error) for o in self.outcomes)
+
+    def outcome(self, case_id: str) -> Outcome:
+        for o in self.outcomes:
+            if o.case.id == case_id:
+                return o
+        raise ChatlabError(f"no outcome for {case_id!r} in {self.method!r}; ids: "
+                           f"{', '.join(o.case.id for o in self.outcomes)}")
+
+    def wrong(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+
+def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[MethodScore]:
+    """Run every method on every case, in order; exceptions are outcomes, not crashes (a
+    server's 400 or a reply that fails validation is a wrong answer for that sentence)."""
+    cases = list(cases)
+    if not methods or not cases:
+        raise ChatlabError("evaluate needs at least one method and one case; pass "
+                           "{'label': text -> Dog} and load_dogs()")
+    scores = []
+    for label, method in methods.items():
+        score = MethodScore(label)
+        start = time.perf_counter()
+        for case in cases:
+            try:
+                score.outcomes.append(score_dog(case, method(case.text)))
+            except Exception as err:  # noqa: BLE001 - any failure is a wrong answer, kept as text
+                score.outcomes.append(Outcome(case, "", "", f"{type(err).__name__}: {err}"[:200]))
+        score.seconds = time.perf_counter() - start
+        scores.append(score)
+    return scores
+
+
+def markdown_table(scores: list[MethodScore], focus: str | None = None,
+                   focus_label: str | None = None) -> str:
+    """One row per method: both fields right, name right, color right, errors, seconds; with
+    `focus` (a case id) a column, headed `focus_label` (default: "answer to <id>"), shows what
+    the method answered for that sentence."""
+    head = "| method | both right | name right | color right | errors | s |"
+    rule = "|---|---|---|---|---|---|"
+    if focus:
+        head, rule = head + f" {focus_label or f'answer to {focus}'} |", rule + "---|"
+    lines = [head, rule]
+    for s in scores:
+        n = len(s.outcomes)
+        row = (f"| {s.method} | {round(s.accuracy * n)}/{n} ({s.accuracy:.0%}) | "
+               f"{s.name_accuracy:.0%} | {s.color_accuracy:.0%} | {s.errors} | {s.seconds:.0f} |")
+        if focus:
+            o = s.outcome(focus)
+            shown = "error" if o.error else f"{o.name!r}, {o.color!r}"
+            row += f" {'✓' if o.ok else '✗'} {shown} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
+    """Methods down, models (or controls) across: "right/total" per cell. A column given as a
+    string instead of scores (e.g. "not installed") shows that string in every row, so a missing
+    optional model reads as missing rather than as zero; a method a column did not run reads "-"."""
+    methods: list[str] = []
+    for col in columns.values():
+        if not isinstance(col, str):
+            methods += [s.method for s in col if s.method not in methods]
+    if not methods:
+        raise ChatlabError("controls_table needs at least one column of scores")
+    lines = ["| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for m in methods:
+        cells = []
+        for col in columns.values():
+            if isinstance(col, str):
+                cells.append(col)
+                continue
+            found = [s for s in col if s.method == m]
+            if not found:
+                cells.append("-")
+            else:
+                n = len(found[0].outcomes)
+                cells.append(f"{round(found[0].accuracy * n)}/{n}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

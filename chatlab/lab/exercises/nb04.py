@@ -1,0 +1,131 @@
+"""Notebook 04's exercises: the Hermes parser on markup, a stop string that must not cut a word,
+schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser,
+chatlab/tools/react.py, fed the same chunks). No model: each runs in well under a second.
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from chatlab._thirdparty import Graded
+from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, defined once
+from chatlab.lab.exercises import Case, Exercise, register
+
+if TYPE_CHECKING:
+    from chatlab.tools.events import Event as ParserEvent
+
+CALL = 'Action: get_current_weather\nAction Input: {"location": "Boston", "unit": "celsius"}'
+
+
+def chunks(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+# -- Hermes: markup that is not a call ----------------------------------------------------------
+
+def hermes_content_reference(text: str, size: int) -> str | None:
+    from chatlab.tools import fold, get_parser
+
+    parser = get_parser("hermes", TOOLS)
+    events = [e for piece in chunks(text, size) for e in parser.feed(piece)] + parser.finish()
+    return fold(events).content
+
+
+register(Exercise("nb04.hermes_content", lambda: [
+    Case(("It is sunny in Boston <b>today</b>.", 3), "HTML tags are not calls"),
+    Case(("Use <tool_ for the tag name.", 4), "a half-written tag, then plain text"),
+    Case(('Let me check.\n<tool_call>\n{"name": "get_current_weather", "arguments": '
+          '{"location": "Boston", "unit": "celsius"}}\n</tool_call>', 5), "a real call: only the preamble is content"),
+    Case(("a < b and b > c", 1), "one character at a time"),
+], reference=hermes_content_reference))
+
+
+# -- a stop string must not cut a word that only starts like it ---------------------------------
+
+def shown_text_reference(text: str, size: int, stops: list[str]) -> str:
+    from chatlab.generate import StopMatcher
+
+    matcher, shown = StopMatcher(stops), ""
+    for piece in chunks(text, size):
+        r = matcher.feed(piece)
+        shown += r.text
+        if r.stop is not None:
+            return shown
+    return shown + matcher.flush()
+
+
+register(Exercise("nb04.shown_text", lambda: [
+    Case(("Final Answer: Obsidian is a rock.\nObs", 4, ["Observation:"]), "a tail held to the end"),
+    Case(("Action Input: {}\nObservation: 31°C", 4, ["Observation:"]), "the stop cuts here"),
+    Case(("Observe the sky.", 3, ["Observation:"]), "'Observ' that becomes 'Observe'"),
+], reference=shown_text_reference))
+
+
+# -- schema problems ----------------------------------------------------------------------------
+
+def problems_reference(arguments: str) -> list[str]:
+    from chatlab.tools import validate_arguments
+    from chatlab.types import parse_tools
+
+    return validate_arguments(arguments, parse_tools(TOOLS), "get_current_weather")
+
+
+register(Exercise("nb04.schema_problems", lambda: [
+    Case(('{"location": "Boston", "unit": "kelvin"}',), "a value outside the enum"),
+    Case(('{"location": "Boston"}',), "a required field missing"),
+    Case(('{"location": "Boston", "unit": "celsius"}',), "a valid call: no problems"),
+    Case(('{"location": 7, "unit": "celsius"}',), "a number where a string belongs"),
+], reference=problems_reference))
+
+
+# -- build it yourself: the ReAct stream buffer --------------------------------------------------
+
+def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[list[str], tuple[str, dict] | None]:
+    """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what
+    it sent at the end, and the call (name, arguments as a dict) or None."""
+    from chatlab.tools import get_parser
+    from chatlab.tools.events import ContentDelta, ToolCallError
+    from chatlab.types import parse_tools
+
+    def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too
+        return "".join(e.text for e in events if isinstance(e, (ContentDelta, ToolCallError)))
+
+    specs = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in tool_names]
+    parser = get_parser("react", parse_tools(specs) if specs else ())
+    sent = [text(parser.feed(p)) for p in pieces]
+    sent.append(text(parser.finish()))
+    calls = parser.result().tool_calls
+    return sent, ((calls[0].name, json.loads(calls[0].arguments)) if calls else None)
+
+
+def _same_relay(got: Graded, expected: Graded) -> bool:
+    sent, call = got
+    want_sent, want_call = expected
+    if len(sent) != len(want_sent) or "".join(sent) != "".join(want_sent) or call != want_call:
+        return False
+    # streaming: after every chunk at least as much content is out as chatlab's buffer lets out
+    so_far = want_so_far = 0
+    for mine, theirs in zip(sent, want_sent):
+        so_far, want_so_far = so_far + len(mine), want_so_far + len(theirs)
+        if so_far < want_so_far:
+            return False
+    return True
+
+
+def _relay_cases() -> list[Case]:
+    names = ["get_current_weather"]
+    plain = "It is 22 degrees and sunny. Enjoy your day in Boston!"
+    return [
+        Case((chunks(plain, 6), names), "plain text streams as it comes"),
+        Case((chunks("Let me check the weather.\n" + CALL, 7), names), "text, then a call"),
+        Case((chunks(CALL, 5), names), "a reply that is only a call"),
+        Case((chunks("Try the Action: button.\nActionable advice: wear a coat.", 4), names),
+             "'Action:' mid-line and '\\nActionable' are not calls"),
+        Case((chunks("Checking.\nAction: get_time\nAction Input: {}", 6), names),
+             "an unknown tool: everything goes back as content"),
+        Case((chunks("Checking.\nAction: get_current_weather\nAction Input: Boston", 6), names),
+             "an input that is not a JSON object: content"),
+    ]
+
+
+register(Exercise("nb04.react_buffer", _relay_cases, reference=react_relay_reference, same=_same_relay))
