@@ -37,3 +37,22 @@ class AssetError(ChatlabError):
 
 class HubUnavailableError(ChatlabError):
     """A Hugging Face hub id was asked for while the hub cannot be reached."""
+
+
+class CannotExpress(ChatlabError):
+    """A template construct the target format has no way to write (a converter's refusal): the
+    template is fine, the format is too small for it. `construct` names the part, `target` the
+    format, so a certificate can tell this apart from a render that differs."""
+
+    def __init__(self, message: str, construct: str, target: str) -> None:
+        super().__init__(message)
+        self.construct, self.target = construct, target
+
+
+class MissingSpecialToken(ChatlabError):
+    """The template names a special token the tokenizer does not have: nothing it renders with
+    that tokenizer is the template's layout, so nothing can be compared or certified."""
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.token = token

@@ -42,6 +42,7 @@ class LoadedTemplate:
     jinja: str | None = field(default=None, repr=False)
     modelfile: "Modelfile | None" = field(default=None, repr=False)
     source: str | None = None  # the file it came from
+    notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
 
     def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
         """A chatlab Resolution (rule "explicit") that renders this template at id level."""

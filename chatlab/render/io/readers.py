@@ -5,6 +5,8 @@ of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback
 """
 from __future__ import annotations
 
+import warnings
+
 from chatlab.errors import ChatlabError
 from chatlab.render.io.loaded import LoadedTemplate, stops_of_template
 from chatlab.render.io.registry import json_object
@@ -49,8 +51,11 @@ def read_lmdeploy(text: str, origin: str, name: str) -> LoadedTemplate:
 def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
     from chatlab.render.io.llamafactory import parse_llamafactory
 
-    t = parse_llamafactory(text, origin)
-    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t, source=origin)
+    t, notes = parse_llamafactory(text, origin)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t,
+                          source=origin, notes=notes)
 
 
 def read_ollama(text: str, origin: str, name: str) -> LoadedTemplate:
