@@ -9,6 +9,8 @@ schema positions only (a property *named* "not" is fine) and names the first suc
 """
 from __future__ import annotations
 
+from typing import Iterator, Sequence
+
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
@@ -25,13 +27,37 @@ def _types(schema: Jsonable) -> set[str] | None:
     return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else None
 
 
-def unenforceable(schema: Jsonable) -> tuple[str, str] | None:
-    """(keyword, where in the schema) of the first keyword the grammar cannot enforce, or None."""
+def positions(schema: Jsonable) -> Iterator[tuple[dict[str, Jsonable], str]]:
+    """Every subschema (an object) at a schema position, with its path from the root
+    (`.properties.a.items`), parents before children."""
     stack: list[tuple[Jsonable, str]] = [(schema, "")]
     while stack:
         node, at = stack.pop()
         if not isinstance(node, dict):
             continue
+        yield node, at
+        for key in _MAPS:
+            if isinstance(node.get(key), dict):
+                stack.extend((v, f"{at}.{key}.{k}") for k, v in reversed(node[key].items()))
+        for key in _ONE:
+            stack.append((node.get(key), f"{at}.{key}"))
+        for key in _LISTS:
+            if isinstance(node.get(key), list):
+                stack.extend((v, f"{at}.{key}[{i}]") for i, v in reversed(list(enumerate(node[key]))))
+
+
+def first_keyword(schema: Jsonable, keywords: Sequence[str]) -> tuple[str, str] | None:
+    """(keyword, where) of the first of `keywords` used at a schema position, or None."""
+    for node, at in positions(schema):
+        for keyword in keywords:
+            if keyword in node:
+                return keyword, at
+    return None
+
+
+def unenforceable(schema: Jsonable) -> tuple[str, str] | None:
+    """(keyword, where in the schema) of the first keyword the grammar cannot enforce, or None."""
+    for node, at in positions(schema):
         for keyword in ("not", "if"):
             if keyword in node:
                 return keyword, at
@@ -43,14 +69,6 @@ def unenforceable(schema: Jsonable) -> tuple[str, str] | None:
             kinds = [t for t in map(_types, parts) if t is not None]
             if kinds and not set.intersection(*kinds):
                 return "allOf", at
-        for key in _MAPS:
-            if isinstance(node.get(key), dict):
-                stack.extend((v, f"{at}.{key}.{k}") for k, v in node[key].items())
-        for key in _ONE:
-            stack.append((node.get(key), f"{at}.{key}"))
-        for key in _LISTS:
-            if isinstance(node.get(key), list):
-                stack.extend((v, f"{at}.{key}[{i}]") for i, v in enumerate(node[key]))
     return None
 
 

@@ -1,0 +1,98 @@
+"""One bad request never breaks the server: each test sends what once did harm, then checks the
+answer is a 400 naming the field (or a valid reply) and that the server still serves.
+
+The fast tests run the real ChatEngine on ScriptedBackend (no model); the genai ones share one
+`--backend genai` server over the SmolLM2 int8 export.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from chatlab.errors import ChatlabError
+from chatlab.serve import start_server
+
+MODEL = "smollm2-135m-instruct"
+HI = [{"role": "user", "content": "hi"}]
+PATTERN = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"}},
+           "required": ["a"]}
+
+
+def json_schema(schema: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+
+
+def post(srv: Any, body: dict[str, Any], path: str = "/chat/completions", **kw: Any) -> httpx.Response:
+    return httpx.post(srv.url + path, json=body, timeout=120, **kw)
+
+
+def error_of(r: httpx.Response, status: int = 400) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    return r.json()["error"]
+
+
+# -- a genai server --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def genai_server() -> Iterator[Any]:
+    from chatlab.engine.batched import BatchedEngine
+
+    engine = BatchedEngine.load(MODEL, "genai", "int8", precision="f32", max_seqs=2)
+    with start_server(engine) as srv:
+        srv.engine = engine
+        yield srv
+    engine.backend.close()
+
+
+def test_grammar_genai_cannot_read_is_found_in_the_printed_text() -> None:
+    """The check reads the grammar text itself: a builtin call, or any name no rule defines."""
+    from chatlab.engine.batched import UnreadableGrammar, readable_ebnf
+    from chatlab.tools.ebnf import unknown_names
+
+    assert unknown_names('root ::= ("a" b "[x]" [a-z\\]] c{1, -1})\nb ::= "q"\nc ::= "\\"r"') == []
+    assert unknown_names('root ::= Regex("^[a-z]+$", json_string=true)') == ["Regex", "json_string", "true"]
+    assert readable_ebnf('root ::= ("a"{0, -1})') == 'root ::= ("a"{0,})'
+    with pytest.raises(UnreadableGrammar, match="Regex"):
+        readable_ebnf('root ::= Regex("a")')
+
+
+@pytest.mark.slow
+def test_genai_pattern_is_refused_and_the_next_request_is_served(genai_server: Any) -> None:
+    for extra in ({"response_format": json_schema(PATTERN)},
+                  {"tools": [{"type": "function", "function": {"name": "f", "parameters": PATTERN}}]}):
+        err = error_of(post(genai_server, {"messages": HI, "max_tokens": 24, **extra}))
+        assert err["param"].endswith("parameters.properties.a") or \
+            err["param"] == "response_format.json_schema.schema.properties.a", err
+        assert "'pattern'" in err["message"] and "--backend openvino" in err["message"]
+        r = post(genai_server, {"messages": HI, "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        r = post(genai_server, {"prompt": "Once", "max_tokens": 4}, "/completions")
+        assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+def test_genai_pipeline_is_rebuilt_after_a_failed_step(genai_server: Any) -> None:
+    """By construction: even a grammar that gets past the check and fails inside the shared
+    pipeline costs only the requests running then; the next one gets a fresh pipeline."""
+    import openvino_genai as genai
+
+    from chatlab.engine.batched import generation_config
+    from chatlab.generate import SamplingParams
+
+    backend = genai_server.engine.backend
+    before = backend.rebuilds
+    bad = genai.StructuredOutputConfig(grammar='root ::= "a" undefined_rule')
+    stream = backend.submit([1, 2, 3], generation_config(SamplingParams(max_new_tokens=4), set(), bad))
+    items = []
+    while (item := stream.get(60)) is not None:
+        items.append(item)
+    assert isinstance(items[-1], ChatlabError) and stream.status == "FAILED"
+    deadline = time.monotonic() + 60  # the streams hear the error first, then it rebuilds
+    while backend.rebuilds == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert backend.rebuilds == before + 1
+    r = post(genai_server, {"messages": HI, "max_tokens": 8, "temperature": 0})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
