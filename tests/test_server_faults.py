@@ -35,6 +35,29 @@ def error_of(r: httpx.Response, status: int = 400) -> dict[str, Any]:
     return r.json()["error"]
 
 
+# -- chatlab's loop, scripted ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+
+    backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hello there."])
+    return ChatEngine(backend, "served", template="qwen2.5")
+
+
+@pytest.fixture(scope="module")
+def server(engine: Any) -> Iterator[Any]:
+    with start_server(engine) as srv:
+        yield srv
+
+
+def script(engine: Any, *replies: str) -> None:
+    engine.backend.replies = [engine.backend.tokenizer.encode(r, add_special_tokens=False) for r in replies]
+    engine.backend.calls = 0
+
+
 # -- a genai server --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def genai_server() -> Iterator[Any]:
@@ -96,3 +119,48 @@ def test_genai_pipeline_is_rebuilt_after_a_failed_step(genai_server: Any) -> Non
     assert backend.rebuilds == before + 1
     r = post(genai_server, {"messages": HI, "max_tokens": 8, "temperature": 0})
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
+
+
+SELF = [({"$ref": "#"}, "#"),
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "#/$defs/a"),
+        ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "#")]
+
+
+def refusals_of_endless_schemas(srv: Any) -> None:
+    for schema, ref in SELF:
+        err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(schema)}))
+        assert err["param"].startswith("response_format.json_schema.schema") and err["param"].endswith("$ref")
+        assert repr(ref) in err["message"] and "must contain itself" in err["message"]
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "tools": [tool], "tool_choice": "required"}))
+        assert err["param"].startswith("tools[0].function.parameters"), err
+    # recursion that may stop is fine: a tree whose children are optional
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name"]}
+    assert post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(tree)}).status_code == 200
+
+
+def test_self_referencing_schemas_are_refused_naming_the_ref(server: Any) -> None:
+    refusals_of_endless_schemas(server)
+
+
+@pytest.mark.slow
+def test_genai_self_referencing_schemas_are_refused_naming_the_ref(genai_server: Any) -> None:
+    refusals_of_endless_schemas(genai_server)
+
+
+def test_a_grammar_dead_end_is_an_error_naming_it_never_nan() -> None:
+    """The backstop behind the check: a grammar that allows no token raises ChatlabError (a
+    400, or an error event mid-stream), never NaN probabilities in sampling."""
+    import numpy as np
+    import xgrammar as xgr
+
+    from chatlab.tools.processor import GrammarProcessor
+
+    info = xgr.TokenizerInfo(["a", "b", "c", "</s>"], stop_token_ids=[3])
+    compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "a" loop\nloop ::= ((loop))')
+    proc = GrammarProcessor(compiled, 4, "test")
+    proc.accept(0)
+    with pytest.raises(ChatlabError, match="allows no next token"):
+        proc.mask(np.zeros(4, dtype=np.float32))

@@ -80,9 +80,45 @@ _WHY = {"not": "a grammar cannot exclude what a subschema matches",
 
 def check_enforceable(schema: Jsonable, param: str) -> None:
     """ChatlabError (param: the schema's field path) when the grammar cannot enforce `schema`."""
+    check_finishes(schema, param)
     found = unenforceable(schema)
     if found is not None:
         keyword, at = found
         raise ChatlabError(f"{param}{at} uses {keyword!r}, which constrained decoding cannot "
                            f"enforce ({_WHY[keyword]}); rewrite the schema without {keyword!r}",
                            param=f"{param}{at}" if at else param)
+
+
+def check_finishes(schema: Jsonable, param: str) -> None:
+    """ChatlabError when the schema's grammar has a rule that can never finish: a value that
+    must contain itself (`{"$ref": "#"}`, a required property referring back, $ref loops a -> b
+    -> a). No JSON value matches such a part, and decoding that enters it reaches a point where
+    the grammar allows no token at all. Decided on the grammar xgrammar prints for the schema
+    (which rules can derive a finite text), so every way of writing such a loop is caught; the
+    error names the schema's first $ref, where a loop starts."""
+    import json
+
+    import xgrammar as xgr
+
+    from chatlab.tools.ebnf import endless_rules
+
+    try:
+        ebnf = str(xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False))
+    except RuntimeError:
+        return  # compiling it reports what is wrong, with its own message
+    if not endless_rules(ebnf):
+        return
+    found = first_keyword(schema, ("$ref",))
+    at = f"{param}{found[1]}" if found else param
+    ref = f" ($ref {found_ref!r})" if found and isinstance(found_ref := _ref_at(schema, found[1]), str) else ""
+    raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "
+                       "matches the schema, so constrained decoding could never end; make the "
+                       "recursion optional (leave it out of `required`, or offer a "
+                       "non-recursive choice in anyOf)", param=f"{at}.$ref" if found else param)
+
+
+def _ref_at(schema: Jsonable, at: str) -> Jsonable:
+    for node, where in positions(schema):
+        if where == at:
+            return node.get("$ref")
+    return None
