@@ -164,3 +164,56 @@ def test_a_grammar_dead_end_is_an_error_naming_it_never_nan() -> None:
     proc.accept(0)
     with pytest.raises(ChatlabError, match="allows no next token"):
         proc.mask(np.zeros(4, dtype=np.float32))
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def streamed(srv: Any, body: dict[str, Any]) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """(content, called names, error events) of a streamed reply."""
+    content, names, errors = "", [], []
+    with httpx.stream("POST", srv.url + "/chat/completions", json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                errors.append(chunk["error"])
+                continue
+            delta = chunk["choices"][0]["delta"]
+            content += delta.get("content") or ""
+            names += [c["function"]["name"] for c in delta.get("tool_calls") or [] if c.get("function", {}).get("name")]
+    return content, names, errors
+
+
+def test_no_partial_close_tag_in_content_when_max_tokens_cuts_it(server: Any, engine: Any) -> None:
+    script(engine, CALL)
+    ids = engine.tokenizer.encode(CALL, add_special_tokens=False)
+    close_from = len(engine.tokenizer.encode(CALL[:CALL.index("</tool_call>")], add_special_tokens=False))
+    for choice in ("auto", "required"):
+        for n in range(close_from, len(ids) + 1):  # every cut inside "</tool_call>"
+            body = {"messages": HI, "tools": WEATHER, "tool_choice": choice, "max_tokens": n, "temperature": 0}
+            engine.backend.calls = 0
+            r = post(server, body)
+            assert r.status_code == 200, r.text
+            message = r.json()["choices"][0]["message"]
+            assert message["content"] is None, (choice, n, message)
+            assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+            engine.backend.calls = 0
+            assert streamed(server, body) == ("", ["get_weather"], []), (choice, n)
+
+
+def test_forced_call_cut_before_its_name_is_a_400_naming_max_tokens(server: Any, engine: Any) -> None:
+    script(engine, CALL)
+    body = {"messages": HI, "tools": WEATHER, "tool_choice": "required", "max_tokens": 5, "temperature": 0}
+    err = error_of(post(server, body))
+    assert err["param"] == "max_tokens" and "max_tokens=5" in err["message"]
+    engine.backend.calls = 0
+    content, names, errors = streamed(server, body)
+    assert not names and errors and errors[0]["param"] == "max_tokens"
+    # room enough: the call
+    engine.backend.calls = 0
+    r = post(server, {**body, "max_tokens": 64})
+    assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"

@@ -178,6 +178,11 @@ class ChatEngine:
                     for delta in acc.feed(ev):
                         yield shapes.chunk(cid, model, i, delta, logprobs=_take(tokens))
             assert finished is not None  # the loop always ends with one
+            if _forced(plan) and finished.finish_reason == "length" and not acc.wire:
+                raise ChatlabError(
+                    f"max_tokens={params.max_new_tokens} ended the reply before the forced tool "
+                    "call's name was complete, so there is no call to return; raise max_tokens "
+                    "(or max_completion_tokens) to leave room for the whole call", param="max_tokens")
             yield shapes.chunk(cid, model, i, {}, acc.finish_reason(finished.finish_reason),
                                logprobs=_take(tokens))
             prompt_tokens = finished.prompt_tokens
@@ -241,6 +246,11 @@ def _take(tokens: list[TokenLogprob]) -> dict[str, Jsonable] | None:
     out = chat_logprobs(tokens)
     tokens.clear()
     return out
+
+
+def _forced(plan: ChatPlan) -> bool:
+    """The plan forces a tool call that its parser reads (tool_choice "required" or named)."""
+    return plan.tool_format is not None and bool(plan.tools) and plan.choice.mode in ("named", "required")
 
 
 def _parser(plan: ChatPlan) -> StreamParser:
