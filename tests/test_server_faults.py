@@ -217,3 +217,22 @@ def test_forced_call_cut_before_its_name_is_a_400_naming_max_tokens(server: Any,
     engine.backend.calls = 0
     r = post(server, {**body, "max_tokens": 64})
     assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_top_k_past_the_vocabulary_cuts_nothing() -> None:
+    from chatlab.engine.batched import generation_config
+    from chatlab.generate import SamplingParams
+
+    unset = generation_config(SamplingParams(temperature=1.0), set()).top_k
+    for k in (49_152, 2**64, 10**30):
+        assert generation_config(SamplingParams(temperature=1.0, top_k=k), set(), None, 49_152).top_k == unset
+    assert generation_config(SamplingParams(temperature=1.0, top_k=40), set(), None, 49_152).top_k == 40
+
+
+@pytest.mark.slow
+def test_genai_huge_top_k_is_served(genai_server: Any) -> None:
+    for k in (2**64, 10**30, 49_152):
+        r = post(genai_server, {"messages": HI, "max_tokens": 4, "top_k": k, "seed": 1})
+        assert r.status_code == 200, r.text
+        r = post(genai_server, {"prompt": "Once", "max_tokens": 4, "top_k": k, "temperature": 0.7}, "/completions")
+        assert r.status_code == 200, r.text

@@ -107,7 +107,8 @@ class GenaiSource:
         text = TextAssembler(self.backend.decoder, params.stop, stop_ids, len(prompt_ids))
         t0 = time.perf_counter()
         t_first = 0.0
-        stream = self.backend.submit(list(prompt_ids), generation_config(params, stop_ids, processor))
+        config = generation_config(params, stop_ids, processor, self.backend.vocab_size)
+        stream = self.backend.submit(list(prompt_ids), config)
         try:
             while not text.done:
                 try:
@@ -142,9 +143,12 @@ class GenaiSource:
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None) -> GenaiConfig:
+def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None,
+                      vocab_size: int | None = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
-    chatlab matches them on its own text and cancels the request (same rules as the loop)."""
+    chatlab matches them on its own text and cancels the request (same rules as the loop).
+    A top_k of at least the vocabulary (or past what genai's size_t holds) cuts nothing, so it
+    is left unset, as the loop treats it."""
     import openvino_genai as genai
 
     cfg = genai.GenerationConfig()
@@ -159,7 +163,7 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
         cfg.do_sample = True
         cfg.temperature = float(params.temperature)
         cfg.top_p = float(params.top_p)
-        if params.top_k:
+        if 0 < params.top_k < min(vocab_size or 2**63, 2**63):
             cfg.top_k = int(params.top_k)
         if params.seed is not None:
             cfg.rng_seed = int(params.seed)
