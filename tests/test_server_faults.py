@@ -236,3 +236,40 @@ def test_genai_huge_top_k_is_served(genai_server: Any) -> None:
         assert r.status_code == 200, r.text
         r = post(genai_server, {"prompt": "Once", "max_tokens": 4, "top_k": k, "temperature": 0.7}, "/completions")
         assert r.status_code == 200, r.text
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engine: Any) -> None:
+    """1.5 MB of emoji and CJK is few characters but many bytes: the byte bound refuses it
+    before the tokenizer sees it, so fifty such requests leave the server's memory where it was."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+
+    wide = ChatEngine(ScriptedBackend(engine.tokenizer, ["Hello."], context_length=8192), "served",
+                      template="qwen2.5")
+    dense = "😀中文字" * 110_000  # 440,000 characters, 1,430,000 bytes of UTF-8
+    assert len(dense) // wide.max_token_chars < wide.context_length  # the character bound passes it
+    chat = json.dumps({"messages": [{"role": "user", "content": dense}], "max_tokens": 4},
+                      ensure_ascii=False).encode()
+    text = json.dumps({"prompt": dense, "max_tokens": 4}, ensure_ascii=False).encode()
+    headers = {"content-type": "application/json"}
+    with start_server(wide) as srv:
+        def send(path: str, body: bytes) -> None:
+            r = httpx.post(srv.url + path, content=body, headers=headers, timeout=60)
+            err = error_of(r)
+            assert "bytes of UTF-8 text" in err["message"], err
+            assert err["param"] == ("messages" if path == "/chat/completions" else "prompt")
+
+        for path, body in (("/chat/completions", chat), ("/completions", text)):
+            send(path, body)  # warm: the first of each allocates what every later one reuses
+        start = rss_mb()
+        for i in range(50):
+            send(*(("/chat/completions", chat) if i % 2 else ("/completions", text)))
+        end = rss_mb()
+        assert post(srv, {"messages": HI, "max_tokens": 4}).status_code == 200
+    print(f"RSS after 50 dense rejected prompts: {start:.0f} MB -> {end:.0f} MB ({end - start:+.0f} MB)")
+    assert end - start < 100

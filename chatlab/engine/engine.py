@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, overload
 from chatlab._thirdparty import Jsonable, LoaderOption, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
-from chatlab.engine.bound import max_token_chars
+from chatlab.engine.bound import max_token_bytes, max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, StopFn, TokenSource
@@ -70,6 +70,7 @@ class ChatEngine:
         self.created = int(time.time())
         # the longest token in characters: bounds a prompt's tokens before tokenizing it
         self.max_token_chars = max_token_chars(self.tokenizer)
+        self.max_token_bytes = max_token_bytes(self.tokenizer)  # the same bound for dense text
         if source is None:
             if not isinstance(backend, StepBackend):
                 raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "

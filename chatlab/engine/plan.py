@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from chatlab._thirdparty import HFTokenizer, Processor
-from chatlab.engine.bound import fits_before_tokenizing
+from chatlab.engine.bound import fits_before_tokenizing, utf8_len
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams
@@ -32,6 +32,7 @@ class Planner(Protocol):
     vocab_size: int
     context_length: int
     max_token_chars: int | None
+    max_token_bytes: int | None
 
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
@@ -106,14 +107,15 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     return params.validated(context_length, prompt_len, vocab_size)
 
 
-def _chars(req: ChatRequest) -> int:
-    """Characters every template renders verbatim: user, system and tool contents (an assistant's
+def _verbatim(req: ChatRequest) -> list[str]:
+    """Texts every template renders verbatim: user, system and tool contents (an assistant's
     may lose its <think> part in a later turn's render, so it is not counted)."""
-    return sum(len(m.content) for m in req.messages if m.role != "assistant")
+    return [m.content for m in req.messages if m.role != "assistant"]
 
 
 def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
-    fits_before_tokenizing(engine, _chars(req), "messages")
+    texts = _verbatim(req)
+    fits_before_tokenizing(engine, sum(map(len, texts)), "messages", sum(map(utf8_len, texts)))
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None
     constraint = None
@@ -138,7 +140,7 @@ def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
     prompts, params = [], []
     for i, text in enumerate(req.prompts):
         where = f"prompt[{i}]" if not isinstance(req.prompt, str) else "prompt"
-        fits_before_tokenizing(engine, len(text), where)
+        fits_before_tokenizing(engine, len(text), where, utf8_len(text))
         ids = tuple(engine.tokenizer.encode(text, add_special_tokens=False))
         if not ids:
             raise ChatlabError(f"{where} is empty; send at least one character of text", param=where)
