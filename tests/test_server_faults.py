@@ -273,3 +273,38 @@ def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engin
         assert post(srv, {"messages": HI, "max_tokens": 4}).status_code == 200
     print(f"RSS after 50 dense rejected prompts: {start:.0f} MB -> {end:.0f} MB ({end - start:+.0f} MB)")
     assert end - start < 100
+
+
+def test_openai_error_details(server: Any, engine: Any) -> None:
+    """Context overflow carries OpenAI's code; null means the default where the spec allows
+    null; the auth scheme is case-insensitive (RFC 7235)."""
+    long = "word " * engine.context_length
+    for body, path in (({"messages": HI, "max_tokens": 10_000}, "/chat/completions"),
+                       ({"messages": [{"role": "user", "content": long}]}, "/chat/completions"),
+                       ({"prompt": long}, "/completions"),
+                       ({"messages": [{"role": "user", "content": "x" * 10**6}]}, "/chat/completions")):
+        err = error_of(post(server, body, path))
+        assert err["code"] == "context_length_exceeded", err
+    err = error_of(post(server, {"messages": HI, "temperature": 9}))
+    assert err["code"] is None and err["param"] == "temperature"
+    r = post(server, {"messages": HI, "n": None, "stream": None, "logprobs": None, "max_tokens": 4})
+    assert r.status_code == 200 and len(r.json()["choices"]) == 1, r.text
+    r = post(server, {"prompt": "Once", "n": None, "stream": None, "echo": None, "max_tokens": 4}, "/completions")
+    assert r.status_code == 200 and not r.json()["choices"][0]["text"].startswith("Once"), r.text
+    err = error_of(post(server, {"messages": HI, "n": "2"}))
+    assert err["param"] == "n"
+    with start_server(engine, api_key="sk-test") as srv:
+        for header in ("Bearer sk-test", "bearer sk-test", "BEARER sk-test"):
+            assert post(srv, {"messages": HI, "max_tokens": 4}, headers={"Authorization": header}).status_code == 200
+        for header in ("Bearer sk-other", "Basic sk-test", "sk-test", "Bearersk-test", ""):
+            err = error_of(post(srv, {"messages": HI}, headers={"Authorization": header}), 401)
+            assert err["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
+def test_genai_refusals_name_their_param(genai_server: Any) -> None:
+    for extra, param in (({"logprobs": True}, "logprobs"), ({"logit_bias": {"42": 5}}, "logit_bias")):
+        err = error_of(post(genai_server, {"messages": HI, "max_tokens": 4, **extra}))
+        assert err["param"] == param and "--backend openvino" in err["message"]
+    err = error_of(post(genai_server, {"prompt": "Hi", "max_tokens": 4, "logprobs": 2}, "/completions"))
+    assert err["param"] == "logprobs"

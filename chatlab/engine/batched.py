@@ -77,10 +77,11 @@ class GenaiSource:
     def refuse(self, req: ChatRequest | CompletionRequest) -> None:
         if req.token_logprobs[0]:
             raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
-                               f"token ids without their distributions); drop logprobs, or {FIX}")
+                               f"token ids without their distributions); drop logprobs, or {FIX}",
+                               param="logprobs")
         if req.logit_bias:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
-                               f"per-token bias); drop logit_bias, or {FIX}")
+                               f"per-token bias); drop logit_bias, or {FIX}", param="logit_bias")
 
     def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from chatlab._thirdparty import HFTokenizer
-from chatlab.errors import ChatlabError
+from chatlab.errors import ContextLengthError
 
 
 class ContextWindow(Protocol):
@@ -75,14 +75,14 @@ def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str, nbytes
     if per_token:
         at_least = -(-chars // per_token)
         if at_least >= engine.context_length:
-            raise ChatlabError(f"{where} has {chars:,} characters, at least {at_least:,} tokens, "
+            raise ContextLengthError(f"{where} has {chars:,} characters, at least {at_least:,} tokens, "
                                f"which cannot fit the context window of {engine.context_length:,} "
                                "tokens; send fewer or shorter messages", param=where)
     per_token = getattr(engine, "max_token_bytes", None)
     if per_token and nbytes:
         at_least = -(-nbytes // per_token)
         if at_least >= engine.context_length:
-            raise ChatlabError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least {at_least:,} "
+            raise ContextLengthError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least {at_least:,} "
                                f"tokens, which cannot fit the context window of "
                                f"{engine.context_length:,} tokens; send fewer or shorter messages",
                                param=where)

@@ -15,7 +15,7 @@ from typing import Protocol, cast
 from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.engine.bound import fits_before_tokenizing, utf8_len
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
-from chatlab.errors import ChatlabError
+from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
 from chatlab.tools.formats import ToolFormat
@@ -82,12 +82,12 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     """The loop's SamplingParams for one choice, checked against the context window."""
     room = context_length - prompt_len
     if room < 1:
-        raise ChatlabError(f"the prompt has {prompt_len} tokens, which fills the context window "
+        raise ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
                            f"of {context_length}; send fewer or shorter messages", param=where)
     wanted = req.max_new_tokens
     if wanted is not None and wanted > room:
         name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
-        raise ChatlabError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
+        raise ContextLengthError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
                            f"context window of {context_length}; use {name} <= {room}", param=name)
     params = SamplingParams(
         max_new_tokens=wanted or min(DEFAULT_MAX_TOKENS, room),
