@@ -308,3 +308,34 @@ def test_genai_refusals_name_their_param(genai_server: Any) -> None:
         assert err["param"] == param and "--backend openvino" in err["message"]
     err = error_of(post(genai_server, {"prompt": "Hi", "max_tokens": 4, "logprobs": 2}, "/completions"))
     assert err["param"] == "logprobs"
+
+
+UNENFORCED = [
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems", ""),
+    ({"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}, "contains", ""),
+    ({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+      "dependentRequired": {"a": ["b"]}}, "dependentRequired", ""),
+    ({"type": "object", "properties": {"a": {"type": "string"}},
+      "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", ""),
+    ({"type": "object", "properties": {"v": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+      "required": ["v"]}, "oneOf", ".properties.v"),
+    ({"type": "object", "properties": {"v": {"allOf": [{"type": "integer", "minimum": 5},
+                                                       {"type": "integer", "maximum": 9}]}},
+      "required": ["v"]}, "allOf", ".properties.v"),
+]
+
+
+def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
+    for schema, keyword, at in UNENFORCED:
+        err = error_of(post(server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(schema)}))
+        assert err["param"] == "response_format.json_schema.schema" + at, err
+        assert f"uses {keyword!r}, which constrained decoding cannot enforce" in err["message"]
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        err = error_of(post(server, {"messages": HI, "max_tokens": 8, "tools": [tool]}))
+        assert err["param"] == "tools[0].function.parameters" + at and keyword in err["message"]
+    # what the grammar does enforce stays accepted
+    for schema in ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 1},
+                   {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+                   {"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                              {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]}):
+        assert post(server, {"messages": HI, "max_tokens": 4, "response_format": json_schema(schema)}).status_code == 200
