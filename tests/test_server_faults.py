@@ -134,6 +134,10 @@ def refusals_of_endless_schemas(srv: Any) -> None:
         tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
         err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "tools": [tool], "tool_choice": "required"}))
         assert err["param"].startswith("tools[0].function.parameters"), err
+    # a $ref back to the same value, through anyOf only: defined by itself (jsonschema recurses)
+    loop = {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+    err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(loop)}))
+    assert err["param"] == "response_format.json_schema.schema.anyOf[0].$ref" and "leads back to itself" in err["message"]
     # recursion that may stop is fine: a tree whose children are optional
     tree = {"type": "object", "properties": {"name": {"type": "string"},
                                              "kids": {"type": "array", "items": {"$ref": "#"}}},
@@ -339,3 +343,85 @@ def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
                    {"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
                               {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]}):
         assert post(server, {"messages": HI, "max_tokens": 4, "response_format": json_schema(schema)}).status_code == 200
+
+
+# -- random schemas ----------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402 - the property test's own imports
+from hypothesis import strategies as st  # noqa: E402
+
+LEAF = st.one_of(
+    st.builds(lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": lo + hi},
+              st.integers(0, 3), st.integers(0, 4)),
+    st.builds(lambda lo: {"type": "integer", "minimum": lo}, st.integers(-5, 50)),
+    st.just({"type": "number"}), st.just({"type": "boolean"}), st.just({"type": "null"}),
+    st.builds(lambda vs: {"enum": vs}, st.lists(st.sampled_from(["a", "b", 1, None, True]), min_size=1,
+                                               max_size=3, unique_by=repr)),
+    st.just({"type": "string", "pattern": "^[a-c]+$"}), st.just({"$ref": "#"}), st.just({}),
+)
+
+
+def _object(props: dict[str, Any], required: list[str], closed: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": [k for k in required if k in props]}
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+SCHEMAS = st.recursive(LEAF, lambda inner: st.one_of(
+    st.builds(lambda items, lo, unique: {"type": "array", "items": items, "minItems": lo,
+                                         "maxItems": lo + 2, **({"uniqueItems": True} if unique else {})},
+              inner, st.integers(0, 2), st.booleans()),
+    st.builds(_object, st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+              st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), st.booleans()),
+    st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda xs: {"oneOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda xs: {"allOf": xs}, st.lists(inner, min_size=1, max_size=2)),
+    st.builds(lambda x: {"not": x}, inner),
+), max_leaves=6)
+
+
+def closer(tokenizer: Any) -> Any:
+    """A scripted backend whose every row prefers ending what is open (then eos), so a
+    grammar-led reply finishes: the grammar masks what it forbids, the highest allowed wins."""
+    import numpy as np
+
+    from chatlab.backends.scripted import ScriptedBackend
+
+    class Closer(ScriptedBackend):
+        def _row(self) -> Any:
+            return row.copy()
+
+    backend = Closer(tokenizer, ["x"])
+    row = np.zeros(backend.vocab_size, dtype=np.float32)
+    for rank, text in enumerate(["}", "]", '"', ",", "0", "1", "a", "true", "null", ":"]):
+        (token,) = tokenizer.encode(text, add_special_tokens=False)
+        row[token] = 20.0 - rank
+    row[backend.eos_ids[0]] = 30.0
+    return backend
+
+
+@pytest.fixture(scope="module")
+def closer_server(engine: Any) -> Iterator[Any]:
+    from chatlab.engine import ChatEngine
+
+    with start_server(ChatEngine(closer(engine.tokenizer), "served", template="qwen2.5")) as srv:
+        yield srv
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=SCHEMAS)
+def test_random_schemas_are_enforced_or_refused_and_the_server_goes_on(closer_server: Any, schema: Any) -> None:
+    import jsonschema
+
+    r = post(closer_server, {"messages": HI, "max_tokens": 120, "temperature": 0,
+                             "response_format": json_schema(schema)})
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 400:
+        assert r.json()["error"]["param"].startswith("response_format.json_schema"), r.text
+    else:
+        choice = r.json()["choices"][0]
+        if choice["finish_reason"] == "stop":  # a reply cut by max_tokens is unfinished JSON
+            jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+    r = post(closer_server, {"messages": HI, "max_tokens": 4})
+    assert r.status_code == 200, r.text

@@ -161,6 +161,12 @@ def _disjoint(a: Jsonable, b: Jsonable) -> bool:
 
 def check_enforceable(schema: Jsonable, param: str) -> None:
     """ChatlabError (param: the schema's field path) when the grammar cannot enforce `schema`."""
+    looped = self_reference(schema)
+    if looped is not None:
+        ref, at = looped
+        raise ChatlabError(f"{param}{at} ($ref {ref!r}) leads back to itself without entering a "
+                           "property or an item, so the schema defines the value by itself; put "
+                           "the recursion inside properties or items", param=f"{param}{at}.$ref")
     check_finishes(schema, param)
     found = unenforceable(schema)
     if found is not None:
@@ -168,6 +174,41 @@ def check_enforceable(schema: Jsonable, param: str) -> None:
         raise ChatlabError(f"{param}{at} uses {keyword!r}, which constrained decoding cannot "
                            f"enforce ({why}); rewrite the schema without {keyword!r}",
                            param=f"{param}{at}" if at else param)
+
+
+def _in_place(root: Jsonable, node: Jsonable) -> Iterator[Jsonable]:
+    """The subschemas that apply to the same value as `node`: its $ref's target and the
+    members of its anyOf / oneOf / allOf."""
+    if not isinstance(node, dict):
+        return
+    if isinstance(node.get("$ref"), str):
+        target = _resolve(root, node)
+        if target is not node:
+            yield target
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(node.get(key), list):
+            yield from node[key]
+
+
+def self_reference(schema: Jsonable) -> tuple[str, str] | None:
+    """(the $ref, where) of a $ref that leads back to itself without entering a property or an
+    item (`{"anyOf": [{"$ref": "#"}, ...]}`): such a schema says what a value is in terms of
+    that same value, which no validator can check (jsonschema recurses without end)."""
+    for node, at in positions(schema):
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            continue
+        seen: set[int] = set()
+        todo = list(_in_place(schema, node))
+        while todo:
+            item = todo.pop()
+            if item is node:
+                return ref, at
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            todo.extend(_in_place(schema, item))
+    return None
 
 
 def check_finishes(schema: Jsonable, param: str) -> None:
