@@ -425,3 +425,18 @@ def test_random_schemas_are_enforced_or_refused_and_the_server_goes_on(closer_se
             jsonschema.validate(json.loads(choice["message"]["content"]), schema)
     r = post(closer_server, {"messages": HI, "max_tokens": 4})
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=SCHEMAS)
+def test_genai_random_schemas_never_break_the_shared_pipeline(genai_server: Any, schema: Any) -> None:
+    import jsonschema
+
+    r = post(genai_server, {"messages": [{"role": "user", "content": "Answer in JSON."}], "max_tokens": 48,
+                            "temperature": 0, "response_format": json_schema(schema)})
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), schema)
+    r = post(genai_server, {"messages": HI, "max_tokens": 4})
+    assert r.status_code == 200, r.text
