@@ -234,7 +234,7 @@ def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
     from chatlab.tools.enforceable import first_keyword
     from chatlab.tools.formats.base import schema_grammar
 
-    blamed: tuple[dict, str] | None = None
+    blamed: tuple[Jsonable, str] | None = None
     if plan.constraint is not None and plan.constraint.kind == "schema":
         assert plan.response_format is not None  # a schema constraint is the response_format's
         blamed = (plan.response_format.schema, "response_format.json_schema.schema")

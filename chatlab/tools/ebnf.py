@@ -78,7 +78,7 @@ def _parse(body: str) -> Node:
 
     def seq() -> Node:
         nonlocal pos
-        items = []
+        items: list[Node] = []
         while True:
             skip()
             if pos >= len(body) or body[pos] in "|)":
