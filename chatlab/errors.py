@@ -13,10 +13,17 @@ class ChatlabError(Exception):
     carried as data from where the check ran to OpenAI's error body; None when no one field is."""
 
     exit_code = 2
+    code: str | None = None  # OpenAI's error `code` for this kind of error, when it has one
 
     def __init__(self, message: str = "", param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class ContextLengthError(ChatlabError):
+    """The prompt (with the tokens asked for) does not fit the model's context window."""
+
+    code = "context_length_exceeded"  # what OpenAI sends, and clients such as langchain look for
 
 
 class UnknownNameError(ChatlabError, KeyError):

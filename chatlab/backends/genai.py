@@ -87,7 +87,9 @@ class GenaiBackend:
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
         config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
-        self.pipe: GenaiPipeline = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
+        self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
+        self.pipe: GenaiPipeline = self._build()
+        self.rebuilds = 0  # pipelines replaced after a failed step (see _run)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
         self.exported = ExportedModel(folder, model_name)
@@ -173,12 +175,27 @@ class GenaiBackend:
                         s.handle.cancel()
                         self._end(s, "FAILED")
                     self._active.clear()
+                    self._rebuild()
                     continue
             self._collect()
             self._hand_off()
         for s in [*self._incoming, *self._active.values()]:
             s.items.put(ChatlabError("the genai backend was closed while this request ran"))
             self._end(s, "CANCEL")
+
+    def _rebuild(self) -> None:
+        """A fresh pipeline after a failed step. A request genai fails on stays inside its
+        pipeline (a grammar it cannot read fails every later step too), so the streams that
+        ran have heard the error and the next requests get a new pipeline (about 2 s)."""
+        old, self.pipe = self.pipe, None
+        del old  # its paged KV cache goes before the new one is allocated
+        try:
+            self.pipe = self._build()
+        except Exception:  # noqa: BLE001 - no pipeline: refuse new requests rather than hang
+            with self._cond:
+                self._closed = True
+            raise
+        self.rebuilds += 1
 
     def _collect(self) -> None:
         """Hand each stream its new ids; end the streams genai has finished."""
