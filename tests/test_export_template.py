@@ -16,7 +16,8 @@ import pytest
 from chatlab.models.assets import ASSETS
 from chatlab.models.standins import load_standin
 from chatlab.render import get_template, list_templates, resolve
-from chatlab.render.export import export_template, tokenizer_for
+from chatlab.render.export import tokenizer_for
+from chatlab.render.io import export_template
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Get the weather",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"},

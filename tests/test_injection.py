@@ -26,7 +26,7 @@ from chatlab.errors import ChatlabError
 from chatlab.models.assets import ASSETS
 from chatlab.models.standins import load_standin
 from chatlab.render import get_template, list_templates, resolve
-from chatlab.render.export import export_template
+from chatlab.render.io import export_template
 from chatlab.types import NAME_RE, parse_messages, parse_tools
 
 PROBES = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|user|>", "<|assistant|>", "<|system|>",

@@ -9,7 +9,7 @@ import pytest
 
 from chatlab.cli import main
 from chatlab.render import list_templates
-from chatlab.render.export import export_template
+from chatlab.render.io import export_template
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -7,7 +7,7 @@ from transformers import PreTrainedTokenizerFast
 from chatlab.errors import ChatlabError
 from chatlab.render import get_template, resolve
 from chatlab.render.export import tokenizer_for
-from chatlab.tools.formats import HERMES
+from chatlab.tools import HERMES
 from chatlab.types import parse_tools
 
 HI = [{"role": "user", "content": "hi"}]

@@ -9,8 +9,7 @@ import os
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io import FORMATS, TARGETS, detect, load_template
-from chatlab.render.io.registry import FORMATS as REGISTRY
+from chatlab.render.io import TARGETS, TEMPLATE_FORMATS, detect, load_template
 
 DEEP = 3000
 
@@ -88,10 +87,20 @@ def test_runaway_go_template_is_bounded(monkeypatch):
 
 
 def test_the_registry_is_what_the_cli_and_detect_use(tmp_path):
-    from chatlab.render import cli
+    import argparse
 
-    assert cli.FORMATS == FORMATS == tuple(REGISTRY) and cli.TARGETS == TARGETS
-    assert set(TARGETS) == {n for n, f in REGISTRY.items() if f.writer}
+    from chatlab.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    def choices(command: str, option: str) -> tuple:
+        return tuple(next(a.choices for a in commands[command]._actions if option in a.option_strings))
+
+    readable = tuple(TEMPLATE_FORMATS)
+    assert choices("render", "--template-format") == choices("export-template", "--template-format") == readable
+    assert choices("diff-templates", "--template-format-a") == choices("certify", "--template-format") == readable
+    assert choices("export-template", "--format") == tuple(TARGETS)
+    assert set(TARGETS) == {n for n, f in TEMPLATE_FORMATS.items() if f.writer}
     samples = {"a.jinja": "{{ messages }}", "Modelfile": "FROM x", "x.json": '{"model_name": "m"}',
                "y.json": '{"format_user": ["{{content}}"]}', "tokenizer_config.json": '{"chat_template": "x"}',
                "plain.txt": 'TEMPLATE """{{ .Prompt }}"""'}

@@ -14,7 +14,7 @@ from chatlab.errors import UnknownNameError
 from chatlab.render import TEMPLATES, resolve
 from chatlab.render.export import tokenizer_for
 from chatlab.tools import validate_arguments
-from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template, get_format
+from chatlab.tools import TOOL_FORMATS, ToolFormat, format_of_chat_template, get_tool_format
 from chatlab.types import Message, ToolCall, parse_tools
 
 TOOLS = parse_tools([
@@ -26,7 +26,7 @@ TOOLS = parse_tools([
         "type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}}}])
 WEATHER = ToolCall("c1", "get_weather", '{"city": "Paris", "metric": true}')
 SEARCH = ToolCall("c2", "search", '{"query": "café \\"quoted\\"", "limit": 3}')
-ALL = list(FORMATS.values())
+ALL = list(TOOL_FORMATS.values())
 IDS = [f.name for f in ALL]
 
 
@@ -127,11 +127,11 @@ def test_forced_grammar_accepts_the_rendered_call(smollm2_tokenizer, fmt):
 
 
 def test_names_and_detection():
-    assert set(FORMATS) == {"hermes", "json", "react", "chatglm3"}
-    assert all(get_format(n) is f and get_format(f) is f for n, f in FORMATS.items())
+    assert set(TOOL_FORMATS) == {"hermes", "json", "react", "chatglm3"}
+    assert all(get_tool_format(n) is f and get_tool_format(f) is f for n, f in TOOL_FORMATS.items())
     with pytest.raises(UnknownNameError, match="unknown tool-call format 'xml'.*hermes"):
-        get_format("xml")
-    assert format_of_chat_template("{{ '<tool_call>' }}") is FORMATS["hermes"]
-    assert format_of_chat_template("{{ '<|observation|>' }}") is FORMATS["chatglm3"]
-    assert format_of_chat_template("{% if m.role == 'ipython' %}") is FORMATS["json"]
+        get_tool_format("xml")
+    assert format_of_chat_template("{{ '<tool_call>' }}") is TOOL_FORMATS["hermes"]
+    assert format_of_chat_template("{{ '<|observation|>' }}") is TOOL_FORMATS["chatglm3"]
+    assert format_of_chat_template("{% if m.role == 'ipython' %}") is TOOL_FORMATS["json"]
     assert format_of_chat_template("{{ messages }}") is None

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.tools import get_format, parse_tool_calls, validate_arguments
+from chatlab.tools import get_tool_format, parse_tool_calls, validate_arguments
 from chatlab.tools.constrain import build_processor, compile_constraint
 from chatlab.tools.schema import validate_instance
 from chatlab.types import parse_response_format, parse_tool_choice, parse_tools
@@ -35,7 +35,7 @@ def _request(tools, choice, response_format, fmt) -> dict:
     tools = parse_tools(tools)
     return {"tools": tools, "choice": parse_tool_choice(choice, tools),
             "response_format": parse_response_format(response_format),
-            "fmt": get_format(fmt) if fmt else None}
+            "fmt": get_tool_format(fmt) if fmt else None}
 
 
 def _proc(tokenizer, tools, choice, response_format=None, fmt="hermes", **kw):

@@ -9,10 +9,6 @@ from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.backends.registry import (DEFAULT_BACKEND, REGISTRY, WEIGHT_FORMATS, BackendSpec, get_spec,
                                        load_backend, load_step_backend)
 
-BACKENDS = list(REGISTRY)
-# Each backend's weight format when none is given (from the registry).
-DEFAULT_WEIGHT_FORMAT = {name: spec.default_weight_format for name, spec in REGISTRY.items()}
-
-__all__ = ["AnyBackend", "BACKENDS", "Backend", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
-           "DEFAULT_PRECISION", "DEFAULT_WEIGHT_FORMAT", "PRECISIONS", "REGISTRY", "StepBackend",
+__all__ = ["AnyBackend", "Backend", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
+           "DEFAULT_PRECISION", "PRECISIONS", "REGISTRY", "StepBackend",
            "WEIGHT_FORMATS", "check_precision", "get_spec", "load_backend", "load_step_backend"]

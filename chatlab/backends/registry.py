@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from chatlab._thirdparty import LoaderOption
+from chatlab.backends.export import WEIGHT_FORMATS
 from chatlab.backends.precision import check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
 
 Source = Literal["loop", "batched"]
-WEIGHT_FORMATS = ["fp32", "int8", "int4"]
 
 
 @dataclass(frozen=True)

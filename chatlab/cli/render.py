@@ -10,13 +10,10 @@ from typing import TYPE_CHECKING
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
-from chatlab.render.io.registry import FORMATS as _REGISTRY
-from chatlab.render.io.registry import TARGETS  # noqa: F401 - the export choices
+from chatlab.render.io.registry import TARGETS, TEMPLATE_FORMATS
 
 if TYPE_CHECKING:
     from chatlab.render.io import LoadedTemplate
-
-FORMATS = tuple(_REGISTRY)  # the readable formats, from the registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="a store name (chatlab models), a folder or a hub id")
     p.add_argument("--template", help="a built-in template name (chatlab templates) or a template file "
                    "(.jinja, LMDeploy/LLaMA-Factory .json, Modelfile); default: resolved")
-    p.add_argument("--template-format", choices=FORMATS, help="the format of the --template file "
+    p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of the --template file "
                    "(default: from its name, then its content)")
     p.add_argument("--messages", required=True, metavar="FILE.json", help="a JSON list of messages")
     p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
@@ -47,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "JSON config or an Ollama Modelfile")
     p.add_argument("name", help="a built-in template name or a template file (LMDeploy/LLaMA-Factory JSON)")
     p.add_argument("--format", choices=TARGETS, default="jinja", help="the output format (default jinja)")
-    p.add_argument("--template-format", choices=FORMATS, help="the format of NAME when it is a file")
+    p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of NAME when it is a file")
     p.add_argument("--drop-tools", action="store_true",
                    help="export a tool-capable template's chat layout to a format without tool support")
     p.add_argument("--model", help="check the export with this tokenizer (a store name, a folder or a hub id): "

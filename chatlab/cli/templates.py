@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from chatlab.cli.render import FORMATS, _read_json, load_cli_template
+from chatlab.cli.render import _read_json, load_cli_template
+from chatlab.render.io.registry import TEMPLATE_FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,8 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
     p.add_argument("a", help="a built-in template name or a template file")
     p.add_argument("b", help="a built-in template name or a template file")
-    p.add_argument("--template-format-a", choices=FORMATS, help="the format of file A (default: detected)")
-    p.add_argument("--template-format-b", choices=FORMATS, help="the format of file B (default: detected)")
+    p.add_argument("--template-format-a", choices=tuple(TEMPLATE_FORMATS), help="the format of file A (default: detected)")
+    p.add_argument("--template-format-b", choices=tuple(TEMPLATE_FORMATS), help="the format of file B (default: detected)")
     p.set_defaults(func=run_diff)
 
     p = sub.add_parser("certify", help="render a fixed conversation set with a template through every engine's "
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "format, a tokenizer without the template's special tokens).")
     p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
     p.add_argument("template", help="a built-in template name or a template file")
-    p.add_argument("--template-format", choices=FORMATS, help="the format of the file (default: detected)")
+    p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of the file (default: detected)")
     p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI): the same verdicts, "
                    "exit_code, and each cell's first difference")
     p.set_defaults(func=run_certify)

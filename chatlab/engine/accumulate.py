@@ -18,8 +18,8 @@ from typing import Iterable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.generate import Finished
-from chatlab.tools.events import ContentDelta, ToolCallArgs, ToolCallEnd, ToolCallError, ToolCallStart
-from chatlab.tools.events import Event as ParserEvent
+from chatlab.tools.stream import (ContentDelta, ParserEvent, ToolCallArgs, ToolCallEnd, ToolCallError,
+                                  ToolCallStart)
 
 
 class Accumulator:

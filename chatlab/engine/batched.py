@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator
 
 from chatlab._thirdparty import GenaiConfig, Jsonable, LoaderOption, Processor
-from chatlab.engine.engine import ChatEngine, StopFn
+from chatlab.engine.engine import ChatEngine
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
@@ -34,7 +34,7 @@ from chatlab.protocols import BatchedBackend
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
 if TYPE_CHECKING:
-    from chatlab.generate import Event, SamplingParams, Speculation
+    from chatlab.generate import Event, SamplingParams, Speculation, StopFn
     from chatlab.render.resolve import TemplateChoice
     from chatlab.tools.constrain import Constraint
 
@@ -99,7 +99,7 @@ class GenaiSource:
         return plan.adapted
 
     def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
-               should_stop: StopFn) -> Iterator[Event]:
+               should_stop: StopFn | None) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
         from chatlab.generate import stop_ids_for
         from chatlab.generate.assemble import TextAssembler
@@ -232,7 +232,7 @@ def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
     """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame
     (the response_format's schema, or the first tool whose own grammar is unreadable)."""
     from chatlab.tools.enforceable import first_keyword
-    from chatlab.tools.formats.base import schema_grammar
+    from chatlab.tools.format import schema_grammar
 
     blamed: tuple[Jsonable, str] | None = None
     if plan.constraint is not None and plan.constraint.kind == "schema":

@@ -18,21 +18,21 @@ from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chun
 from chatlab.engine.bound import max_token_bytes, max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
-from chatlab.engine.source import LoopSource, StopFn, TokenSource
+from chatlab.engine.source import LoopSource, TokenSource
 from chatlab.errors import ChatlabError
 from chatlab.protocols import AnyBackend, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
     from chatlab.render.resolve import TemplateChoice
-    from chatlab.generate import Event, Finished, SamplingParams, Speculation, TokenLogprob
-    from chatlab.tools.events import Event as ParserEvent
-    from chatlab.tools.formats.base import StreamParser
+    from chatlab.generate import Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob
+    from chatlab.tools.stream import ParserEvent
+    from chatlab.tools.stream import StreamParser
 
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
-__all__ = ["ChatEngine", "StopFn"]
+__all__ = ["ChatEngine"]
 
 
 class ChatEngine:
@@ -122,11 +122,11 @@ class ChatEngine:
 
     # -- running a plan -----------------------------------------------------------------------
     def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
-                  should_stop: StopFn) -> Iterator[Event]:
+                  should_stop: StopFn | None) -> Iterator[Event]:
         """The token source's events for one sequence."""
         return self.source.events(prompt_ids, params, processor, should_stop)
 
-    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn = None) -> Iterator[Event]:
+    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:
         """The token source's own events (TextDelta..., then one Finished with the ids and
         timings) for one choice of a chat plan, its constraint applied: for callers that want
         tokens and timings rather than OpenAI's shapes (the chat widget, fine-tune evaluation,
@@ -140,12 +140,12 @@ class ChatEngine:
         return self.source.constraint(plan)
 
     def _choice_events(self, plan: ChatPlan, params: SamplingParams,
-                       should_stop: StopFn) -> Iterator[ChoiceEvent]:
+                       should_stop: StopFn | None) -> Iterator[ChoiceEvent]:
         """Parser events for one choice, with two more kinds among them: the tokens' logprobs
         (a list, when asked for), and the loop's Finished, which comes before the parser's
         final events so that the accumulator knows whether the reply was cut short."""
         from chatlab.generate import Finished
-        from chatlab.tools.events import ContentDelta
+        from chatlab.tools.stream import ContentDelta
 
         processor = self._constraint(plan) if plan.constrained else None
         parser = _parser(plan) if plan.tool_format is not None else None
@@ -162,7 +162,7 @@ class ChatEngine:
         if parser is not None:
             yield from parser.finish()
 
-    def _chunks(self, plan: ChatPlan, should_stop: StopFn, usage: bool) -> Iterator[dict[str, Jsonable]]:
+    def _chunks(self, plan: ChatPlan, should_stop: StopFn | None, usage: bool) -> Iterator[dict[str, Jsonable]]:
         from chatlab.generate import Finished
 
         cid, model = shapes.new_id("chatcmpl"), self.model_name
@@ -191,18 +191,18 @@ class ChatEngine:
         if usage:
             yield shapes.usage_chunk(cid, model, shapes.usage(prompt_tokens, completion_tokens))
 
-    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> Iterator[dict[str, Jsonable]]:
+    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
         plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
         return self._chunks(plan, should_stop, plan.include_usage)
 
-    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn = None) -> dict[str, Jsonable]:
+    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
         plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan | CompletionRequest,
-                          should_stop: StopFn = None) -> Iterator[dict[str, Jsonable]]:
+                          should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
         from chatlab.generate import Finished, completion_logprobs
 
         plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
@@ -227,7 +227,7 @@ class ChatEngine:
         if plan.include_usage:
             yield shapes.text_completion(cid, self.model_name, [], shapes.usage(*used))
 
-    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn = None) -> dict[str, Jsonable]:
+    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
         plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
         full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
         return merge_text_chunks(list(self.completion_stream(full, should_stop)))

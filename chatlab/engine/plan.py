@@ -18,7 +18,7 @@ from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingField
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
-from chatlab.tools.formats import ToolFormat
+from chatlab.tools import ToolFormat
 from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 

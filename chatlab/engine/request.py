@@ -35,10 +35,6 @@ MIN_TEMPERATURE = limits.MIN_TEMPERATURE
 INT64 = (-(2**63), 2**63 - 1)
 
 
-class WireError(ChatlabError):
-    """A request the wire layer refuses (kept for callers that catch it by name)."""
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True)
 
@@ -254,7 +250,7 @@ def parse_request(data: Jsonable, cls: type[R]) -> R: ...
 def parse_request(data: Jsonable, cls: type[SamplingFields] = ChatRequest) -> SamplingFields:
     """Validate a request body; anything wrong is a ChatlabError whose `param` names the field."""
     if not isinstance(data, dict):
-        raise WireError(f"the request body must be a JSON object, not {type(data).__name__}")
+        raise ChatlabError(f"the request body must be a JSON object, not {type(data).__name__}")
     check_body(data)
     try:
         req = cls.model_validate(data)
@@ -262,9 +258,9 @@ def parse_request(data: Jsonable, cls: type[SamplingFields] = ChatRequest) -> Sa
         first = err.errors(include_url=False, include_input=False)[0]
         param = param_of(tuple(first["loc"]))
         msg = first["msg"].removeprefix("Value error, ")
-        raise WireError(f"{param}: {msg}" if param and not msg.startswith(param) else msg, param) from None
+        raise ChatlabError(f"{param}: {msg}" if param and not msg.startswith(param) else msg, param) from None
     if isinstance(req, CompletionRequest) and len(req.prompts) * req.n > MAX_CHOICES:
-        raise WireError(f"{len(req.prompts)} prompts × n={req.n} is {len(req.prompts) * req.n} "
+        raise ChatlabError(f"{len(req.prompts)} prompts × n={req.n} is {len(req.prompts) * req.n} "
                         f"completions, over the limit of {MAX_CHOICES}; send fewer prompts or a "
                         "smaller n", "prompt")
     return req

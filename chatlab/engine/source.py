@@ -6,7 +6,7 @@ producing tokens is a new source, not a subclass that overrides the engine's ins
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.protocols import ModelFacts, StepBackend
@@ -16,9 +16,8 @@ if TYPE_CHECKING:
     from chatlab.engine.plan import ChatPlan, CompletionPlan
     from chatlab.engine.request import ChatRequest, CompletionRequest
     from chatlab.engine.prefix import PrefixCache
-    from chatlab.generate import Event, SamplingParams, Speculation
+    from chatlab.generate import Event, SamplingParams, Speculation, StopFn
 
-StopFn = Callable[[], bool] | None
 
 
 class TokenSource(Protocol):
@@ -39,7 +38,7 @@ class TokenSource(Protocol):
         """What `events` gets to enforce the plan's grammar, in this source's own kind."""
 
     def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
-               should_stop: StopFn) -> Iterator["Event"]:
+               should_stop: StopFn | None) -> Iterator["Event"]:
         """The loop's events (TextDelta..., then Finished) for one sequence."""
 
 
@@ -70,7 +69,7 @@ class LoopSource:
         return processor_for(plan.constraint, self.vocab_size)
 
     def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
-               should_stop: StopFn) -> Iterator["Event"]:
+               should_stop: StopFn | None) -> Iterator["Event"]:
         """The loop's events under a lease, released when the generator ends or is closed."""
         from chatlab.generate import generate
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 from chatlab.protocols import LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend
-from chatlab.generate.assemble import Finished, TextAssembler, TextDelta
+from chatlab.generate.assemble import Event, Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
 from chatlab.generate.speculate import PromptLookup, Speculation, check_backend, prepare
@@ -18,7 +18,7 @@ from chatlab.generate.speculate import PromptLookup, Speculation, check_backend,
 if TYPE_CHECKING:
     import numpy as np
 
-Event = TextDelta | Finished  # re-exported: the loop's events are the assembler's
+StopFn = Callable[[], bool]  # should_stop: True ends the reply (a client gone, a job cancelled)
 
 
 def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
@@ -66,7 +66,7 @@ class _Picker:
 
 def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams | None = None,
              logits_processor: LogitsProcessor | None = None,
-             should_stop: Callable[[], bool] | None = None,
+             should_stop: StopFn | None = None,
              speculate: Speculation | None = None) -> Iterator[Event]:
     """Stream TextDelta events, then exactly one Finished.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chatlab.errors import UnknownNameError
 from chatlab.render.template import BOS, BREAK, CONTENT, META, ROUND, S, T, Template
-from chatlab.tools.formats import CHATGLM3, HERMES, JSON, REACT
+from chatlab.tools import CHATGLM3, HERMES, JSON, REACT
 
 
 def _chatml(role: str) -> tuple:

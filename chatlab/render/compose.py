@@ -3,7 +3,7 @@
 Everything a message carries (content, tool names, arguments, results, tool definitions) goes in
 as `content` pieces, encoded as plain text; only the template's own parts can be control ids.
 Where tools go and how calls and results are written is the template's tool format's business
-(chatlab.tools.formats): it hands back `Bit`s and `Turn`s, which this class lays out in the
+(chatlab.tools): it hands back `Bit`s and `Turn`s, which this class lays out in the
 template's turns. `export.py` writes the same rules as Jinja; tests prove the two agree.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from chatlab.errors import ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
 from chatlab.render.template import Parts, Template
-from chatlab.tools.formats import Bit, Turn
+from chatlab.tools.format import Bit, Turn
 from chatlab.types import Message, ToolSpec
 
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from chatlab.render.builtin import get_template
 from chatlab.render.template import Parts, Template
-from chatlab.tools.formats.base import lit
+from chatlab.tools.format import lit
 
 
 def expr(parts: Parts, body: str = "''", meta: str = "''") -> str:
@@ -137,11 +137,6 @@ class Exporter:
         return "\n".join(x for x in s if x)
 
 
-def export_template(name: str) -> str:
-    """The Jinja chat_template of a built-in template."""
-    return Exporter(get_template(name)).render()
-
-
 def tokenizer_for(template: Template, base: str | None = None):  # noqa: ANN201 - PreTrainedTokenizerFast
     """A fast tokenizer that has every special token `template` needs (SmolLM2's BPE underneath),
     with the exported chat_template: for checking exports of templates whose own tokenizer is not
@@ -163,4 +158,4 @@ def _tokenizer_for(name: str, base: str | None):  # noqa: ANN202
     names = [*template.special_tokens(), eos] + ([bos] if bos else [])
     tok.add_special_tokens([AddedToken(n, special=True, normalized=False) for n in dict.fromkeys(names)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, bos_token=bos,
-                                   chat_template=export_template(template.name))
+                                   chat_template=Exporter(template).render())

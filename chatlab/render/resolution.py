@@ -18,7 +18,7 @@ from chatlab.render.ids import Piece, Rendered, encode_pieces
 from chatlab.render.jinja_safe import jinja_pieces
 from chatlab.render.template import Template
 from chatlab.tools import as_tools
-from chatlab.tools.formats import FORMATS, ToolFormat
+from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.types import Message, ToolSpec, parse_messages
 
 # What render() takes: typed messages, or OpenAI-shaped dicts (a notebook's), parsed once.
@@ -26,7 +26,7 @@ ChatMessages = Sequence[Message] | Sequence[Mapping[str, Jsonable]]
 
 # Tokens that end a turn in common chat_templates (the tool formats add their own).
 END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
-               "<end_of_turn>", *(t for f in FORMATS.values() for t in f.end_tokens)]
+               "<end_of_turn>", *(t for f in TOOL_FORMATS.values() for t in f.end_tokens)]
 
 
 def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:

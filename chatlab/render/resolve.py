@@ -25,7 +25,7 @@ from chatlab.render.ids import Rendered
 # Resolution and its helpers live in resolution.py; re-exported here, where callers look for them.
 from chatlab.render.resolution import (END_MARKERS, Resolution, as_messages, builtin_resolution, by_model_type,
                                       identity_of)
-from chatlab.tools.formats import format_of_chat_template
+from chatlab.tools import format_of_chat_template
 
 # What `template=` takes: a built-in name or a file's path, a loaded file, or a Resolution
 TemplateChoice = Union[str, "Path", "LoadedTemplate", Resolution, None]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from chatlab.tools.formats import ToolFormat
+from chatlab.tools import ToolFormat
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from sse_starlette.sse import EventSourceResponse
 
 from chatlab.engine.request import SamplingFields
 from chatlab.errors import ChatlabError
+from chatlab.generate import StopFn
 from chatlab.serve.errors import APIError
 from chatlab.serve.queue import FairQueue, Job
 
-StopFn = Callable[[], bool]
 Work = Callable[[StopFn], Iterator[dict] | dict]  # should_stop -> an answer or its chunks
 CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
 

@@ -23,12 +23,12 @@ from typing import AsyncIterator, Callable
 from chatlab.serve.errors import APIError
 
 # (emit, cancelled) -> None; what is emitted (an answer, a chunk, an error) is only passed on
-Work = Callable[[Callable[[object], None], Callable[[], bool]], None]
+JobBody = Callable[[Callable[[object], None], Callable[[], bool]], None]
 _DONE = object()
 
 
 class Job:
-    def __init__(self, work: Work, loop: asyncio.AbstractEventLoop, queue: "FairQueue") -> None:
+    def __init__(self, work: JobBody, loop: asyncio.AbstractEventLoop, queue: "FairQueue") -> None:
         self.work, self.loop, self.queue = work, loop, queue
         self.results: asyncio.Queue[object] = asyncio.Queue()
         self.cancelled = threading.Event()
@@ -86,7 +86,7 @@ class FairQueue:
         up to 60 s)."""
         return max(1, min(60, math.ceil(self._seconds_per_job / self.workers)))
 
-    def submit(self, work: Work, client: str) -> Job:
+    def submit(self, work: JobBody, client: str) -> Job:
         job = Job(work, asyncio.get_running_loop(), self)
         with self._cond:
             if self._count >= self.max_waiting:

@@ -1,26 +1,51 @@
 """Tool calls: the formats, parsing them out of model text (streaming or at once), checking them.
 
-    fmt = get_format("hermes")                # "hermes" | "json" | "react" | "chatglm3"
+    fmt = get_tool_format("hermes")           # "hermes" | "json" | "react" | "chatglm3"
     parser = get_parser(fmt, tools)           # tools: Sequence[ToolSpec] (chatlab.types)
     for delta in deltas: events = parser.feed(delta)
     events = parser.finish()
     parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
 
-Streaming and one-shot give the same result for every chunking. Malformed model output never
-raises: it comes back as content, with `error` saying why. Constrained decoding lives in
-chatlab.tools.constrain (it imports xgrammar and torch, so it is not imported here).
+Each format is one module holding its prompt, history, parser, Jinja export and grammar:
+hermes (Qwen2.5/Qwen3), llama3_json ("json"), react (Qwen-1), chatglm3; chatlab.tools.format
+is their base and chatlab.tools.stream the streaming machinery they share. Streaming and
+one-shot give the same result for every chunking. Malformed model output never raises: it comes
+back as content, with `error` saying why. Constrained decoding lives in chatlab.tools.constrain
+(it imports xgrammar and torch, so it is not imported here).
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 from chatlab._thirdparty import Jsonable
-from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCall, ToolCallArgs,
-                                  ToolCallEnd, ToolCallError, ToolCallStart, fold)
-from chatlab.tools.formats import FORMATS, ToolFormat, format_of_chat_template, get_format
+from chatlab.errors import UnknownNameError
+from chatlab.tools.chatglm3 import CHATGLM3
+from chatlab.tools.format import ToolFormat
+from chatlab.tools.hermes import HERMES
+from chatlab.tools.llama3_json import JSON
+from chatlab.tools.react import REACT
 from chatlab.tools.schema import validate_arguments, validate_instance
-from chatlab.tools.stream import StreamParser
-from chatlab.types import ToolSpec, parse_tools
+from chatlab.tools.stream import (ContentDelta, ParserEvent, ParseResult, StreamParser, ToolCallArgs, ToolCallEnd,
+                                  ToolCallError, ToolCallStart, fold)
+from chatlab.types import ToolCall, ToolSpec, parse_tools
+
+# In detection order: a chat_template is asked about each in turn (Hermes tags first).
+TOOL_FORMATS: dict[str, ToolFormat] = {f.name: f for f in (HERMES, CHATGLM3, JSON, REACT)}
+
+
+def get_tool_format(name: str | ToolFormat) -> ToolFormat:
+    """The format called `name` (a ToolFormat is returned as it is)."""
+    if isinstance(name, ToolFormat):
+        return name
+    try:
+        return TOOL_FORMATS[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError("tool-call format", str(name), list(TOOL_FORMATS)) from None
+
+
+def format_of_chat_template(source: str) -> ToolFormat | None:
+    """The format a Jinja chat_template writes calls in, or None if it shows none."""
+    return next((f for f in TOOL_FORMATS.values() if f.matches(source)), None)
 
 
 def as_tools(tools: Jsonable) -> list[ToolSpec]:
@@ -34,7 +59,7 @@ def as_tools(tools: Jsonable) -> list[ToolSpec]:
 
 def get_parser(fmt: str | ToolFormat, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] = ()) -> StreamParser:
     """A fresh streaming parser for one response in tool-call format `fmt`."""
-    return get_format(fmt).parser(as_tools(tools))
+    return get_tool_format(fmt).parser(as_tools(tools))
 
 
 def parse_tool_calls(fmt: str | ToolFormat, text: str,
@@ -44,8 +69,8 @@ def parse_tool_calls(fmt: str | ToolFormat, text: str,
 
 
 __all__ = [
-    "FORMATS", "ToolFormat", "get_format", "format_of_chat_template", "as_tools",
+    "TOOL_FORMATS", "ToolFormat", "get_tool_format", "format_of_chat_template", "as_tools",
     "get_parser", "parse_tool_calls", "StreamParser", "ContentDelta", "ToolCallStart",
-    "ToolCallArgs", "ToolCallEnd", "ToolCallError", "ToolCall", "ParseResult", "Event", "fold",
-    "validate_arguments", "validate_instance",
+    "ToolCallArgs", "ToolCallEnd", "ToolCallError", "ToolCall", "ParseResult", "ParserEvent", "fold",
+    "validate_arguments", "validate_instance", "CHATGLM3", "HERMES", "JSON", "REACT",
 ]

@@ -1,12 +1,16 @@
-"""The ChatGLM3 parsing machine: `{name}\n` then a (fenced) python call `FUNC(k=v, ...)`.
+"""ChatGLM3 tool calls (build_chat_input's tools): prompt, history, parser, export, grammar.
+
+The tools follow the system text as a JSON list (indent 4); a call is an assistant turn whose
+metadata line is the tool name and whose body is a fenced python call
+`tool_call(k=v, ...)`; results are `<|observation|>` turns, and generation stops at that
+token. One call per assistant turn: there are no parallel calls.
 
 The assistant's first line is its "metadata": empty for a normal reply (the reply then starts
 with a newline), a tool name for a call. The official demo `eval`s the call, which runs
-whatever the model wrote, and assumed every tool name starts with `get_`. Here the call is
-parsed with `ast` and only literal values are accepted; the name must be one of the tools.
-A first line that is a name-like word but no known tool is a call only if the next line
-starts the call body (then it is reported as an unknown tool); otherwise it is content.
-The fence and the call's function name are the format's (chatlab.tools.formats.chatglm3).
+whatever the model wrote, and assumed every tool name starts with `get_`. The parser here reads
+the call with `ast` and accepts only literal values; the name must be one of the tools. A first
+line that is a name-like word but no known tool is a call only if the next line starts the call
+body (then it is reported as an unknown tool); otherwise it is content.
 """
 from __future__ import annotations
 
@@ -15,18 +19,25 @@ import json
 import re
 from typing import Sequence
 
+from chatlab._thirdparty import Jsonable
+from chatlab.errors import ChatlabError
+from chatlab.tools.format import JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps, lit, text
 from chatlab.tools.stream import StreamParser
-from chatlab.types import ToolSpec
+from chatlab.types import ToolCall, ToolSpec
 
+OBSERVATION = "<|observation|>"
+FENCE, FUNC = "```", "tool_call"
+CALL_OPEN, CALL_CLOSE = f"{FENCE}python\n{FUNC}(", f")\n{FENCE}"
+SYSTEM = "Answer the following questions as best as you can. You have access to the following tools:"
 NAME_SO_FAR = re.compile(r"[A-Za-z_][\w.\-]*[ \t]*")
 
 
-class ChatGLM3Machine(StreamParser):
-    FENCE = FUNC = ""  # set by the format: the code fence and the call's function name
+class ChatGLM3Parser(StreamParser):
+    fmt = "chatglm3"
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
-        self.body_starts = (self.FENCE, self.FUNC + "(")
+        self.body_starts = (FENCE, FUNC + "(")
         self.state = "start"
         self.pending = ""
         self.name = ""
@@ -76,7 +87,7 @@ class ChatGLM3Machine(StreamParser):
 
     def _parse_call(self) -> None:
         original = "".join(self.call_parts)
-        arguments, error = parse_call_body(original[original.find("\n") + 1:], self.FUNC, self.FENCE)
+        arguments, error = parse_call_body(original[original.find("\n") + 1:], FUNC, FENCE)
         if error is None and self.name not in self.names:
             error = self.unknown_tool(self.name)
         if error is not None or arguments is None:
@@ -112,3 +123,130 @@ def parse_call_body(body: str, func: str, fence: str) -> tuple[str | None, str |
         return json.dumps(values, ensure_ascii=False), None
     except (TypeError, ValueError):
         return None, f"{func}(...) arguments must be JSON-like literals (no sets, bytes, complex)"
+
+
+def py_literal(value: Jsonable) -> str:
+    """A JSON value as ChatGLM3's `tool_call(k=v)` writes it (True/False/None at top level)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return "None" if value is None else dumps(value)
+
+
+def arguments_object(args: str) -> dict:
+    """Arguments JSON text as a dict: ChatGLM3 spells each argument out as k=v."""
+    try:
+        value = json.loads(args) if args.strip() else {}
+    except ValueError:
+        raise ChatlabError(f"tool call arguments are not valid JSON: {args[:80]!r}; "
+                           "send arguments as a JSON object string") from None
+    if not isinstance(value, dict):
+        raise ChatlabError("tool call arguments must be a JSON object")
+    return value
+
+
+def call_body(args: dict) -> str:
+    return CALL_OPEN + ", ".join(f"{k}={py_literal(v)}" for k, v in args.items()) + CALL_CLOSE
+
+
+# Python literal values for tool_call(k=v): strings without escapes keep both the grammar and
+# ast.literal_eval simple; True/False/None are Python's spellings.
+LITERALS = r'''
+str ::= "\"" [^"\\\r\n]* "\""
+int ::= "-"? ([0-9] | [1-9] [0-9]*)
+num ::= int ("." [0-9]+)?
+bool ::= "True" | "False"
+none ::= "None"
+any ::= str | num | bool | none | list | dict
+list ::= "[" (any (", " any)*)? "]"
+dict ::= "{" (str ": " any (", " str ": " any)*)? "}"
+'''
+TYPE_RULES = {"string": "str", "integer": "int", "number": "num", "boolean": "bool", "null": "none",
+              "array": "list", "object": "dict"}
+
+
+def _value_rule(schema: Jsonable) -> str:
+    if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+        if not schema["enum"]:
+            raise ChatlabError("a parameter schema has an empty enum, which no value can match; "
+                               "list at least one value or drop the enum")
+        return " | ".join(json.dumps(py_literal(v)) for v in schema["enum"])  # as call_body writes them
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return TYPE_RULES.get(kind, "any") if isinstance(kind, str) else "any"
+
+
+def kwargs_grammar(schema: dict) -> str:
+    """EBNF for `k=v, ...`: required properties in schema order, then optional ones."""
+    props = schema.get("properties") or {}
+    required = [k for k in props if k in (schema.get("required") or [])]
+    optional = [k for k in props if k not in required]
+    rules = [f'p{i} ::= "{k}=" ({_value_rule(props[k])})' for i, k in enumerate(props)]
+    index = {k: i for i, k in enumerate(props)}
+    if required:
+        root = ' ", " '.join(f"p{index[k]}" for k in required)
+        root += "".join(f' (", " p{index[k]})?' for k in optional)
+    elif optional:  # any subset, in order
+        root = "(" + " | ".join(
+            f"p{index[k]}" + "".join(f' (", " p{index[o]})?' for o in optional[j + 1:])
+            for j, k in enumerate(optional)) + ")?"
+    else:
+        root = '""'
+    return "root ::= " + root + "\n" + "\n".join(rules) + LITERALS
+
+
+class ChatGLM3(ToolFormat):
+    name = "chatglm3"
+    description = "ChatGLM3: tool name as metadata, tool_call(k=v) body, results as <|observation|>"
+    parallel_calls = False
+    content_with_calls = False
+    end_tokens = (OBSERVATION,)
+    default_system = SYSTEM
+    parser_class = ChatGLM3Parser
+    template_marks = (OBSERVATION,)
+
+    # -- id level -------------------------------------------------------------------------
+    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
+        functions = [t.to_openai()["function"] for t in tools]
+        return [text("\n", "tools"), data(dumps(functions, 4), "tools")]
+
+    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
+        return [data(call_body(arguments_object(c.arguments)), "tool_call") for c in calls]
+
+    def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
+                        prev: str | None, nxt: str | None) -> list[Turn]:
+        if not calls:
+            return [Turn("assistant", body)]
+        turns = [Turn("assistant", body)] if content else []
+        return turns + [Turn("assistant", self.call_bits([c], False), meta=c.name) for c in calls]
+
+    def reply_text(self, content: str, calls: Sequence[ToolCall]) -> str:
+        # the metadata line is the tool name, or empty: a plain reply starts with "\n"
+        if not calls:
+            return "\n" + content
+        return "".join(f"{c.name}\n" + call_body(arguments_object(c.arguments)) for c in calls)
+
+    # -- Jinja ----------------------------------------------------------------------------
+    def jinja_system(self) -> str:
+        return ("{%- if tools %}{%- set ns.body = (sys if sys is not none else " + lit(SYSTEM) +
+                ") + '\\n' + tools | map(attribute='function') | list | tojson(indent=4) %}{%- endif %}")
+
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        value = "(('True' if v else 'False') if v is boolean else ('None' if v is none else v | tojson))"
+        return ("{%- if m.tool_calls %}{%- if ns.c %}" + w.turn("assistant", "ns.body") + "{%- endif %}" +
+                JINJA_CALLS + "{%- if f.arguments is string %}{{- raise_exception("
+                "'this template needs tool-call arguments as JSON objects, not strings') }}{%- endif %}"
+                "{%- set ns.kw = '' %}{%- for k, v in f.arguments.items() %}{%- set ns.kw = ns.kw + "
+                "(', ' if not loop.first else '') + k + '=' + " + value + " %}{%- endfor %}" +
+                w.turn("assistant", lit(CALL_OPEN) + " + ns.kw + " + lit(CALL_CLOSE), meta="f.name") +
+                "{%- endfor %}{%- else %}" + w.turn("assistant", "ns.body") + "{%- endif %}")
+
+    # -- grammar --------------------------------------------------------------------------
+    def call_tag(self, tool: ToolSpec) -> dict:
+        try:
+            grammar = kwargs_grammar(tool.schema)
+        except ChatlabError as err:
+            raise ChatlabError(f"tool {tool.name!r}: {err}") from None
+        return {"type": "tag", "begin": f"{tool.name}\n{CALL_OPEN}",
+                "content": {"type": "grammar", "grammar": grammar}, "end": CALL_CLOSE}
+
+
+CHATGLM3 = ChatGLM3()

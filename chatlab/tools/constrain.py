@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
-from chatlab.tools.formats.base import ToolFormat, grammar_error
+from chatlab.tools.format import ToolFormat, grammar_error
 from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 

@@ -1,4 +1,4 @@
-"""The streaming machinery every format shares.
+"""What every format's parser shares: the events it emits, their fold, and the streaming base.
 
 A parser is fed text deltas of any size. It emits content as soon as that text can no longer
 be the beginning of a call, and holds back the rest: a suffix that is a proper prefix of a
@@ -6,16 +6,101 @@ marker such as a format's open tag, plus the whitespace just before it (whitespa
 not content). Every piece of text is looked at a bounded number of times, so the cost is
 linear in the output length, whatever the chunking.
 
-The one-shot parse is the same machine fed the whole text at once, folded with
-`events.fold`; a property test checks that every chunking gives the same result.
+The one-shot answer is the same events folded together (`fold`). Keeping the fold in one place
+is what makes "streaming equals one-shot" checkable: a property test checks that every
+chunking gives the same result.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import secrets
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence, Union
 
-from chatlab.tools.events import (ContentDelta, Event, ParseResult, ToolCallArgs, ToolCallEnd,
-                                  ToolCallError, ToolCallStart, fold, new_call_id)
-from chatlab.types import ToolSpec
+from chatlab.types import ToolCall, ToolSpec
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    """Plain assistant text, safe to show now (it can no longer start a call)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """A call has begun: its name is known and is one of the provided tools."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallArgs:
+    """The next piece of the call's JSON arguments text (pieces concatenate)."""
+
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True)
+class ToolCallEnd:
+    """The call's arguments are complete, valid JSON: the call is final."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class ToolCallError:
+    """Model output that tried to be a call but is malformed (unterminated, invalid JSON,
+    unknown tool). Its raw `text` becomes content again. `index` names a call already
+    announced by ToolCallStart that is hereby withdrawn, or is None if none was announced."""
+
+    index: int | None
+    error: str
+    text: str
+
+
+ParserEvent = Union[ContentDelta, ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallError]
+
+
+@dataclass
+class ParseResult:
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    error: str | None = None
+
+
+def new_call_id() -> str:
+    """OpenAI-shaped call id: `call_` + 24 random hex digits."""
+    return "call_" + secrets.token_hex(12)
+
+
+def fold(events: Iterable[ParserEvent]) -> ParseResult:
+    """Add up a parser's events: content in order, finished calls in index order."""
+    content: list[str] = []
+    errors: list[str] = []
+    open_calls: dict[int, tuple[str, str, list[str]]] = {}
+    done: dict[int, ToolCall] = {}
+    for ev in events:
+        if isinstance(ev, ContentDelta):
+            content.append(ev.text)
+        elif isinstance(ev, ToolCallStart):
+            open_calls[ev.index] = (ev.id, ev.name, [])
+        elif isinstance(ev, ToolCallArgs):
+            open_calls[ev.index][2].append(ev.fragment)
+        elif isinstance(ev, ToolCallEnd):
+            call_id, name, parts = open_calls.pop(ev.index)
+            done[ev.index] = ToolCall(call_id, name, "".join(parts))
+        elif isinstance(ev, ToolCallError):
+            if ev.index is not None:
+                open_calls.pop(ev.index, None)
+            content.append(ev.text)
+            errors.append(ev.error)
+    text = "".join(content)
+    return ParseResult(content=text or None, tool_calls=[done[i] for i in sorted(done)],
+                       error="; ".join(errors) or None)
+
 
 WHITESPACE = " \t\r\n"
 
@@ -56,20 +141,20 @@ class StreamParser:
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         self.names = {t.name for t in tools}
-        self._events: list[Event] = []
-        self._history: list[Event] = []
+        self._events: list[ParserEvent] = []
+        self._history: list[ParserEvent] = []
         self._next_index = 0
         self._finished = False
 
     # -- the public surface -------------------------------------------------------------
-    def feed(self, delta: str) -> list[Event]:
+    def feed(self, delta: str) -> list[ParserEvent]:
         if self._finished:
             raise RuntimeError("feed() after finish(); create a new parser per response")
         if delta:
             self._consume(delta, final=False)
         return self._drain()
 
-    def finish(self) -> list[Event]:
+    def finish(self) -> list[ParserEvent]:
         if not self._finished:
             self._finished = True
             self._consume("", final=True)
@@ -89,7 +174,7 @@ class StreamParser:
         raise NotImplementedError
 
     # -- helpers for subclasses ---------------------------------------------------------
-    def _drain(self) -> list[Event]:
+    def _drain(self) -> list[ParserEvent]:
         out, self._events = self._events, []
         self._history.extend(out)
         return out

@@ -84,7 +84,7 @@ def dog_gold(case: DogCase) -> str:
 
 def hermes_call(name: str, arguments: str) -> str:
     """One call in the Hermes format (SmolLM2's and Qwen2.5's), exactly as its grammar forces it."""
-    from chatlab.tools.formats.hermes import CALL_ARGS, CALL_END, CALL_HEAD
+    from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
 
     return f"{CALL_HEAD}{name}{CALL_ARGS}{arguments}{CALL_END}"
 

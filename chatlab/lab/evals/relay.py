@@ -138,8 +138,8 @@ def gold_reply(request: WeatherRequest) -> str:
     return f'{OPEN}\n{{"name": "get_current_weather", "arguments": {args}}}\n</tool_call>'
 
 
-def relay_table(columns: Sequence[RelayColumn], n: int | None = None) -> str:
-    """Counts per column, each out of its own number of streams (`n`: kept for old calls)."""
+def relay_table(columns: Sequence[RelayColumn]) -> str:
+    """Counts per column, each out of its own number of streams."""
     rows = [("streams that called the tool", "called"), ("call lost", "lost"),
             ("call markup leaked into content", "leaked"), ("location names the city", "location")]
     first = max(len(label) for label, _ in rows) + 2

@@ -12,7 +12,7 @@ from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, define
 from chatlab.lab.exercises import Case, Exercise, register
 
 if TYPE_CHECKING:
-    from chatlab.tools.events import Event as ParserEvent
+    from chatlab.tools.stream import ParserEvent
 
 CALL = 'Action: get_current_weather\nAction Input: {"location": "Boston", "unit": "celsius"}'
 
@@ -84,7 +84,7 @@ def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[lis
     """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what
     it sent at the end, and the call (name, arguments as a dict) or None."""
     from chatlab.tools import get_parser
-    from chatlab.tools.events import ContentDelta, ToolCallError
+    from chatlab.tools.stream import ContentDelta, ToolCallError
     from chatlab.types import parse_tools
 
     def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too

@@ -7,8 +7,10 @@
     print(diff_templates(tokenizer, messages, "chatml", t))
 """
 from chatlab.render.io.diff import TemplateDiff, diff_templates
-from chatlab.render.io.exporting import TARGETS, export_template
-from chatlab.render.io.loaded import FORMATS, LoadedTemplate, detect, load_template
+from chatlab.render.io.exporting import export_template
+from chatlab.render.io.loaded import load_template
+from chatlab.render.io.readers import LoadedTemplate
+from chatlab.render.io.registry import TARGETS, TEMPLATE_FORMATS, detect
 
-__all__ = ["FORMATS", "TARGETS", "LoadedTemplate", "TemplateDiff", "detect", "diff_templates",
+__all__ = ["TARGETS", "TEMPLATE_FORMATS", "LoadedTemplate", "TemplateDiff", "detect", "diff_templates",
            "export_template", "load_template"]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from chatlab.render.resolution import Resolution
     from pathlib import Path
 
-    from chatlab.render.io.loaded import LoadedTemplate
+    from chatlab.render.io.readers import LoadedTemplate
 
 CONTEXT = 4  # tokens shown before the difference (and as many after)
 

@@ -12,84 +12,21 @@ through the Go-template subset evaluator.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.render.builtin import TEMPLATES, get_template
+from chatlab.render.io.readers import LoadedTemplate, from_template
+from chatlab.render.io.registry import MAX_BYTES, detect, get_format
 from chatlab.render.template import Template
-
-from chatlab.render.io.registry import FORMATS as REGISTRY
-from chatlab.render.io.registry import MAX_BYTES, get_format
-
-if TYPE_CHECKING:
-    from chatlab.render.io.ollama import Modelfile
-    from chatlab.render.resolution import Resolution
-
-FORMATS = tuple(REGISTRY)  # the format names (chatlab.render.io.FORMATS)
-
-
-@dataclass
-class LoadedTemplate:
-    name: str
-    fmt: str  # "builtin" or one of FORMATS
-    default_system: str | None = None
-    stop_words: list[str] = field(default_factory=list)
-    template: Template | None = field(default=None, repr=False)  # builtin, lmdeploy, llamafactory
-    jinja: str | None = field(default=None, repr=False)
-    modelfile: "Modelfile | None" = field(default=None, repr=False)
-    source: str | None = None  # the file it came from
-    notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
-
-    def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
-        """A chatlab Resolution (rule "explicit") that renders this template at id level."""
-        from chatlab.render.resolution import Resolution
-        from chatlab.tools.formats import format_of_chat_template
-
-        why = f"the template {self.name!r} was named explicitly ({self.fmt}" + (
-            f" from {self.source})" if self.source else ")")
-        if self.template is not None:
-            return Resolution("explicit", why, self.name, tokenizer, template=self.template,
-                              tool_format=self.template.tool_format,
-                              engine_bos=REGISTRY[self.fmt].engine_bos if self.fmt in REGISTRY else None)
-        if self.jinja is not None:
-            return Resolution("explicit", why, self.name, tokenizer, chat_template=self.jinja,
-                              tool_format=format_of_chat_template(self.jinja))
-        from chatlab.render.io.ollama import render_modelfile
-
-        assert self.modelfile is not None  # the Ollama reader sets it
-        return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
-                          stop_strings=tuple(self.stop_words), engine_bos=REGISTRY["ollama"].engine_bos)
-
-
-def stops_of_template(t: Template) -> list[str]:
-    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
-
-
-def from_template(t: Template, fmt: str, source: str | None = None) -> LoadedTemplate:
-    return LoadedTemplate(t.name, fmt, t.default_system, stops_of_template(t), template=t, source=source)
-
-
-def detect(path: Path, text: str) -> str:
-    """The format of a template file: by name first, then by content (the registry's rules)."""
-    from chatlab.render.io.registry import detect as by_registry
-
-    return by_registry(path, text)
 
 
 def parse(text: str, fmt: str, origin: str, name: str) -> LoadedTemplate:
     """Text in format `fmt` through that format's reader; nesting past Python's stack (3,000
     levels of Jinja blocks, JSON arrays) is refused with the format named, never a traceback."""
-    from chatlab.render.io.registry import get_format
-
     f = get_format(fmt)
     try:
-        loaded = f.read(text, origin, name)
-        assert isinstance(loaded, LoadedTemplate)  # every format's reader makes one
-        return loaded
+        return f.read(text, origin, name)
     except RecursionError:
         raise ChatlabError(f"{origin} nests too deeply to be {f.what} (thousands of levels); real templates "
                            "nest a few: fix the file") from None

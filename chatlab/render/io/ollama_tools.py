@@ -22,7 +22,7 @@ Outside that layout Ollama's prompt differs from chatlab's; `chatlab certify` sh
 """
 from __future__ import annotations
 
-from chatlab.tools.formats.hermes import CALL_ARGS, CALL_END, CALL_HEAD, HEAD, RESULT_CLOSE, RESULT_OPEN, TAIL
+from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD, RESULT_CLOSE, RESULT_OPEN, TOOLS_HEAD, TOOLS_TAIL
 
 # A value of a Go map (an argument, an enum member, an items key): a string quoted as
 # json.dumps would, anything else through Go's json (numbers, booleans, null are the same).
@@ -65,7 +65,7 @@ _TOOL = ('{"type": "function", "function": {{ "{" }}{{ $fn := .Function }}"name"
 
 def tools_block(lead: str) -> str:
     """The system turn's tool list after `lead` (a blank line after system text, else nothing)."""
-    return (lead + HEAD + '{{ range $.Tools }}\n' + _TOOL + '{{ end }}' + TAIL)
+    return (lead + TOOLS_HEAD + '{{ range $.Tools }}\n' + _TOOL + '{{ end }}' + TOOLS_TAIL)
 
 
 def calls() -> str:

@@ -1,16 +1,77 @@
-"""Each format's reader (text -> LoadedTemplate) and the Jinja writer, for the registry.
+"""What a template file reads into (LoadedTemplate), and each format's reader and the Jinja writer.
 
 Every reader refuses an empty template, and input nested past any real template (3,000 levels
 of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback.
 """
 from __future__ import annotations
 
+import json
 import warnings
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
-from chatlab.render.io.loaded import LoadedTemplate, stops_of_template
-from chatlab.render.io.registry import json_object
 from chatlab.render.template import Template
+
+if TYPE_CHECKING:
+    from chatlab.render.io.ollama import Modelfile
+    from chatlab.render.resolution import Resolution
+
+
+@dataclass
+class LoadedTemplate:
+    name: str
+    fmt: str  # "builtin" or a name in TEMPLATE_FORMATS
+    default_system: str | None = None
+    stop_words: list[str] = field(default_factory=list)
+    template: Template | None = field(default=None, repr=False)  # builtin, lmdeploy, llamafactory
+    jinja: str | None = field(default=None, repr=False)
+    modelfile: "Modelfile | None" = field(default=None, repr=False)
+    source: str | None = None  # the file it came from
+    # The engine whose own tokenizer call adds the bos id (Resolution.engine_bos): "lmdeploy", "ollama"
+    engine_bos: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
+
+    def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
+        """A chatlab Resolution (rule "explicit") that renders this template at id level."""
+        from chatlab.render.resolution import Resolution
+        from chatlab.tools import format_of_chat_template
+
+        why = f"the template {self.name!r} was named explicitly ({self.fmt}" + (
+            f" from {self.source})" if self.source else ")")
+        if self.template is not None:
+            return Resolution("explicit", why, self.name, tokenizer, template=self.template,
+                              tool_format=self.template.tool_format, engine_bos=self.engine_bos)
+        if self.jinja is not None:
+            return Resolution("explicit", why, self.name, tokenizer, chat_template=self.jinja,
+                              tool_format=format_of_chat_template(self.jinja))
+        from chatlab.render.io.ollama import render_modelfile
+
+        assert self.modelfile is not None  # the Ollama reader sets it
+        return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
+                          stop_strings=tuple(self.stop_words), engine_bos=self.engine_bos)
+
+
+def stops_of_template(t: Template) -> list[str]:
+    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
+
+
+def from_template(t: Template, fmt: str, source: str | None = None) -> LoadedTemplate:
+    return LoadedTemplate(t.name, fmt, t.default_system, stops_of_template(t), template=t, source=source)
+
+
+def json_object(text: str) -> Jsonable:
+    """The JSON object a file holds, or None (not JSON, or nested past any real config)."""
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _nonempty(text: str, origin: str, what: str) -> None:
@@ -45,7 +106,7 @@ def read_lmdeploy(text: str, origin: str, name: str) -> LoadedTemplate:
 
     t, data = parse_lmdeploy(text, origin)
     return LoadedTemplate(t.name, "lmdeploy", t.default_system, list(data.get("stop_words") or []),
-                          template=t, source=origin)
+                          template=t, source=origin, engine_bos="lmdeploy")
 
 
 def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
@@ -65,4 +126,5 @@ def read_ollama(text: str, origin: str, name: str) -> LoadedTemplate:
     if not mf.template.strip():
         raise ChatlabError(f"{origin}: the TEMPLATE is empty; Ollama would send the bare content. "
                            'Write the prompt layout in TEMPLATE """…"""')
-    return LoadedTemplate(name, "ollama", mf.system, list(mf.stops), modelfile=mf, source=origin)
+    return LoadedTemplate(name, "ollama", mf.system, list(mf.stops), modelfile=mf, source=origin,
+                          engine_bos="ollama")

@@ -8,7 +8,9 @@ A format answers, from its own strings only:
   - parse:   a fresh streaming parser for one response;
   - grammar: the xgrammar structural tag of one call, and the lazy trigger for tool_choice auto.
 Keeping them together is what ties the grammar's trigger to the parser's tag and to the text
-the renderer writes; tests/test_tool_formats.py checks those ties for every format.
+the renderer writes; tests/test_tool_formats.py checks those ties for every format. Each
+format is one module (hermes, llama3_json, react, chatglm3) holding all five, parser included;
+chatlab.tools lists them.
 
 Renderer and exporter never ask a format's name: they call these methods. A format that does
 not need a step inherits the plain behaviour below (no tools in the system turn, a tool result
@@ -18,14 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.tools.stream import StreamParser
 from chatlab.types import ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from chatlab.tools.stream import StreamParser
 
 
 class Bit(NamedTuple):

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from chatlab.tools.formats.base import (JINJA_ARGS, Bit, ToolFormat, jinja_tools_block, json_call_bits,
-                                        lit, schema_grammar, tools_block)
+from chatlab.tools.format import (JINJA_ARGS, Bit, ToolFormat, jinja_tools_block, json_call_bits, lit,
+                                  schema_grammar, tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
 PYTHON_TAG = "<|python_tag|>"
 SEPARATOR = ";"
-HEAD = ("You can call the functions below. To call one, answer with nothing but a JSON object "
+TOOLS_INTRO = ("You can call the functions below. To call one, answer with nothing but a JSON object "
         '{"name": function name, "parameters": object of argument names and values}.')
 CALL_HEAD, CALL_ARGS, CALL_END = '{"name": "', '", "parameters": ', "}"
 
@@ -38,14 +38,14 @@ class Llama3Json(ToolFormat):
     template_marks = ("ipython", PYTHON_TAG)  # llama3.1's tool role and its code-call tag
 
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        return tools_block(tools, after_text, HEAD, "", "\n\n", 4)
+        return tools_block(tools, after_text, TOOLS_INTRO, "", "\n\n", 4)
 
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
         return [b for j, call in enumerate(calls) for b in json_call_bits(
             call, SEPARATOR + " " if j else ("\n" if has_content else ""), CALL_HEAD, CALL_ARGS, CALL_END)]
 
     def jinja_system(self) -> str:
-        return jinja_tools_block(HEAD, "", "\n\n", 4)
+        return jinja_tools_block(TOOLS_INTRO, "", "\n\n", 4)
 
     def jinja_call(self) -> str:
         return ("(" + lit(SEPARATOR + " ") + " if not loop.first else ('\\n' if ns.c else '')) + " +

@@ -11,17 +11,16 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from chatlab.tools.formats.base import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, data,
-                                        jinja_tools_block, json_call_bits, lit, schema_grammar, text,
-                                        tools_block)
+from chatlab.tools.format import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, data, jinja_tools_block,
+                                  json_call_bits, lit, schema_grammar, text, tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
-HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
-TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and "
+TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and "
         f"arguments within {OPEN}{CLOSE} XML tags:\n{OPEN}\n"
         '{"name": <function-name>, "arguments": <args-json-object>}\n' + CLOSE)
 CALL_HEAD, CALL_ARGS, CALL_END = OPEN + '\n{"name": "', '", "arguments": ', "}\n" + CLOSE
@@ -42,7 +41,7 @@ class Hermes(ToolFormat):
 
     # -- id level -------------------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        return tools_block(tools, after_text, HEAD, TAIL, "\n", None)
+        return tools_block(tools, after_text, TOOLS_HEAD, TOOLS_TAIL, "\n", None)
 
     def is_result_text(self, content: str) -> bool:
         return content.startswith(RESULT_OPEN) and content.endswith(RESULT_CLOSE)
@@ -60,7 +59,7 @@ class Hermes(ToolFormat):
 
     # -- Jinja ----------------------------------------------------------------------------
     def jinja_system(self) -> str:
-        return jinja_tools_block(HEAD, TAIL, "\n", None)
+        return jinja_tools_block(TOOLS_HEAD, TOOLS_TAIL, "\n", None)
 
     def jinja_is_query(self, c: str) -> str:
         return f"not ({c}.startswith({lit(RESULT_OPEN)}) and {c}.endswith({lit(RESULT_CLOSE)}))"
