@@ -245,15 +245,19 @@ def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
             except UnreadableGrammar:
                 blamed = (tool.schema, f"tools[{i}].function.parameters")
                 break
-    found = first_keyword(blamed[0], _PRINTED_AS_BUILTINS) if blamed else None
-    if blamed is None or found is None:
-        return ChatlabError(f"this request's grammar uses {', '.join(names[:3])}, which the genai "
-                            f"backend's grammar reader (openvino-genai's xgrammar) does not know; "
-                            f"simplify the schema, or {FIX}", param=blamed[1] if blamed else None)
+    generic = (f"this request's grammar uses {', '.join(names[:3])}, which the genai backend's "
+               f"grammar reader (openvino-genai's xgrammar) does not know; simplify the schema, or {FIX}")
+    if blamed is None:
+        return ChatlabError(generic)
+    schema, where = blamed
+    # the keywords in order: pattern is the likeliest
+    found = next((hit for kw in _PRINTED_AS_BUILTINS if (hit := first_keyword(schema, (kw,)))), None)
+    if found is None:
+        return ChatlabError(generic, param=where)
     keyword, at = found
-    return ChatlabError(f"{blamed[1]}{at} uses {keyword!r}, which the genai backend cannot enforce "
+    return ChatlabError(f"{where}{at} uses {keyword!r}, which the genai backend cannot enforce "
                         f"(openvino-genai's grammar reader has no {names[0]} rules); drop "
-                        f"{keyword!r}, or {FIX}", param=f"{blamed[1]}{at}")
+                        f"{keyword!r}, or {FIX}", param=f"{where}{at}")
 
 
 def structural_tag(spec: dict[str, Jsonable]) -> GenaiConfig:
