@@ -123,7 +123,10 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                             resources={"metadata": {"path": str(route.NOTEBOOKS)}})
     start = time.perf_counter()
     with client.setup_kernel():
-        sampler = _Peak(client.km.provisioner.pid)  # type: ignore[attr-defined]
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        if not isinstance(pid, int):
+            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
+        sampler = _Peak(pid)
         try:
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
@@ -156,10 +159,10 @@ def table(rows: list[Row]) -> str:
 def _cgroup_kernel(folder: Path) -> tuple[object, str]:
     """A 2 GB memory cgroup and a kernel spec that starts this Python's kernel inside it
     (tests/kernel_cgroup.py); exits with the reason where none can be made."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from kernel_cgroup import make
+    import importlib
 
-    made = make("rehearse")
+    sys.path.insert(0, str(REPO / "tests"))
+    made = importlib.import_module("kernel_cgroup").make("rehearse")
     if isinstance(made, str):
         raise SystemExit(f"rehearse --cgroup: {made}")
     name = made.kernel_spec(folder, sys.executable)
