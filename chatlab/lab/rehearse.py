@@ -11,8 +11,8 @@ removed afterwards, also when the rehearsal is interrupted (no half-built model 
 
 It prints one row per notebook: the setup seconds (kernel start and the cells before the first
 section), the route cells' seconds, the kernel's peak working set (sampled resident memory of
-the kernel and every process it started; with --cgroup the 2 GB memory cgroup's own peak, as
-Binder counts it) and the total. Any cell error or any stderr output fails the rehearsal
+the kernel and every process it started; the cgroup's own peak counts page cache up to its
+limit, so it says little) and the total; with --cgroup, an out-of-memory kill is a failure. Any cell error or any stderr output fails the rehearsal
 (exit status 1).
 
 --all runs every cell of every notebook instead of the route. The Colab replica is not a mode
@@ -140,8 +140,8 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                     break
         finally:
             row.peak_mb = sampler.stop() / 1e6
-    if cgroup is not None:
-        row.peak_mb = cgroup.max_usage / 1e6  # type: ignore[attr-defined]
+    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
+        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
     return row
 
 
