@@ -6,7 +6,7 @@ import json
 
 from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, engine_names
 from chatlab.backends.registry import REGISTRY
-from chatlab.engine.speedups import add_speedup_args
+from chatlab.cli.args import add_speedup_args, speculation_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +61,6 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.mode == "accuracy":
         return run_accuracy(args)
     from chatlab.lab.bench import BenchConfig, format_table, run_benchmark, save_plot
-    from chatlab.engine.speedups import speculation_from_args
 
     config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
                               engines=[e for e in args.engines.split(",") if e],

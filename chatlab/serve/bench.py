@@ -34,7 +34,7 @@ import httpx
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import cpu_info
-from chatlab.backends.registry import add_backend_args, options_from_args
+from chatlab.cli.args import add_backend_args, options_from_args
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event
