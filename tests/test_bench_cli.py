@@ -63,3 +63,19 @@ def test_argparse_lives_in_the_cli_and_python_m_only_in_trampolines() -> None:
                 mains.add(rel)
     assert parsers - UNUSED and all(rel.startswith("cli/") for rel in parsers - UNUSED), parsers
     assert mains - UNUSED == TRAMPOLINES, mains
+
+
+def test_accuracy_hands_its_options_and_labels_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from chatlab.lab.bench import accuracy
+
+    seen = []
+    monkeypatch.setattr(accuracy, "measure", lambda *a: seen.append(a) or {"cpu": {"model": "Some CPU"}})
+    argv = ["bench", "accuracy", "--limit", "1", "--tokens", "4", "--json", "--out", str(tmp_path / "a.json"),
+            "--machine", "a test run"]
+    assert main(argv) == 0
+    assert seen == [("smollm2-135m-instruct", 1, 4)]
+    run = json.loads(capsys.readouterr().out)["run"]
+    assert run["command"] == " ".join(["chatlab", *argv]) and run["machine"] == "a test run"
