@@ -1,4 +1,4 @@
-"""The one-command measurement of issue 23 (chatlab.lab.bench.speculate_run) on stand-in workers:
+"""`chatlab bench speculate` (chatlab.lab.bench.speculate_run) on stand-in workers:
 every task runs in each pair, ratios come from the pair's own baseline runs, each target is
 judged MET, MISSED or NOT RUN with the reason, and the JSON is written whole."""
 from __future__ import annotations
