@@ -41,6 +41,12 @@ def test_serving_refuses_another_backends_flag(capsys: pytest.CaptureFixture[str
     assert "chatlab bench serving: error: --max-seqs does not apply to --backend openvino" in capsys.readouterr().err
 
 
+def test_options_before_a_subcommand_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--rounds", "1", "speculate"]) == 2
+    assert ("chatlab bench speculate: error: --rounds 1: give the options after the subcommand, "
+            "chatlab bench speculate --rounds 1 ...") in capsys.readouterr().err
+
+
 def test_turns_hands_its_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     from chatlab.lab.bench import turns
 

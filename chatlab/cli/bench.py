@@ -13,6 +13,7 @@ from typing import Callable
 from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, engine_names
 from chatlab.backends.registry import REGISTRY
 from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_args, speculation_from_args
+from chatlab.errors import ChatlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,9 +50,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
                func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-    """A `chatlab bench NAME` parser; its errors are printed as `chatlab bench NAME: error: ...`."""
+    """A `chatlab bench NAME` parser; its errors are printed as `chatlab bench NAME: error: ...`.
+    Flags given between `bench` and NAME are refused: argparse would let NAME's own defaults
+    overwrite them without a word."""
+    def checked(args: argparse.Namespace) -> int:
+        before = args.argv[1:args.argv.index(name, 1)]
+        if before:
+            raise ChatlabError(f"{' '.join(before)}: give the options after the subcommand, "
+                               f"chatlab bench {name} {' '.join(before)} ...")
+        return func(args)
+
     p = nested.add_parser(name, help=help, description=help)
-    p.set_defaults(func=func, command=f"bench {name}")
+    p.set_defaults(func=checked, command=f"bench {name}")
     return p
 
 
