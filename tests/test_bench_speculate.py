@@ -9,7 +9,7 @@ from chatlab.lab.bench.engines import SPECULATIVE_ENGINES, ChatlabLoop, GenAI, m
 from chatlab.lab.bench.report import add_ratios, format_table
 from chatlab.lab.bench.runner import BenchConfig, Samples
 from chatlab.lab.bench.tasks import COPY_TASKS, TASKS, task_messages
-from chatlab.engine.speedups import add_speedup_args, speculation_from_args, speedups_from_args
+from chatlab.cli.args import add_speedup_args, speculation_from_args, speedups_from_args
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.generate.speculate import Speculation
 

@@ -73,7 +73,7 @@ def test_the_widget_refuses_a_turn_the_engine_refuses() -> None:
 
 def test_the_serving_bench_times_the_engine() -> None:
     from chatlab.generate import Finished
-    from chatlab.serve import bench
+    from chatlab.lab.bench import serving as bench
 
     backend = ScriptedBackend(scripted_tokenizer(), ["one two three four five six seven eight"] * 4)
     engine = ChatEngine(backend, "scripted")

@@ -1,4 +1,4 @@
-"""The one-command measurement of issue 23 (chatlab.lab.bench.speculate_run) on stand-in workers:
+"""`chatlab bench speculate` (chatlab.lab.bench.speculate_run) on stand-in workers:
 every task runs in each pair, ratios come from the pair's own baseline runs, each target is
 judged MET, MISSED or NOT RUN with the reason, and the JSON is written whole."""
 from __future__ import annotations
@@ -177,18 +177,33 @@ def test_an_engine_that_dies_mid_run_is_a_skipped_row_not_a_failed_run(monkeypat
                              progress=False, make_worker=Crashing)
 
 
-def test_bad_sizes_are_refused():
-    from chatlab.errors import ChatlabError
+def test_bad_sizes_are_refused(capsys):
+    from chatlab.cli import main
 
-    with pytest.raises(ChatlabError, match="--rounds"):
-        speculate_run.main(["--rounds", "0"])
-    with pytest.raises(ChatlabError, match="draft_tokens=40"):
-        speculate_run.main(["--draft-tokens", "40"])
+    def refused(*flags):
+        assert main(["bench", "speculate", *flags]) == 2
+        return capsys.readouterr().err
+
+    assert ("chatlab bench speculate: error: --rounds and --turn-tokens must be >= 1, --tokens >= 2, "
+            "--turns >= 0") in refused("--rounds", "0")
+    assert "draft_tokens=40" in refused("--draft-tokens", "40")
     # 0 is a value, not "left out": it is refused, not replaced by the default
-    with pytest.raises(ChatlabError, match="draft_tokens=0"):
-        speculate_run.main(["--draft-tokens", "0"])
-    with pytest.raises(ChatlabError, match="ngram=0"):
-        speculate_run.main(["--ngram", "0"])
+    assert "draft_tokens=0" in refused("--draft-tokens", "0")
+    assert "ngram=0" in refused("--ngram", "0")
+
+
+def test_the_cli_hands_every_option_to_the_run(monkeypatch):
+    from chatlab.cli import main
+
+    seen = []
+    monkeypatch.setattr(speculate_run, "run", seen.append)
+    assert main(["bench", "speculate", "--rounds", "8", "--engines", "genai-int8,chatlab-openvino-int8-pl,",
+                 "--ignore-eos", "--machine", "a VM"]) == 0
+    assert seen == [speculate_run.SpeculateRun(
+        rounds=8, engines=("genai-int8", "chatlab-openvino-int8-pl"), ignore_eos=True, machine="a VM",
+        command="chatlab bench speculate --rounds 8 --engines genai-int8,chatlab-openvino-int8-pl, "
+                "--ignore-eos --machine a VM")]
+    assert seen[0].out == speculate_run.OUT
 
 
 def test_the_fast_run_is_judged_against_llama_cpp_and_genai_with_the_same_settings(monkeypatch):

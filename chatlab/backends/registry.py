@@ -1,14 +1,14 @@
 """The one table of chatlab's backends: for each name, how to load it, which token source
 drives it (chatlab's loop, one sequence under a lease; or a batched pipeline), its weight
-formats and default, and the loader options it takes, each of which is a CLI flag.
+formats and default, and the loader options it takes, each of which is a CLI flag
+(chatlab.cli.args declares them from this table).
 
-`chatlab complete`, `chatlab serve`, the serving bench (chatlab.serve.bench), the bench's
+`chatlab complete`, `chatlab serve`, the serving bench (chatlab.lab.bench.serving), the bench's
 chatlab-loop engines and the Python API (`chatlab.backends.load_backend`,
 `chatlab.engine.load_engine`) all read this table, so a backend or an option is added here once.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
@@ -77,8 +77,9 @@ FAST = Option("fast", bool, False, "trade exactness for speed with what this CPU
 
 
 def on_off(value: str) -> bool:
+    """"on" or "off" as a bool (ValueError naming the two for anything else)."""
     if value not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"{value!r}: use on or off")
+        raise ValueError(f"{value!r}: use on or off")
     return value == "on"
 
 
@@ -173,42 +174,19 @@ def load_step_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAU
     return loaded
 
 
-# -- the CLI's flags, from the table -----------------------------------------------------------
-def add_backend_args(p: argparse.ArgumentParser) -> None:
-    """--backend, --weight-format, --precision and every backend's options (each flag once)."""
-    # Names are checked by check_choice (an UnknownNameError naming the valid ones, exit 2 like
-    # every ChatlabError of a bad name), not by argparse choices, so the message is the same from
-    # the CLI and from Python.
-    p.add_argument("--backend", default=DEFAULT_BACKEND,
-                   help="; ".join(f"{s.name}: {s.summary}" for s in REGISTRY.values())
-                   + f" (default {DEFAULT_BACKEND})")
-    p.add_argument("--weight-format", default=None,
-                   help="default per backend: " + ", ".join(f"{s.default_weight_format} on {s.name}"
-                                                            for s in REGISTRY.values()))
-    p.add_argument("--precision", default=None,
-                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts; "
-                        "--fast picks bf16 where the CPU has it)")
-    seen: set[str] = set()
+def every_option() -> list[Option]:
+    """Each loader option of the registry once, in table order (the CLI gives each one flag)."""
+    seen: dict[str, Option] = {}
     for spec in REGISTRY.values():
         for opt in spec.options:
-            if opt.name in seen:
-                continue
-            seen.add(opt.name)
-            if opt.type is bool:  # a switch: present or not
-                p.add_argument(opt.flag, dest=opt.name, action="store_const", const=True, default=None,
-                               help=opt.help)
-                continue
-            # default None: an option left out is the loader's own default (and is not passed)
-            p.add_argument(opt.flag, dest=opt.name, type=opt.type, default=None,
-                           help=opt.help + ("" if opt.default is None else f" (default {opt.default})"))
+            seen.setdefault(opt.name, opt)
+    return list(seen.values())
 
 
-def options_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The loader options given on the command line for the chosen backend; a flag that belongs
-    only to another backend is an error naming it (not silently ignored)."""
-    spec = get_spec(args.backend)
-    given = {o.name: getattr(args, o.name) for s in REGISTRY.values() for o in s.options
-             if getattr(args, o.name, None) is not None}
+def options_for(backend: str, given: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
+    """`given` (options set on the command line), checked against `backend`: an option that
+    belongs only to another backend is an error naming its flag (not silently ignored)."""
+    spec = get_spec(backend)
     foreign = sorted(set(given) - spec.option_names())
     if foreign:
         flags = ", ".join("--" + n.replace("_", "-") for n in foreign)

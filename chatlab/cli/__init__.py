@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a run's JSON records the command
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

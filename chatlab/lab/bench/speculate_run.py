@@ -1,8 +1,8 @@
-"""Issue 23's measurement in one command: prompt lookup and prefix reuse against their targets.
+"""Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
-    python -m chatlab.lab.bench.speculate_run            # ~9 minutes on a quiet 2-core machine
-    python -m chatlab.lab.bench.speculate_run --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-    python -m chatlab.lab.bench.speculate_run --fast --out data/bench/fast-run.json   # the moonshot
+    chatlab bench speculate            # ~9 minutes on a quiet 2-core machine
+    chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
+    chatlab bench speculate --fast --out data/bench/fast-run.json   # the moonshot
 
 Part 1 times the task shapes of chatlab.lab.bench.tasks side by side (chatlab.lab.bench.sidebyside):
 copy-heavy (07's extraction, 08's RAG answers over their passages, a rewrite) and a story that
@@ -12,13 +12,12 @@ Q4_1). Part 2 times turn 1..8 of a growing chat: chatlab's loop with and without
 and genai's chat mode. Then each target's ratio is printed next to it as MET or MISSED (a target
 whose engine could not run says why), prompt lookup's measured gain on each copy-heavy task
 beside an oracle drafter's bound on the same cases (the extraction has no speed target: its
-bound is below one), and everything is written to `--out` as JSON.
+bound is below one), and everything is written to `out` as JSON.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
@@ -150,7 +149,7 @@ def oracle_bounds(part: dict[str, Jsonable],
 
 
 def recorded_replies() -> dict[str, list[dict[str, list[int]]]] | None:
-    """The greedy replies `python -m chatlab.lab.bench.replay --record` stored, or None."""
+    """The greedy replies `chatlab bench replay --record` stored, or None."""
     from chatlab.data import data_dir
     from chatlab.lab.bench.replay import REPLIES
 
@@ -224,38 +223,40 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class SpeculateRun:
+    """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns`
+    turns of a growing chat with `turn_tokens` per reply (0 turns, or `fast`: no chat).
+    `draft_tokens` and `ngram` set every prompt-lookup row's drafter (None: each row's own
+    default); `ignore_eos` times exactly `tokens` per case, past the reply's end token; `engines`
+    picks the rows (None: all, or with `fast` the fast profile's). The JSON goes to `out`, with
+    `command` recorded in it; `machine`, a line about the machine, labels it as a stored result."""
+
+    model: str = "smollm2-135m-instruct"
+    rounds: int = 3
+    tokens: int = 64
+    turns: int = 8
+    turn_tokens: int = 16
+    draft_tokens: int | None = None
+    ngram: int | None = None
+    ignore_eos: bool = False
+    engines: tuple[str, ...] | None = None
+    fast: bool = False
+    precision: str = "f32"
+    out: str = OUT
+    machine: str | None = None
+    command: str = "chatlab bench speculate"
+
+
+def run(args: SpeculateRun) -> dict[str, Jsonable]:
+    """Time the task shapes and the growing chat, judge each target, print the report and
+    write the JSON; the result returned. Bad sizes are refused before anything loads."""
     from chatlab.backends.precision import check_precision, cpu_info
+    from chatlab.errors import ChatlabError
     from chatlab.lab.bench.sidebyside import run_tasks
     from chatlab.lab.bench.stored import write_json
-    from chatlab.errors import ChatlabError
     from chatlab.lab.evals import measured_on
 
-    p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.speculate_run",
-                                description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds, one case per task each")
-    p.add_argument("--tokens", type=int, default=64, help="new tokens per task case")
-    p.add_argument("--turns", type=int, default=8, help="turns of the growing chat (0: skip it)")
-    p.add_argument("--turn-tokens", type=int, default=16, help="reply tokens per chat turn")
-    p.add_argument("--draft-tokens", type=int, default=None,
-                   help="the longest guess, for every prompt-lookup row (default: chatlab's loop "
-                        "guesses up to 3 tokens, every pass padded to 1+3 on OpenVINO; genai drafts 4 per pass)")
-    p.add_argument("--ngram", type=int, default=None, help="the longest n-gram looked up (default 3)")
-    p.add_argument("--ignore-eos", action="store_true",
-                   help="time exactly --tokens per case, past the reply's end token (the shape "
-                        "before session 9); by default a reply ends at its end token, as served")
-    p.add_argument("--engines", default=None, help="comma-separated (default: all rows, or with --fast "
-                   f"{', '.join(FAST_ENGINES)})")
-    p.add_argument("--fast", action="store_true",
-                   help="the fast profile: chatlab's loop (plain, with prompt lookup) and genai given the "
-                        "same settings, beside llama.cpp-q4_1; judged against the moonshot targets")
-    p.add_argument("--precision", default="f32")
-    p.add_argument("--out", default=OUT, help="the JSON file to write")
-    p.add_argument("--machine", default=None,
-                   help="one line about the machine, quiet or shared: labels the JSON as a stored "
-                        "result (chatlab.lab.bench.stored), which notebook 05 can then print")
-    args = p.parse_args(argv)
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
     from chatlab.generate.speculate import Speculation
@@ -267,14 +268,13 @@ def main(argv: list[str] | None = None) -> int:
             ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
-    names = args.engines.split(",") if args.engines else FAST_ENGINES if args.fast else ENGINES
+    names = list(args.engines) if args.engines else FAST_ENGINES if args.fast else ENGINES
     tasks = run_tasks(args.model, [e for e in names if e], TASKS, args.rounds,
                       args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
     tasks["engines_asked"] = [e for e in names if e]
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
-                              "command": " ".join(["python -m chatlab.lab.bench.speculate_run",
-                                                           *(sys.argv[1:] if argv is None else argv)]),
+                              "command": args.command,
                               "tasks": tasks, "turns": turns, "identical": identical_replies(tasks),
                               "oracle": oracle_bounds(tasks, recorded_replies())}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
@@ -284,8 +284,4 @@ def main(argv: list[str] | None = None) -> int:
         result = label(result, result["command"], args.machine)
     print(format_report(result))
     print(f"measured on {result['measured_on']}; written to {write_json(result, args.out)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return result
