@@ -171,7 +171,7 @@ case "$cmd" in
   rehearse)
     setup "$PY"
     PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
-      'import sys; from chatlab.lab.rehearse import main; sys.exit(main(sys.argv[1:]))' "$@"
+      'import sys; from chatlab.cli import main; sys.exit(main(["rehearse", *sys.argv[1:]]))' "$@"
     ;;
   colab)
     colab

@@ -20,7 +20,6 @@ of this command: tests/test_colab_replica.py runs notebooks on it.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -216,14 +215,3 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
                 os.environ[key] = value
     print(table(rows))
     return 1 if any(r.problem for r in rows) else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="./run.sh rehearse", description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", help="notebook numbers (default: every notebook on the route)")
-    parser.add_argument("--all", action="store_true", help="every cell of every notebook, not only the route")
-    parser.add_argument("--dry-run", action="store_true", help="validate the route and list the cells; run nothing")
-    parser.add_argument("--cgroup", action="store_true",
-                        help="run each kernel in a 2 GB memory cgroup, as Binder does (root, cgroup v1)")
-    args = parser.parse_args(argv)
-    return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup)
