@@ -230,7 +230,8 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
     """`chatlab complete` parses the body once (messages and tools included, before the model
     loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
     from chatlab.cli import main
-    from chatlab.engine import cli, request
+    from chatlab.cli import complete as cli
+    from chatlab.engine import request
 
     counts = {"messages": 0, "loads": 0}
     real = request.parse_messages
