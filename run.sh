@@ -7,6 +7,10 @@
 #   ./run.sh setup   set up only
 #   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
 #                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
+#   ./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN...]   rehearse the 2-hour class: validate
+#                    the route (chatlab/lab/route.py), then run its cells of each notebook in a fresh
+#                    kernel from an empty model store and print setup, route and memory per notebook
+#                    (chatlab/lab/rehearse.py; --all: every cell of every notebook)
 #   ./run.sh colab   install into the running Python (no venv) as the notebooks' first cell does
 #                    on Colab: only what is missing, every installed package kept (chatlab/lab/colab.py)
 # Python: PYTHON=python3.12 (or python3.13) ./run.sh test uses that Python (default python3.11).
@@ -164,11 +168,16 @@ case "$cmd" in
     setup "$PY"
     store "$@"
     ;;
+  rehearse)
+    setup "$PY"
+    PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
+      'import sys; from chatlab.cli import main; sys.exit(main(["rehearse", *sys.argv[1:]]))' "$@"
+    ;;
   colab)
     colab
     ;;
   *)
-    echo "usage: ./run.sh lab|test|setup|store|colab [args...]" >&2
+    echo "usage: ./run.sh lab|test|setup|store|rehearse|colab [args...]" >&2
     exit 2
     ;;
 esac

@@ -13,10 +13,17 @@ class ChatlabError(Exception):
     carried as data from where the check ran to OpenAI's error body; None when no one field is."""
 
     exit_code = 2
+    code: str | None = None  # OpenAI's error `code` for this kind of error, when it has one
 
     def __init__(self, message: str = "", param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class ContextLengthError(ChatlabError):
+    """The prompt (with the tokens asked for) does not fit the model's context window."""
+
+    code = "context_length_exceeded"  # what OpenAI sends, and clients such as langchain look for
 
 
 class UnknownNameError(ChatlabError, KeyError):
@@ -37,3 +44,22 @@ class AssetError(ChatlabError):
 
 class HubUnavailableError(ChatlabError):
     """A Hugging Face hub id was asked for while the hub cannot be reached."""
+
+
+class CannotExpress(ChatlabError):
+    """A template construct the target format has no way to write (a converter's refusal): the
+    template is fine, the format is too small for it. `construct` names the part, `target` the
+    format, so a certificate can tell this apart from a render that differs."""
+
+    def __init__(self, message: str, construct: str, target: str) -> None:
+        super().__init__(message)
+        self.construct, self.target = construct, target
+
+
+class MissingSpecialToken(ChatlabError):
+    """The template names a special token the tokenizer does not have: nothing it renders with
+    that tokenizer is the template's layout, so nothing can be compared or certified."""
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.token = token

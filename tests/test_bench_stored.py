@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from chatlab.lab.bench.report import add_ratios
-from chatlab.lab.bench.stored import engines_table, label, load_stored, main, serving_table
+from chatlab.cli import main
+from chatlab.lab.bench.stored import engines_table, label, load_stored, serving_table
 from chatlab.errors import ChatlabError
 
 CPU = {"model": "Some CPU", "flags": ["avx512f", "avx512_bf16"], "threads": 2}
@@ -50,7 +51,9 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_cli_stores_a_labelled_result_that_loads_and_renders(data: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(bench_result())))
-    assert main(["full.json", "--command", "chatlab bench --json", "--machine", "a quiet 2-core VM"]) == 0
+    assert main(["bench", "store", "full.json", "--command", "chatlab bench --json",
+                 "--machine", "a quiet 2-core VM"]) == 0
+    assert capsys.readouterr().out == "stored data/bench/full.json\n"
     result = load_stored("full.json")
     assert result["run"]["command"] == "chatlab bench --json" and result["run"]["cpu"] == CPU
     text = engines_table(result)
@@ -58,6 +61,14 @@ def test_the_cli_stores_a_labelled_result_that_loads_and_renders(data: Path, mon
     assert first.startswith("stored result of `chatlab bench --json` on 20")
     assert "a quiet 2-core VM" in second and "Some CPU (avx512f avx512_bf16), 2 threads" in second
     assert "chatlab-openvino-int8" in text and "(1.20x)" in text  # the bench's own table below
+
+
+def test_the_cli_refuses_stdin_that_is_not_json(data: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("plot: bench.png"))
+    assert main(["bench", "store", "x.json", "--command", "chatlab bench", "--machine", "a VM"]) == 2
+    assert "chatlab bench store: error: stdin is not the JSON of a bench run" in capsys.readouterr().err
+    assert not (data / "bench" / "x.json").exists()
 
 
 def test_a_result_without_its_machine_is_refused(data: Path) -> None:
@@ -74,19 +85,19 @@ def test_a_result_without_its_machine_is_refused(data: Path) -> None:
 
 
 def test_serving_table_shows_the_ratio_and_ttft_percentiles() -> None:
-    text = serving_table(label(serve_result(), "python -m chatlab.serve.bench --clients 8 --json",
+    text = serving_table(label(serve_result(), "chatlab bench serving --clients 8 --json",
                                "a shared VM", date="2026-01-02"))
     assert "on 2026-01-02" in text and "machine: a shared VM" in text
     assert "ratio 6.50x; TTFT at 8 clients: p50 250 ms, p95 610 ms" in text
     assert "       8            650.0" in text and "4/4" in text
     assert "pipeline alone" not in text  # an older result without the engine-only rounds
     both = {**serve_result(), "engine_one_tok_s": 110.0, "engine_n_tok_s": 770.0, "engine_ratio": 7.0}
-    text = serving_table(label(both, "python -m chatlab.serve.bench --clients 8 --json", "a VM"))
+    text = serving_table(label(both, "chatlab bench serving --clients 8 --json", "a VM"))
     assert "the pipeline alone (no server, same prompts): ratio 7.00x (110.0 -> 770.0 tok/s)" in text
     assert "server 6.50x, engine alone 7.00x (its batching ceiling) on " in text  # the run's CPU
     assert "threads; the server keeps 93% of it, at least the 90% it should keep" in text
     short = {**both, "engine_ratio": 8.0, "cpu": {"model": "Test CPU", "threads": 2}}
-    text = serving_table(label(short, "python -m chatlab.serve.bench --clients 8 --json", "a VM"))
+    text = serving_table(label(short, "chatlab bench serving --clients 8 --json", "a VM"))
     assert "(its batching ceiling) on Test CPU, 2 threads; the server keeps 81% of it, less than " \
            "the 90% it should keep (9 points short)" in text
 

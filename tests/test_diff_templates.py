@@ -167,6 +167,6 @@ def test_certify_shows_ollama_merging_consecutive_user_turns():
 
     cert = certify(tokenizer_for(get_template("chatml")), "chatml", {"two user turns": (TWO_USERS, None)})
     cell = cert.cells["ollama"]["two user turns"]
-    assert cell.verdict == "different" and {d.cause for d in cell.diffs} == {"merged consecutive turns"}
-    assert cert.cells["jinja"]["two user turns"].verdict == "equal"
+    assert cell.verdict == "differs" and {d.cause for d in cell.diffs} == {"merged consecutive turns"}
+    assert cert.cells["jinja"]["two user turns"].verdict == "id-equal"
     assert "merged consecutive turns" in cert.format()

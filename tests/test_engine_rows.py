@@ -78,3 +78,21 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
     args = parser.parse_args(["serve", "--backend", "vllm"])
     with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):
         load_engine(args)  # refused by the registry before anything loads
+
+
+def test_the_fast_rows_carry_the_fast_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatlab.backends import fast
+
+    monkeypatch.setattr(fast, "cpu_has_bf16", lambda: False)  # the fallback, said in the facts
+    loop = bench_engines.make_engine("chatlab-fast", "m")
+    assert isinstance(loop, bench_engines.ChatlabLoop) and loop.fast and loop.precision is None
+    assert loop.args == ("m", "openvino", "int4")
+    pl = bench_engines.make_engine("chatlab-fast-pl", "m")
+    assert isinstance(pl, bench_engines.ChatlabLoop) and pl.speculate is not None
+    assert pl.dynamic_quantization is False  # speculation's verify pass needs it off
+    genai = bench_engines.make_engine("genai-fast", "m")
+    assert isinstance(genai, bench_engines.GenAI) and genai.weight_format == "int4"
+    assert (genai.precision, genai.kv_cache, genai.dynamic_quantization) == ("f32", "u8", True)
+    facts = genai.facts()["compute"]
+    assert "bf16 is not among" in facts and "KV cache u8 and dynamic quantization on asked" in facts
+    assert BenchConfig.make("m", fast=True).engines == bench_engines.FAST_ENGINES

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine, parse_request
+from chatlab.errors import ChatlabError
 from chatlab.engine.accumulate import merge_chunks
 from chatlab.engine.lease import Superseded
 
@@ -64,10 +65,16 @@ def both_ways(engine: ChatEngine, body: dict[str, Any]) -> tuple[dict[str, Any],
 
 @pytest.mark.parametrize("max_tokens", [3, 8, 14, 20])
 def test_forced_call_cut_by_length_is_the_same_both_ways(max_tokens: int) -> None:
-    """The issue's reproduction: a named tool_choice cut off by max_tokens, temperature 0."""
+    """A named tool_choice cut off by max_tokens, temperature 0: before the name is complete
+    there is no call, which is an error naming max_tokens; after it, the call as far as it got."""
     engine = engine_for("hermes", [FORMATS["hermes"][1]])
     body = {"messages": ASK, "tools": WEATHER, "temperature": 0, "max_tokens": max_tokens,
             "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    if max_tokens < 20:  # cut before the call's name is complete: no call to return
+        with pytest.raises(ChatlabError, match=f"max_tokens={max_tokens} ended the reply") as err:
+            both_ways(engine, body)
+        assert err.value.param == "max_tokens"
+        return
     whole, merged, chunks = both_ways(engine, body)
     assert normalized(whole) == normalized(merged)
     choice = whole["choices"][0]
@@ -223,7 +230,8 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
     """`chatlab complete` parses the body once (messages and tools included, before the model
     loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
     from chatlab.cli import main
-    from chatlab.engine import cli, request
+    from chatlab.cli import complete as cli
+    from chatlab.engine import request
 
     counts = {"messages": 0, "loads": 0}
     real = request.parse_messages

@@ -22,10 +22,11 @@ FLOORS = [
     ["render", "backends", "generate"],
     ["engine"],
     ["serve"],
-    ["lab", "lab.diagrams", "lab.colab"],
+    ["lab", "lab.diagrams", "lab.colab", "lab.route"],
     ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.evals"],
     ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
     ["lab.exercises"],   # graded against the package's own code, evals and finetune included
+    ["lab.rehearse"],    # runs the notebooks' route cells in fresh kernels
     ["cli"],
 ]
 CORE = {"errors", "_thirdparty", "data", "types", "protocols", "models", "tools", "__init__",

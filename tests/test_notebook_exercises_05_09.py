@@ -72,6 +72,8 @@ def test_the_solution_passes_and_the_stub_is_not_attempted(stem: str, name: str,
     assert stub == fn, f"{stem}: the attempt defines {stub!r}, the solution {fn!r}"
     fresh = run(name, stub_ns[stub], **context_for(name))
     assert fresh.status == "not attempted" and "not attempted yet" in fresh.text
+    wrong = run(name, lambda *args: None, **context_for(name))
+    assert wrong.status == "fail", f"{name}: an attempt returning None passes its check"
 
 
 def test_a_wrong_stop_question_fails() -> None:

@@ -8,6 +8,7 @@ the cell index and the offending text, so a failure says where to look.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -185,9 +186,12 @@ def test_title_comes_before_any_code_but_the_bootstrap(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_exercises_follow_the_convention(path: Path) -> None:
-    """2-5 '### Exercise N' cells, each followed by an attempt cell (a stub that raises
-    NotImplementedError), a check cell (`check("nbNN.name", ...)`) and a hidden, tagged solution
-    that runs the same check and whose stored outputs are empty (the answer is never shown)."""
+    """2-5 '### Exercise N · title' cells, each followed by an attempt cell tagged `attempt` (a
+    stub that raises NotImplementedError), a check cell tagged `check` (`check("nbNN.name", ...)`)
+    and a solution tagged `solution`, hidden in JupyterLab (`jupyter.source_hidden`) and on Colab
+    (a form cell, `cellView: "form"`, whose `#@title` line is all Colab shows), that runs the same
+    check, prints nothing of its answer (only definitions, imports and check calls) and stores no
+    outputs."""
     cells = load(path).cells
     exercises = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.lstrip().startswith("### Exercise")]
     assert 2 <= len(exercises) <= 5, (f"{path.name}: {len(exercises)} exercise cells at {exercises}; "
@@ -195,14 +199,16 @@ def test_exercises_follow_the_convention(path: Path) -> None:
     problems = []
     for n, i in enumerate(exercises, start=1):
         head = cells[i].source.lstrip().splitlines()[0]
-        if not re.match(rf"### Exercise {n}\b", head):
-            problems.append(f"cell {i}: {head!r} should be '### Exercise {n}' (numbered 1, 2, 3 in order)")
+        if not re.match(rf"### Exercise {n} · \S", head):
+            problems.append(f"cell {i}: {head!r} should be '### Exercise {n} · <title>' (numbered 1, 2, 3 in order)")
         if i + 3 >= len(cells) or any(c.cell_type != "code" for c in cells[i + 1:i + 4]):
             problems.append(f"cell {i}: exercise {n} is not followed by attempt, check and solution code cells")
             continue
         attempt, checker, sol = cells[i + 1:i + 4]
-        if "raise NotImplementedError" not in attempt.source or "solution" in attempt.metadata.get("tags", []):
-            problems.append(f"cell {i + 1}: the attempt cell should be a visible stub that raises NotImplementedError")
+        if "raise NotImplementedError" not in attempt.source or attempt.metadata.get("tags") != ["attempt"]:
+            problems.append(f"cell {i + 1}: the attempt cell should be a stub that raises NotImplementedError, tagged 'attempt'")
+        if checker.metadata.get("tags") != ["check"]:
+            problems.append(f"cell {i + 2}: the check cell is not tagged 'check'")
         names = re.findall(r'\bcheck\("(nb\d\d\.\w+)"', checker.source)
         if not names or not names[0].startswith(f"nb{path.name[:2]}."):
             problems.append(f"cell {i + 2}: the check cell should call check(\"nb{path.name[:2]}.<name>\", ...)")
@@ -211,9 +217,16 @@ def test_exercises_follow_the_convention(path: Path) -> None:
             problems.append(f"cell {i + 3}: the solution is not tagged 'solution' (metadata tags {meta.get('tags')})")
         if meta.get("jupyter", {}).get("source_hidden") is not True:
             problems.append(f"cell {i + 3}: the solution is not hidden (metadata jupyter.source_hidden is not true)")
-        if not sol.source.startswith(f"# Solution to exercise {n}"):
-            problems.append(f"cell {i + 3}: the solution starts {sol.source.splitlines()[0] if sol.source else ''!r}, "
-                            f"not '# Solution to exercise {n}'")
+        if not sol.source.startswith(f"#@title Solution to exercise {n}\n") or meta.get("cellView") != "form":
+            problems.append(f"cell {i + 3}: the solution should be a Colab form cell (metadata cellView 'form') "
+                            f"starting '#@title Solution to exercise {n}', not {sol.source.splitlines()[0] if sol.source else ''!r}")
+        shown = [node for node in ast.parse(sol.source).body
+                 if not isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef))
+                 and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                          and getattr(node.value.func, "id", "") == "check")]
+        if shown or re.search(r"\bprint\(", sol.source):
+            problems.append(f"cell {i + 3}: the solution should hold only imports, definitions and check calls "
+                            f"(line {shown[0].lineno if shown else '?'} could show the answer)")
         if names and f'check("{names[0]}"' not in sol.source:
             problems.append(f"cell {i + 3}: the solution does not run the check {names[0]!r}")
         if sol.get("outputs"):

@@ -57,7 +57,9 @@ def test_cli_defaults_are_the_fast_exact_path() -> None:
     parser = build_parser()
     for command in (["complete", "--messages", "m.json"], ["serve"]):
         args = parser.parse_args(command)
-        assert (args.backend, args.weight_format, args.precision) == ("openvino", None, "f32")
+        # precision None is f32 (check_precision), unless --fast picks the fast profile's
+        assert (args.backend, args.weight_format, args.precision) == ("openvino", None, None)
+        assert args.fast is None and parser.parse_args([*command, "--fast"]).fast is True
     args = parser.parse_args(["serve", "--backend", "torch", "--precision", "bf16"])
     assert (args.backend, args.precision) == ("torch", "bf16")
     assert parser.parse_args(["bench"]).precision == "f32"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from chatlab.backends import registry
-from chatlab.backends.registry import REGISTRY, BackendSpec, check_choice, load_step_backend, options_from_args
+from chatlab.backends.registry import REGISTRY, BackendSpec, check_choice, load_step_backend
+from chatlab.cli.args import options_from_args
 from chatlab.backends.scripted import ScriptedBackend
 from chatlab.cli import build_parser
 from chatlab.engine import ChatEngine, load_engine, parse_request
@@ -163,3 +164,13 @@ def test_the_openvino_attention_option_is_the_loaders(monkeypatch: pytest.Monkey
     monkeypatch.setitem(REGISTRY, "openvino", dataclasses.replace(REGISTRY["openvino"], loader=record))
     load_engine("m", "openvino", attention="sdpa")
     assert seen == {"attention": "sdpa", "weight_format": "int8"}
+
+
+def test_an_on_off_flag_names_its_two_values(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["serve", "--dynamic-quantization", "on", "--backend", "openvino"])
+    assert options_from_args(args) == {"dynamic_quantization": True}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--dynamic-quantization", "maybe"])
+    assert "argument --dynamic-quantization: 'maybe': use on or off" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="use on or off"):
+        registry.on_off("yes")

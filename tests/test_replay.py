@@ -101,11 +101,11 @@ def test_a_padded_pass_costs_its_full_width() -> None:
 
 
 def test_a_missing_replies_file_says_how_to_record_it(tmp_path, capsys) -> None:
-    from chatlab.lab.bench.replay import main
+    from chatlab.cli import main
 
-    assert main(["--file", str(tmp_path / "none.json")]) == 2
-    assert "record them first: python -m chatlab.lab.bench.replay --record" in capsys.readouterr().err
-    assert main([]) == 0 and "(OpenVINO)" in capsys.readouterr().out  # the stored file
+    assert main(["bench", "replay", "--file", str(tmp_path / "none.json")]) == 2
+    assert "record them first: chatlab bench replay --record" in capsys.readouterr().err
+    assert main(["bench", "replay"]) == 0 and "(OpenVINO)" in capsys.readouterr().out  # the stored file
 
 
 def test_the_oracle_bounds_every_schedule() -> None:

@@ -288,13 +288,12 @@ def test_batched_greedy_replies_equal_chatlabs_loop(server: Any) -> None:
 
 @pytest.mark.slow
 def test_serving_bench_measures_the_server_against_the_pipeline_alone(capsys: Any) -> None:
-    """`python -m chatlab.serve.bench --backend genai --clients N`, small: it reports 1 vs N
+    """`chatlab bench serving --backend genai --clients N`, small: it reports 1 vs N
     clients through the server, the same prompts straight into the pipeline, and greedy equality
     with chatlab's loop; the text report prints what the JSON holds."""
-    from chatlab.serve import bench
+    from chatlab.lab.bench.serving import ServingRun, run
 
-    result = bench.main(["--backend", "genai", "--clients", "2", "--tokens", "12", "--rounds", "1",
-                         "--equal", "1"])
+    result = run(ServingRun(backend="genai", clients=2, tokens=12, rounds=1, equal=1))
     assert result["one_client_tok_s"] > 0 and result["n_clients_tok_s"] > 0
     assert result["ratio"] == pytest.approx(result["n_clients_tok_s"] / result["one_client_tok_s"])
     assert result["engine_ratio"] == pytest.approx(result["engine_n_tok_s"] / result["engine_one_tok_s"])

@@ -17,8 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 # bites of notebooks 01-04 (evals/bites.py), which feed the loop deliberately wrong ids (split
 # role markers, no stop ids) to show the bug the engine's plan prevents; and bench/replay.py,
 # which records plain greedy replies on the bench's own rendered ids (what the replay models).
-LOOP_CALLERS = {"engine/source.py", "bench/engines.py", "generate/__init__.py", "evals/bites.py",
-                "bench/replay.py"}
+# The engine, and the lab's measurements that time or compare the bare loop on purpose.
+LOOP_CALLERS = {"engine/source.py", "generate/__init__.py", "lab/bench/engines.py", "lab/evals/bites.py",
+                "lab/bench/replay.py", "lab/bench/accuracy.py"}
 
 
 def scripted_tokenizer():  # noqa: ANN201
@@ -73,7 +74,7 @@ def test_the_widget_refuses_a_turn_the_engine_refuses() -> None:
 
 def test_the_serving_bench_times_the_engine() -> None:
     from chatlab.generate import Finished
-    from chatlab.serve import bench
+    from chatlab.lab.bench import serving as bench
 
     backend = ScriptedBackend(scripted_tokenizer(), ["one two three four five six seven eight"] * 4)
     engine = ChatEngine(backend, "scripted")

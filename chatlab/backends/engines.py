@@ -19,8 +19,9 @@ from chatlab.backends.registry import REGISTRY, check_choice
 from chatlab.errors import UnknownNameError
 
 # default: `chatlab bench` with no --engines; extra: only when named; speculative: also added
-# by --speculate alone; int4: the same at int4 weights, for equal bits with llama.cpp's q4_1
-Group = Literal["default", "extra", "speculative", "int4"]
+# by --speculate alone; int4: the same at int4 weights, for equal bits with llama.cpp's q4_1;
+# fast: the fast profile (chatlab.backends.fast) on chatlab's loop and genai, beside llama.cpp
+Group = Literal["default", "extra", "speculative", "int4", "fast"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class EngineRow:
     @property
     def takes_drafts(self) -> bool:
         """Whether `--speculate`'s draft settings are passed to this row (the speculative rows
-        and their int4 counterparts)."""
-        return self.group in ("speculative", "int4")
+        and their int4 and fast counterparts)."""
+        return self.group in ("speculative", "int4", "fast")
 
 
 def _row(name: str, runtime: str, weight_format: str, group: Group = "default",
@@ -93,6 +94,11 @@ ENGINE_ROWS: dict[str, EngineRow] = {r.name: r for r in [
     _row("chatlab-openvino-int4-pl", "openvino", "int4", "int4", True, dynamic_quantization=False),
     _row("genai-int4", "genai-pipeline", "int4", "int4"),
     _row("genai-int4-pl", "genai-pipeline", "int4", "int4", True),
+    # the fast profile: bf16 where the CPU has it, u8 KV cache, dynamic activation quantization,
+    # int4 weights; genai given the same settings (prompt lookup turns dynamic quantization off)
+    _row("chatlab-fast", "openvino", "int4", "fast", fast=True),
+    _row("chatlab-fast-pl", "openvino", "int4", "fast", True, fast=True),
+    _row("genai-fast", "genai-pipeline", "int4", "fast", fast=True),
 ]}
 
 

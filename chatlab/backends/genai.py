@@ -70,7 +70,7 @@ class GenaiBackend:
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
                  model_name: str | None = None, kv_cache_precision: str | None = None,
-                 prefix_caching: bool = False) -> None:
+                 prefix_caching: bool = False, dynamic_quantization: bool | None = None) -> None:
         import openvino_genai as genai
 
         precision = check_precision(precision)
@@ -86,8 +86,10 @@ class GenaiBackend:
         # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
         # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
         # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
-        config = ov_config(precision, threads, kv_cache_precision)
-        self.pipe: GenaiPipeline = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
+        config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
+        self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
+        self.pipe: GenaiPipeline = self._build()
+        self.rebuilds = 0  # pipelines replaced after a failed step (see _run)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
         self.exported = ExportedModel(folder, model_name)
@@ -173,12 +175,27 @@ class GenaiBackend:
                         s.handle.cancel()
                         self._end(s, "FAILED")
                     self._active.clear()
+                    self._rebuild()
                     continue
             self._collect()
             self._hand_off()
         for s in [*self._incoming, *self._active.values()]:
             s.items.put(ChatlabError("the genai backend was closed while this request ran"))
             self._end(s, "CANCEL")
+
+    def _rebuild(self) -> None:
+        """A fresh pipeline after a failed step. A request genai fails on stays inside its
+        pipeline (a grammar it cannot read fails every later step too), so the streams that
+        ran have heard the error and the next requests get a new pipeline (about 2 s)."""
+        old, self.pipe = self.pipe, None
+        del old  # its paged KV cache goes before the new one is allocated
+        try:
+            self.pipe = self._build()
+        except Exception:  # noqa: BLE001 - no pipeline: refuse new requests rather than hang
+            with self._cond:
+                self._closed = True
+            raise
+        self.rebuilds += 1
 
     def _collect(self) -> None:
         """Hand each stream its new ids; end the streams genai has finished."""
@@ -209,7 +226,8 @@ class GenaiBackend:
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
-         prefix_caching: bool = False) -> GenaiBackend:
+         prefix_caching: bool = False, kv_cache_precision: str | None = None,
+         dynamic_quantization: bool | None = None) -> GenaiBackend:
     from chatlab.backends.export import export_model
 
     precision = check_precision(precision)  # before a first-use export of half a minute
@@ -219,4 +237,5 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
                            "re-export with `chatlab export --force` (openvino-tokenizers installed)")
     return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
                         threads=threads, name=f"genai-{weight_format}", model_name=model_name,
-                        prefix_caching=prefix_caching)
+                        prefix_caching=prefix_caching, kv_cache_precision=kv_cache_precision,
+                        dynamic_quantization=dynamic_quantization)

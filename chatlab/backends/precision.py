@@ -125,10 +125,12 @@ def ov_config(precision: str, threads: int | None = None,
 
 
 def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
-    """What a compiled model really runs at: its precision, thread count and KV cache precision."""
+    """What a compiled model really runs at: its precision, thread count, KV cache precision and
+    the group size of its dynamic activation quantization (0: off)."""
     facts: dict[str, Jsonable] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
     for key, name, read in (("threads", "INFERENCE_NUM_THREADS", int),
-                            ("kv_cache", "KV_CACHE_PRECISION", type_name)):
+                            ("kv_cache", "KV_CACHE_PRECISION", type_name),
+                            ("dynamic_quantization_group", "DYNAMIC_QUANTIZATION_GROUP_SIZE", int)):
         try:
             facts[key] = read(compiled.get_property(name))
         except Exception:  # noqa: BLE001 - a plugin without the property

@@ -1,20 +1,20 @@
 """The one table of chatlab's backends: for each name, how to load it, which token source
 drives it (chatlab's loop, one sequence under a lease; or a batched pipeline), its weight
-formats and default, and the loader options it takes, each of which is a CLI flag.
+formats and default, and the loader options it takes, each of which is a CLI flag
+(chatlab.cli.args declares them from this table).
 
-`chatlab complete`, `chatlab serve`, the serving bench (chatlab.serve.bench), the bench's
+`chatlab complete`, `chatlab serve`, the serving bench (chatlab.lab.bench.serving), the bench's
 chatlab-loop engines and the Python API (`chatlab.backends.load_backend`,
 `chatlab.engine.load_engine`) all read this table, so a backend or an option is added here once.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from chatlab._thirdparty import LoaderOption
 from chatlab.backends.export import WEIGHT_FORMATS
-from chatlab.backends.precision import DEFAULT_PRECISION, check_precision
+from chatlab.backends.precision import check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
 
@@ -69,22 +69,28 @@ def _genai(model: str, weight_format: str, precision: str, **options: LoaderOpti
 
 
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
+# A switch (a flag without a value): the fast profile of chatlab.backends.fast, on every backend
+FAST = Option("fast", bool, False, "trade exactness for speed with what this CPU offers: bf16 "
+              "where the CPU plugin has it, a u8 KV cache, dynamic activation quantization, int4 "
+              "weights (any of them given explicitly wins; what it falls back from is printed). "
+              "Its accuracy cost: chatlab bench accuracy")
 
 
 def on_off(value: str) -> bool:
+    """"on" or "off" as a bool (ValueError naming the two for anything else)."""
     if value not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"{value!r}: use on or off")
+        raise ValueError(f"{value!r}: use on or off")
     return value == "on"
 
 
 REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
     BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
-                ("fp32",), "fp32", _torch, (THREADS,)),
+                ("fp32",), "fp32", _torch, (THREADS, FAST)),
     # The default: the fastest path that is still exact (int8 weights, f32 math); OpenVINO int8
     # decodes ~4x faster than PyTorch fp32 and still answers correctly at f32.
     BackendSpec("openvino", "chatlab's loop over an OpenVINO export (int8 weights at f32 by default; "
                 "exported on first use)", "loop", ("fp32", "int8", "int4"), "int8", _openvino,
-                (THREADS,
+                (THREADS, FAST,
                  Option("attention", str, "paged", "openvino: the attention graph, paged (the "
                         "paged-attention rewrite) or sdpa (the stateful graph as exported)",
                         ("paged", "sdpa")),
@@ -96,7 +102,7 @@ REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
                         "--speculate needs it off)"))),
     BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
                 ("fp32", "int8", "int4"), "int8", _genai,
-                (THREADS,
+                (THREADS, FAST,
                  Option("max_seqs", int, 8, "genai: sequences generated at once (requests beyond "
                         "wait in the queue)"),
                  Option("cache_gb", float, 1.0, "genai: GB of paged KV cache"),
@@ -115,6 +121,10 @@ def get_spec(name: str) -> BackendSpec:
 def check_choice(backend: str, weight_format: str | None, options: dict[str, LoaderOption]) -> tuple[BackendSpec, str]:
     """The backend's spec and weight format, every name and option checked (before any slow load)."""
     spec = get_spec(backend)
+    if weight_format is None and options.get("fast"):
+        from chatlab.backends.fast import fast_weight_format
+
+        weight_format = fast_weight_format(spec.weight_formats, spec.default_weight_format)
     weight_format = weight_format or spec.default_weight_format
     if weight_format not in WEIGHT_FORMATS:
         raise UnknownNameError("weight format", weight_format, WEIGHT_FORMATS)
@@ -132,16 +142,27 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
 
 
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
-                 weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
+                 weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:
-    """A ready backend by name (see REGISTRY for each one's options)."""
+    """A ready backend by name (see REGISTRY for each one's options). `precision` None is f32,
+    or with `fast=True` the fast profile's choice (chatlab.backends.fast); the profile's notes,
+    what it could not turn on here, are the backend's `compute_notes`."""
     spec, weight_format = check_choice(backend, weight_format, options)
+    fast = bool(options.pop("fast", False))
+    notes: list[str] = []
+    if fast:
+        from chatlab.backends.fast import fast_choices
+
+        precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
     precision = check_precision(precision)
-    return spec.loader(model, weight_format, precision, **options)
+    loaded = spec.loader(model, weight_format, precision, **options)
+    if fast:  # read by the bench's facts and `chatlab complete/serve --fast`'s line
+        setattr(loaded, "compute_notes", ["fast profile", *notes])
+    return loaded
 
 
 def load_step_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
-                      weight_format: str | None = None, precision: str = DEFAULT_PRECISION,
+                      weight_format: str | None = None, precision: str | None = None,
                       **options: LoaderOption) -> StepBackend:
     """A backend chatlab's loop can drive (prefill/step); a batched one is refused by name."""
     if get_spec(backend).source != "loop":
@@ -153,37 +174,19 @@ def load_step_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAU
     return loaded
 
 
-# -- the CLI's flags, from the table -----------------------------------------------------------
-def add_backend_args(p: argparse.ArgumentParser) -> None:
-    """--backend, --weight-format, --precision and every backend's options (each flag once)."""
-    # Names are checked by check_choice (an UnknownNameError naming the valid ones, exit 2 like
-    # every ChatlabError of a bad name), not by argparse choices, so the message is the same from
-    # the CLI and from Python.
-    p.add_argument("--backend", default=DEFAULT_BACKEND,
-                   help="; ".join(f"{s.name}: {s.summary}" for s in REGISTRY.values())
-                   + f" (default {DEFAULT_BACKEND})")
-    p.add_argument("--weight-format", default=None,
-                   help="default per backend: " + ", ".join(f"{s.default_weight_format} on {s.name}"
-                                                            for s in REGISTRY.values()))
-    p.add_argument("--precision", default=DEFAULT_PRECISION,
-                   help="arithmetic: f32 (default; exact) or bf16 (faster on CPUs with bf16, drifts)")
-    seen: set[str] = set()
+def every_option() -> list[Option]:
+    """Each loader option of the registry once, in table order (the CLI gives each one flag)."""
+    seen: dict[str, Option] = {}
     for spec in REGISTRY.values():
         for opt in spec.options:
-            if opt.name in seen:
-                continue
-            seen.add(opt.name)
-            # default None: an option left out is the loader's own default (and is not passed)
-            p.add_argument(opt.flag, dest=opt.name, type=opt.type, default=None,
-                           help=opt.help + ("" if opt.default is None else f" (default {opt.default})"))
+            seen.setdefault(opt.name, opt)
+    return list(seen.values())
 
 
-def options_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The loader options given on the command line for the chosen backend; a flag that belongs
-    only to another backend is an error naming it (not silently ignored)."""
-    spec = get_spec(args.backend)
-    given = {o.name: getattr(args, o.name) for s in REGISTRY.values() for o in s.options
-             if getattr(args, o.name, None) is not None}
+def options_for(backend: str, given: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
+    """`given` (options set on the command line), checked against `backend`: an option that
+    belongs only to another backend is an error naming its flag (not silently ignored)."""
+    spec = get_spec(backend)
     foreign = sorted(set(given) - spec.option_names())
     if foreign:
         flags = ", ".join("--" + n.replace("_", "-") for n in foreign)

@@ -1,16 +1,17 @@
 """The `chatlab` command. Each module of this package registers its own subcommands, so this
-file stays a table of contents: models, render, templates, export, bench, complete, serve, doctor."""
+file stays a table of contents: models, render, templates, export, bench, complete, serve,
+doctor, rehearse."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from chatlab.cli import bench, complete, doctor, export, models, render, serve, templates
+from chatlab.cli import bench, complete, doctor, export, models, rehearse, render, serve, templates
 from chatlab.errors import ChatlabError
 
 # Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
 # `chatlab --help` and `chatlab templates` stay fast.
-COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor]
+COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor, rehearse]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a run's JSON records the command
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
-from chatlab.backends.options import add_model_args
-from chatlab.engine.speedups import add_speedup_args, speedups_from_args
+from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
 from chatlab.errors import ChatlabError
 
 if TYPE_CHECKING:
@@ -65,15 +64,19 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
 
 def load_engine(args: argparse.Namespace) -> "ChatEngine":
     """The engine the model flags ask for (add_model_args); the registry picks its token source."""
-    from chatlab.backends.registry import options_from_args
     from chatlab.engine.load import load_engine as load
 
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
     speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
-    return load(args.model, args.backend, args.weight_format, template=args.template,
-                precision=args.precision, **{**options, **speedups})
+    engine = load(args.model, args.backend, args.weight_format, template=args.template,
+                  precision=args.precision, **{**options, **speedups})
+    if options.get("fast"):  # what the fast profile turned on here, and what it could not
+        from chatlab.backends.fast import compute_line
+
+        print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
+    return engine
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of NAME when it is a file")
     p.add_argument("--drop-tools", action="store_true",
                    help="export a tool-capable template's chat layout to a format without tool support")
+    p.add_argument("--model", help="check the export with this tokenizer (a store name, a folder or a hub id): "
+                   "refuse it (exit 1) when the engine would render other ids than the template; "
+                   "without it the export is unchecked")
+    p.add_argument("--force", action="store_true", help="with --model: write an export that differs, with a warning")
     p.set_defaults(func=run_export)
 
 
@@ -80,9 +85,16 @@ def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplat
         if fmt:
             raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
         _check_template(name)  # an unknown name: the list of valid ones
+    import warnings
+
     from chatlab.render.io import load_template
 
-    return load_template(name, fmt)
+    with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
+        warnings.simplefilter("always")
+        loaded = load_template(name, fmt)
+    for w in caught:
+        print(f"chatlab: warning: {w.message}", file=sys.stderr)
+    return loaded
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -140,5 +152,47 @@ def run_export(args: argparse.Namespace) -> int:
     assert loaded is not None  # NAME is a required argument
     text = export_template(loaded, args.format,
                            drop_tools=args.drop_tools)
+    if not check_export(args, loaded, text):
+        return 1
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", text: str) -> bool:
+    """`export-template --model`: certify `text` (the export about to be printed) for its engine
+    with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
+    outcome is said on stderr, so stdout stays the file."""
+    say = f"chatlab {args.command}:"
+    if args.model is None:
+        if args.force:
+            print(f"{say} warning: --force does nothing without --model", file=sys.stderr)
+        print(f"{say} note: the export is unchecked; pass --model M to check that {args.format} renders "
+              "the template's ids with M's tokenizer", file=sys.stderr)
+        return True
+    from chatlab.models import load_tokenizer
+    from chatlab.render.io.certify import certify_export, name
+    from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
+
+    cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
+    row = cert.cells[args.format]
+    counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    engine = name(args.format)
+    found = cert.first_difference()
+    if found is None:
+        if counts[EQUAL]:
+            print(f"{say} checked with {args.model}: {summary} of {len(row)} probe conversations", file=sys.stderr)
+        else:
+            print(f"{say} note: the export is unchecked: none of the {len(row)} probe conversations rendered "
+                  f"({summary})", file=sys.stderr)
+        return True
+    _, conv, cell = found
+    assert cell.first is not None  # a cell that differs holds its differences
+    what = (f"{engine} renders other ids than the template with {args.model} in {counts[DIFFERS]} of {len(row)} "
+            f"probe conversations; first: {conv!r} at {explain(cell.first, engine)}")
+    if args.force:
+        print(f"{say} warning: {what}; written anyway (--force)", file=sys.stderr)
+        return True
+    print(f"{say} error: {what}. Use the model's own tokenizer, export another format, or pass --force "
+          "to write it anyway", file=sys.stderr)
+    return False

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from chatlab.backends.options import add_model_args
-from chatlab.engine.speedups import add_speedup_args
+from chatlab.cli.args import add_model_args, add_speedup_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:

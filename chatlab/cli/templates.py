@@ -1,5 +1,6 @@
 """`chatlab diff-templates`: render one chat with two templates; exit 0 when the ids are equal,
-1 when they differ (the report says where and whose), 2 on bad input."""
+1 when they differ (the report says where and whose), 2 on bad input. `chatlab certify`: one
+template through every engine (exit codes in verdict.py and the command's help)."""
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_diff)
 
     p = sub.add_parser("certify", help="render a fixed conversation set with a template through every engine's "
-                       "semantics (Jinja/vLLM, LMDeploy, Ollama); exit 0 when all are id-equal, 1 otherwise")
+                       "semantics (Jinja/vLLM, LMDeploy, Ollama); each cell is id-equal, differs, cannot "
+                       "express or not rendered. Exit 0: something rendered and every cell is id-equal; "
+                       "1: a cell differs; 3: none differs, but some cannot be expressed in an engine's "
+                       "format, or nothing rendered; 2: bad input",
+                       description="Exit codes: 0 at least one cell rendered and every rendered cell is "
+                       "id-equal; 1 some cell differs (the first differing token, both sides, its cause); "
+                       "3 nothing differs, but some cell cannot be expressed in an engine's format (the "
+                       "construct is named) or no conversation rendered; 2 bad input (a file in no known "
+                       "format, a tokenizer without the template's special tokens).")
     p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
     p.add_argument("template", help="a built-in template name or a template file")
     p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of the file (default: detected)")
-    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI)")
+    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI): the same verdicts, "
+                   "exit_code, and each cell's first difference")
     p.set_defaults(func=run_certify)
 
 
@@ -53,4 +63,5 @@ def run_certify(args: argparse.Namespace) -> int:
 
     cert = certify(load_tokenizer(args.model), template)
     print(json.dumps(cert.to_json(), indent=2, ensure_ascii=False) if args.json else cert.format())
-    return 0 if cert.ok else 1
+    return cert.exit_code
+

@@ -77,15 +77,20 @@ class GenaiSource:
     def refuse(self, req: ChatRequest | CompletionRequest) -> None:
         if req.token_logprobs[0]:
             raise ChatlabError(f"the genai backend cannot report logprobs (openvino-genai streams "
-                               f"token ids without their distributions); drop logprobs, or {FIX}")
+                               f"token ids without their distributions); drop logprobs, or {FIX}",
+                               param="logprobs")
         if req.logit_bias:
             raise ChatlabError(f"the genai backend cannot apply logit_bias (openvino-genai has no "
-                               f"per-token bias); drop logit_bias, or {FIX}")
+                               f"per-token bias); drop logit_bias, or {FIX}", param="logit_bias")
 
     def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:
-            # translated once, now: a structure genai cannot express is a 400, not mid-stream
-            return replace(plan, adapted=structured_config(plan.constraint))
+            # translated once, now: a structure genai cannot express is a 400, not mid-stream,
+            # and a grammar genai cannot read never reaches the pipeline all requests share
+            try:
+                return replace(plan, adapted=structured_config(plan.constraint))
+            except UnreadableGrammar as err:
+                raise unreadable(plan, err.names) from None
         return plan
 
     def constraint(self, plan: ChatPlan) -> Processor:
@@ -103,7 +108,8 @@ class GenaiSource:
         text = TextAssembler(self.backend.decoder, params.stop, stop_ids, len(prompt_ids))
         t0 = time.perf_counter()
         t_first = 0.0
-        stream = self.backend.submit(list(prompt_ids), generation_config(params, stop_ids, processor))
+        config = generation_config(params, stop_ids, processor, self.backend.vocab_size)
+        stream = self.backend.submit(list(prompt_ids), config)
         try:
             while not text.done:
                 try:
@@ -138,9 +144,12 @@ class GenaiSource:
                                 "total_s": time.perf_counter() - t0})
 
 
-def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None) -> GenaiConfig:
+def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None,
+                      vocab_size: int | None = None) -> GenaiConfig:
     """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
-    chatlab matches them on its own text and cancels the request (same rules as the loop)."""
+    chatlab matches them on its own text and cancels the request (same rules as the loop).
+    A top_k of at least the vocabulary (or past what genai's size_t holds) cuts nothing, so it
+    is left unset, as the loop treats it."""
     import openvino_genai as genai
 
     cfg = genai.GenerationConfig()
@@ -155,7 +164,7 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
         cfg.do_sample = True
         cfg.temperature = float(params.temperature)
         cfg.top_p = float(params.top_p)
-        if params.top_k:
+        if 0 < params.top_k < min(vocab_size or 2**63, 2**63):
             cfg.top_k = int(params.top_k)
         if params.seed is not None:
             cfg.rng_seed = int(params.seed)
@@ -182,7 +191,7 @@ def structured_config(constraint: "Constraint | ChatPlan | None") -> Processor:
         import xgrammar as xgr
 
         ebnf = str(xgr.Grammar.from_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1]))
-        return genai.StructuredOutputConfig(grammar=ebnf_for_genai(ebnf))
+        return genai.StructuredOutputConfig(grammar=readable_ebnf(ebnf))
     return genai.StructuredOutputConfig(structural_tags_config=structural_tag(spec))
 
 
@@ -193,6 +202,64 @@ def ebnf_for_genai(ebnf: str) -> str:
     return _UNBOUNDED.sub(r"{\1,}", ebnf)
 
 
+class UnreadableGrammar(ChatlabError):
+    """A printed grammar using names genai's grammar reader does not know (`names`)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"the grammar uses {', '.join(names[:3])}, which openvino-genai's "
+                         f"grammar reader does not know; {FIX}")
+        self.names = names
+
+
+def readable_ebnf(ebnf: str) -> str:
+    """ebnf_for_genai's text, checked to be readable by genai's older xgrammar: every name a
+    rule uses is a rule (UnreadableGrammar otherwise). A grammar that genai fails to read fails
+    inside the shared pipeline's step, so it must never get there."""
+    from chatlab.tools.ebnf import unknown_names
+
+    text = ebnf_for_genai(ebnf)
+    names = unknown_names(text)
+    if names:
+        raise UnreadableGrammar(names)
+    return text
+
+
+# schema keywords that chatlab's xgrammar prints as builtin calls (Regex) genai cannot read
+_PRINTED_AS_BUILTINS = ("pattern", "patternProperties", "propertyNames", "format")
+
+
+def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
+    """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame
+    (the response_format's schema, or the first tool whose own grammar is unreadable)."""
+    from chatlab.tools.enforceable import first_keyword
+    from chatlab.tools.format import schema_grammar
+
+    blamed: tuple[Jsonable, str] | None = None
+    if plan.constraint is not None and plan.constraint.kind == "schema":
+        assert plan.response_format is not None  # a schema constraint is the response_format's
+        blamed = (plan.response_format.schema, "response_format.json_schema.schema")
+    else:
+        for i, tool in enumerate(plan.tools):
+            try:
+                readable_ebnf(str(schema_grammar(tool)["grammar"]))
+            except UnreadableGrammar:
+                blamed = (tool.schema, f"tools[{i}].function.parameters")
+                break
+    generic = (f"this request's grammar uses {', '.join(names[:3])}, which the genai backend's "
+               f"grammar reader (openvino-genai's xgrammar) does not know; simplify the schema, or {FIX}")
+    if blamed is None:
+        return ChatlabError(generic)
+    schema, where = blamed
+    # the keywords in order: pattern is the likeliest
+    found = next((hit for kw in _PRINTED_AS_BUILTINS if (hit := first_keyword(schema, (kw,)))), None)
+    if found is None:
+        return ChatlabError(generic, param=where)
+    keyword, at = found
+    return ChatlabError(f"{where}{at} uses {keyword!r}, which the genai backend cannot enforce "
+                        f"(openvino-genai's grammar reader has no {names[0]} rules); drop "
+                        f"{keyword!r}, or {FIX}", param=f"{where}{at}")
+
+
 def structural_tag(spec: dict[str, Jsonable]) -> GenaiConfig:
     """An xgrammar structural-tag format (chatlab's ToolFormat output) as genai's objects."""
     from openvino_genai import StructuredOutputConfig as S
@@ -201,7 +268,7 @@ def structural_tag(spec: dict[str, Jsonable]) -> GenaiConfig:
     if kind == "tag":
         return S.Tag(spec["begin"], structural_tag(spec["content"]), spec["end"])
     if kind == "grammar":
-        return S.EBNF(ebnf_for_genai(spec["grammar"]))
+        return S.EBNF(readable_ebnf(spec["grammar"]))
     if kind == "json_schema":
         schema = spec["json_schema"]
         return S.JSONSchema(schema if isinstance(schema, str) else json.dumps(schema))

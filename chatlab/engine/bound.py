@@ -1,4 +1,5 @@
-"""A prompt that cannot fit is refused before it is tokenized, from its length in characters.
+"""A prompt that cannot fit is refused before it is tokenized, from its length in characters
+and in UTF-8 bytes.
 
 Tokenizing a 2 MB prompt builds ids, offsets and merge work lists worth many times its text, and
 the allocator keeps that high-water mark after the 400: a few such requests took a server from
@@ -6,13 +7,19 @@ the allocator keeps that high-water mark after the 400: a few such requests took
 covers more than `max_token_chars` characters, so a text of C characters becomes at least
 C / max_token_chars tokens. (It assumes the tokenizer does not delete characters before
 splitting; the byte-level BPE and SentencePiece tokenizers of chat models do not.)
+
+Characters alone let dense text through: an emoji is one character but four bytes, and a
+byte-level token covers up to `max_token_chars` *bytes*, so 1.5 MB of emoji passed the character
+bound and became a million tokens before its 400. The same argument over bytes closes that: no
+token covers more than `max_token_bytes` bytes of text, so B bytes become at least
+B / max_token_bytes tokens.
 """
 from __future__ import annotations
 
 from typing import Protocol
 
 from chatlab._thirdparty import HFTokenizer
-from chatlab.errors import ChatlabError
+from chatlab.errors import ContextLengthError
 
 
 class ContextWindow(Protocol):
@@ -37,13 +44,52 @@ def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     return max(map(len, vocab), default=0) or None
 
 
-def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str) -> None:
-    """ChatlabError (param `where`) when `chars` characters cannot fit the context window."""
+def _byte_alphabet() -> set[str]:
+    """The 256 characters byte-level BPE writes bytes as (GPT-2's table): printable Latin-1
+    bytes stand for themselves, the others for chr(256 + n)."""
+    kept = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    return {*map(chr, kept), *(chr(256 + n) for n in range(256 - len(kept)))}
+
+
+def max_token_bytes(tokenizer: HFTokenizer) -> int | None:
+    """The most bytes of text one token decodes to (an upper bound), or None when unknown. A
+    byte-level vocabulary writes one character per byte; any other token decodes to no more
+    bytes than its own UTF-8 spelling (SentencePiece's '▁' is three bytes for one space)."""
+    enc = getattr(tokenizer, "enc", None)
+    if enc is not None:  # raw byte tokens: max_token_chars counted their bytes
+        return max_token_chars(tokenizer)
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception:  # a stand-in tokenizer without a vocabulary: no bound
+        return None
+    alphabet = _byte_alphabet()
+    if all(set(piece) <= alphabet for piece in vocab):
+        return max(map(len, vocab), default=0) or None
+    return max((len(piece.encode("utf-8", "surrogatepass")) for piece in vocab), default=0) or None
+
+
+def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str, nbytes: int = 0) -> None:
+    """ChatlabError (param `where`) when `chars` characters, or `nbytes` UTF-8 bytes, cannot fit
+    the context window."""
     per_token = getattr(engine, "max_token_chars", None)
-    if not per_token:
-        return
-    at_least = -(-chars // per_token)
-    if at_least >= engine.context_length:
-        raise ChatlabError(f"{where} has {chars:,} characters, at least {at_least:,} tokens, which "
-                           f"cannot fit the context window of {engine.context_length:,} tokens; "
-                           "send fewer or shorter messages", param=where)
+    if per_token:
+        at_least = -(-chars // per_token)
+        if at_least >= engine.context_length:
+            raise ContextLengthError(f"{where} has {chars:,} characters, at least {at_least:,} tokens, "
+                               f"which cannot fit the context window of {engine.context_length:,} "
+                               "tokens; send fewer or shorter messages", param=where)
+    per_token = getattr(engine, "max_token_bytes", None)
+    if per_token and nbytes:
+        at_least = -(-nbytes // per_token)
+        if at_least >= engine.context_length:
+            raise ContextLengthError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least {at_least:,} "
+                               f"tokens, which cannot fit the context window of "
+                               f"{engine.context_length:,} tokens; send fewer or shorter messages",
+                               param=where)
+
+
+def utf8_len(text: str) -> int:
+    """The UTF-8 length of `text` (ASCII text is counted without encoding it)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))

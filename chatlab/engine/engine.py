@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, overload
 from chatlab._thirdparty import Jsonable, LoaderOption, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
-from chatlab.engine.bound import max_token_chars
+from chatlab.engine.bound import max_token_bytes, max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, TokenSource
@@ -70,6 +70,7 @@ class ChatEngine:
         self.created = int(time.time())
         # the longest token in characters: bounds a prompt's tokens before tokenizing it
         self.max_token_chars = max_token_chars(self.tokenizer)
+        self.max_token_bytes = max_token_bytes(self.tokenizer)  # the same bound for dense text
         if source is None:
             if not isinstance(backend, StepBackend):
                 raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "
@@ -178,6 +179,11 @@ class ChatEngine:
                     for delta in acc.feed(ev):
                         yield shapes.chunk(cid, model, i, delta, logprobs=_take(tokens))
             assert finished is not None  # the loop always ends with one
+            if _forced(plan) and finished.finish_reason == "length" and not acc.wire:
+                raise ChatlabError(
+                    f"max_tokens={params.max_new_tokens} ended the reply before the forced tool "
+                    "call's name was complete, so there is no call to return; raise max_tokens "
+                    "(or max_completion_tokens) to leave room for the whole call", param="max_tokens")
             yield shapes.chunk(cid, model, i, {}, acc.finish_reason(finished.finish_reason),
                                logprobs=_take(tokens))
             prompt_tokens = finished.prompt_tokens
@@ -241,6 +247,11 @@ def _take(tokens: list[TokenLogprob]) -> dict[str, Jsonable] | None:
     out = chat_logprobs(tokens)
     tokens.clear()
     return out
+
+
+def _forced(plan: ChatPlan) -> bool:
+    """The plan forces a tool call that its parser reads (tool_choice "required" or named)."""
+    return plan.tool_format is not None and bool(plan.tools) and plan.choice.mode in ("named", "required")
 
 
 def _parser(plan: ChatPlan) -> StreamParser:

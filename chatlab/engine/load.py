@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import LoaderOption
-from chatlab.backends.precision import DEFAULT_PRECISION
 from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend
 from chatlab.protocols import BatchedBackend, StepBackend
 from chatlab.engine.engine import ChatEngine
@@ -17,9 +16,10 @@ if TYPE_CHECKING:
 
 def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                 weight_format: str | None = None, template: "TemplateChoice" = None,
-                precision: str = DEFAULT_PRECISION, **options: LoaderOption) -> ChatEngine:
+                precision: str | None = None, **options: LoaderOption) -> ChatEngine:
     """A ready engine for `model` on `backend` (options: the backend's, see the registry; and
-    chatlab's loop's `speculate` and `reuse_prefix`, see ChatEngine)."""
+    chatlab's loop's `speculate` and `reuse_prefix`, see ChatEngine; `precision` None: f32, or
+    the fast profile's with `fast=True`, see chatlab.backends.fast)."""
     speculate, reuse_prefix = options.pop("speculate", None), options.pop("reuse_prefix", False)
     if speculate is not None and backend == "openvino":
         # a verify pass agrees with a step only without the plugin's activation quantization

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from chatlab._thirdparty import HFTokenizer, Processor
-from chatlab.engine.bound import fits_before_tokenizing
+from chatlab.engine.bound import fits_before_tokenizing, utf8_len
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
-from chatlab.errors import ChatlabError
+from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
 from chatlab.tools import ToolFormat
@@ -32,6 +32,7 @@ class Planner(Protocol):
     vocab_size: int
     context_length: int
     max_token_chars: int | None
+    max_token_bytes: int | None
 
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
@@ -81,12 +82,12 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     """The loop's SamplingParams for one choice, checked against the context window."""
     room = context_length - prompt_len
     if room < 1:
-        raise ChatlabError(f"the prompt has {prompt_len} tokens, which fills the context window "
+        raise ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
                            f"of {context_length}; send fewer or shorter messages", param=where)
     wanted = req.max_new_tokens
     if wanted is not None and wanted > room:
         name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
-        raise ChatlabError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
+        raise ContextLengthError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
                            f"context window of {context_length}; use {name} <= {room}", param=name)
     params = SamplingParams(
         max_new_tokens=wanted or min(DEFAULT_MAX_TOKENS, room),
@@ -106,14 +107,15 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     return params.validated(context_length, prompt_len, vocab_size)
 
 
-def _chars(req: ChatRequest) -> int:
-    """Characters every template renders verbatim: user, system and tool contents (an assistant's
+def _verbatim(req: ChatRequest) -> list[str]:
+    """Texts every template renders verbatim: user, system and tool contents (an assistant's
     may lose its <think> part in a later turn's render, so it is not counted)."""
-    return sum(len(m.content) for m in req.messages if m.role != "assistant")
+    return [m.content for m in req.messages if m.role != "assistant"]
 
 
 def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
-    fits_before_tokenizing(engine, _chars(req), "messages")
+    texts = _verbatim(req)
+    fits_before_tokenizing(engine, sum(map(len, texts)), "messages", sum(map(utf8_len, texts)))
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None
     constraint = None
@@ -138,7 +140,7 @@ def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
     prompts, params = [], []
     for i, text in enumerate(req.prompts):
         where = f"prompt[{i}]" if not isinstance(req.prompt, str) else "prompt"
-        fits_before_tokenizing(engine, len(text), where)
+        fits_before_tokenizing(engine, len(text), where, utf8_len(text))
         ids = tuple(engine.tokenizer.encode(text, add_special_tokens=False))
         if not ids:
             raise ChatlabError(f"{where} is empty; send at least one character of text", param=where)

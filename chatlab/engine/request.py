@@ -14,7 +14,7 @@ ChatlabError whose `param` names the field (`messages[0].role`, `temperature`).
 """
 from __future__ import annotations
 
-from typing import Annotated, TypeVar, overload
+from typing import Annotated, ClassVar, TypeVar, overload
 
 from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
                       WithJsonSchema, field_validator, model_validator)
@@ -61,6 +61,9 @@ def _domain(schema: dict[str, Jsonable]) -> WithJsonSchema:
 
 
 class SamplingFields(_Strict):
+    # fields OpenAI's spec marks nullable but chatlab gives a plain default: null means the default
+    nullable: ClassVar[tuple[str, ...]] = ("n", "stream")
+
     model: str | None = None
     temperature: float | None = _ranged(limits.TEMPERATURE)
     top_p: float | None = _ranged(limits.TOP_P)
@@ -78,6 +81,13 @@ class SamplingFields(_Strict):
     user: str | None = None
     ignore_eos: bool = False  # extension (as in vLLM): benchmarks generate exactly max_tokens
     logit_bias: dict[str, float] | None = None  # token id (as a string key) -> bias in [-100, 100]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, data: Jsonable) -> Jsonable:
+        if isinstance(data, dict) and any(data.get(k, 0) is None for k in cls.nullable):
+            data = {k: v for k, v in data.items() if not (v is None and k in cls.nullable)}
+        return data
 
     @field_validator("model")
     @classmethod
@@ -134,6 +144,8 @@ class SamplingFields(_Strict):
 
 
 class ChatRequest(SamplingFields):
+    nullable = ("n", "stream", "logprobs")
+
     messages: Annotated[tuple[Message, ...], SkipValidation, _domain(wire.MESSAGES)]
     tools: Annotated[tuple[ToolSpec, ...], SkipValidation, _domain(wire.TOOLS)] = ()
     tool_choice: Annotated[ToolChoice, SkipValidation, _domain(wire.TOOL_CHOICE)] = ToolChoice("auto")
@@ -174,6 +186,8 @@ class ChatRequest(SamplingFields):
 
 
 class CompletionRequest(SamplingFields):
+    nullable = ("n", "stream", "echo")
+
     prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT)]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives

@@ -1,48 +1,29 @@
-"""The flags for doing less work per token, shared by `chatlab complete`, `serve` and the bench.
+"""Doing less work per token: what `chatlab complete`, `serve` and the bench ask the engine for.
 
-`--speculate prompt-lookup` (with `--draft-tokens K`, `--ngram N`) turns on prompt-lookup
-speculative decoding (chatlab.generate.speculate); `--reuse-prefix` keeps the previous turns'
-KV cache (chatlab.engine.prefix). Kept in one place so each command adds them with one call.
+Prompt-lookup speculative decoding (chatlab.generate.speculate: `--speculate prompt-lookup` with
+`--draft-tokens K`, `--ngram N`) and reuse of the previous turns' KV cache (chatlab.engine.prefix,
+`--reuse-prefix`), turned into the engine's load keywords for a backend. The flags themselves are
+declared in chatlab.cli.args.
 """
 from __future__ import annotations
 
-import argparse
 from chatlab._thirdparty import LoaderOption
 from chatlab.errors import ChatlabError
-from chatlab.generate.speculate import DRAFT_TOKENS_RANGE, METHODS, NGRAM_RANGE, Speculation
+from chatlab.generate.speculate import Speculation
 
 
-def add_speedup_args(p: argparse.ArgumentParser, reuse: bool = True) -> None:
-    p.add_argument("--speculate", choices=METHODS, default=None,
-                   help="speculative decoding: prompt-lookup drafts tokens by matching the last "
-                        "n-gram against the prompt and reply (torch, or openvino paged)")
-    p.add_argument("--draft-tokens", type=int, default=Speculation.draft_tokens,
-                   help=f"with --speculate: the longest guess per verify pass (openvino pads every "
-                        f"pass to 1+K tokens; torch sizes each guess by how the last one went; "
-                        f"{DRAFT_TOKENS_RANGE[0]}..{DRAFT_TOKENS_RANGE[1]}, default {Speculation.draft_tokens})")
-    p.add_argument("--ngram", type=int, default=3,
-                   help=f"with --speculate: the longest suffix looked up "
-                        f"({NGRAM_RANGE[0]}..{NGRAM_RANGE[1]}, default 3)")
-    if reuse:
-        p.add_argument("--reuse-prefix", action="store_true",
-                       help="keep earlier turns' KV cache: a resent conversation prefills only "
-                            "its new tokens (torch, or openvino paged)")
-
-
-def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
-    """The Speculation the flags ask for (ChatlabError for a value out of range), or None."""
-    if getattr(args, "speculate", None) is None:
+def speculation(method: str | None, draft_tokens: int, ngram: int) -> Speculation | None:
+    """The Speculation asked for (ChatlabError for a value out of range), or None without a method."""
+    if method is None:
         return None
-    return Speculation(args.speculate, draft_tokens=args.draft_tokens, ngram=args.ngram)
+    return Speculation(method, draft_tokens=draft_tokens, ngram=ngram)
 
 
-def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The engine's load keywords for the flags. On genai, --reuse-prefix is its own prefix
-    caching; --speculate drives chatlab's loop only (genai has a prompt lookup of its own, which
-    the bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
-    spec = speculation_from_args(args)
-    reuse = bool(getattr(args, "reuse_prefix", False))
-    if getattr(args, "backend", None) == "genai":
+def speedup_options(backend: str | None, spec: Speculation | None, reuse: bool) -> dict[str, LoaderOption]:
+    """The engine's load keywords for a backend. On genai, reuse is its own prefix caching;
+    speculation drives chatlab's loop only (genai has a prompt lookup of its own, which the
+    bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
+    if backend == "genai":
         if spec is not None:
             raise ChatlabError("--speculate runs in chatlab's own loop; the genai backend "
                                "schedules its own tokens. Use --backend openvino (or torch), or "

@@ -15,7 +15,7 @@ import weakref
 from functools import cached_property
 
 from chatlab._thirdparty import Decoder, HFTokenizer
-from chatlab.errors import ChatlabError
+from chatlab.errors import ChatlabError, MissingSpecialToken
 
 _cache: "weakref.WeakKeyDictionary[HFTokenizer, Encoder]" = weakref.WeakKeyDictionary()
 
@@ -100,9 +100,9 @@ class Encoder:
         if len(ids) == 1:  # an ordinary single piece (e.g. "sop" in a plain vocabulary)
             return ids[0]
         name = getattr(self.tokenizer, "name_or_path", type(self.tokenizer).__name__)
-        raise ChatlabError(f"template {template or '?'} needs the special token {token!r}, which the "
-                           f"tokenizer {name} does not have; choose a template made for this "
-                           "tokenizer (`chatlab templates`) or add the token to the tokenizer")
+        raise MissingSpecialToken(f"template {template or '?'} needs the special token {token!r}, which the "
+                                  f"tokenizer {name} does not have; choose a template made for this "
+                                  "tokenizer (`chatlab templates`) or add the token to the tokenizer", token)
 
     def split_specials(self, text: str) -> list[str | int]:
         """Template text cut where the tokenizer would match its own added tokens."""

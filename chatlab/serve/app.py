@@ -85,8 +85,10 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     def auth(request: Request) -> None:
         if api_key is None:
             return
-        given = request.headers.get("authorization", "")
-        if not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+        # RFC 7235: the scheme is case-insensitive ("bearer KEY" is "Bearer KEY")
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        right_key = secrets.compare_digest(token.lstrip(" ").encode(), api_key.encode())
+        if scheme.lower() != "bearer" or not right_key:
             raise APIError(401, "missing or wrong API key; send the header "
                            "'Authorization: Bearer <key>' with the key the server was started with",
                            code="invalid_api_key")

@@ -68,7 +68,7 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChatlabError)
     async def _chatlab(_: Request, exc: ChatlabError) -> JSONResponse:
         # the check that refused the request named the field, as data (ChatlabError.param)
-        return error_response(400, str(exc), exc.param)
+        return error_response(400, str(exc), exc.param, exc.code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -57,9 +57,10 @@ async def _events(job: Job) -> AsyncIterator[str]:
         async for chunk in job:
             yield json.dumps(chunk, ensure_ascii=False)
     except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
-        body = {"message": str(err) if isinstance(err, ChatlabError)
-                else "internal error while generating", "type": "server_error",
-                "param": None, "code": None}
+        known = isinstance(err, ChatlabError)
+        body = {"message": str(err) if known else "internal error while generating",
+                "type": "server_error", "param": err.param if isinstance(err, ChatlabError) else None,
+                "code": None}
         yield json.dumps({"error": body})
     yield "[DONE]"
 

@@ -231,6 +231,8 @@ class JsonCallParser(StreamParser):
             end = len(s) - len(rest) + len(close_tag)
         elif close_tag.startswith(rest) and not final:
             return                     # the close tag may still be arriving
+        elif close_tag.startswith(rest) and rest:
+            end = len(s)               # the output ended inside the close tag: markup, not content
         else:                          # a missing close tag is tolerated after a whole object
             end = 0
         if not self.closed:            # malformed: the tag goes back to content with the call

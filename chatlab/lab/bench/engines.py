@@ -7,7 +7,8 @@ ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf
 its default, OpenVINO computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table
 would compare different arithmetic. Time to first token is measured from the call to the moment the first new
 token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
-after the first divided by the time after the first. chatlab's loop is timed with its full
+after the first divided by the time from the first token to the last, counting the tokens each
+callback delivered (genai's prompt lookup writes several at once), never the callbacks. chatlab's loop is timed with its full
 per-token work (detokenization and stop checks included); the others only record a timestamp.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_engine
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
-from chatlab.lab.bench.timing import Timing, from_stamps
+from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 from chatlab.generate.speculate import Speculation
 
 if TYPE_CHECKING:
@@ -32,7 +33,9 @@ ENGINES = engine_names("default")
 BASELINE = "genai-int8"
 SPECULATIVE_ENGINES = engine_names("speculative")  # what --speculate alone adds
 INT4_ENGINES = engine_names("int4")
-EXTRA_ENGINES = engine_names("extra", "speculative", "int4")
+# the fast profile's rows, genai's first (the anchor of their pairs), then llama.cpp at q4_1
+FAST_ENGINES = ["genai-fast", "chatlab-fast", "chatlab-fast-pl", LLAMA_CPP]
+EXTRA_ENGINES = engine_names("extra", "speculative", "int4", "fast")
 
 
 class BenchEngine(Protocol):
@@ -63,11 +66,14 @@ class ChatlabLoop:
 
     def __init__(self, model: str, backend: str, weight_format: str,
                  precision: str = DEFAULT_PRECISION, attention: str | None = None,
-                 speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None) -> None:
+                 speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None,
+                 fast: bool = False) -> None:
         from chatlab.generate.speculate import Speculation
 
         self.args = (model, backend, weight_format)
-        self.precision, self.attention = precision, attention
+        # the fast profile picks its own arithmetic (bf16 where the CPU has it)
+        self.precision: str | None = None if fast else precision
+        self.attention, self.fast = attention, fast
         self.speculate = None if speculate is None else Speculation(
             draft_tokens=speculate["draft_tokens"], ngram=speculate["ngram"])
         # None: the precision's default (off at f32); speculation needs it off
@@ -79,6 +85,8 @@ class ChatlabLoop:
         options: dict[str, LoaderOption] = {"attention": self.attention} if self.attention else {}
         if self.dynamic_quantization is not None:
             options["dynamic_quantization"] = self.dynamic_quantization
+        if self.fast:
+            options["fast"] = True
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
         if self.speculate is not None:
             from chatlab.generate.speculate import prepare
@@ -88,8 +96,11 @@ class ChatlabLoop:
     def facts(self) -> dict[str, Jsonable]:
         # read back from the runtime (the compiled model's property, torch's dtype)
         facts = {"precision": self.backend.precision, "threads": self.backend.threads}
+        notes = "".join(f"; {n}" for n in getattr(self.backend, "compute_notes", []))
         if hasattr(self.backend, "compiled"):
-            facts["compute"] = ov_compute(self.backend.compiled)
+            facts["compute"] = ov_compute(self.backend.compiled) + notes
+        elif notes:
+            facts["compute"] = notes[2:]
         return facts
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
@@ -112,17 +123,18 @@ class ChatlabLoop:
 
 
 class StampStreamer:
-    """A transformers streamer that only records when each new token arrives."""
+    """A transformers streamer that only records when new tokens arrive and how many: one per
+    put() in plain decoding, several when assisted generation accepts a draft."""
 
     def __init__(self) -> None:
-        self.stamps: list[float] = []
+        self.stamps: list[Stamp] = []
         self.prompt_seen = False
 
     def put(self, value: "torch.Tensor") -> None:
         if not self.prompt_seen:  # generate() first "streams" the prompt itself
             self.prompt_seen = True
             return
-        self.stamps.append(time.perf_counter())
+        self.stamps.append((time.perf_counter(), int(value.numel())))  # one sequence: its new ids
 
     def end(self) -> None:
         pass
@@ -179,9 +191,21 @@ class GenAI:
     """openvino-genai's `LLMPipeline` on the same int8 export, fed ids (no templating)."""
 
     def __init__(self, model: str, weight_format: str = "int8", attention: str | None = None,
-                 precision: str = DEFAULT_PRECISION, prompt_lookup: dict[str, int] | None = None) -> None:
+                 precision: str = DEFAULT_PRECISION, prompt_lookup: dict[str, int] | None = None,
+                 fast: bool = False) -> None:
         self.model_name, self.weight_format, self.attention = model, weight_format, attention
         self.precision, self.prompt_lookup = precision, prompt_lookup
+        self.kv_cache: str | None = None
+        self.dynamic_quantization: bool | None = None
+        self.notes: list[str] = []
+        if fast:  # the settings chatlab's fast profile gives its own loop (chatlab.backends.fast)
+            from chatlab.backends.fast import fast_choices
+
+            options: dict[str, LoaderOption] = {"dynamic_quantization": False} if prompt_lookup else {}
+            self.precision, chosen, self.notes = fast_choices("genai", weight_format, None, options)
+            self.kv_cache = str(chosen["kv_cache_precision"])
+            self.dynamic_quantization = bool(chosen["dynamic_quantization"])
+            self.notes.insert(0, "fast profile")
 
     def load(self) -> None:
         import openvino_genai as genai
@@ -190,7 +214,8 @@ class GenAI:
 
         self.genai = genai
         # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
-        options: dict[str, Jsonable] = ov_config(self.precision)
+        options: dict[str, Jsonable] = ov_config(self.precision, kv_cache_precision=self.kv_cache,
+                                                 dynamic_quantization=self.dynamic_quantization)
         if self.attention:
             options["ATTENTION_BACKEND"] = self.attention
         # Left to itself, LLMPipeline on its paged-attention path keeps the KV blocks of earlier
@@ -213,22 +238,28 @@ class GenAI:
         lookup = "" if self.prompt_lookup is None else (
             f"; prompt lookup, {self.prompt_lookup['draft_tokens']} tokens per draft, "
             f"n-grams up to {self.prompt_lookup['ngram']}")
+        asked = "".join(f"; {n}" for n in self.notes)
+        if self.kv_cache:
+            asked += f"; KV cache {self.kv_cache} and dynamic quantization " + (
+                "on" if self.dynamic_quantization else "off") + " asked"
         return {"precision": self.precision, "threads": None,
                 "compute": "CPU plugin defaults as the OpenVINO rows (not readable from genai); "
-                           "prefix caching off" + lookup}
+                           "prefix caching off" + lookup + asked}
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import numpy as np
         import openvino as ov
 
         import openvino_genai as genai
-        stamps: list[float] = []
+        stamps: list[Stamp] = []
         tokens: list[int] = []
 
-        class Stamp(genai.StreamerBase):
+        class Stamper(genai.StreamerBase):
+            # one id per write in plain decoding; with prompt lookup, the list a verify pass accepted
             def write(self, token: int | list[int]) -> object:
-                stamps.append(time.perf_counter())
-                tokens.extend(token if isinstance(token, list) else [token])
+                new = token if isinstance(token, list) else [token]
+                stamps.append((time.perf_counter(), len(new)))
+                tokens.extend(new)
                 return genai.StreamingStatus.RUNNING
 
             def end(self) -> None:
@@ -242,7 +273,7 @@ class GenAI:
             config.max_ngram_size = self.prompt_lookup["ngram"]
         inputs = ov.Tensor(np.asarray([ids], dtype=np.int64))
         t0 = time.perf_counter()
-        self.pipe.generate(inputs, config, Stamp())
+        self.pipe.generate(inputs, config, Stamper())
         return from_stamps(t0, stamps, tokens)
 
 
@@ -266,7 +297,8 @@ GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
 
 def _chatlab_loop(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> ChatlabLoop:
     return ChatlabLoop(model, row.runtime, row.weight_format, precision, attention=row.options.get("attention"),
-                       speculate=drafts, dynamic_quantization=row.options.get("dynamic_quantization"))
+                       speculate=drafts, dynamic_quantization=row.options.get("dynamic_quantization"),
+                       fast=bool(row.options.get("fast")))
 
 
 def _hf_generate(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
@@ -279,7 +311,7 @@ def _optimum(row: EngineRow, model: str, precision: str, drafts: Drafts | None) 
 
 def _genai_pipeline(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> GenAI:
     return GenAI(model, row.weight_format, attention=row.options.get("attention"), precision=precision,
-                 prompt_lookup=drafts)
+                 prompt_lookup=drafts, fast=bool(row.options.get("fast")))
 
 
 def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> "LlamaCpp":

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.engines import LLAMA_CPP
-from chatlab.lab.bench.timing import Timing, from_stamps
+from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 
 ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
 PACKAGE = "llama-cpp-python"
@@ -122,13 +122,13 @@ class LlamaCpp:
         # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
         # would time a warm prompt against the other engines' cold ones.
         self.llm.reset()
-        stamps: list[float] = []
+        stamps: list[Stamp] = []
         tokens: list[int] = []
         t0 = time.perf_counter()
         # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out
         # unless asked to stop at the model's eos token.
         for token in self.llm.generate(ids, temp=0.0, top_k=1, reset=True):
-            stamps.append(time.perf_counter())
+            stamps.append((time.perf_counter(), 1))  # generate() yields one token at a time
             tokens.append(int(token))
             if len(tokens) == n or (stop_at_eos and int(token) == self.eos):
                 break

@@ -9,19 +9,20 @@ once (notebook 05, section 7); plain decoding is one step per token. Replaying a
 on a shared 2-core machine, over every case of every task in a second.
 
 That is how the draft schedule of `Speculation` was chosen (see its module docstring); the timed
-side-by-side run (chatlab.lab.bench.speculate_run) then checks the choice against real clocks.
+side-by-side run (`chatlab bench speculate`, chatlab.lab.bench.speculate_run) then checks the
+choice against real clocks.
 
-    python -m chatlab.lab.bench.replay --record   # greedy replies of every bench task case (~3 min)
-    python -m chatlab.lab.bench.replay            # modelled speed of a few policies, per task
+    chatlab bench replay --record   # greedy replies of every bench task case (~3 min)
+    chatlab bench replay            # modelled speed of a few policies, per task
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
+from chatlab.errors import ChatlabError
 from chatlab.generate.speculate import PromptLookup, Speculation
 
 # Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32,
@@ -161,32 +162,23 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from chatlab.lab.bench.speculate_run import write_json
+def run(file: str | None = None, record_first: bool = False, past_end: bool = False) -> None:
+    """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
+    replies in `file` (default: the data folder's); `record_first`: record them there first;
+    `past_end`: replay all recorded tokens, past each reply's end token."""
     from chatlab.data import data_dir
+    from chatlab.lab.bench.stored import write_json
 
-    p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.replay", description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--record", action="store_true", help="record the greedy replies first")
-    p.add_argument("--file", default=None, help="the replies file (default data/bench/greedy-replies.json)")
-    p.add_argument("--past-end", action="store_true",
-                   help="replay all 64 recorded tokens, past each reply's end token")
-    args = p.parse_args(argv)
-    path = Path(args.file) if args.file else data_dir().joinpath(*REPLIES)
-    if args.record:
+    path = Path(file) if file else data_dir().joinpath(*REPLIES)
+    if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all
     if not path.is_file():
-        print(f"replay: no recorded replies at {path}; record them first: "
-              "python -m chatlab.lab.bench.replay --record [--file PATH]", file=sys.stderr)
-        return 2
+        raise ChatlabError(f"no recorded replies at {path}; record them first: "
+                           "chatlab bench replay --record [--file PATH]")
     replies = json.loads(path.read_text())
     print(f"{'policy':<48}" + "".join(f"{t:>9}" for t in replies) + "   (modelled speed / plain)")
     for name, (spec, fixed) in POLICIES.items():
-        speeds = replay_tasks(replies, spec, fixed_width=fixed, stop_at_end=not args.past_end)
+        speeds = replay_tasks(replies, spec, fixed_width=fixed, stop_at_end=not past_end)
         print(f"{name:<48}" + "".join(f"{v:>8.2f}x" for v in speeds.values()))
-    bound = oracle_tasks(replies, stop_at_end=not args.past_end)
+    bound = oracle_tasks(replies, stop_at_end=not past_end)
     print(f"{'bound: an oracle lookup, padded to 1+3':<48}" + "".join(f"{v:>8.2f}x" for v in bound.values()))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -59,8 +59,8 @@ class BenchConfig:
     def make(cls, model: str, quick: bool = False, rounds: int | None = None,
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
-             speculate: "Speculation | None" = None) -> "BenchConfig":
-        from chatlab.lab.bench.engines import SPECULATIVE_ENGINES
+             speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
+        from chatlab.lab.bench.engines import FAST_ENGINES, SPECULATIVE_ENGINES
         from chatlab.lab.bench.tasks import TASKS
 
         from chatlab.backends.engines import get_engine
@@ -71,7 +71,8 @@ class BenchConfig:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         if task is not None and task not in TASKS:
             raise UnknownNameError("bench task", task, TASKS)
-        chosen = list(engines or ENGINES)
+        # fast: the fast profile's rows against llama.cpp's q4_1 (their precision is their own)
+        chosen = list(engines or (FAST_ENGINES if fast else ENGINES))
         if speculate is not None and not engines:  # --speculate alone adds the speculative rows
             chosen += [e for e in SPECULATIVE_ENGINES if e not in chosen]
         drafts = None if speculate is None else {"draft_tokens": speculate.draft_tokens,

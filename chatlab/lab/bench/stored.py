@@ -2,20 +2,21 @@
 
 A notebook cannot run the full benchmark (seven engines, minutes each, gigabytes of memory on a
 2 GB Binder), and a number without its machine is not a result. So a full run is stored once, as
-the JSON that `chatlab bench --json` or `python -m chatlab.serve.bench --clients 8 --json`
-prints, plus a `run` record: the date, the command, a line about the machine (quiet or shared),
-and its CPU (model, bf16/AMX flags, threads). Notebooks load it through `chatlab.data_path` and
-print the label above the table. To store or refresh one:
+the JSON that `chatlab bench --json` or `chatlab bench serving --clients 8 --json` prints, plus
+a `run` record: the date, the command, a line about the machine (quiet or shared), and its CPU
+(model, bf16/AMX flags, threads). Notebooks load it through `chatlab.data_path` and print the
+label above the table. To store or refresh one (`chatlab bench store`):
 
-    chatlab bench --json --plot '' | python -m chatlab.lab.bench.stored full-run.json \\
+    chatlab bench --json --plot '' | chatlab bench store full-run.json \\
         --command "chatlab bench --json" --machine "a quiet 2-core VM"
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
-import sys
+import os
+import tempfile
+from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
@@ -39,6 +40,17 @@ def label(result: dict[str, Jsonable], command: str, machine: str,
     return {**result, "run": run}
 
 
+def write_json(result: dict[str, Jsonable], path: str | Path) -> Path:
+    """Written whole or not at all: a temporary file in the same folder, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
 def load_stored(name: str) -> dict[str, Jsonable]:
     """A labelled result from `data/bench/NAME`; an unlabelled or unreadable one is an error."""
     from chatlab.data import data_path
@@ -48,12 +60,12 @@ def load_stored(name: str) -> dict[str, Jsonable]:
         result = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
         raise ChatlabError(f"data/{FOLDER}/{name} is not valid JSON ({err}); store it again with "
-                           "python -m chatlab.lab.bench.stored") from None
+                           "chatlab bench store") from None
     missing = [k for k in RUN_KEYS if k not in (result.get("run") or {})]
     if missing:
         raise ChatlabError(f"data/{FOLDER}/{name} has no {', '.join(missing)} in its run record: a "
                            "number without its machine is not a result; store it with "
-                           "python -m chatlab.lab.bench.stored --command ... --machine ...")
+                           "chatlab bench store --command ... --machine ...")
     return result
 
 
@@ -76,7 +88,7 @@ def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
 
 
 def serving_table(result: dict[str, Jsonable]) -> str:
-    """A stored `chatlab.serve.bench --clients N` result: aggregate tokens/s, 1 vs N clients,
+    """A stored `chatlab bench serving --clients N` result: aggregate tokens/s, 1 vs N clients,
     and time to first token under load."""
     n = result["clients"]
     lines = [run_label(result),
@@ -99,28 +111,16 @@ def serving_table(result: dict[str, Jsonable]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("name", help="file name inside data/bench/, e.g. full-run.json")
-    ap.add_argument("--command", required=True, help="the command whose JSON is on stdin")
-    ap.add_argument("--machine", required=True, help="one line: which machine, quiet or shared")
-    args = ap.parse_args(argv)
+def store(name: str, text: str, command: str, machine: str) -> Path:
+    """`text`, the JSON a bench run printed, labelled (`label`) and written to data/bench/NAME."""
     from chatlab.data import data_dir
 
     try:
-        result = json.loads(sys.stdin.read())
+        result = json.loads(text)
     except ValueError as err:
-        print(f"stdin is not the JSON of a bench run ({err}); pipe `chatlab bench --json` in",
-              file=sys.stderr)
-        return 2
+        raise ChatlabError(f"stdin is not the JSON of a bench run ({err}); pipe `chatlab bench --json` in") from None
     folder = data_dir() / FOLDER
     folder.mkdir(exist_ok=True)
-    out = folder / args.name
-    out.write_text(json.dumps(label(result, args.command, args.machine), indent=2) + "\n",
-                   encoding="utf-8")
-    print(f"stored data/{FOLDER}/{args.name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    out = folder / name
+    out.write_text(json.dumps(label(result, command, machine), indent=2) + "\n", encoding="utf-8")
+    return out

@@ -9,12 +9,11 @@ The engines are timed interleaved, turn by turn, in one process (on a loaded mac
 ratios measured side by side mean anything). TTFT is what a client sees: from the call to the
 first chunk with content, rendering included (the same work for both).
 
-    python -m chatlab.lab.bench.turns --turns 8 --tokens 16          # chatlab's loop, openvino
-    python -m chatlab.lab.bench.turns --genai                         # + genai with/without caching
+    chatlab bench turns --turns 8 --tokens 16          # chatlab's loop, openvino
+    chatlab bench turns --genai                         # + genai with/without caching
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from typing import TYPE_CHECKING, Mapping, Union
@@ -131,35 +130,28 @@ def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
             row[f"{a}/{b}"] = row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
+        genai: bool = False) -> dict[str, Jsonable]:
+    """Time a growing chat on chatlab's loop with and without prefix reuse (`genai`: and genai's
+    pipeline with and without its prefix caching); print the JSON and a line per turn."""
     from chatlab.engine import ChatEngine
 
-    p = argparse.ArgumentParser(prog="python -m chatlab.lab.bench.turns", description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--turns", type=int, default=8)
-    p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
-    p.add_argument("--genai", action="store_true", help="also genai, prefix caching on and off")
-    args = p.parse_args(argv)
     engines: dict[str, ChatEngine] = {
-        "reuse": ChatEngine.load(args.model, "openvino", precision="f32", reuse_prefix=True),
-        "plain": ChatEngine.load(args.model, "openvino", precision="f32")}
+        "reuse": ChatEngine.load(model, "openvino", precision="f32", reuse_prefix=True),
+        "plain": ChatEngine.load(model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]
-    if args.genai:
+    if genai:
         from chatlab.engine.batched import BatchedEngine
 
-        engines["genai-cache"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1,
+        engines["genai-cache"] = BatchedEngine.load(model, precision="f32", max_seqs=1,
                                                     prefix_caching=True)
-        engines["genai"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1)
+        engines["genai"] = BatchedEngine.load(model, precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
-    result = growing_chat(engines, args.turns, args.tokens)
+    result = growing_chat(engines, turns, tokens)
     ratios(result, pairs)
     print(json.dumps(result, indent=2))
     for row in result["turns"]:
         cells = "  ".join(f"{a}/{b} {row[f'{a}/{b}']:.2f}x" for a, b in pairs)
         times = "  ".join(f"{n} {row[f'{n}_ttft_ms']:.0f} ms" for n in result["engines"])
         print(f"turn {row['turn']} ({row['prompt_tokens']} prompt tokens): {times}  |  {cells}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return result

@@ -4,8 +4,9 @@ The template (a built-in, or a file in any format) is the reference. For each en
 models, the template is written in that engine's format (export_template) and read back, so the
 render follows that engine's rules (Jinja as vLLM/transformers call it; LMDeploy's config rules
 and its own bos; Ollama's collate, Go semantics and its own bos); a template already in an
-engine's format is that engine's. Each engine x conversation is id-equal, refused (the reason),
-or its differences with their causes (causes.py).
+engine's format is that engine's. Each engine x conversation is a cell (verdict.Cell),
+and the verdicts over them (id-equal, differs, cannot express, not rendered) are verdict.py's.
+`certify_export` checks one export, the text a user is about to write, the same way.
 """
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
-from chatlab.errors import ChatlabError
-from chatlab.render.io.causes import Difference, differences
+from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
+from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS
+from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, Cell, exit_code, explain, overall
 
 if TYPE_CHECKING:
     from chatlab.render.ids import Rendered
@@ -42,41 +44,67 @@ CONVERSATIONS: dict[str, tuple[list[dict], list[dict] | None]] = {
 
 
 @dataclass
-class Cell:
-    verdict: str  # "equal" | "refused" | "different" | "not rendered"
-    reason: str = ""
-    diffs: list[Difference] = field(default_factory=list)
-
-    def short(self) -> str:
-        if self.verdict == "equal":
-            return "id-equal"
-        if self.verdict == "different":
-            d = self.diffs[0]
-            return f"differs at {d.a_at} ({', '.join(dict.fromkeys(x.cause for x in self.diffs))})"
-        return f"{self.verdict}: {self.reason}"
-
-
-@dataclass
 class Certificate:
     template: str
     cells: dict[str, dict[str, Cell]]  # engine -> conversation -> cell
+    notes: list[str] = field(default_factory=list)  # what the template's reader warned about
+
+    @property
+    def verdict(self) -> str:
+        return overall(c for row in self.cells.values() for c in row.values())
+
+    def engine_verdict(self, engine: str) -> str:
+        return overall(self.cells[engine].values())
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.verdict)
 
     @property
     def ok(self) -> bool:
-        return all(c.verdict in ("equal", "not rendered") for row in self.cells.values() for c in row.values())
+        """Exit 0: something rendered, and every cell that did is id-equal in every engine."""
+        return self.verdict == EQUAL
+
+    def first_difference(self) -> tuple[str, str, Cell] | None:
+        """(engine, conversation, cell) of the first cell that differs, or None."""
+        return next(((e, c, x) for e, row in self.cells.items() for c, x in row.items() if x.verdict == DIFFERS), None)
+
+    def headline(self) -> str:
+        counts = {v: sum(x.verdict == v for row in self.cells.values() for x in row.values())
+                  for v in (DIFFERS, CANNOT)}
+        verdict = self.verdict
+        if verdict == EQUAL:
+            return "id-equal: every conversation that rendered gives the template's ids in every engine"
+        if verdict == DIFFERS:
+            found = self.first_difference()
+            assert found is not None  # the verdict says one differs
+            engine, conv, cell = found
+            first = cell.first
+            assert first is not None  # a cell that differs holds its differences
+            return f"DIFFERS in {counts[DIFFERS]} cell(s); first: {name(engine)} / {conv}, {explain(first, name(engine))}"
+        if verdict == CANNOT:
+            where = ", ".join(name(e) for e in self.cells if CANNOT in {x.verdict for x in self.cells[e].values()})
+            return (f"CANNOT EXPRESS in {counts[CANNOT]} cell(s) ({where}); nothing that rendered differs, "
+                    "but those cells were not compared")
+        return "NOT RENDERED: the template rendered none of the conversations; nothing was certified"
 
     def format(self) -> str:
-        lines = [f"certificate for {self.template!r}: " + ("every engine id-equal" if self.ok else "DIFFERENCES")]
+        lines = [f"certificate for {self.template!r}: {self.headline()} (exit {self.exit_code})",
+                 *(f"note: {n}" for n in self.notes)]
         for engine, row in self.cells.items():
-            lines.append(f"{ENGINES.get(engine, engine)}:")
-            lines.extend(f"  {conv:20s} {cell.short()}" for conv, cell in row.items())
+            lines.append(f"{ENGINES.get(engine, engine)}: {self.engine_verdict(engine)}")
+            lines.extend(f"  {conv:20s} {cell.short(name(engine))}" for conv, cell in row.items())
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Jsonable]:
-        return {"template": self.template, "ok": self.ok,
-                "cells": {e: {c: {"verdict": x.verdict, "reason": x.reason,
-                                  "differences": [d.to_json() for d in x.diffs]} for c, x in row.items()}
-                          for e, row in self.cells.items()}}
+        return {"template": self.template, "verdict": self.verdict, "exit_code": self.exit_code, "ok": self.ok,
+                "notes": list(self.notes), "engines": {e: self.engine_verdict(e) for e in self.cells},
+                "cells": {e: {c: x.to_json() for c, x in row.items()} for e, row in self.cells.items()}}
+
+
+def name(engine: str) -> str:
+    """The engine's short name for a verdict line ("LMDeploy", "vLLM / transformers")."""
+    return ENGINES.get(engine, engine).split(" (")[0]
 
 
 def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
@@ -84,43 +112,118 @@ def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
     return loaded.resolve(tokenizer).render(msgs, tools=tools)
 
 
+def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:
+    return bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in msgs)
+
+
+def _conversations(conversations: dict | None) -> dict[str, tuple[list[dict], list[dict] | None]]:
+    convs = CONVERSATIONS if conversations is None else conversations
+    if not convs:
+        raise ChatlabError("a certificate needs at least one conversation, and none was given; pass "
+                           "conversations={name: (messages, tools)} or leave it out for the standard set")
+    return convs
+
+
+def _references(source: LoadedTemplate, tokenizer: HFTokenizer,
+                convs: dict[str, tuple[list[dict], list[dict] | None]]) -> dict[str, "Rendered | str"]:
+    """The template's own render of each conversation, or why it does not render it. A special
+    token the tokenizer lacks is bad input for the whole certificate, named once with every other
+    one missing: no engine could be compared on that tokenizer."""
+    out: dict[str, "Rendered | str"] = {}
+    for conv, (msgs, tools) in convs.items():
+        try:
+            out[conv] = _render(source, tokenizer, msgs, tools)
+        except MissingSpecialToken as err:
+            missing = [err.token]
+            if source.template is not None:
+                from chatlab.render.encoder import encoder_for
+
+                enc = encoder_for(tokenizer)
+                for token in source.template.special_tokens():
+                    try:
+                        enc.special_id(token, source.name)
+                    except MissingSpecialToken:
+                        missing.append(token)
+            who = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+            raise MissingSpecialToken(
+                f"the tokenizer {who} has no special token {', '.join(map(repr, dict.fromkeys(missing)))}, which "
+                f"template {source.name!r} writes, so it renders nothing that template's model was trained on and "
+                "nothing can be certified; pass the model's own tokenizer (--model), or add the token(s) to it",
+                err.token) from None
+        except ChatlabError as err:  # the template itself cannot render it: nothing to certify
+            out[conv] = str(err)[:160]
+    return out
+
+
+def _cannot(err: CannotExpress, engine: str) -> Cell:
+    return Cell(CANNOT, str(err)[:200], err.construct, ENGINES.get(engine, engine))
+
+
+def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
+         convs: dict[str, tuple[list[dict], list[dict] | None]], target: LoadedTemplate | None,
+         refusal: CannotExpress | None = None, tools_refusal: CannotExpress | None = None) -> dict[str, Cell]:
+    """One engine's cells. `target`: the template as that engine reads it (None: the format
+    cannot hold it, `refusal` says why); `tools_refusal`: it was written without its tools (why),
+    so the conversations with tools cannot be expressed."""
+    row: dict[str, Cell] = {}
+    for conv, (msgs, tools) in convs.items():
+        want = refs[conv]
+        if isinstance(want, str):
+            row[conv] = Cell(NOT_RENDERED, want)
+            continue
+        why = tools_refusal if tools_refusal is not None and _uses_tools(msgs, tools) else refusal
+        if why is not None:
+            row[conv] = _cannot(why, engine)
+            continue
+        assert target is not None  # without a refusal, the template was written for the engine
+        try:
+            got = _render(target, tokenizer, msgs, tools)
+        except MissingSpecialToken:
+            raise
+        except ChatlabError as err:  # the engine refuses this conversation with the written template
+            row[conv] = Cell(CANNOT, str(err)[:200], "this conversation", ENGINES.get(engine, engine))
+            continue
+        diffs = differences(want, got)
+        row[conv] = Cell(DIFFERS, diffs=diffs) if diffs else Cell(EQUAL)
+    return row
+
+
 def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
             conversations: dict | None = None) -> Certificate:
+    """Every engine's cells for `template` over `conversations` (default CONVERSATIONS)."""
     source = load_template(template)
-    convs = conversations or CONVERSATIONS
+    convs = _conversations(conversations)
+    refs = _references(source, tokenizer, convs)
     cells: dict[str, dict[str, Cell]] = {}
     for engine in TARGETS:
-        row: dict[str, Cell] = {}
-        as_engine, chat_only, tools_refused = None, None, ""
+        if source.fmt == engine:
+            cells[engine] = _row(tokenizer, engine, refs, convs, source)
+            continue
         try:
-            as_engine = source if source.fmt == engine else load_template(export_template(source, engine), engine)
-        except ChatlabError as err:  # tools the format cannot write: certify the chat layout alone
-            tools_refused = f"export: {str(err)[:160]}"
+            written = export_template(source, engine)
+        except CannotExpress as err:  # e.g. tools the format cannot write: certify the chat layout alone
             try:
-                chat_only = load_template(export_template(source, engine, drop_tools=True), engine)
-            except ChatlabError as err2:
-                cells[engine] = {c: Cell("refused", tools_refused if tools and str(err2) != str(err) else
-                                         f"export: {str(err2)[:160]}") for c, (_, tools) in convs.items()}
+                chat_layout = export_template(source, engine, drop_tools=True)
+            except CannotExpress as err2:
+                cells[engine] = _row(tokenizer, engine, refs, convs, None, refusal=err2, tools_refusal=err)
                 continue
-        for conv, (msgs, tools) in convs.items():
-            uses_tools = bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in msgs)
-            if as_engine is None and uses_tools:
-                row[conv] = Cell("refused", tools_refused)
-                continue
-            try:
-                want = _render(source, tokenizer, msgs, tools)
-            except ChatlabError as err:  # the template itself cannot render it: nothing to certify
-                row[conv] = Cell("not rendered", str(err)[:160])
-                continue
-            try:
-                target = as_engine or chat_only
-                assert target is not None  # one of the two loaded above, or the engine was skipped
-                got = _render(target, tokenizer, msgs, tools)
-            except ChatlabError as err:
-                row[conv] = Cell("refused", str(err)[:160])
-                continue
-            diffs = differences(want, got)
-            token_diffs = [d for d in diffs if d.cause != "stop words"]
-            row[conv] = Cell("equal") if not token_diffs else Cell("different", diffs=diffs)
-        cells[engine] = row
-    return Certificate(source.source or source.name, cells)
+            cells[engine] = _row(tokenizer, engine, refs, convs, load_template(chat_layout, engine),
+                                 tools_refusal=err)
+            continue
+        cells[engine] = _row(tokenizer, engine, refs, convs, load_template(written, engine))
+    return Certificate(source.source or source.name, cells, list(source.notes))
+
+
+def certify_export(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate", engine: str, text: str,
+                   drop_tools: bool = False, conversations: dict | None = None) -> Certificate:
+    """One engine's cells for `text`, the export of `template` to `engine` (written with
+    `drop_tools` as given): whether that file, read by that engine, renders the template's ids."""
+    source = load_template(template)
+    convs = _conversations(conversations)
+    refs = _references(source, tokenizer, convs)
+    written = load_template(text, engine)
+    has_tools = source.template is not None and source.template.tool_format is not None
+    dropped = CannotExpress("exported with --drop-tools: tool definitions, calls and results are left out",
+                            "tools (dropped on export)", engine) if drop_tools and has_tools else None
+    row = _row(tokenizer, engine, refs, convs, written, tools_refusal=dropped)
+    return Certificate(source.source or source.name, {engine: row}, list(source.notes))

@@ -3,13 +3,14 @@
 jinja: vLLM `--chat-template`, llama.cpp `--jinja --chat-template-file`, openvino-genai, or
 tokenizer_config's chat_template (chatlab.render.export writes every Template rule as Jinja);
 lmdeploy: `lmdeploy serve api_server --chat-template FILE.json`; ollama: a Modelfile for
-`ollama create`. Anything a target cannot express is refused with a ChatlabError that names it.
+`ollama create`. Anything a target cannot express is refused with CannotExpress, naming the
+construct and the format.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from chatlab.errors import ChatlabError
+from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS, get_format
 
@@ -28,6 +29,7 @@ def export_template(name_or_loaded: "str | Path | LoadedTemplate", fmt: str = "j
         if loaded.source and loaded.source != "<text>":
             with open(loaded.source, encoding="utf-8") as f:
                 return f.read()
-    raise ChatlabError(f"{loaded.name!r} is a {loaded.fmt} template, which chatlab renders but cannot "
-                       f"convert to {fmt} (it is code, not slots); export a built-in, LMDeploy or "
-                       "LLaMA-Factory template instead, or use the file as it is")
+    raise CannotExpress(f"{loaded.name!r} is a {loaded.fmt} template, which chatlab renders but cannot "
+                        f"convert to {fmt} (it is code, not slots); export a built-in, LMDeploy or "
+                        "LLaMA-Factory template instead, or use the file as it is",
+                        f"a {loaded.fmt} template (code, not slots)", fmt)

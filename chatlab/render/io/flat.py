@@ -10,7 +10,7 @@ of `check_flat`: the error names the part and the fix.
 """
 from __future__ import annotations
 
-from chatlab.errors import ChatlabError
+from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.template import CONTENT, Parts, T, Template
 
 NAMES = {"bos": "the tokenizer's bos token", "eos": "the tokenizer's eos token",
@@ -27,9 +27,10 @@ def flat(parts: Parts, where: str, t: Template, target: str) -> str:
         elif p.kind == "seam":  # these engines tokenize the whole text: no seam to write
             continue
         else:
-            raise ChatlabError(f"template {t.name!r} writes {NAMES.get(p.kind, p.kind)} in its {where}, "
-                               f"which an {target} template cannot express (it has only text around the "
-                               "content); export it as Jinja instead (--format jinja)")
+            what = f"{NAMES.get(p.kind, p.kind)} in its {where}"
+            raise CannotExpress(f"template {t.name!r} writes {what}, which an {target} template cannot "
+                                "express (it has only text around the content); export it as Jinja instead "
+                                "(--format jinja)", what, target)
     return "".join(out)
 
 
@@ -66,18 +67,20 @@ def check_flat(t: Template, target: str, drop_tools: bool) -> None:
     """Refuse what no string-slot format can hold, before any field is written."""
     fix = "export it as Jinja instead (--format jinja)"
     if t.tool_format is not None and not drop_tools:
-        raise ChatlabError(f"template {t.name!r} has the {t.tool_format.name} tool format (tool definitions, "
-                           f"calls and results), which an {target} template cannot express; {fix}, or "
-                           "export the chat layout without tools (drop_tools=True, CLI --drop-tools)")
+        raise CannotExpress(f"template {t.name!r} has the {t.tool_format.name} tool format (tool definitions, "
+                            f"calls and results), which an {target} template cannot express; {fix}, or "
+                            "export the chat layout without tools (drop_tools=True, CLI --drop-tools)",
+                            f"the {t.tool_format.name} tool format", target)
     if t.think:
-        raise ChatlabError(f"template {t.name!r} drops earlier reasoning (<think>) from the history, which "
-                           f"a {target} template cannot express; {fix}")
+        raise CannotExpress(f"template {t.name!r} drops earlier reasoning (<think>) from the history, which "
+                            f"a {target} template cannot express; {fix}", "reasoning dropped from the history", target)
     if t.system_style == "first-user":
-        raise ChatlabError(f"template {t.name!r} folds the system prompt into the first user turn, which a "
-                           f"{target} template cannot express; {fix}")
+        raise CannotExpress(f"template {t.name!r} folds the system prompt into the first user turn, which a "
+                            f"{target} template cannot express; {fix}", "a system prompt inside the first user turn",
+                            target)
     if t.assistant_eos:
-        raise ChatlabError(f"template {t.name!r} ends assistant turns with the tokenizer's eos token, which "
-                           f"a {target} template cannot name; {fix}")
+        raise CannotExpress(f"template {t.name!r} ends assistant turns with the tokenizer's eos token, which "
+                            f"a {target} template cannot name; {fix}", "the eos token ending assistant turns", target)
 
 
 def stop_strings(t: Template) -> list[str]:

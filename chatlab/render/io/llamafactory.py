@@ -4,7 +4,8 @@ LLaMA-Factory registers templates in Python as formatters with slots, e.g.
 `format_user=["<|im_start|>user\\n{{content}}<|im_end|>\\n<|im_start|>assistant\\n"]`. The JSON
 form here keeps those names: format_user, format_assistant (required), format_system,
 format_separator, default_system, stop_words, format_prefix and template_class ("llama2" for
-the Llama2Template family, whose system text goes inside the first user slot). A slot list holds strings (with
+the Llama2Template family, whose system text goes inside the first user slot; a name LLaMA-Factory
+registers with a class is read with that class, with a warning when the file says otherwise). A slot list holds strings (with
 `{{content}}` once per role) and objects: {"token": "<|im_start|>"} for a special token,
 {"bos_token": true} / {"eos_token": true} for the tokenizer's own. LLaMA-Factory's encoding
 (template.py `_encode`): the prefix and the system (content or default_system) before the first
@@ -18,6 +19,7 @@ import json
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import json_config, stops_of
+from chatlab.render.io.llamafactory_classes import class_note
 from chatlab.render.template import BOS, CONTENT, EOS, SEAM, Part, Parts, S, T, Template
 
 FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_separator",
@@ -64,7 +66,9 @@ def _slots(value: Jsonable, field: str, origin: str, content: bool) -> Parts:
     return tuple(out)
 
 
-def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
+def parse_llamafactory(text: str, origin: str = "<text>") -> tuple[Template, list[str]]:
+    """The template, and warnings: a name LLaMA-Factory registers with another class than the
+    file's (llamafactory_classes.py) is read with LLaMA-Factory's class, and said so."""
     data, unknown = json_config(text, origin, "LLaMA-Factory template",
                                 "a LLaMA-Factory template is a JSON object with format_user, ...", FIELDS)
     if unknown:
@@ -79,10 +83,12 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     stops = data.get("stop_words") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
-    cls = data.get("template_class", "default")
-    if cls not in CLASSES:
+    given = data.get("template_class")
+    if given is not None and given not in CLASSES:
         raise ChatlabError(f"{origin}: field 'template_class' must be one of {', '.join(CLASSES)} "
-                           f"(LLaMA-Factory's Template / Llama2Template), not {cls!r}")
+                           f"(LLaMA-Factory's Template / Llama2Template), not {given!r}")
+    name = data.get("name")
+    cls, note = class_note(name, given) if isinstance(name, str) and name else (given or "default", None)
     user = _slots(data["format_user"], "format_user", origin, True)
     assistant = _slots(data["format_assistant"], "format_assistant", origin, True)
     system = _slots(data.get("format_system", ["{{content}}"]), "format_system", origin, True)
@@ -97,8 +103,9 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> Template:
     # (its text joins the user's content inside the user element: no seams around it)
     merged = tuple(p for p in system if p != SEAM)
     style: dict[str, Jsonable] = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
-    return Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
-                    {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
-                    generation_prompt=(), default_system=default or None, empty_system_default=True,
-                    stop_words=words, stop_tokens=tokens, **style)
+    t = Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",
+                 {"system": system, "user": user, "assistant": assistant + sep}, prefix=prefix,
+                 generation_prompt=(), default_system=default or None, empty_system_default=True,
+                 stop_words=words, stop_tokens=tokens, **style)
+    return t, [f"{origin}: {note}"] if note else []
 

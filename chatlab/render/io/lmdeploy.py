@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from chatlab._thirdparty import Jsonable
-from chatlab.errors import ChatlabError
+from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
 
@@ -94,15 +94,17 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     check_flat(t, target, drop_tools)
     prefix, _ = without_engine_bos(t.prefix)  # LMDeploy's encode adds the tokenizer's bos itself
     if prefix:
-        raise ChatlabError(f"template {t.name!r} starts every prompt with {''.join(p.value or p.kind for p in prefix)!r}, which an {target} "
-                           "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
-                           "export it as Jinja instead (--format jinja)")
+        start = "".join(p.value or p.kind for p in prefix)
+        raise CannotExpress(f"template {t.name!r} starts every prompt with {start!r}, which an {target} "
+                            "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
+                            "export it as Jinja instead (--format jinja)", f"the prompt prefix {start!r}", target)
     def unseamed(parts: tuple) -> list:  # LMDeploy tokenizes the whole prompt: seams do not count
         return [p for p in parts if p.kind != "seam"]
 
     if unseamed(t.gen_prompt()) != unseamed(t.header("assistant")):
-        raise ChatlabError(f"template {t.name!r} opens the reply differently from an assistant turn's "
-                           f"header, which an {target} template cannot express (it writes {{assistant}})")
+        raise CannotExpress(f"template {t.name!r} opens the reply differently from an assistant turn's "
+                            f"header, which an {target} template cannot express (it writes {{assistant}})",
+                            "a reply opening other than the assistant header", target)
     if t.system_style == "turn":
         system, eosys = around(t.turn("system"), "system turn", t, target)
     else:  # "none": plain text before the first turn, no header of its own
@@ -111,11 +113,12 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
         # messages2prompt skips that turn only when meta_instruction is None, but a config file
         # cannot say None: ChatTemplateConfig.chat_template() drops null fields, and the
         # BaseChatTemplate a --chat-template file becomes defaults meta_instruction to ''.
-        raise ChatlabError(f"template {t.name!r} has no default system prompt; an LMDeploy config file "
-                           "writes {system}{meta_instruction}{eosys} whenever the conversation has no "
-                           "system message (a missing or null meta_instruction becomes BaseChatTemplate's "
-                           "'', not None), so it would add an empty system turn. Give the template a "
-                           "default system prompt (LLaMA-Factory default_system), or export as Jinja")
+        raise CannotExpress(f"template {t.name!r} has no default system prompt; an LMDeploy config file "
+                            "writes {system}{meta_instruction}{eosys} whenever the conversation has no "
+                            "system message (a missing or null meta_instruction becomes BaseChatTemplate's "
+                            "'', not None), so it would add an empty system turn. Give the template a "
+                            "default system prompt (LLaMA-Factory default_system), or export as Jinja",
+                            "no system turn when the chat has no system message", target)
     user, eoh = around(t.turn("user"), "user turn", t, target)
     assistant, end = around(t.turn("assistant"), "assistant turn", t, target)
     # eoa is the end-of-turn marker, separator what follows it ("<|im_end|>" + "\n")

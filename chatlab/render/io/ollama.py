@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from chatlab._thirdparty import GoValue, Jsonable
-from chatlab.errors import ChatlabError
+from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
 from chatlab.render.io import ollama_tools
@@ -151,7 +151,8 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
 
 def _quote(value: str, what: str) -> str:
     if '"""' in value:
-        raise ChatlabError(f'the {what} contains """, which a Modelfile cannot quote; export it as Jinja')
+        raise CannotExpress(f'the {what} contains """, which a Modelfile cannot quote; export it as Jinja',
+                            f'""" in the {what}', "Ollama Modelfile")
     return f'"""{value}"""'
 
 
@@ -163,9 +164,10 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     target = "Ollama Modelfile"
     hermes = t.tool_format is not None and t.tool_format.name == "hermes" and not drop_tools
     if t.tool_format is not None and not hermes and not drop_tools:
-        raise ChatlabError(f"template {t.name!r} has the {t.tool_format.name} tool format, which chatlab writes "
-                           "into an Ollama Modelfile only for hermes (Qwen2.5's <tool_call> JSON); export it as "
-                           "Jinja instead (--format jinja), or the chat layout without tools (--drop-tools)")
+        raise CannotExpress(f"template {t.name!r} has the {t.tool_format.name} tool format, which chatlab writes "
+                            "into an Ollama Modelfile only for hermes (Qwen2.5's <tool_call> JSON); export it as "
+                            "Jinja instead (--format jinja), or the chat layout without tools (--drop-tools)",
+                            f"the {t.tool_format.name} tool format", target)
     check_flat(t, target, drop_tools or hermes)
     texts: list[str] = []
 
@@ -190,14 +192,14 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
             arms.append(branch("tool", t.turn("tool")))
         loop = "{{ range .Messages }}{{ " + "{{ else ".join(arms) + "{{ end }}{{ end }}"
     if t.default_system == "":
-        raise ChatlabError(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
-                           "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
-                           "system prompt or export it as Jinja")
+        raise CannotExpress(f"template {t.name!r} writes an empty system turn by default (LMDeploy's "
+                            "meta_instruction ''), but Ollama ignores an empty SYSTEM; give it a default "
+                            "system prompt or export it as Jinja", "an empty default system turn", target)
     prefix, bos = without_engine_bos(t.prefix)
     head, gen = flat(prefix, "prefix", t, target), flat(t.gen_prompt(), "reply opening", t, target)
     if any(re.search(r"\{\{|\}\}", x) for x in [head, gen, *texts]):
-        raise ChatlabError(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
-                           "actions; export it as Jinja instead")
+        raise CannotExpress(f"template {t.name!r} has '{{{{' or '}}}}' in its text, which Go templates read as "
+                            "actions; export it as Jinja instead", "'{{' or '}}' in the text", target)
     body = head + loop + gen
     out = [f"# chatlab template {t.name!r}: {t.description}",
            "# Exported by `chatlab export-template --format ollama`. Point FROM at your model (a GGUF",

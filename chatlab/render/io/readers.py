@@ -6,6 +6,7 @@ of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ class LoadedTemplate:
     source: str | None = None  # the file it came from
     # The engine whose own tokenizer call adds the bos id (Resolution.engine_bos): "lmdeploy", "ollama"
     engine_bos: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
 
     def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
         """A chatlab Resolution (rule "explicit") that renders this template at id level."""
@@ -110,8 +112,11 @@ def read_lmdeploy(text: str, origin: str, name: str) -> LoadedTemplate:
 def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
     from chatlab.render.io.llamafactory import parse_llamafactory
 
-    t = parse_llamafactory(text, origin)
-    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t, source=origin)
+    t, notes = parse_llamafactory(text, origin)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t,
+                          source=origin, notes=notes)
 
 
 def read_ollama(text: str, origin: str, name: str) -> LoadedTemplate:

@@ -1,12 +1,13 @@
 """Streamed tokens/s through HTTP vs the engine alone; or N concurrent clients on one server.
 
-    python -m chatlab.serve.bench [--backend torch|openvino] [--tokens 128] [--rounds 5]
-    python -m chatlab.serve.bench --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
+    chatlab bench serving [--backend torch|openvino] [--tokens 128] [--rounds 5]
+    chatlab bench serving --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
 
 Without --clients: both sides generate exactly `--tokens` tokens (ignore_eos) from the same
 rendered prompt, in interleaved rounds so that a noisy machine slows both alike. Decode rate =
-(tokens - 1) / (time from the first token to the last); the HTTP side counts chunks as the
-client receives them, the engine side its token source's text events (the plan's ids and
+(tokens - 1) / (time from the first token to the last), counting tokens, not chunks: the HTTP
+side times the chunks as the client receives them and takes the count from the usage chunk, the
+engine side counts the token ids of its token source's text events (the plan's ids and
 sampling, the lease: what the server runs, without HTTP). Target: HTTP ≥ 0.9× the engine.
 
 With --clients N: one server; per round, one streaming client alone, then N at once (different
@@ -22,18 +23,19 @@ the pipeline on the side.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 import httpx
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import cpu_info
-from chatlab.backends.registry import add_backend_args, options_from_args
+from chatlab._thirdparty import LoaderOption
+from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event
@@ -41,6 +43,25 @@ from chatlab.serve import start_server
 from chatlab.serve.ceiling import ceiling_line, cpu_name, kept
 
 PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """What `chatlab bench serving` measures: the engine (model, backend, weight format, precision
+    and the backend's loader options), `tokens` per reply over `rounds` rounds (None: 5, or 2 with
+    clients), and with `clients` N concurrent streams, `equal` greedy replies compared with the
+    OpenVINO loop; `as_json` prints the N-client result as JSON instead of text."""
+
+    model: str = "smollm2-135m-instruct"
+    backend: str = DEFAULT_BACKEND
+    weight_format: str | None = None
+    precision: str | None = None
+    options: dict[str, LoaderOption] = field(default_factory=dict)
+    tokens: int = 128
+    rounds: int | None = None
+    clients: int = 0
+    equal: int = 4
+    as_json: bool = False
 
 
 def chat_plan(engine: ChatEngine, body: dict[str, Jsonable]) -> ChatPlan:
@@ -60,19 +81,24 @@ def raw_rate(engine: ChatEngine, tokens: int) -> float:
     from chatlab.generate import TextDelta
 
     plan = chat_plan(engine, {"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
-    stamps = [time.perf_counter() for ev in engine.events(plan) if isinstance(ev, TextDelta)]
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    # a delta may carry several tokens (a batched source, speculation): count tokens, not deltas
+    stamps = [(time.perf_counter(), len(ev.token_ids)) for ev in engine.events(plan)
+              if isinstance(ev, TextDelta) and ev.token_ids]
+    return (sum(n for _, n in stamps) - 1) / (stamps[-1][0] - stamps[0][0])
 
 
 def http_rate(url: str, model: str, tokens: int) -> float:
     body = {"model": model, "messages": PROMPT, "max_tokens": tokens, "temperature": 0,
-            "ignore_eos": True, "stream": True}
-    stamps = []
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    stamps, used = [], 0
     with httpx.stream("POST", url + "/chat/completions", json=body, timeout=300) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and '"content": "' in line and '"content": ""' not in line:
                 stamps.append(time.perf_counter())
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+            if line.startswith("data: {") and '"usage": {' in line:
+                used = json.loads(line[6:])["usage"]["completion_tokens"]
+    # a chunk may carry several tokens: the usage's count, not the chunks, over the same span
+    return (used - 1) / (stamps[-1] - stamps[0])
 
 
 PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bicycle works.",
@@ -128,8 +154,8 @@ def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
     return total / (time.perf_counter() - t0)
 
 
-def greedy_equality(engine: ChatEngine, args: argparse.Namespace) -> dict[str, Jsonable]:
-    """K prompts, greedy, `--tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
+def greedy_equality(engine: ChatEngine, args: ServingRun) -> dict[str, Jsonable]:
+    """K prompts, greedy, `tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
     from chatlab.generate import Finished
 
     loop = load_engine(args.model, "openvino", args.weight_format, precision="f32")
@@ -153,14 +179,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
+def load_main(args: ServingRun) -> dict[str, Jsonable]:
+    """N concurrent clients against one client on one server (and the engine alone beside it)."""
     from chatlab.backends import get_spec
 
-    args.weight_format = args.weight_format or get_spec(args.backend).default_weight_format
-    options = options_from_args(args)
+    weight_format = args.weight_format or get_spec(args.backend).default_weight_format
+    rounds = args.rounds or 2
+    options = dict(args.options)
     if get_spec(args.backend).source == "batched":
         options.setdefault("max_seqs", args.clients)
-    engine = load_engine(args.model, args.backend, args.weight_format, precision=args.precision, **options)
+    engine = load_engine(args.model, args.backend, weight_format, precision=args.precision, **options)
     solo, many, ttfts, raw_solo, raw_many = [], [], [], [], []
     plans = [chat_plan(engine, {"messages": [{"role": "user", "content": p}], "max_tokens": args.tokens,
                                 "temperature": 0, "ignore_eos": True})
@@ -171,7 +199,7 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
     with start_server(engine, max_waiting=max(32, 2 * args.clients)) as srv, \
             ProcessPoolExecutor(args.clients, mp_context=ctx) as pool:
         concurrent(pool, srv.url, args.model, args.clients, 8)  # warm-up (and start the processes)
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             solo.append(concurrent(pool, srv.url, args.model, 1, args.tokens)["tok_s"])
             run = concurrent(pool, srv.url, args.model, args.clients, args.tokens)
             many.append(run["tok_s"])
@@ -180,8 +208,8 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
                 raw_solo.append(pipeline_rate(engine, plans[:1]))
                 raw_many.append(pipeline_rate(engine, plans))
     result: dict[str, Jsonable] = {
-        "backend": args.backend, "weight_format": args.weight_format, "precision": args.precision,
-        "clients": args.clients, "tokens": args.tokens, "rounds": args.rounds,
+        "backend": args.backend, "weight_format": weight_format, "precision": args.precision,
+        "clients": args.clients, "tokens": args.tokens, "rounds": rounds,
         "one_client_tok_s": statistics.median(solo), "n_clients_tok_s": statistics.median(many),
         "ttft_p50_s": statistics.median(ttfts), "ttft_p95_s": pct(ttfts, 0.95), "cpu": cpu_info()}
     result["ratio"] = result["n_clients_tok_s"] / result["one_client_tok_s"]
@@ -190,15 +218,15 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
         result["engine_n_tok_s"] = statistics.median(raw_many)
         result["engine_ratio"] = result["engine_n_tok_s"] / result["engine_one_tok_s"]
     if args.equal:
-        result["greedy_equality"] = greedy_equality(engine, args)
+        result["greedy_equality"] = greedy_equality(engine, replace(args, weight_format=weight_format))
     if "engine_ratio" in result:
         result["kept_of_ceiling"] = kept(result)
-    if args.json:
+    if args.as_json:
         print(json.dumps(result, indent=2))
         return result
     n = args.clients
-    print(f"{args.backend}/{args.weight_format} at {args.precision}, {args.tokens} tokens "
-          f"per client, {args.rounds} rounds (medians)")
+    print(f"{args.backend}/{weight_format} at {args.precision}, {args.tokens} tokens "
+          f"per client, {rounds} rounds (medians)")
     print(f"{'clients':>8} {'aggregate tok/s':>16}")
     print(f"{1:>8} {result['one_client_tok_s']:>16.1f}")
     print(f"{n:>8} {result['n_clients_tok_s']:>16.1f}")
@@ -215,38 +243,24 @@ def load_main(args: argparse.Namespace) -> dict[str, Jsonable]:
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, Jsonable]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    add_backend_args(ap)  # the registry's --backend, --weight-format, --precision and options
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=None, help="default 5; 2 with --clients")
-    ap.add_argument("--clients", type=int, default=0, help="N concurrent streaming clients")
-    ap.add_argument("--equal", type=int, default=4,
-                    help="with --clients: greedy replies compared with the OpenVINO loop (0: skip)")
-    ap.add_argument("--json", action="store_true", help="with --clients: print the result as JSON")
-    args = ap.parse_args(argv)
+def run(args: ServingRun) -> dict[str, Jsonable]:
+    """The measurement `args` asks for, printed; its result returned."""
     if args.clients:
-        args.rounds = args.rounds or 2
         return load_main(args)
-    args.rounds = args.rounds or 5
+    rounds = args.rounds or 5
     engine = load_engine(args.model, args.backend, args.weight_format, precision=args.precision,
-                         **options_from_args(args))
+                         **args.options)
     raw, http = [], []
     with start_server(engine) as srv:
         raw_rate(engine, 8)  # warm-up both paths
         http_rate(srv.url, args.model, 8)
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             raw.append(raw_rate(engine, args.tokens))
             http.append(http_rate(srv.url, args.model, args.tokens))
     result = {"raw_tok_s": statistics.median(raw), "http_tok_s": statistics.median(http)}
     result["ratio"] = result["http_tok_s"] / result["raw_tok_s"]
-    print(f"{args.backend}/{args.weight_format}, {args.tokens} tokens, {args.rounds} rounds")
+    print(f"{args.backend}/{args.weight_format}, {args.tokens} tokens, {rounds} rounds")
     print(f"engine     {result['raw_tok_s']:7.1f} tok/s (min {min(raw):.1f}, max {max(raw):.1f})")
     print(f"HTTP + SSE {result['http_tok_s']:7.1f} tok/s (min {min(http):.1f}, max {max(http):.1f})")
     print(f"ratio      {result['ratio']:.2f}x  (target >= 0.90x)")
     return result
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,187 @@
+"""`chatlab bench accuracy`: what the fast profile costs in answers, measured against the exact
+default on the same prompts.
+
+Both profiles run chatlab's loop on the OpenVINO backend, greedily, over every case of the
+bench's task sets (chatlab.lab.bench.tasks: 07's dog sentences answered as JSON, 08's questions
+with their passage, rewrites, stories) and 01's general-knowledge facts:
+
+* agreement: for each case, how many tokens the fast reply shares with the exact one before
+  the first difference (a reply that matches to its end counts its whole length, and is
+  counted identical);
+* eval scores, from the same replies: 07's extraction (the first JSON object's name and colour,
+  scored by chatlab.lab.evals.score_dog), 08's key phrases (`answer_has_key`), 01's facts
+  (a key phrase in the reply);
+* decode speed: the median over the cases of the loop's own clock (tokens after the first over
+  the time after the first). These runs are not interleaved; `chatlab bench --fast` and the
+  speculation bench time the engines side by side.
+
+    chatlab bench accuracy                      # every case, up to 64 tokens each
+    chatlab bench accuracy --limit 2 --tokens 16 --out /tmp/accuracy.json
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from typing import TYPE_CHECKING
+
+from chatlab._thirdparty import Jsonable
+from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    from chatlab.protocols import StepBackend
+
+PROFILES = ("exact", "fast")
+OUT = "data/bench/accuracy.json"
+
+
+def load_profile(model: str, profile: str) -> "StepBackend":
+    """chatlab's loop on OpenVINO: the exact default (int8 weights, f32 arithmetic, activations
+    and KV cache) or the fast profile (chatlab.backends.fast)."""
+    from chatlab.backends import load_step_backend
+
+    if profile not in PROFILES:
+        raise ChatlabError(f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}")
+    return load_step_backend(model, "openvino", fast=profile == "fast")
+
+
+def prompts(limit: int | None) -> dict[str, list[list[dict[str, str]]]]:
+    """The message lists per set: the bench's tasks and 01's facts, the first `limit` of each."""
+    from chatlab.lab.bench.tasks import TASKS, task_messages
+    from chatlab.lab.evals import load_facts
+
+    out = {task: task_messages(task)[:limit] for task in TASKS}
+    out["facts"] = [[{"role": "user", "content": f.question}] for f in load_facts()[:limit]]
+    return out
+
+
+def replies(backend: "StepBackend", model: str, sets: dict[str, list[list[dict[str, str]]]],
+            tokens: int) -> dict[str, list[dict[str, Jsonable]]]:
+    """Greedy replies (ending at the end token, at most `tokens`): ids, text, decode speed."""
+    from chatlab.generate import Finished, SamplingParams, generate
+    from chatlab.render import resolve
+
+    res = resolve(backend.tokenizer, model)
+    out: dict[str, list[dict[str, Jsonable]]] = {}
+    for name, cases in sets.items():
+        out[name] = []
+        for messages in cases:
+            *_, fin = generate(backend, list(res.render(messages).ids), SamplingParams(max_new_tokens=tokens))
+            assert isinstance(fin, Finished)
+            ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
+            speed = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 and total > ttft else 0.0
+            out[name].append({"ids": list(fin.token_ids), "text": fin.text, "decode_tok_s": speed})
+    return out
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """The index of the first token where two replies differ, None when they are identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def agreement(exact: list[dict[str, Jsonable]], fast: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
+    """Per set: cases identical, and the tokens shared before the first difference (mean, min)."""
+    shared = []
+    identical = 0
+    for e, f in zip(exact, fast):
+        at = first_difference(e["ids"], f["ids"])
+        identical += at is None
+        shared.append(len(e["ids"]) if at is None else at)
+    return {"cases": len(shared), "identical": identical,
+            "mean_tokens_to_difference": statistics.mean(shared) if shared else None,
+            "min_tokens_to_difference": min(shared) if shared else None}
+
+
+def first_json(text: str) -> object:
+    """The first {...} object in a reply, or None."""
+    for match in re.finditer(r"\{[^{}]*\}", text):
+        try:
+            return json.loads(match.group(0))
+        except ValueError:
+            continue
+    return None
+
+
+def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict[str, list[int]]:
+    """[right, scored] per eval set, from the replies to its cases."""
+    from chatlab.lab.evals import answer_has_key, contains, load_dogs, load_facts, load_questions, score_dog
+
+    out: dict[str, list[int]] = {}
+    if "extract" in got:
+        cases = load_dogs()[:limit]
+        out["extraction (07)"] = [sum(score_dog(c, first_json(str(r["text"]))).ok
+                                      for c, r in zip(cases, got["extract"])), len(got["extract"])]
+    if "rag" in got:
+        questions = load_questions()[:limit]
+        out["key phrases (08)"] = [sum(answer_has_key(str(r["text"]), q) for q, r in zip(questions, got["rag"])),
+                                   len(got["rag"])]
+    if "facts" in got:
+        facts = load_facts()[:limit]
+        out["facts (01)"] = [sum(any(contains(str(r["text"]), a) for a in f.answer)
+                                 for f, r in zip(facts, got["facts"])), len(got["facts"])]
+    return out
+
+
+def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,
+            tokens: int = 64) -> dict[str, Jsonable]:
+    """Both profiles over the sets (the first `limit` cases of each): agreement, scores, speed."""
+    from chatlab.backends.fast import compute_line
+    from chatlab.backends.precision import cpu_info
+    from chatlab.lab.evals import measured_on
+
+    if tokens < 2 or (limit is not None and limit < 1):
+        raise ChatlabError("--tokens must be >= 2 and --limit >= 1")
+    sets = prompts(limit)
+    got, compute = {}, {}
+    for profile in PROFILES:
+        backend = load_profile(model, profile)
+        compute[profile] = compute_line(backend)
+        got[profile] = replies(backend, model, sets, tokens)
+        del backend
+    result: dict[str, Jsonable] = {
+        "model": model, "tokens": tokens, "limit": limit, "cpu": cpu_info(), "measured_on": measured_on(),
+        "compute": compute,
+        "agreement": {name: agreement(got["exact"][name], got["fast"][name]) for name in sets},
+        "scores": {p: scores(got[p], limit) for p in PROFILES},
+        "decode_tok_s": {p: statistics.median(r["decode_tok_s"] for rs in got[p].values() for r in rs)
+                         for p in PROFILES}}
+    return result
+
+
+def format_report(result: dict[str, Jsonable]) -> str:
+    lines = [f"{result['model']}: exact vs fast, greedy, up to {result['tokens']} tokens per reply; "
+             f"{result['measured_on']}"]
+    lines += [f"  {p}: {result['compute'][p]}" for p in PROFILES]
+    lines.append(f"{'set':<10}{'identical':>12}{'tokens to 1st difference (mean, min)':>40}")
+    for name, a in result["agreement"].items():
+        mean = "-" if a["mean_tokens_to_difference"] is None else f"{a['mean_tokens_to_difference']:.1f}"
+        lines.append(f"{name:<10}{a['identical']:>6} of {a['cases']:<4}{mean:>28}, {a['min_tokens_to_difference']}")
+    lines.append(f"{'eval':<20}{'exact':>10}{'fast':>10}")
+    for name in result["scores"]["exact"]:
+        e, f = result["scores"]["exact"][name], result["scores"]["fast"][name]
+        lines.append(f"{name:<20}{e[0]:>6}/{e[1]:<3}{f[0]:>6}/{f[1]:<3}")
+    speed = result["decode_tok_s"]
+    lines.append(f"decode tok/s (median over the replies, not interleaved): exact {speed['exact']:.1f}, "
+                 f"fast {speed['fast']:.1f}")
+    return "\n".join(lines)
+
+
+def trade_table(result: dict[str, Jsonable]) -> str:
+    """Exact vs fast in three columns a learner can weigh: decode speed, the first differing
+    token (mean and earliest over every case), and each eval set's score."""
+    agree = list(result["agreement"].values())
+    cases = sum(a["cases"] for a in agree)
+    mean = sum(a["mean_tokens_to_difference"] * a["cases"] for a in agree) / cases if cases else 0.0
+    first = min(a["min_tokens_to_difference"] for a in agree) if agree else 0
+    same = sum(a["identical"] for a in agree)
+    evals = list(result["scores"]["exact"])
+    lines = [f"{'profile':<8}{'decode tok/s':>13}  {'first differing token':<28}"
+             + "".join(f"{e:>18}" for e in evals)]
+    for p in PROFILES:
+        diff = "(the reference)" if p == "exact" else f"mean {mean:.1f}, earliest {first}; {same}/{cases} same"
+        scored = "".join(f"{f'{r}/{n}':>18}" for r, n in (result["scores"][p][e] for e in evals))
+        lines.append(f"{p:<8}{result['decode_tok_s'][p]:>13.1f}  {diff:<28}{scored}")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
+cold, and time them.
+
+`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` calls `main`. The route
+(chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
+needs a name only a skipped cell defines, is an error before any kernel starts. Then each
+notebook's setup cells and route sections run in a fresh kernel (as each notebook opened from
+its badge gets its own Colab runtime), from an empty model store: CHATLAB_HOME is a temporary
+folder, so every model the route needs is converted and exported on the way, and the folder is
+removed afterwards, also when the rehearsal is interrupted (no half-built model is left).
+
+It prints one row per notebook: the setup seconds (kernel start and the cells before the first
+section), the route cells' seconds, the kernel's peak working set (sampled resident memory of
+the kernel and every process it started; the cgroup's own peak counts page cache up to its
+limit, so it says little) and the total; with --cgroup, an out-of-memory kill is a failure. Any cell error or any stderr output fails the rehearsal
+(exit status 1).
+
+--all runs every cell of every notebook instead of the route. The Colab replica is not a mode
+of this command: tests/test_colab_replica.py runs notebooks on it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from chatlab.lab import route
+from chatlab.lab.route import ROUTE, RouteError, Stop
+
+REPO = route.NOTEBOOKS.parent
+
+
+@dataclass
+class Row:
+    notebook: str
+    cells: int
+    setup_s: float = 0.0
+    route_s: float = 0.0
+    peak_mb: float = 0.0
+    problem: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return self.setup_s + self.route_s
+
+
+def plan(stops: tuple[Stop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
+    """(notebook, the cell indices to run, how many of them are setup) per notebook."""
+    out = []
+    numbers = sorted(route.MINUTES) if everything else [s.notebook for s in stops]
+    for number in numbers:
+        cells = nbformat.read(route.notebook_path(number), as_version=4).cells
+        setup, _ = route.sections(cells)
+        if everything:
+            chosen = list(range(len(cells)))
+        else:
+            chosen = route.route_cells(next(s for s in stops if s.notebook == number), cells)
+        out.append((number, chosen, len(setup)))
+    return out
+
+
+class _Peak:
+    """Samples the resident memory of a process and its descendants; keeps the largest sum."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                root = psutil.Process(self.pid)
+                total = root.memory_info().rss
+                for child in root.children(recursive=True):
+                    try:
+                        total += child.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                pass
+            self._stop.wait(0.2)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def _stderr_or_error(cell: nbformat.NotebookNode) -> str:
+    for out in cell.get("outputs", []):
+        if out.output_type == "error":
+            return f"{out.ename}: {out.evalue}"
+        if out.output_type == "stream" and out.name == "stderr" and out.text.strip():
+            return "stderr: " + out.text.strip().splitlines()[-1][:200]
+    return ""
+
+
+def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
+                 cgroup: object | None = None) -> Row:
+    """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure."""
+    from nbclient import NotebookClient
+
+    source = nbformat.read(route.notebook_path(number), as_version=4)
+    nb = nbformat.v4.new_notebook(metadata=source.metadata)
+    nb.cells = [source.cells[i] for i in chosen]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    row = Row(number, sum(c.cell_type == "code" for c in nb.cells))
+    client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
+                            resources={"metadata": {"path": str(route.NOTEBOOKS)}})
+    start = time.perf_counter()
+    with client.setup_kernel():
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        if not isinstance(pid, int):
+            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
+        sampler = _Peak(pid)
+        try:
+            for k, cell in enumerate(nb.cells):
+                t = time.perf_counter()
+                client.execute_cell(cell, k)
+                if k < n_setup:
+                    row.setup_s = time.perf_counter() - start
+                else:
+                    row.route_s += time.perf_counter() - t
+                if problem := _stderr_or_error(cell):
+                    row.problem = f"cell {chosen[k]}: {problem}"
+                    break
+        finally:
+            row.peak_mb = sampler.stop() / 1e6
+    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
+        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
+    return row
+
+
+def table(rows: list[Row]) -> str:
+    lines = [f"{'notebook':<9}{'cells':>6}{'setup s':>9}{'route s':>9}{'peak MB':>9}{'total s':>9}  problem"]
+    for r in rows:
+        lines.append(f"{r.notebook:<9}{r.cells:>6}{r.setup_s:>9.1f}{r.route_s:>9.1f}{r.peak_mb:>9.0f}"
+                     f"{r.total_s:>9.1f}  {r.problem or '-'}")
+    lines.append(f"{'total':<9}{sum(r.cells for r in rows):>6}{sum(r.setup_s for r in rows):>9.1f}"
+                 f"{sum(r.route_s for r in rows):>9.1f}{max((r.peak_mb for r in rows), default=0):>9.0f}"
+                 f"{sum(r.total_s for r in rows):>9.1f}")
+    return "\n".join(lines)
+
+
+def _cgroup_kernel(folder: Path) -> tuple[object, str]:
+    """A 2 GB memory cgroup and a kernel spec that starts this Python's kernel inside it
+    (tests/kernel_cgroup.py); exits with the reason where none can be made."""
+    import importlib
+
+    sys.path.insert(0, str(REPO / "tests"))
+    made = importlib.import_module("kernel_cgroup").make("rehearse")
+    if isinstance(made, str):
+        raise SystemExit(f"rehearse --cgroup: {made}")
+    name = made.kernel_spec(folder, sys.executable)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("JUPYTER_PATH")]))
+    return made, name
+
+
+def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
+             cgroup: bool = False, stops: tuple[Stop, ...] = ROUTE) -> int:
+    """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong)."""
+    try:
+        route.validate(stops)
+        chosen = tuple(s for s in stops if not numbers or s.notebook in numbers)
+        if unknown := sorted(set(numbers) - set(route.MINUTES)):
+            raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.MINUTES)}")
+        off = sorted(set(numbers) - {s.notebook for s in stops})
+        if off and not everything:
+            raise RouteError(f"rehearse: notebook {off[0]} is not on the route; --all {off[0]} runs all of it")
+        todo = plan(chosen, everything)
+        if everything and numbers:
+            todo = [t for t in todo if t[0] in numbers]
+    except RouteError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if dry_run:
+        for number, cells, n_setup in todo:
+            print(f"{number}: {len(cells)} cells ({n_setup} setup): {cells}")
+        return 0
+    home = Path(tempfile.mkdtemp(prefix="chatlab-rehearse-"))
+    saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM",
+                                            "PYTHONPATH", "JUPYTER_PATH")}
+    os.environ.update(CHATLAB_HOME=str(home / "store"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                      PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), saved["PYTHONPATH"]])))
+    rows: list[Row] = []
+    try:
+        for number, cells, n_setup in todo:
+            group, kernel = _cgroup_kernel(home / "jupyter") if cgroup else (None, "python3")
+            try:
+                rows.append(run_notebook(number, cells, n_setup, kernel, group))
+            finally:
+                if group is not None:
+                    group.remove()  # type: ignore[attr-defined]
+            print(f"rehearse: {number} done in {rows[-1].total_s:.0f} s{': ' + rows[-1].problem if rows[-1].problem else ''}",
+                  file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    print(table(rows))
+    return 1 if any(r.problem for r in rows) else 0

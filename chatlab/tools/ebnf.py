@@ -1,0 +1,179 @@
+"""Which names in a printed EBNF grammar another grammar reader would not know.
+
+chatlab's xgrammar prints grammars with builtin calls (`Regex("...", json_string=true)` for a
+schema's `pattern`) that an older reader, such as the xgrammar inside openvino-genai, takes for
+references to rules nobody defined, and refuses. So before a printed grammar is handed to such a
+reader it is read here the way that reader resolves names: every identifier in a rule's body,
+outside string literals and character classes, must be the name of a rule of the grammar.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+_RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*::=\s*(.*)$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names_in(body: str) -> list[str]:
+    """The identifiers of one rule body, skipping "strings" and [character classes]."""
+    names, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c in "\"[":
+            close = '"' if c == '"' else "]"
+            i += 1
+            while i < len(body) and body[i] != close:
+                i += 2 if body[i] == "\\" else 1
+            i += 1
+        elif c.isalpha() or c == "_":
+            m = _NAME.match(body, i)
+            assert m is not None  # c starts a name
+            names.append(m.group())
+            i = m.end()
+        else:
+            i += 1
+    return names
+
+
+def unknown_names(ebnf: str) -> list[str]:
+    """Names a rule body uses that no rule defines, in order of first use (empty: readable)."""
+    rules = [m.groups() for m in map(_RULE.match, ebnf.splitlines()) if m is not None]
+    defined = {name for name, _ in rules}
+    unknown: list[str] = []
+    for _, body in rules:
+        unknown += [n for n in _names_in(body) if n not in defined and n not in unknown]
+    return unknown
+
+
+# -- which rules can finish ----------------------------------------------------------------------
+# A rule body parsed into nested tuples: ("alt", [...]), ("seq", [...]), ("rep", least, part),
+# ("ref", name), ("end",) for what always matches some finite text (a literal, a character
+# class, a builtin call, a lookahead).
+Node = tuple
+
+
+def _parse(body: str) -> Node:
+    """A rule body as nested tuples (see Node); a recursive descent over xgrammar's printing."""
+    pos = 0
+
+    def skip() -> None:
+        nonlocal pos
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+
+    def closing(start: int, close: str) -> int:
+        i = start + 1
+        while i < len(body) and body[i] != close:
+            i += 2 if body[i] == "\\" else 1
+        return i + 1
+
+    def alt() -> Node:
+        nonlocal pos
+        options = [seq()]
+        while pos < len(body) and body[pos] == "|":
+            pos += 1
+            options.append(seq())
+        return ("alt", options)
+
+    def seq() -> Node:
+        nonlocal pos
+        items: list[Node] = []
+        while True:
+            skip()
+            if pos >= len(body) or body[pos] in "|)":
+                return ("seq", items)
+            items.append(suffixed(atom()))
+
+    def atom() -> Node:
+        nonlocal pos
+        c = body[pos]
+        if c in "\"[":
+            pos = closing(pos, '"' if c == '"' else "]")
+            return ("end",)
+        if c == "(":
+            pos += 1
+            skip()
+            lookahead = body.startswith("=", pos)
+            pos += lookahead
+            inner = alt()
+            pos += 1  # ")"
+            return ("end",) if lookahead else inner
+        m = _NAME.match(body, pos)
+        if m is None:  # a character this reading does not know: it constrains nothing here
+            pos += 1
+            return ("end",)
+        pos = m.end()
+        if body.startswith("(", pos):  # a builtin call: Regex("..."), TagDispatch(...)
+            depth = 0
+            while pos < len(body):
+                if body[pos] == '"':
+                    pos = closing(pos, '"')
+                    continue
+                depth += {"(": 1, ")": -1}.get(body[pos], 0)
+                pos += 1
+                if depth == 0:
+                    break
+            return ("end",)
+        return ("ref", m.group())
+
+    def suffixed(node: Node) -> Node:
+        nonlocal pos
+        while pos < len(body) and body[pos] in "*+?{":
+            c = body[pos]
+            if c == "{":
+                end = body.index("}", pos)
+                least = int(body[pos + 1:end].split(",")[0].strip() or 0)
+                pos = end + 1
+            else:
+                least = 1 if c == "+" else 0
+                pos += 1
+            node = ("rep", least, node)
+        return node
+
+    return alt()
+
+
+def _finishes(node: Node, finite: set[str], rules: dict[str, Node]) -> bool:
+    kind = node[0]
+    if kind == "end":
+        return True
+    if kind == "ref":
+        return node[1] in finite or node[1] not in rules  # builtins and outside names: not ours
+    if kind == "alt":
+        return any(_finishes(n, finite, rules) for n in node[1])
+    if kind == "seq":
+        return all(_finishes(n, finite, rules) for n in node[1])
+    return node[1] == 0 or _finishes(node[2], finite, rules)  # "rep"
+
+
+def _refs(node: Node) -> Iterator[str]:
+    if node[0] == "ref":
+        yield node[1]
+    elif node[0] in ("alt", "seq"):
+        for n in node[1]:
+            yield from _refs(n)
+    elif node[0] == "rep":
+        yield from _refs(node[2])
+
+
+def endless_rules(ebnf: str, root: str = "root") -> list[str]:
+    """Rules reachable from `root` that can never finish: every text they start runs on
+    forever (a schema that contains itself, `{"$ref": "#"}`). Constrained decoding that enters
+    one can never end, and at its dead end no token is allowed at all."""
+    rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
+    finite: set[str] = set()
+    grew = True
+    while grew:  # the least fixed point: a rule finishes once some option of it does
+        grown = {name for name, node in rules.items()
+                 if name not in finite and _finishes(node, finite, rules)}
+        finite |= grown
+        grew = bool(grown)
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in rules:
+            continue
+        seen.add(name)
+        todo.extend(_refs(rules[name]))
+    return sorted(seen - finite)

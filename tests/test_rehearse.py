@@ -1,0 +1,73 @@
+"""`./run.sh rehearse` (chatlab/lab/rehearse.py): a wrong route is refused before any kernel
+starts, an interrupted rehearsal leaves no model store behind, and (slow) a notebook's route
+runs as its own cell sequence in a fresh kernel from an empty store."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from chatlab.lab import rehearse as rh
+from chatlab.lab.route import ROUTE
+
+
+def _no_kernel(*args: object, **kwargs: object) -> rh.Row:
+    raise AssertionError("a kernel was started for a route that does not validate")
+
+
+def test_a_wrong_route_fails_before_anything_runs(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(rh, "run_notebook", _no_kernel)
+    broken = tuple(replace(s, sections=s.sections[1:]) if s.notebook == "04" else s for s in ROUTE)
+    assert rh.rehearse([], stops=broken) == 2
+    err = capsys.readouterr().err
+    assert "uses 'TOOLS', which only section 'The weather tool' defines" in err
+    missing = tuple(replace(s, sections=("No such heading",)) if s.notebook == "02" else s for s in ROUTE)
+    assert rh.rehearse([], stops=missing) == 2
+    assert "notebook 02 has no section 'No such heading'" in capsys.readouterr().err
+    assert rh.rehearse(["05"]) == 2
+    assert "notebook 05 is not on the route" in capsys.readouterr().err
+
+
+def test_dry_run_lists_the_route_cells_and_runs_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(rh, "run_notebook", _no_kernel)
+    assert rh.rehearse(["02"], dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("02: 12 cells (4 setup): [0, 1, 2, 3, ")
+    assert ", 10," not in out and "11," not in out  # the resolution chain is homework
+
+
+def test_an_interrupted_rehearsal_removes_its_model_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Path] = []
+
+    def half_built(number: str, *args: object) -> rh.Row:
+        store = Path(os.environ["CHATLAB_HOME"])
+        (store / "models" / "half").mkdir(parents=True)
+        (store / "models" / "half" / "model.safetensors").write_bytes(b"\0" * 10)
+        seen.append(store)
+        raise KeyboardInterrupt
+
+    before = os.environ.get("CHATLAB_HOME")
+    monkeypatch.setattr(rh, "run_notebook", half_built)
+    with pytest.raises(KeyboardInterrupt):
+        rh.rehearse(["01"])
+    assert seen and not seen[0].exists() and not seen[0].parent.exists()
+    assert os.environ.get("CHATLAB_HOME") == before
+
+
+def test_the_table_sums_and_names_problems() -> None:
+    rows = [rh.Row("01", 10, 2.0, 30.0, 900.0), rh.Row("02", 5, 1.5, 4.0, 700.0, "cell 13: NameError: smol")]
+    text = rh.table(rows)
+    assert "cell 13: NameError: smol" in text
+    assert text.splitlines()[-1].split() == ["total", "15", "3.5", "34.0", "900", "37.5"]
+
+
+@pytest.mark.slow
+def test_notebook_02s_route_runs_in_a_fresh_kernel_from_an_empty_store(capsys: pytest.CaptureFixture[str]) -> None:
+    assert rh.rehearse(["02"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.startswith("02 "))
+    assert row[1] == "6" and row[-1] == "-"  # six code cells, no problem

@@ -1,0 +1,442 @@
+"""One bad request never breaks the server: each test sends what once did harm, then checks the
+answer is a 400 naming the field (or a valid reply) and that the server still serves.
+
+The fast tests run the real ChatEngine on ScriptedBackend (no model); the genai ones share one
+`--backend genai` server over the SmolLM2 int8 export.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from chatlab.errors import ChatlabError
+from chatlab.serve import start_server
+
+MODEL = "smollm2-135m-instruct"
+HI = [{"role": "user", "content": "hi"}]
+PATTERN = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"}},
+           "required": ["a"]}
+
+
+def json_schema(schema: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+
+
+def post(srv: Any, body: dict[str, Any], path: str = "/chat/completions", **kw: Any) -> httpx.Response:
+    return httpx.post(srv.url + path, json=body, timeout=120, **kw)
+
+
+def error_of(r: httpx.Response, status: int = 400) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    return r.json()["error"]
+
+
+# -- chatlab's loop, scripted ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+    from chatlab.render import get_template
+    from chatlab.render.export import tokenizer_for
+
+    backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hello there."])
+    return ChatEngine(backend, "served", template="qwen2.5")
+
+
+@pytest.fixture(scope="module")
+def server(engine: Any) -> Iterator[Any]:
+    with start_server(engine) as srv:
+        yield srv
+
+
+def script(engine: Any, *replies: str) -> None:
+    engine.backend.replies = [engine.backend.tokenizer.encode(r, add_special_tokens=False) for r in replies]
+    engine.backend.calls = 0
+
+
+# -- a genai server --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def genai_server() -> Iterator[Any]:
+    from chatlab.engine.batched import BatchedEngine
+
+    engine = BatchedEngine.load(MODEL, "genai", "int8", precision="f32", max_seqs=2)
+    with start_server(engine) as srv:
+        srv.engine = engine
+        yield srv
+    engine.backend.close()
+
+
+def test_grammar_genai_cannot_read_is_found_in_the_printed_text() -> None:
+    """The check reads the grammar text itself: a builtin call, or any name no rule defines."""
+    from chatlab.engine.batched import UnreadableGrammar, readable_ebnf
+    from chatlab.tools.ebnf import unknown_names
+
+    assert unknown_names('root ::= ("a" b "[x]" [a-z\\]] c{1, -1})\nb ::= "q"\nc ::= "\\"r"') == []
+    assert unknown_names('root ::= Regex("^[a-z]+$", json_string=true)') == ["Regex", "json_string", "true"]
+    assert readable_ebnf('root ::= ("a"{0, -1})') == 'root ::= ("a"{0,})'
+    with pytest.raises(UnreadableGrammar, match="Regex"):
+        readable_ebnf('root ::= Regex("a")')
+
+
+@pytest.mark.slow
+def test_genai_pattern_is_refused_and_the_next_request_is_served(genai_server: Any) -> None:
+    for extra in ({"response_format": json_schema(PATTERN)},
+                  {"tools": [{"type": "function", "function": {"name": "f", "parameters": PATTERN}}]}):
+        err = error_of(post(genai_server, {"messages": HI, "max_tokens": 24, **extra}))
+        assert err["param"].endswith("parameters.properties.a") or \
+            err["param"] == "response_format.json_schema.schema.properties.a", err
+        assert "'pattern'" in err["message"] and "--backend openvino" in err["message"]
+        r = post(genai_server, {"messages": HI, "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        r = post(genai_server, {"prompt": "Once", "max_tokens": 4}, "/completions")
+        assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+def test_genai_pipeline_is_rebuilt_after_a_failed_step(genai_server: Any) -> None:
+    """By construction: even a grammar that gets past the check and fails inside the shared
+    pipeline costs only the requests running then; the next one gets a fresh pipeline."""
+    import openvino_genai as genai
+
+    from chatlab.engine.batched import generation_config
+    from chatlab.generate import SamplingParams
+
+    backend = genai_server.engine.backend
+    before = backend.rebuilds
+    bad = genai.StructuredOutputConfig(grammar='root ::= "a" undefined_rule')
+    stream = backend.submit([1, 2, 3], generation_config(SamplingParams(max_new_tokens=4), set(), bad))
+    items = []
+    while (item := stream.get(60)) is not None:
+        items.append(item)
+    assert isinstance(items[-1], ChatlabError) and stream.status == "FAILED"
+    deadline = time.monotonic() + 60  # the streams hear the error first, then it rebuilds
+    while backend.rebuilds == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert backend.rebuilds == before + 1
+    r = post(genai_server, {"messages": HI, "max_tokens": 8, "temperature": 0})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
+
+
+SELF = [({"$ref": "#"}, "#"),
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "#/$defs/a"),
+        ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, "#")]
+
+
+def refusals_of_endless_schemas(srv: Any) -> None:
+    for schema, ref in SELF:
+        err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(schema)}))
+        assert err["param"].startswith("response_format.json_schema.schema") and err["param"].endswith("$ref")
+        assert repr(ref) in err["message"] and "must contain itself" in err["message"]
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "tools": [tool], "tool_choice": "required"}))
+        assert err["param"].startswith("tools[0].function.parameters"), err
+    # a $ref back to the same value, through anyOf only: defined by itself (jsonschema recurses)
+    loop = {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+    err = error_of(post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(loop)}))
+    assert err["param"] == "response_format.json_schema.schema.anyOf[0].$ref" and "leads back to itself" in err["message"]
+    # recursion that may stop is fine: a tree whose children are optional
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name"]}
+    assert post(srv, {"messages": HI, "max_tokens": 16, "response_format": json_schema(tree)}).status_code == 200
+
+
+def test_self_referencing_schemas_are_refused_naming_the_ref(server: Any) -> None:
+    refusals_of_endless_schemas(server)
+
+
+@pytest.mark.slow
+def test_genai_self_referencing_schemas_are_refused_naming_the_ref(genai_server: Any) -> None:
+    refusals_of_endless_schemas(genai_server)
+
+
+def test_a_grammar_dead_end_is_an_error_naming_it_never_nan() -> None:
+    """The backstop behind the check: a grammar that allows no token raises ChatlabError (a
+    400, or an error event mid-stream), never NaN probabilities in sampling."""
+    import numpy as np
+    import xgrammar as xgr
+
+    from chatlab.tools.processor import GrammarProcessor
+
+    info = xgr.TokenizerInfo(["a", "b", "c", "</s>"], stop_token_ids=[3])
+    compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "a" loop\nloop ::= ((loop))')
+    proc = GrammarProcessor(compiled, 4, "test")
+    proc.accept(0)
+    with pytest.raises(ChatlabError, match="allows no next token"):
+        proc.mask(np.zeros(4, dtype=np.float32))
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def streamed(srv: Any, body: dict[str, Any]) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """(content, called names, error events) of a streamed reply."""
+    content, names, errors = "", [], []
+    with httpx.stream("POST", srv.url + "/chat/completions", json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                errors.append(chunk["error"])
+                continue
+            delta = chunk["choices"][0]["delta"]
+            content += delta.get("content") or ""
+            names += [c["function"]["name"] for c in delta.get("tool_calls") or [] if c.get("function", {}).get("name")]
+    return content, names, errors
+
+
+def test_no_partial_close_tag_in_content_when_max_tokens_cuts_it(server: Any, engine: Any) -> None:
+    script(engine, CALL)
+    ids = engine.tokenizer.encode(CALL, add_special_tokens=False)
+    close_from = len(engine.tokenizer.encode(CALL[:CALL.index("</tool_call>")], add_special_tokens=False))
+    for choice in ("auto", "required"):
+        for n in range(close_from, len(ids) + 1):  # every cut inside "</tool_call>"
+            body = {"messages": HI, "tools": WEATHER, "tool_choice": choice, "max_tokens": n, "temperature": 0}
+            engine.backend.calls = 0
+            r = post(server, body)
+            assert r.status_code == 200, r.text
+            message = r.json()["choices"][0]["message"]
+            assert message["content"] is None, (choice, n, message)
+            assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+            engine.backend.calls = 0
+            assert streamed(server, body) == ("", ["get_weather"], []), (choice, n)
+
+
+def test_forced_call_cut_before_its_name_is_a_400_naming_max_tokens(server: Any, engine: Any) -> None:
+    script(engine, CALL)
+    body = {"messages": HI, "tools": WEATHER, "tool_choice": "required", "max_tokens": 5, "temperature": 0}
+    err = error_of(post(server, body))
+    assert err["param"] == "max_tokens" and "max_tokens=5" in err["message"]
+    engine.backend.calls = 0
+    content, names, errors = streamed(server, body)
+    assert not names and errors and errors[0]["param"] == "max_tokens"
+    # room enough: the call
+    engine.backend.calls = 0
+    r = post(server, {**body, "max_tokens": 64})
+    assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_top_k_past_the_vocabulary_cuts_nothing() -> None:
+    from chatlab.engine.batched import generation_config
+    from chatlab.generate import SamplingParams
+
+    unset = generation_config(SamplingParams(temperature=1.0), set()).top_k
+    for k in (49_152, 2**64, 10**30):
+        assert generation_config(SamplingParams(temperature=1.0, top_k=k), set(), None, 49_152).top_k == unset
+    assert generation_config(SamplingParams(temperature=1.0, top_k=40), set(), None, 49_152).top_k == 40
+
+
+@pytest.mark.slow
+def test_genai_huge_top_k_is_served(genai_server: Any) -> None:
+    for k in (2**64, 10**30, 49_152):
+        r = post(genai_server, {"messages": HI, "max_tokens": 4, "top_k": k, "seed": 1})
+        assert r.status_code == 200, r.text
+        r = post(genai_server, {"prompt": "Once", "max_tokens": 4, "top_k": k, "temperature": 0.7}, "/completions")
+        assert r.status_code == 200, r.text
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engine: Any) -> None:
+    """1.5 MB of emoji and CJK is few characters but many bytes: the byte bound refuses it
+    before the tokenizer sees it, so fifty such requests leave the server's memory where it was."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine
+
+    wide = ChatEngine(ScriptedBackend(engine.tokenizer, ["Hello."], context_length=8192), "served",
+                      template="qwen2.5")
+    dense = "😀中文字" * 110_000  # 440,000 characters, 1,430,000 bytes of UTF-8
+    assert len(dense) // wide.max_token_chars < wide.context_length  # the character bound passes it
+    chat = json.dumps({"messages": [{"role": "user", "content": dense}], "max_tokens": 4},
+                      ensure_ascii=False).encode()
+    text = json.dumps({"prompt": dense, "max_tokens": 4}, ensure_ascii=False).encode()
+    headers = {"content-type": "application/json"}
+    with start_server(wide) as srv:
+        def send(path: str, body: bytes) -> None:
+            r = httpx.post(srv.url + path, content=body, headers=headers, timeout=60)
+            err = error_of(r)
+            assert "bytes of UTF-8 text" in err["message"], err
+            assert err["param"] == ("messages" if path == "/chat/completions" else "prompt")
+
+        for path, body in (("/chat/completions", chat), ("/completions", text)):
+            send(path, body)  # warm: the first of each allocates what every later one reuses
+        start = rss_mb()
+        for i in range(50):
+            send(*(("/chat/completions", chat) if i % 2 else ("/completions", text)))
+        end = rss_mb()
+        assert post(srv, {"messages": HI, "max_tokens": 4}).status_code == 200
+    print(f"RSS after 50 dense rejected prompts: {start:.0f} MB -> {end:.0f} MB ({end - start:+.0f} MB)")
+    assert end - start < 100
+
+
+def test_openai_error_details(server: Any, engine: Any) -> None:
+    """Context overflow carries OpenAI's code; null means the default where the spec allows
+    null; the auth scheme is case-insensitive (RFC 7235)."""
+    long = "word " * engine.context_length
+    for body, path in (({"messages": HI, "max_tokens": 10_000}, "/chat/completions"),
+                       ({"messages": [{"role": "user", "content": long}]}, "/chat/completions"),
+                       ({"prompt": long}, "/completions"),
+                       ({"messages": [{"role": "user", "content": "x" * 10**6}]}, "/chat/completions")):
+        err = error_of(post(server, body, path))
+        assert err["code"] == "context_length_exceeded", err
+    err = error_of(post(server, {"messages": HI, "temperature": 9}))
+    assert err["code"] is None and err["param"] == "temperature"
+    r = post(server, {"messages": HI, "n": None, "stream": None, "logprobs": None, "max_tokens": 4})
+    assert r.status_code == 200 and len(r.json()["choices"]) == 1, r.text
+    r = post(server, {"prompt": "Once", "n": None, "stream": None, "echo": None, "max_tokens": 4}, "/completions")
+    assert r.status_code == 200 and not r.json()["choices"][0]["text"].startswith("Once"), r.text
+    err = error_of(post(server, {"messages": HI, "n": "2"}))
+    assert err["param"] == "n"
+    with start_server(engine, api_key="sk-test") as srv:
+        for header in ("Bearer sk-test", "bearer sk-test", "BEARER sk-test"):
+            assert post(srv, {"messages": HI, "max_tokens": 4}, headers={"Authorization": header}).status_code == 200
+        for header in ("Bearer sk-other", "Basic sk-test", "sk-test", "Bearersk-test", ""):
+            err = error_of(post(srv, {"messages": HI}, headers={"Authorization": header}), 401)
+            assert err["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
+def test_genai_refusals_name_their_param(genai_server: Any) -> None:
+    for extra, param in (({"logprobs": True}, "logprobs"), ({"logit_bias": {"42": 5}}, "logit_bias")):
+        err = error_of(post(genai_server, {"messages": HI, "max_tokens": 4, **extra}))
+        assert err["param"] == param and "--backend openvino" in err["message"]
+    err = error_of(post(genai_server, {"prompt": "Hi", "max_tokens": 4, "logprobs": 2}, "/completions"))
+    assert err["param"] == "logprobs"
+
+
+UNENFORCED = [
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems", ""),
+    ({"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}, "contains", ""),
+    ({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+      "dependentRequired": {"a": ["b"]}}, "dependentRequired", ""),
+    ({"type": "object", "properties": {"a": {"type": "string"}},
+      "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", ""),
+    ({"type": "object", "properties": {"v": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+      "required": ["v"]}, "oneOf", ".properties.v"),
+    ({"type": "object", "properties": {"v": {"allOf": [{"type": "integer", "minimum": 5},
+                                                       {"type": "integer", "maximum": 9}]}},
+      "required": ["v"]}, "allOf", ".properties.v"),
+]
+
+
+def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
+    for schema, keyword, at in UNENFORCED:
+        err = error_of(post(server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(schema)}))
+        assert err["param"] == "response_format.json_schema.schema" + at, err
+        assert f"uses {keyword!r}, which constrained decoding cannot enforce" in err["message"]
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        err = error_of(post(server, {"messages": HI, "max_tokens": 8, "tools": [tool]}))
+        assert err["param"] == "tools[0].function.parameters" + at and keyword in err["message"]
+    # what the grammar does enforce stays accepted
+    for schema in ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 1},
+                   {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+                   {"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                              {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]}):
+        assert post(server, {"messages": HI, "max_tokens": 4, "response_format": json_schema(schema)}).status_code == 200
+
+
+# -- random schemas ----------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402 - the property test's own imports
+from hypothesis import strategies as st  # noqa: E402
+
+LEAF = st.one_of(
+    st.builds(lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": lo + hi},
+              st.integers(0, 3), st.integers(0, 4)),
+    st.builds(lambda lo: {"type": "integer", "minimum": lo}, st.integers(-5, 50)),
+    st.just({"type": "number"}), st.just({"type": "boolean"}), st.just({"type": "null"}),
+    st.builds(lambda vs: {"enum": vs}, st.lists(st.sampled_from(["a", "b", 1, None, True]), min_size=1,
+                                               max_size=3, unique_by=repr)),
+    st.just({"type": "string", "pattern": "^[a-c]+$"}), st.just({"$ref": "#"}), st.just({}),
+)
+
+
+def _object(props: dict[str, Any], required: list[str], closed: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": [k for k in required if k in props]}
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+SCHEMAS = st.recursive(LEAF, lambda inner: st.one_of(
+    st.builds(lambda items, lo, unique: {"type": "array", "items": items, "minItems": lo,
+                                         "maxItems": lo + 2, **({"uniqueItems": True} if unique else {})},
+              inner, st.integers(0, 2), st.booleans()),
+    st.builds(_object, st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+              st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), st.booleans()),
+    st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda xs: {"oneOf": xs}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda xs: {"allOf": xs}, st.lists(inner, min_size=1, max_size=2)),
+    st.builds(lambda x: {"not": x}, inner),
+), max_leaves=6)
+
+
+def closer(tokenizer: Any) -> Any:
+    """A scripted backend whose every row prefers ending what is open (then eos), so a
+    grammar-led reply finishes: the grammar masks what it forbids, the highest allowed wins."""
+    import numpy as np
+
+    from chatlab.backends.scripted import ScriptedBackend
+
+    class Closer(ScriptedBackend):
+        def _row(self) -> Any:
+            return row.copy()
+
+    backend = Closer(tokenizer, ["x"])
+    row = np.zeros(backend.vocab_size, dtype=np.float32)
+    for rank, text in enumerate(["}", "]", '"', ",", "0", "1", "a", "true", "null", ":"]):
+        (token,) = tokenizer.encode(text, add_special_tokens=False)
+        row[token] = 20.0 - rank
+    row[backend.eos_ids[0]] = 30.0
+    return backend
+
+
+@pytest.fixture(scope="module")
+def closer_server(engine: Any) -> Iterator[Any]:
+    from chatlab.engine import ChatEngine
+
+    with start_server(ChatEngine(closer(engine.tokenizer), "served", template="qwen2.5")) as srv:
+        yield srv
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=SCHEMAS)
+def test_random_schemas_are_enforced_or_refused_and_the_server_goes_on(closer_server: Any, schema: Any) -> None:
+    import jsonschema
+
+    r = post(closer_server, {"messages": HI, "max_tokens": 120, "temperature": 0,
+                             "response_format": json_schema(schema)})
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 400:
+        assert r.json()["error"]["param"].startswith("response_format.json_schema"), r.text
+    else:
+        choice = r.json()["choices"][0]
+        if choice["finish_reason"] == "stop":  # a reply cut by max_tokens is unfinished JSON
+            jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+    r = post(closer_server, {"messages": HI, "max_tokens": 4})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=SCHEMAS)
+def test_genai_random_schemas_never_break_the_shared_pipeline(genai_server: Any, schema: Any) -> None:
+    import jsonschema
+
+    r = post(genai_server, {"messages": [{"role": "user", "content": "Answer in JSON."}], "max_tokens": 48,
+                            "temperature": 0, "response_format": json_schema(schema)})
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), schema)
+    r = post(genai_server, {"messages": HI, "max_tokens": 4})
+    assert r.status_code == 200, r.text
