@@ -73,8 +73,9 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
     for command in (["serve"], ["complete", "--messages", "m.json"]):
         for name in REGISTRY:
             assert parser.parse_args([*command, "--backend", name]).backend == name
-    from chatlab.engine.cli import load_engine
+    from chatlab.engine import load_engine
+    from chatlab.engine.cli import engine_options
 
     args = parser.parse_args(["serve", "--backend", "vllm"])
     with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):
-        load_engine(args)  # refused by the registry before anything loads
+        load_engine(**engine_options(args))  # refused by the registry before anything loads

@@ -20,7 +20,7 @@ from chatlab.generate import SamplingParams, generate
 from chatlab.generate.sampling import Sampler, top_k_probs
 from chatlab.generate.speculate import (FIRST_DRAFT, FIRST_PAUSE, MISSES, PromptLookup, Speculation,
                                        prepare)
-from markov_backend import MarkovBackend
+from markov_backend import MarkovBackend, MarkovChain
 
 
 def run(backend, prompt, spec=None, processor=None, **kw):
@@ -258,8 +258,8 @@ def test_bad_speculation_settings(kw, match):
 
 
 def test_backend_without_rollback_is_refused():
-    class Plain(MarkovBackend):
-        can_rollback, name = False, "plain"
+    class Plain(MarkovChain):
+        name = "plain"
 
     b = Plain(COPYING)
     with pytest.raises(ChatlabError, match="plain cannot.*--backend torch.*paged"):

@@ -3,7 +3,6 @@ and openvino-genai's continuous batching ("genai"), which chatlab.engine.batched
 Which backends exist, their options and defaults: chatlab.backends.registry."""
 from __future__ import annotations
 
-from chatlab.backends.base import Backend
 from chatlab.backends.precision import DEFAULT_PRECISION, PRECISIONS, check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.backends.registry import (DEFAULT_BACKEND, REGISTRY, WEIGHT_FORMATS, BackendSpec, get_spec,
@@ -13,6 +12,6 @@ BACKENDS = list(REGISTRY)
 # Each backend's weight format when none is given (from the registry).
 DEFAULT_WEIGHT_FORMAT = {name: spec.default_weight_format for name, spec in REGISTRY.items()}
 
-__all__ = ["AnyBackend", "BACKENDS", "Backend", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
+__all__ = ["AnyBackend", "BACKENDS", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
            "DEFAULT_PRECISION", "DEFAULT_WEIGHT_FORMAT", "PRECISIONS", "REGISTRY", "StepBackend",
            "WEIGHT_FORMATS", "check_precision", "get_spec", "load_backend", "load_step_backend"]

@@ -117,9 +117,9 @@ def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int 
             history.append({"role": "assistant", "content": reply})
             row[f"{name}_ttft_ms"] = ttft * 1000
             row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
-            prefix = getattr(engines[name], "prefix", None)
-            if prefix is not None:
-                row[f"{name}_reused_tokens"] = prefix.reused
+            engine = engines[name]
+            if not isinstance(engine, GenaiChatMode) and engine.prefix is not None:
+                row[f"{name}_reused_tokens"] = engine.prefix.reused
         rows.append(row)
     replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
     return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
@@ -132,7 +132,7 @@ def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from chatlab.engine import ChatEngine
+    from chatlab.engine import ChatEngine, load_engine
 
     p = argparse.ArgumentParser(prog="python -m chatlab.bench.turns", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -141,15 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--genai", action="store_true", help="also genai, prefix caching on and off")
     args = p.parse_args(argv)
     engines: dict[str, ChatEngine] = {
-        "reuse": ChatEngine.load(args.model, "openvino", precision="f32", reuse_prefix=True),
-        "plain": ChatEngine.load(args.model, "openvino", precision="f32")}
+        "reuse": load_engine(args.model, "openvino", precision="f32", reuse_prefix=True),
+        "plain": load_engine(args.model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]
     if args.genai:
-        from chatlab.engine.batched import BatchedEngine
-
-        engines["genai-cache"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1,
-                                                    prefix_caching=True)
-        engines["genai"] = BatchedEngine.load(args.model, precision="f32", max_seqs=1)
+        engines["genai-cache"] = load_engine(args.model, "genai", precision="f32", max_seqs=1,
+                                             prefix_caching=True)
+        engines["genai"] = load_engine(args.model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
     result = growing_chat(engines, args.turns, args.tokens)
     ratios(result, pairs)

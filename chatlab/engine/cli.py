@@ -5,15 +5,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from chatlab._thirdparty import Jsonable
+from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.options import add_model_args
 from chatlab.engine.speedups import add_speedup_args, speedups_from_args
 from chatlab.errors import ChatlabError
-
-if TYPE_CHECKING:
-    from chatlab.engine.engine import ChatEngine
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,20 +58,21 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
     return body
 
 
-def load_engine(args: argparse.Namespace) -> "ChatEngine":
-    """The engine the model flags ask for (add_model_args); the registry picks its token source."""
+def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
+    """chatlab.engine.load_engine's keywords for the model flags (add_model_args) and the
+    speedup flags; every name and option is checked by load_engine before anything loads."""
     from chatlab.backends.registry import options_from_args
-    from chatlab.engine.load import load_engine as load
 
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
     speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
-    return load(args.model, args.backend, args.weight_format, template=args.template,
-                precision=args.precision, **{**options, **speedups})
+    return {"model": args.model, "backend": args.backend, "weight_format": args.weight_format,
+            "template": args.template, "precision": args.precision, **options, **speedups}
 
 
 def run(args: argparse.Namespace) -> int:
+    from chatlab.engine.load import load_engine
     from chatlab.engine.plan import ChatPlan
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
@@ -84,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model or default_model()  # one variable picks the model everywhere
     # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))
-    engine = load_engine(args)
+    engine = load_engine(**engine_options(args))
     plan = engine.check(req)
     assert isinstance(plan, ChatPlan)  # a chat request's plan
     if not args.stream:

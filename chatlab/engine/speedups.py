@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from chatlab._thirdparty import LoaderOption
-from chatlab.errors import ChatlabError
+from chatlab.backends.registry import get_spec
 from chatlab.generate.speculate import DRAFT_TOKENS_RANGE, METHODS, NGRAM_RANGE, Speculation
 
 
@@ -31,24 +31,22 @@ def add_speedup_args(p: argparse.ArgumentParser, reuse: bool = True) -> None:
 
 def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
     """The Speculation the flags ask for (ChatlabError for a value out of range), or None."""
-    if getattr(args, "speculate", None) is None:
+    if "speculate" not in args or args.speculate is None:
         return None
     return Speculation(args.speculate, draft_tokens=args.draft_tokens, ngram=args.ngram)
 
 
 def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The engine's load keywords for the flags. On genai, --reuse-prefix is its own prefix
-    caching; --speculate drives chatlab's loop only (genai has a prompt lookup of its own, which
-    the bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
+    """The engine's load keywords for the flags. On a batched backend, --reuse-prefix is its
+    own prefix caching; --speculate drives chatlab's loop only, so load_engine refuses it there
+    (genai has a prompt lookup of its own, which the bench's genai-int8-pl row runs; the
+    server's genai path does not turn it on)."""
     spec = speculation_from_args(args)
-    reuse = bool(getattr(args, "reuse_prefix", False))
-    if getattr(args, "backend", None) == "genai":
-        if spec is not None:
-            raise ChatlabError("--speculate runs in chatlab's own loop; the genai backend "
-                               "schedules its own tokens. Use --backend openvino (or torch), or "
-                               "leave out --speculate")
-        return {"prefix_caching": True} if reuse else {}
+    reuse = bool(args.reuse_prefix) if "reuse_prefix" in args else False
     out: dict[str, LoaderOption] = {}
+    if get_spec(args.backend).source == "batched" and reuse:
+        out["prefix_caching"] = True
+        reuse = False
     if spec is not None:
         out["speculate"] = spec
     if reuse:
