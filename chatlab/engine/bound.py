@@ -9,28 +9,41 @@ splitting; the byte-level BPE and SentencePiece tokenizers of chat models do not
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ChatlabError
 
+if TYPE_CHECKING:
+    from tiktoken import Encoding
+
 
 class ContextWindow(Protocol):
-    """What the bound reads of an engine: its window (and `max_token_chars`, when it has one)."""
+    """What the bound reads of an engine: its window, and its longest token in characters
+    (None: unknown, so no bound)."""
 
     @property
     def context_length(self) -> int: ...
+    @property
+    def max_token_chars(self) -> int | None: ...
+
+
+@runtime_checkable
+class TiktokenBacked(Protocol):
+    """A tokenizer over a tiktoken encoding (chatlab.models.qwen1's): raw byte tokens."""
+
+    @property
+    def enc(self) -> Encoding: ...
 
 
 def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     """The longest token of the vocabulary in characters (an upper bound: for byte-level BPE
     the token's string has one character per byte), or None when the vocabulary is unreadable."""
-    enc = getattr(tokenizer, "enc", None)
     try:
-        if enc is not None:  # chatlab's tiktoken Qwen-1 tokenizer: raw byte tokens
+        if isinstance(tokenizer, TiktokenBacked):
+            enc = tokenizer.enc
             longest = max(len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
-            specials: set[str] = getattr(enc, "special_tokens_set", set())
-            return max([longest, *map(len, specials)])
+            return max([longest, *map(len, enc.special_tokens_set)])
         vocab = tokenizer.get_vocab()
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound, tokenize as before
         return None
@@ -39,7 +52,7 @@ def max_token_chars(tokenizer: HFTokenizer) -> int | None:
 
 def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str) -> None:
     """ChatlabError (param `where`) when `chars` characters cannot fit the context window."""
-    per_token = getattr(engine, "max_token_chars", None)
+    per_token = engine.max_token_chars
     if not per_token:
         return
     at_least = -(-chars // per_token)
