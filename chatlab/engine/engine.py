@@ -47,7 +47,6 @@ class ChatEngine:
 
         self.source: TokenSource = source_for(backend, speculate, reuse_prefix)
         loop = self.source if isinstance(self.source, LoopSource) else None
-        self.speculate = speculate
         self.prefix: PrefixCache | None = loop.prefix if loop is not None else None
         # the loop's lease guard (chatlab.engine.lease), for a loop-driven engine
         self.guard: ModelGuard | None = loop.guard if loop is not None else None

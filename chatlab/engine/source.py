@@ -1,8 +1,9 @@
 """What an engine drains: a token source. ChatEngine plans a request and turns events into
 OpenAI's shapes; the source is what produces the events for one sequence — chatlab's loop over
 a step backend under a lease (LoopSource, here), or openvino-genai's batched pipeline
-(chatlab.engine.batched.GenaiSource); the engine picks one from what the backend is. The engine holds one (composition), so a new way of
-producing tokens is a new source, not a subclass that overrides the engine's insides.
+(chatlab.engine.batched.GenaiSource). The engine picks one from what its backend is and holds
+it (composition), so a new way of producing tokens is a new source, not a subclass that
+overrides the engine's insides.
 """
 from __future__ import annotations
 

@@ -91,9 +91,9 @@ def check_backend(backend: StepBackend) -> SpeculativeBackend:
     if not isinstance(backend, RollbackBackend):
         raise ChatlabError(f"speculative decoding needs a backend that can roll its KV cache "
                            f"back; {backend.name} cannot drop rejected tokens from its cache "
-                           f"({backend!r}). Use --backend torch, or openvino with its default "
-                           "paged attention (the stateful sdpa graph's cache only grows), or "
-                           "leave out --speculate")
+                           f"({backend!r}; OpenVINO's stateful sdpa graph keeps its cache in state "
+                           "variables that only grow). Use --backend torch, or openvino with its "
+                           "default paged attention, or leave out --speculate")
     return backend
 
 
