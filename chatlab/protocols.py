@@ -5,7 +5,10 @@ satisfies one by having the calls, without inheriting anything).
   context window, the vocabulary, the end ids, the arithmetic it really runs).
 - StepBackend: a model chatlab's own loop drives, one sequence at a time: `prefill(ids)` resets
   the KV cache and returns the last position's logits; `step(id)` feeds one more token.
-  TorchBackend, OpenVINOBackend, ScriptedBackend, and the engine's Lease around any of them.
+  TorchBackend, OpenVINO's two graphs, ScriptedBackend, and the engine's Lease around any of them.
+- What only some step backends can do, each a protocol checked with `isinstance`:
+  RollbackBackend (extend/truncate: speculation and prefix reuse), PaddedVerifyBackend (a
+  verify graph of one width), SnapshotBackend (copy the cache out and back).
 - BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
   in, a stream of new ids out per request; it has no prefill/step at all.
 
@@ -46,15 +49,40 @@ class StepBackend(ModelFacts, Protocol):
 
 
 @runtime_checkable
-class SpeculativeBackend(StepBackend, Protocol):
-    """A step backend that can verify a guess in one pass and roll its cache back
-    (chatlab.generate.speculate): `extend(ids, keep)` feeds several tokens and returns the last
-    `keep` rows; `truncate(n)` keeps the first n positions of the cache."""
+class DecoderBackend(Protocol):
+    """A backend with a lighter decoder than its chat tokenizer (OpenVINO's: no torch), which
+    the loop detokenizes with."""
+
+    @property
+    def decoder(self) -> Decoder: ...
+
+
+@runtime_checkable
+class RollbackBackend(Protocol):
+    """A backend that can roll its cache back (speculation, chatlab.generate.speculate; prefix
+    reuse, chatlab.engine.prefix): `extend(ids, keep)` feeds several tokens after the cache in
+    one pass and returns the logits of the last `keep` of them, [keep, vocab]; `truncate(n)`
+    keeps the first n positions of the cache; `length` is the number of tokens cached."""
 
     @property
     def length(self) -> int: ...
     def extend(self, ids: list[int], keep: int) -> np.ndarray: ...
     def truncate(self, length: int) -> None: ...
+
+
+@runtime_checkable
+class SpeculativeBackend(StepBackend, RollbackBackend, Protocol):
+    """A step backend that can roll back: what chatlab's loop speculates on."""
+
+
+@runtime_checkable
+class PaddedVerifyBackend(Protocol):
+    """A backend whose verify passes run on a graph compiled for one width (OpenVINO's paged
+    graph, chatlab.backends.paged): `prepare_verify(width)` compiles it, refusing a backend
+    whose several-token pass would not agree with a step. Every pass then costs the same for
+    any guess up to that width."""
+
+    def prepare_verify(self, width: int) -> None: ...
 
 
 @runtime_checkable
@@ -69,11 +97,17 @@ class SnapshotBackend(Protocol):
 class LogitsProcessor(Protocol):
     """What chatlab's loop enforces a grammar with (chatlab.tools.processor.GrammarProcessor):
     `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
-    edited the given one), `accept` advances it by the sampled token. `is_terminated()`, when a
-    processor has it, ends the reply once the grammar is complete."""
+    edited the given one), `accept` advances it by the sampled token."""
 
     def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
     def accept(self, token: int) -> object: ...
+
+
+@runtime_checkable
+class TerminatingProcessor(LogitsProcessor, Protocol):
+    """A logits processor that knows when its grammar is complete (the reply then ends)."""
+
+    def is_terminated(self) -> bool: ...
 
 
 class IdStream(Protocol):

@@ -75,9 +75,9 @@ requires_qwen25 = pytest.mark.skipif(
 @pytest.fixture(scope="session")
 def chat_engine(smollm2_path: Path) -> Any:
     """The real `chatlab complete` path on the default model (PyTorch backend)."""
-    from chatlab.engine import ChatEngine
+    from chatlab.engine import load_engine
 
-    return ChatEngine.load(DEFAULT_MODEL)
+    return load_engine(DEFAULT_MODEL, "torch")
 
 
 @pytest.fixture(scope="session")

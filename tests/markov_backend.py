@@ -16,8 +16,10 @@ class Chars:
         return "".join(chr(97 + i) for i in ids)
 
 
-class MarkovBackend:
-    name, can_rollback = "markov", True
+class MarkovChain:
+    """The chain as a step backend only (prefill/step): it cannot roll back."""
+
+    name = "markov"
 
     def __init__(self, table: np.ndarray, parity: np.ndarray | None = None) -> None:
         self.table = table.astype(np.float32)
@@ -27,10 +29,6 @@ class MarkovBackend:
         self.ids: list[int] = []
         self.passes = 0
 
-    @property
-    def length(self) -> int:
-        return len(self.ids)
-
     def _row(self) -> np.ndarray:
         return self.table[self.ids[-1]] + (len(self.ids) % 2) * self.parity
 
@@ -38,6 +36,22 @@ class MarkovBackend:
         self.ids = list(ids)
         self.passes += 1
         return self._row()
+
+    def step(self, token):
+        self.ids.append(token)
+        self.passes += 1
+        return self._row()
+
+    def reset(self):
+        self.ids = []
+
+
+class MarkovBackend(MarkovChain):
+    """The chain with a cache that rolls back and copies out (speculation, prefix reuse)."""
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
 
     def step(self, token):
         return self.extend([token])[-1]
@@ -53,9 +67,6 @@ class MarkovBackend:
     def truncate(self, length):
         assert 0 <= length <= len(self.ids)
         del self.ids[length:]
-
-    def reset(self):
-        self.ids = []
 
     def snapshot(self):
         return list(self.ids), 8 * len(self.ids)

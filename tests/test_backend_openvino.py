@@ -49,11 +49,11 @@ def test_parity_with_pytorch_at_f32(ov_f32, torch_backend):
 def test_prefill_slice_keeps_the_last_row(ov_f32, attention):
     """Both graphs project the last position only; unsliced they project every position (on
     axis 0 of the paged graph's [tokens, 1, vocab], axis 1 of the stateful [1, tokens, vocab])."""
-    from chatlab.backends.openvino import OpenVINOBackend
+    from chatlab.backends.openvino import open_backend
 
-    sliced = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", attention=attention)
-    full = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", slice_logits=False,
-                           attention=attention)
+    sliced = open_backend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", attention=attention)
+    full = open_backend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", slice_logits=False,
+                        attention=attention)
     assert sliced.sliced and not full.sliced and sliced.attention == full.attention == attention
     ids = prompt(ov_f32.tokenizer, QUESTIONS[2])
     expect = full.prefill(ids).copy()
@@ -136,9 +136,9 @@ def test_unknown_backend_weight_format_precision():
 def test_light_decoder_matches_the_chat_tokenizer(smollm2_tokenizer):
     """Generation decodes with `tokenizers` alone (no torch); it must agree with transformers."""
     from chatlab.backends.export import export_dir
-    from chatlab.backends.openvino import OpenVINOBackend
+    from chatlab.backends.openvino import open_backend
 
-    b = OpenVINOBackend(export_dir(MODEL, "int4"), None, model_name=MODEL)
+    b = open_backend(export_dir(MODEL, "int4"), None, model_name=MODEL)
     assert not b.exported.tokenizer_loaded and type(b.decoder).__module__.startswith("tokenizers")
     text = "café 🌊 — <|im_end|> naïve\n  spaces"
     ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
@@ -151,17 +151,17 @@ def test_light_decoder_matches_the_chat_tokenizer(smollm2_tokenizer):
 def test_kv_cache_is_f32_at_f32_and_u8_on_request(ov_f32):
     """The CPU plugin would keep the KV cache in u8 at an f32 hint; chatlab pins it to f32 (the
     compiled model says so), "u8" is there when asked for, and a typo is a clear error."""
-    from chatlab.backends.openvino import OpenVINOBackend
+    from chatlab.backends.openvino import open_backend
     from chatlab.backends.precision import type_name
     from chatlab.errors import ChatlabError
 
     assert type_name(ov_f32.compiled.get_property("KV_CACHE_PRECISION")) == "f32"
-    small = OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", kv_cache_precision="u8")
+    small = open_backend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", kv_cache_precision="u8")
     assert type_name(small.compiled.get_property("KV_CACHE_PRECISION")) == "u8"
     ids = prompt(ov_f32.tokenizer, QUESTIONS[3])  # counting: robust to a cache rounding
     assert greedy(small, ids, 12) == greedy(ov_f32, ids, 12)
     with pytest.raises(ChatlabError, match="unknown KV cache precision 'fp8'.*u8"):
-        OpenVINOBackend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", kv_cache_precision="fp8")
+        open_backend(ov_f32_folder(), ov_f32.tokenizer, precision="f32", kv_cache_precision="fp8")
 
 
 def test_long_reply_equals_pytorch_with_the_f32_cache(ov_f32, torch_backend):

@@ -9,6 +9,7 @@ from chatlab.lab.bench.engines import SPECULATIVE_ENGINES, ChatlabLoop, GenAI, m
 from chatlab.lab.bench.report import add_ratios, format_table
 from chatlab.lab.bench.runner import BenchConfig, Samples
 from chatlab.lab.bench.tasks import COPY_TASKS, TASKS, task_messages
+from chatlab.engine import load_engine
 from chatlab.cli.args import add_speedup_args, speculation_from_args, speedups_from_args
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.generate.speculate import Speculation
@@ -102,8 +103,9 @@ def test_cli_flags():
                                         "reuse_prefix": True}
     with pytest.raises(ChatlabError, match="draft_tokens=99.*1 to 16"):
         speculation_from_args(parse("--speculate", "prompt-lookup", "--draft-tokens", "99"))
-    with pytest.raises(ChatlabError, match="--speculate runs in chatlab's own loop"):
-        speedups_from_args(parse("--backend", "genai", "--speculate", "prompt-lookup"))
+    with pytest.raises(ChatlabError, match="drive chatlab's own loop; the genai backend"):
+        load_engine("m", "genai", **speedups_from_args(parse("--backend", "genai", "--speculate",
+                                                             "prompt-lookup")))  # before a load
     assert speedups_from_args(parse("--backend", "genai", "--reuse-prefix")) == {"prefix_caching": True}
     with pytest.raises(SystemExit):  # argparse: not one of the methods
         parse("--speculate", "medusa")

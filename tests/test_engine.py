@@ -20,13 +20,13 @@ FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 def ask(engine: Any, **body: Any) -> dict[str, Any]:
     body.setdefault("messages", FRANCE)
     body.setdefault("temperature", 0)
-    return engine.chat(parse_request(body))
+    return engine.chat(engine.check(parse_request(body)))
 
 
 def stream(engine: Any, **body: Any) -> list[dict[str, Any]]:
     body.setdefault("messages", FRANCE)
     body.setdefault("temperature", 0)
-    return list(engine.chat_stream(parse_request({**body, "stream": True})))
+    return list(engine.chat_stream(engine.check(parse_request({**body, "stream": True}))))
 
 
 def test_greedy_answer_and_usage(chat_engine: Any) -> None:

@@ -3,6 +3,8 @@ REGISTRY backend with that backend's options, or a named reference runtime), and
 the CLI and the server resolve every name through it and through REGISTRY. No model loads."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from chatlab.backends import engines as rows
@@ -73,11 +75,12 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
     for command in (["serve"], ["complete", "--messages", "m.json"]):
         for name in REGISTRY:
             assert parser.parse_args([*command, "--backend", name]).backend == name
-    from chatlab.cli.complete import load_engine
+    from chatlab.engine import load_engine
+    from chatlab.cli.complete import engine_options
 
     args = parser.parse_args(["serve", "--backend", "vllm"])
     with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):
-        load_engine(args)  # refused by the registry before anything loads
+        load_engine(**engine_options(args))  # refused by the registry before anything loads
 
 
 def test_the_fast_rows_carry_the_fast_profile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +92,19 @@ def test_the_fast_rows_carry_the_fast_profile(monkeypatch: pytest.MonkeyPatch) -
     assert loop.args == ("m", "openvino", "int4")
     pl = bench_engines.make_engine("chatlab-fast-pl", "m")
     assert isinstance(pl, bench_engines.ChatlabLoop) and pl.speculate is not None
-    assert pl.dynamic_quantization is False  # speculation's verify pass needs it off
+    asked: dict[str, Any] = {}
+
+    class Loaded(Exception):
+        pass
+
+    def record(*args: Any, **options: Any) -> None:
+        asked.update(options)
+        raise Loaded  # stop before preparing a real backend
+
+    monkeypatch.setattr("chatlab.backends.load_step_backend", record)
+    with pytest.raises(Loaded):
+        pl.load()
+    assert asked["fast"] is True and asked["dynamic_quantization"] is False  # the verify pass needs it off
     genai = bench_engines.make_engine("genai-fast", "m")
     assert isinstance(genai, bench_engines.GenAI) and genai.weight_format == "int4"
     assert (genai.precision, genai.kv_cache, genai.dynamic_quantization) == ("f32", "u8", True)

@@ -57,9 +57,9 @@ def normalized(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def both_ways(engine: ChatEngine, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list]:
-    whole = engine.chat(parse_request(body))
-    chunks = list(engine.chat_stream(parse_request({**body, "stream": True,
-                                                    "stream_options": {"include_usage": True}})))
+    whole = engine.chat(engine.check(parse_request(body)))
+    chunks = list(engine.chat_stream(engine.check(parse_request({**body, "stream": True,
+                                                    "stream_options": {"include_usage": True}}))))
     return whole, merge_chunks(chunks), chunks
 
 
@@ -154,11 +154,11 @@ def test_plain_text_and_usage_without_tools() -> None:
 def test_abandoned_stream_does_not_block_the_next_call() -> None:
     engine = engine_for("hermes", ["one two three four five six seven eight nine ten"])
     engine.guard.idle_s = 0.5
-    solo = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
-    left = engine.chat_stream(parse_request({"messages": ASK, "temperature": 0, "stream": True}))
+    solo = engine.chat(engine.check(parse_request({"messages": ASK, "temperature": 0})))
+    left = engine.chat_stream(engine.check(parse_request({"messages": ASK, "temperature": 0, "stream": True})))
     next(left), next(left)  # two chunks, then the notebook moves on
     t0 = time.monotonic()
-    again = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
+    again = engine.chat(engine.check(parse_request({"messages": ASK, "temperature": 0})))
     assert time.monotonic() - t0 < 5
     assert normalized(again) == normalized(solo)
     with pytest.raises(Superseded, match="took over the model"):
@@ -167,7 +167,7 @@ def test_abandoned_stream_does_not_block_the_next_call() -> None:
 
 def test_closed_stream_releases_at_once() -> None:
     engine = engine_for("hermes", ["one two three four"])
-    stream = engine.chat_stream(parse_request({"messages": ASK, "temperature": 0, "stream": True}))
+    stream = engine.chat_stream(engine.check(parse_request({"messages": ASK, "temperature": 0, "stream": True})))
     next(stream), next(stream)
     stream.close()  # what the server does when a client leaves
     assert engine.guard.current is not None and engine.guard.current.done
@@ -190,9 +190,9 @@ def test_logprobs_one_entry_per_content_token_both_ways() -> None:
 def test_logit_bias_bans_the_scripted_token() -> None:
     engine = engine_for("hermes", ["Paris"])
     first = engine.backend.replies[0][0]
-    plain = engine.chat(parse_request({"messages": ASK, "temperature": 0}))
-    banned = engine.chat(parse_request({"messages": ASK, "temperature": 0,
-                                        "logit_bias": {str(first): -100}}))
+    plain = engine.chat(engine.check(parse_request({"messages": ASK, "temperature": 0})))
+    banned = engine.chat(engine.check(parse_request({"messages": ASK, "temperature": 0,
+                                        "logit_bias": {str(first): -100}})))
     assert plain["choices"][0]["message"]["content"] == "Paris"
     assert banned["choices"][0]["message"]["content"] != "Paris"
 
@@ -215,10 +215,10 @@ def test_completion_logprobs_and_merge() -> None:
     from chatlab.engine.accumulate import merge_text_chunks
 
     engine = engine_for("hermes", ["Paris is lovely."])
-    req = parse_request({"prompt": "The capital of France:", "temperature": 0, "logprobs": 2},
-                        CompletionRequest)
-    whole = engine.completion(req)
-    streamed = merge_text_chunks(list(engine.completion_stream(req)))
+    plan = engine.check(parse_request({"prompt": "The capital of France:", "temperature": 0,
+                                       "logprobs": 2}, CompletionRequest))
+    whole = engine.completion(plan)
+    streamed = merge_text_chunks(list(engine.completion_stream(plan)))
     assert whole["choices"] == streamed["choices"]
     lp = whole["choices"][0]["logprobs"]
     assert "".join(lp["tokens"]) == whole["choices"][0]["text"] == "Paris is lovely."
@@ -230,8 +230,7 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
     """`chatlab complete` parses the body once (messages and tools included, before the model
     loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
     from chatlab.cli import main
-    from chatlab.cli import complete as cli
-    from chatlab.engine import request
+    from chatlab.engine import load, request
 
     counts = {"messages": 0, "loads": 0}
     real = request.parse_messages
@@ -240,12 +239,12 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
         counts["messages"] += 1
         return real(messages)
 
-    def load(_: Any) -> ChatEngine:
+    def fake_load(**_: Any) -> ChatEngine:
         counts["loads"] += 1
         return engine_for("hermes", ["It is sunny."])
 
     monkeypatch.setattr(request, "parse_messages", counting)
-    monkeypatch.setattr(cli, "load_engine", load)
+    monkeypatch.setattr(load, "load_engine", fake_load)
     msgs, tools = tmp_path / "m.json", tmp_path / "t.json"
     msgs.write_text(json.dumps(ASK))
     tools.write_text(json.dumps(WEATHER))

@@ -9,7 +9,7 @@ import pytest
 from chatlab.engine.prefix import MIN_REUSE, PrefixCache, common_prefix
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
-from markov_backend import MarkovBackend
+from markov_backend import MarkovBackend, MarkovChain
 
 
 def backend() -> MarkovBackend:
@@ -116,8 +116,8 @@ def test_short_prompts_and_common_prefix():
 
 
 def test_backend_without_rollback_is_refused():
-    class Plain(MarkovBackend):
-        can_rollback, name = False, "plain"
+    class Plain(MarkovChain):
+        name = "plain"
 
     with pytest.raises(ChatlabError, match="prefix reuse needs.*plain cannot"):
         PrefixCache(Plain(np.zeros((2, 2))))

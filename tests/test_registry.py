@@ -15,7 +15,6 @@ from chatlab.cli.args import options_from_args
 from chatlab.backends.scripted import ScriptedBackend
 from chatlab.cli import build_parser
 from chatlab.engine import ChatEngine, load_engine, parse_request
-from chatlab.engine.batched import BatchedEngine
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.protocols import BatchedBackend, StepBackend
 
@@ -126,31 +125,50 @@ def test_bad_names_and_values_are_refused_before_loading() -> None:
 def test_the_registry_picks_the_token_source(scripted_specs: dict[str, Any]) -> None:
     loop = load_engine("m", "scripted", threads=1)
     batched = load_engine("m", "scripted-batched", max_seqs=2)
-    assert type(loop) is ChatEngine and isinstance(batched, BatchedEngine)
+    assert type(loop) is ChatEngine and type(batched) is ChatEngine
     assert scripted_specs["loop"] == ("m", "fp32", "f32", {"threads": 1})
     assert scripted_specs["batched"] == ("m", "int8", "f32", {"max_seqs": 2})
     assert loop.max_concurrency == 1 and batched.max_concurrency == 2
     assert isinstance(loop.backend, StepBackend) and not isinstance(batched.backend, StepBackend)
     assert isinstance(batched.backend, BatchedBackend)
     # the same plan and parser on both: the same answer, from the same prompt ids
-    a, b = loop.chat(parse_request(ASK)), batched.chat(parse_request(ASK))
+    a, b = loop.chat(loop.check(parse_request(ASK))), batched.chat(batched.check(parse_request(ASK)))
     assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"] == REPLY
     assert batched.backend.submitted == [list(loop.check(parse_request(ASK)).prompt_ids)]
 
 
 def test_the_cli_passes_registry_flags_to_the_loader(scripted_specs: dict[str, Any]) -> None:
-    from chatlab.cli.complete import load_engine as cli_load_engine
+    from chatlab.cli.complete import engine_options
 
     args = build_parser().parse_args(["complete", "--messages", "m.json", "--backend", "scripted",
                                       "--threads", "3"])
     args.model = "m"
-    cli_load_engine(args)
+    load_engine(**engine_options(args))
     assert scripted_specs["loop"] == ("m", "fp32", "f32", {"threads": 3})
 
 
-def test_an_engine_needs_a_source_for_a_batched_backend() -> None:
+def test_the_engine_picks_its_source_from_the_backend() -> None:
+    from chatlab.engine.batched import GenaiSource
+    from chatlab.engine.source import LoopSource
+    from chatlab.generate import Speculation
+
+    assert isinstance(ChatEngine(ScriptedBatched(chatml_tokenizer(), REPLY), "m").source, GenaiSource)
+    assert isinstance(ChatEngine(ScriptedBackend(chatml_tokenizer(), [REPLY]), "m").source, LoopSource)
     with pytest.raises(ChatlabError, match="no prefill/step for chatlab's loop"):
-        ChatEngine(ScriptedBatched(chatml_tokenizer(), REPLY), "m")  # type: ignore[arg-type]
+        ChatEngine(object(), "m")  # type: ignore[arg-type]
+    # speculation and prefix reuse are the loop's: refused on a batched backend, by its name
+    for kw in ({"speculate": Speculation()}, {"reuse_prefix": True}):
+        with pytest.raises(ChatlabError, match="drive chatlab's own loop; the scripted-batched backend"):
+            ChatEngine(ScriptedBatched(chatml_tokenizer(), REPLY), "m", **kw)  # type: ignore[arg-type]
+
+
+def test_load_engine_refuses_the_loops_speedups_on_a_batched_backend_before_loading(
+        scripted_specs: dict[str, Any]) -> None:
+    from chatlab.generate import Speculation
+
+    with pytest.raises(ChatlabError, match="drive chatlab's own loop; the scripted-batched backend"):
+        load_engine("m", "scripted-batched", speculate=Speculation())
+    assert "batched" not in scripted_specs  # nothing was loaded
 
 
 def test_the_openvino_attention_option_is_the_loaders(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from chatlab.engine import shapes
 from chatlab.serve import start_server
+from fake_engine import FakeEngine
 
 SERVED = "served-model"
 HI = [{"role": "user", "content": "hi"}]
@@ -36,50 +36,6 @@ def engine() -> Any:
 def server(engine: Any) -> Iterator[Any]:
     with start_server(engine) as srv:
         yield srv
-
-
-class FakeEngine:
-    """Generation that runs until `should_stop` (or `hold` seconds); records when it stopped."""
-
-    model_name, context_length, created = SERVED, 4096, 0
-
-    def __init__(self, hold: float = 10.0, check_seconds: float = 0.0) -> None:
-        self.hold, self.check_seconds = hold, check_seconds
-        self.stopped = threading.Event()  # set when a run saw should_stop() become true
-        self.release = threading.Event()  # ends every run now, as a finished generation would
-        self.runs = 0
-
-    def check(self, req: Any) -> Any:
-        time.sleep(self.check_seconds)  # stands for rendering / grammar compilation
-        return req
-
-    def render(self, req: Any) -> dict[str, Any]:
-        return {"model": SERVED, "text": "x", "ids": [1]}
-
-    def _wait(self, should_stop: Any) -> None:
-        self.runs += 1
-        deadline = time.monotonic() + self.hold
-        while time.monotonic() < deadline and not self.release.is_set():
-            if should_stop():
-                self.stopped.set()
-                return
-            time.sleep(0.01)
-
-    def chat(self, plan: Any, should_stop: Any) -> dict[str, Any]:
-        if plan.user == "boom":
-            raise RuntimeError("secret internal detail")
-        self._wait(should_stop)
-        msg = {"role": "assistant", "content": "done", "refusal": None}
-        return shapes.completion("chatcmpl-1", SERVED, [{"index": 0, "message": msg, "logprobs": None,
-                                                         "finish_reason": "stop"}], shapes.usage(1, 1))
-
-    def chat_stream(self, plan: Any, should_stop: Any) -> Iterator[dict[str, Any]]:
-        yield shapes.chunk("c", SERVED, 0, {"role": "assistant", "content": ""})
-        self._wait(should_stop)
-        yield shapes.chunk("c", SERVED, 0, {}, "stop")
-
-    completion = chat
-    completion_stream = chat_stream
 
 
 def post(srv: Any, body: Any, path: str = "/chat/completions", **kw: Any) -> httpx.Response:
@@ -352,7 +308,7 @@ def test_limits_on_every_endpoint(server: Any) -> None:
 
 
 def test_bad_request_is_400_even_when_the_queue_is_full() -> None:
-    fake = FakeEngine(hold=5)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=5)
     with start_server(fake, max_waiting=1) as srv:
         with httpx.Client(timeout=0.3) as c:
             for _ in range(2):  # one running, one waiting: the queue is full
@@ -363,7 +319,7 @@ def test_bad_request_is_400_even_when_the_queue_is_full() -> None:
 
 
 def test_checks_run_off_the_event_loop() -> None:
-    fake = FakeEngine(hold=0, check_seconds=2.0)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=0, check_seconds=2.0)
     with start_server(fake) as srv:
         slow = threading.Thread(target=post, args=(srv, {"messages": HI}))
         slow.start()
@@ -376,7 +332,7 @@ def test_checks_run_off_the_event_loop() -> None:
 
 # -- cancellation and the queue --------------------------------------------------------------
 def test_non_streamed_request_is_cancelled_when_its_client_leaves() -> None:
-    fake = FakeEngine(hold=30)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=30)
     with start_server(fake) as srv:
         with pytest.raises(httpx.TimeoutException):
             httpx.post(srv.url + "/chat/completions", json={"messages": HI}, timeout=0.5)
@@ -386,7 +342,7 @@ def test_non_streamed_request_is_cancelled_when_its_client_leaves() -> None:
 
 
 def test_abandoned_queued_requests_leave_the_queue() -> None:
-    fake = FakeEngine(hold=30)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=30)
     with start_server(fake, max_waiting=2) as srv:
         done: list[int] = []
         running = threading.Thread(target=lambda: done.append(post(srv, {"messages": HI}).status_code))
@@ -414,7 +370,7 @@ def test_abandoned_queued_requests_leave_the_queue() -> None:
 
 
 def test_queue_full_429_carries_retry_after() -> None:
-    fake = FakeEngine(hold=30)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=30)
     with start_server(fake, max_waiting=1) as srv:
         threads = [threading.Thread(target=post, args=(srv, {"messages": HI, "user": f"u{i}"}))
                    for i in range(2)]
@@ -431,7 +387,7 @@ def test_queue_full_429_carries_retry_after() -> None:
 
 # -- HTTP details the probes found -----------------------------------------------------------
 def test_500_closes_the_connection_and_the_next_request_succeeds() -> None:
-    fake = FakeEngine(hold=0)
+    fake = FakeEngine(model_name=SERVED, context_length=4096, hold=0)
     with start_server(fake) as srv, httpx.Client(timeout=10) as client:
         for _ in range(10):
             r = client.post(srv.url + "/chat/completions", json={"messages": HI, "user": "boom"})

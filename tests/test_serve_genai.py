@@ -83,20 +83,20 @@ def test_genai_config_carries_the_plans_sampling_and_constraint() -> None:
     assert type(structured_config(schema)).__name__ == "StructuredOutputConfig"
 
 
-def test_batched_engine_refuses_other_backends() -> None:
-    from chatlab.engine.batched import BatchedEngine
+def test_genai_engine_refuses_the_loops_speedups_before_loading() -> None:
+    from chatlab.engine import load_engine
 
     with pytest.raises(ChatlabError, match="genai backend"):
-        BatchedEngine.load(MODEL, "openvino")
+        load_engine(MODEL, "genai", reuse_prefix=True)
 
 
 # -- a real genai server -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    from chatlab.engine.batched import BatchedEngine
+    from chatlab.engine import load_engine
     from chatlab.serve import start_server
 
-    engine = BatchedEngine.load(MODEL, "genai", "int8", precision="f32", max_seqs=4)
+    engine = load_engine(MODEL, "genai", "int8", precision="f32", max_seqs=4)
     assert engine.max_concurrency == 4
     with start_server(engine) as srv:
         srv.engine = engine
@@ -159,7 +159,7 @@ def test_chat_answers_with_the_loop_paths_shape(server: Any) -> None:
     # the same shape as chatlab's loop path answers with (a scripted model: same engine code)
     eng = server.engine
     loop = ChatEngine(ScriptedBackend(eng.tokenizer, ["The capital is Paris."]), MODEL)
-    expected = loop.chat(parse_request({"messages": FRANCE, "max_tokens": 40}))
+    expected = loop.chat(loop.check(parse_request({"messages": FRANCE, "max_tokens": 40})))
     assert shape(body) == shape(expected)
     # streamed: the same text, well framed
     assert check_stream(stream(server, messages=FRANCE, max_tokens=40)) == \
@@ -261,7 +261,7 @@ def test_batched_greedy_replies_equal_chatlabs_loop(server: Any) -> None:
     token, what chatlab's own OpenVINO loop gives each alone at f32. Both engines run the same
     int8 export with the KV cache at f32; with the plugin's u8 cache on both sides, two of these
     four replies differed (at tokens 6 and 21), measured side by side."""
-    from chatlab.engine import ChatEngine, parse_request
+    from chatlab.engine import load_engine, parse_request
 
     questions = ["Explain how a bicycle works.", "Write a poem about the sea at night.",
                  "Describe a day in the life of a baker.", "What should I pack for a hiking trip?"]
@@ -277,12 +277,12 @@ def test_batched_greedy_replies_equal_chatlabs_loop(server: Any) -> None:
         t.start()
     for t in threads:
         t.join(timeout=300)
-    loop = ChatEngine.load(MODEL, "openvino", "int8", precision="f32")
+    loop = load_engine(MODEL, "openvino", "int8", precision="f32")
     for i, body in enumerate(bodies):
         assert served[i].status_code == 200, served[i].text
         got = served[i].json()
         assert got["usage"]["completion_tokens"] == 96
-        want = loop.chat(parse_request({**body, "temperature": 0}))
+        want = loop.chat(loop.check(parse_request({**body, "temperature": 0})))
         assert got["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"], questions[i]
 
 

@@ -5,65 +5,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
-from chatlab.engine import shapes
-from chatlab.errors import ChatlabError
 from chatlab.serve import start_server
-
-
-class ScriptedEngine:
-    """Answers with a fixed script of words; records how far each stream got."""
-
-    model_name, context_length, created = "scripted", 64, 0
-
-    def __init__(self, words: list[str], delay: float = 0.0) -> None:
-        self.words, self.delay = words, delay
-        self.gate = threading.Event()
-        self.gate.set()
-        self.streamed: list[int] = []
-
-    def check(self, req: Any) -> Any:
-        """The real engine's contract: the request arrives parsed (chat domain included, by
-        chatlab.types inside parse_request); what depends on the model raises with its param."""
-        if (req.max_new_tokens or 0) > self.context_length:
-            raise ChatlabError(f"max_tokens={req.max_new_tokens} exceeds the context window of 64",
-                               param="max_tokens")
-        return req
-
-    def render(self, req: Any) -> dict[str, Any]:
-        return {"text": "rendered", "ids": [1, 2], "rule": "explicit"}
-
-    def chat(self, req: Any, should_stop: Any = None) -> dict[str, Any]:
-        self.gate.wait(10)
-        if req.user == "boom":
-            raise RuntimeError("secret internal detail")
-        msg = {"role": "assistant", "content": " ".join(self.words), "refusal": None}
-        return shapes.completion("chatcmpl-1", self.model_name,
-                                 [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                                 shapes.usage(3, len(self.words)))
-
-    def chat_stream(self, req: Any, should_stop: Any = None) -> Iterator[dict[str, Any]]:
-        n = 0
-        yield shapes.chunk("c", self.model_name, 0, {"role": "assistant", "content": ""})
-        try:
-            for word in self.words:
-                if should_stop and should_stop():
-                    break
-                time.sleep(self.delay)
-                n += 1
-                yield shapes.chunk("c", self.model_name, 0, {"content": word})
-        finally:  # also when the server closes the stream early
-            self.streamed.append(n)
-        yield shapes.chunk("c", self.model_name, 0, {}, "stop")
+from fake_engine import FakeEngine
 
 
 @pytest.fixture()
-def engine() -> ScriptedEngine:
-    return ScriptedEngine(["one", "two", "three"])
+def engine() -> FakeEngine:
+    return FakeEngine(["one", "two", "three"])
 
 
 def body(**extra: Any) -> dict[str, Any]:
@@ -78,7 +31,7 @@ def assert_error(r: httpx.Response, status: int, needle: str) -> dict[str, Any]:
     return err
 
 
-def test_health_models_and_chat(engine: ScriptedEngine) -> None:
+def test_health_models_and_chat(engine: FakeEngine) -> None:
     with start_server(engine) as srv:
         assert httpx.get(srv.base + "/health").json()["status"] == "ok"
         models = httpx.get(srv.url + "/models").json()
@@ -88,7 +41,7 @@ def test_health_models_and_chat(engine: ScriptedEngine) -> None:
                                                      "refusal": None}
 
 
-def test_api_key(engine: ScriptedEngine) -> None:
+def test_api_key(engine: FakeEngine) -> None:
     with start_server(engine, api_key="sekret") as srv:
         assert_error(httpx.get(srv.url + "/models"), 401, "API key")
         bad = {"Authorization": "Bearer nope"}
@@ -109,7 +62,7 @@ def test_api_key(engine: ScriptedEngine) -> None:
     (body(user="boom"), 500, "internal error", None),
 ], ids=["bad-json", "no-messages", "temperature", "top-p", "role",
         "max-tokens", "too-many-messages", "engine-crash"])
-def test_bad_requests_get_openai_errors(engine: ScriptedEngine, payload: Any, status: int,
+def test_bad_requests_get_openai_errors(engine: FakeEngine, payload: Any, status: int,
                                         needle: str, param: str | None) -> None:
     with start_server(engine) as srv:
         kw = {"content": payload, "headers": {"content-type": "application/json"}} \
@@ -120,7 +73,7 @@ def test_bad_requests_get_openai_errors(engine: ScriptedEngine, payload: Any, st
         assert "secret internal detail" not in r.text
 
 
-def test_unknown_route_and_body_limit(engine: ScriptedEngine) -> None:
+def test_unknown_route_and_body_limit(engine: FakeEngine) -> None:
     with start_server(engine, max_body_bytes=1000) as srv:
         assert_error(httpx.get(srv.url + "/nope"), 404, "Not Found")
         big = body(messages=[{"role": "user", "content": "x" * 5000}])
@@ -128,7 +81,7 @@ def test_unknown_route_and_body_limit(engine: ScriptedEngine) -> None:
         assert httpx.post(srv.url + "/chat/completions", json=body()).status_code == 200
 
 
-def test_sse_framing(engine: ScriptedEngine) -> None:
+def test_sse_framing(engine: FakeEngine) -> None:
     with start_server(engine) as srv:
         r = httpx.post(srv.url + "/chat/completions", json=body(stream=True))
         assert r.headers["content-type"].startswith("text/event-stream")
@@ -140,7 +93,7 @@ def test_sse_framing(engine: ScriptedEngine) -> None:
         assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
 
 
-def test_full_queue_answers_429_then_recovers(engine: ScriptedEngine) -> None:
+def test_full_queue_answers_429_then_recovers(engine: FakeEngine) -> None:
     engine.gate.clear()  # the first request holds the model
     with start_server(engine, max_waiting=1) as srv:
         results: list[int] = []
@@ -160,7 +113,7 @@ def test_full_queue_answers_429_then_recovers(engine: ScriptedEngine) -> None:
 
 
 def test_disconnect_stops_generation_and_server_keeps_serving() -> None:
-    engine = ScriptedEngine([f"w{i} " for i in range(200)], delay=0.02)
+    engine = FakeEngine([f"w{i} " for i in range(200)], delay=0.02)
     with start_server(engine) as srv:
         with httpx.stream("POST", srv.url + "/chat/completions", json=body(stream=True)) as r:
             lines = r.iter_lines()
@@ -204,7 +157,7 @@ def test_a_stopped_server_lets_go_of_its_engine() -> None:
     import gc
     import weakref
 
-    engine = ScriptedEngine(["one", "two", "three"])  # not the fixture: pytest keeps those
+    engine = FakeEngine(["one", "two", "three"])  # not the fixture: pytest keeps those
     srv = start_server(engine)
     assert httpx.post(srv.url + "/chat/completions", json=body()).status_code == 200
     assert httpx.get(srv.url + "/models").json()["data"][0]["id"] == "scripted"

@@ -20,7 +20,7 @@ from chatlab.generate import SamplingParams, generate
 from chatlab.generate.sampling import Sampler, top_k_probs
 from chatlab.generate.speculate import (FIRST_DRAFT, FIRST_PAUSE, MISSES, PromptLookup, Speculation,
                                        prepare)
-from markov_backend import MarkovBackend
+from markov_backend import MarkovBackend, MarkovChain
 
 
 def run(backend, prompt, spec=None, processor=None, **kw):
@@ -258,8 +258,8 @@ def test_bad_speculation_settings(kw, match):
 
 
 def test_backend_without_rollback_is_refused():
-    class Plain(MarkovBackend):
-        can_rollback, name = False, "plain"
+    class Plain(MarkovChain):
+        name = "plain"
 
     b = Plain(COPYING)
     with pytest.raises(ChatlabError, match="plain cannot.*--backend torch.*paged"):
@@ -296,3 +296,37 @@ def test_the_loop_prepares_the_backend_for_its_guesses():
     assert backend.widths == [6] and fast.token_ids == plain.token_ids
     assert prepare(backend, Speculation(draft_tokens=2)) is True and backend.widths[-1] == 3
     assert prepare(MarkovBackend(np.zeros((4, 4))), Speculation()) is False  # nothing to set up
+
+
+def test_a_lease_can_roll_back_only_when_its_backend_can():
+    """The engine's lease shows the loop the capability its backend has (a protocol checked
+    with isinstance), so speculation through a lease is refused as on the backend itself."""
+    from chatlab.engine.lease import ModelGuard
+    from chatlab.protocols import RollbackBackend
+
+    assert isinstance(ModelGuard(MarkovBackend(COPYING)).acquire(), RollbackBackend)
+    plain = ModelGuard(MarkovChain(COPYING)).acquire()
+    assert not isinstance(plain, RollbackBackend)
+    with pytest.raises(ChatlabError, match="markov cannot drop rejected tokens"):
+        list(generate(plain, PROMPT, SamplingParams(max_new_tokens=4), speculate=Speculation()))
+
+
+def test_the_loop_source_prepares_a_padded_backend_once_at_load():
+    """An engine's source checks and prepares the backend when it is built (not in the first
+    request), and its replies through the lease keep the padded verify passes' sizing."""
+    from chatlab.engine.source import LoopSource
+
+    rng = np.random.default_rng(5)
+    backend = Padded(rng.normal(0, 3.0, (4, 4)), rng.normal(0, 3.0, 4))
+    source = LoopSource(backend, Speculation(draft_tokens=5))
+    assert backend.widths == [6] and source.padded is True
+    events = list(source.events(tuple(PROMPT), SamplingParams(max_new_tokens=24, temperature=0), None, None))
+    assert backend.widths == [6]  # not prepared again per request
+    direct = run(Padded(backend.table, backend.parity), PROMPT, Speculation(draft_tokens=5),
+                 max_new_tokens=24, temperature=0)
+    assert events[-1].token_ids == direct.token_ids and events[-1].speculation == direct.speculation
+    with pytest.raises(ChatlabError, match="plain cannot drop rejected tokens"):
+        class Plain(MarkovChain):
+            name = "plain"
+
+        LoopSource(Plain(COPYING), Speculation())

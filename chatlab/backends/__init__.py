@@ -3,12 +3,11 @@ and openvino-genai's continuous batching ("genai"), which chatlab.engine.batched
 Which backends exist, their options and defaults: chatlab.backends.registry."""
 from __future__ import annotations
 
-from chatlab.backends.base import Backend
 from chatlab.backends.precision import DEFAULT_PRECISION, PRECISIONS, check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.backends.registry import (DEFAULT_BACKEND, REGISTRY, WEIGHT_FORMATS, BackendSpec, get_spec,
                                        load_backend, load_step_backend)
 
-__all__ = ["AnyBackend", "Backend", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
+__all__ = ["AnyBackend", "BackendSpec", "BatchedBackend", "DEFAULT_BACKEND",
            "DEFAULT_PRECISION", "PRECISIONS", "REGISTRY", "StepBackend",
            "WEIGHT_FORMATS", "check_precision", "get_spec", "load_backend", "load_step_backend"]

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from chatlab._thirdparty import OVModel
-from chatlab.backends.base import eos_ids_from
+from chatlab.backends.facts import eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from chatlab._thirdparty import Decoder, HFTokenizer
-from chatlab.backends.base import context_length_from, eos_ids_from
+from chatlab.backends.facts import context_length_from, eos_ids_from
 
 
 class ExportedModel:

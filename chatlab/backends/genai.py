@@ -55,7 +55,7 @@ class GenaiStream:
 
 
 class GenaiBackend:
-    """An exported model's facts and tokenizers (ExportedModel, as OpenVINOBackend has them)
+    """An exported model's facts and tokenizers (ExportedModel, as chatlab.backends.openvino's backends have them)
     with genai's batched pipeline as the compute. It is no step backend: it has no `prefill` /
     `step` for chatlab's loop; chatlab.engine.batched drains its streams instead.
 
@@ -63,9 +63,6 @@ class GenaiBackend:
     match a cached sequence's skips their prefill (multi-turn chat resending its history). Off
     by default, as the pipeline's scheduler has it, so a benchmark repeating one prompt times
     real prefills."""
-
-    can_rollback = False  # genai schedules its own tokens: chatlab's speculation cannot drive it
-    rollback_note = "openvino-genai's pipeline schedules its own tokens"
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",

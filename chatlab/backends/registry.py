@@ -141,6 +141,15 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
     return spec, weight_format
 
 
+def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
+    """The loader options for a backend that will speculate: a verify pass must agree with a
+    step, so the CPU plugin's dynamic quantization of activations is off unless asked for (a
+    backend asked for it then refuses speculation, naming the fix)."""
+    if "dynamic_quantization" in get_spec(backend).option_names():
+        return {"dynamic_quantization": False, **options}
+    return options
+
+
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                  weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:

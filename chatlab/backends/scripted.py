@@ -13,13 +13,12 @@ from typing import Sequence
 import numpy as np
 
 from chatlab._thirdparty import HFTokenizer
-from chatlab.backends.base import Backend
 
 PEAK = 30.0  # softmax mass on the scripted token: 1 - vocab * e^-30, i.e. 1 at any temperature
 
 
-class ScriptedBackend(Backend):
-    name = "scripted"
+class ScriptedBackend:
+    name, precision, threads = "scripted", "f32", None
 
     def __init__(self, tokenizer: HFTokenizer, replies: Sequence[str | Sequence[int]],
                  context_length: int = 4096, eos_id: int | None = None) -> None:
@@ -63,3 +62,6 @@ class ScriptedBackend(Backend):
 
     def reset(self) -> None:
         self._ids, self._pos = [], 0
+
+    def __repr__(self) -> str:
+        return f"<ScriptedBackend vocab={self.vocab_size} ctx={self.context_length}>"

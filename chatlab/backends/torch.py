@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
-from chatlab.backends.base import Backend, context_length_from, eos_ids_from
+from chatlab.backends.facts import context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
 
 if TYPE_CHECKING:
     import torch
 
 
-class TorchBackend(Backend):
+class TorchBackend:
     def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
                  emulate_bf16: bool = False) -> None:
@@ -57,8 +57,6 @@ class TorchBackend(Backend):
 
     def reset(self) -> None:
         self.cache, self.length = None, 0
-
-    can_rollback = True  # DynamicCache.crop drops the cache past a length
 
     def _forward(self, input_ids: "torch.Tensor", keep: int = 1) -> np.ndarray:
         with self.torch.inference_mode():
@@ -96,6 +94,7 @@ class TorchBackend(Backend):
             self.cache.crop(length)
 
     def truncate(self, length: int) -> None:
+        """Drop the cache past its first `length` tokens (DynamicCache.crop)."""
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
         if length == 0:
@@ -116,6 +115,10 @@ class TorchBackend(Backend):
     def step(self, token_id: int) -> np.ndarray:
         self._one[0, 0] = token_id
         return self._forward(self._one)[-1]
+
+    def __repr__(self) -> str:
+        return (f"<TorchBackend {self.name} {self.precision} vocab={self.vocab_size} "
+                f"ctx={self.context_length}>")
 
 
 def load(model_name: str, threads: int | None = None,

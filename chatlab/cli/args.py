@@ -96,5 +96,5 @@ def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
 
 def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend."""
-    return speedup_options(getattr(args, "backend", None), speculation_from_args(args),
+    return speedup_options(getattr(args, "backend", DEFAULT_BACKEND), speculation_from_args(args),
                            bool(getattr(args, "reuse_prefix", False)))

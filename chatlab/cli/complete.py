@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chatlab._thirdparty import Jsonable
+from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
 from chatlab.errors import ChatlabError
 
@@ -62,24 +62,27 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
     return body
 
 
-def load_engine(args: argparse.Namespace) -> "ChatEngine":
-    """The engine the model flags ask for (add_model_args); the registry picks its token source."""
-    from chatlab.engine.load import load_engine as load
+def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
+    """chatlab.engine.load_engine's keywords for the model flags (add_model_args) and the
+    speedup flags; every name and option is checked by load_engine before anything loads."""
 
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
     speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
-    engine = load(args.model, args.backend, args.weight_format, template=args.template,
-                  precision=args.precision, **{**options, **speedups})
-    if options.get("fast"):  # what the fast profile turned on here, and what it could not
-        from chatlab.backends.fast import compute_line
+    return {"model": args.model, "backend": args.backend, "weight_format": args.weight_format,
+            "template": args.template, "precision": args.precision, **options, **speedups}
 
-        print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
-    return engine
+
+def say_fast_mode(engine: "ChatEngine") -> None:
+    """On stderr: what the fast profile turned on here, and what it could not."""
+    from chatlab.backends.fast import compute_line
+
+    print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    from chatlab.engine.load import load_engine
     from chatlab.engine.plan import ChatPlan
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
@@ -87,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model or default_model()  # one variable picks the model everywhere
     # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))
-    engine = load_engine(args)
+    engine = load_engine(**engine_options(args))
+    if args.fast:
+        say_fast_mode(engine)
     plan = engine.check(req)
     assert isinstance(plan, ChatPlan)  # a chat request's plan
     if not args.stream:

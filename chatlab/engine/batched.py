@@ -1,5 +1,5 @@
-"""BatchedEngine: the ChatEngine request path with openvino-genai's continuous batching as the
-token source (GenaiSource, a chatlab.engine.source.TokenSource).
+"""openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource, a
+chatlab.engine.source.TokenSource; the engine picks it for a batched backend).
 
 Only the generation step changes. A request is still parsed, rendered at the id level and
 planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
@@ -24,8 +24,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator
 
-from chatlab._thirdparty import GenaiConfig, Jsonable, LoaderOption, Processor
-from chatlab.engine.engine import ChatEngine
+from chatlab._thirdparty import GenaiConfig, Jsonable, Processor
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
@@ -34,37 +33,10 @@ from chatlab.protocols import BatchedBackend
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
 if TYPE_CHECKING:
-    from chatlab.generate import Event, SamplingParams, Speculation, StopFn
-    from chatlab.render.resolve import TemplateChoice
+    from chatlab.generate import Event, SamplingParams, StopFn
     from chatlab.tools.constrain import Constraint
 
 FIX = "use --backend openvino (chatlab's own loop) for it"
-
-
-class BatchedEngine(ChatEngine):
-    """A ChatEngine whose token source is genai's pipeline (kept as a name for callers and
-    notebooks: `BatchedEngine.load(...)`, `BatchedEngine(backend, model)`); it changes nothing
-    but the source."""
-
-    def __init__(self, backend: BatchedBackend, model_name: str, template: "TemplateChoice" = None) -> None:
-        super().__init__(backend, model_name, template, source=GenaiSource(backend))
-
-    @classmethod
-    def load(cls, model: str = "smollm2-135m-instruct", backend: str = "genai",
-             weight_format: str | None = None, template: "TemplateChoice" = None,
-             speculate: "Speculation | None" = None, reuse_prefix: bool = False,
-             **options: LoaderOption) -> "BatchedEngine":
-        from chatlab.backends import load_backend
-
-        if backend != "genai":
-            raise ChatlabError(f"BatchedEngine runs on the genai backend, not {backend!r}; "
-                               "use ChatEngine.load for the others")
-        if speculate is not None or reuse_prefix:
-            raise ChatlabError("speculate and reuse_prefix drive chatlab's own loop, not genai's "
-                               f"pipeline; {FIX}")
-        loaded = load_backend(model, "genai", weight_format, **options)
-        assert isinstance(loaded, BatchedBackend)
-        return cls(loaded, model, template)
 
 
 class GenaiSource:

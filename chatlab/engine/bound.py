@@ -16,28 +16,43 @@ B / max_token_bytes tokens.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from chatlab._thirdparty import HFTokenizer
 from chatlab.errors import ContextLengthError
 
+if TYPE_CHECKING:
+    from tiktoken import Encoding
+
 
 class ContextWindow(Protocol):
-    """What the bound reads of an engine: its window (and `max_token_chars`, when it has one)."""
+    """What the bound reads of an engine: its window, and its longest token in characters and
+    in bytes (None: unknown, so no bound)."""
 
     @property
     def context_length(self) -> int: ...
+    @property
+    def max_token_chars(self) -> int | None: ...
+    @property
+    def max_token_bytes(self) -> int | None: ...
+
+
+@runtime_checkable
+class TiktokenBacked(Protocol):
+    """A tokenizer over a tiktoken encoding (chatlab.models.qwen1's): raw byte tokens."""
+
+    @property
+    def enc(self) -> Encoding: ...
 
 
 def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     """The longest token of the vocabulary in characters (an upper bound: for byte-level BPE
     the token's string has one character per byte), or None when the vocabulary is unreadable."""
-    enc = getattr(tokenizer, "enc", None)
     try:
-        if enc is not None:  # chatlab's tiktoken Qwen-1 tokenizer: raw byte tokens
+        if isinstance(tokenizer, TiktokenBacked):
+            enc = tokenizer.enc
             longest = max(len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
-            specials: set[str] = getattr(enc, "special_tokens_set", set())
-            return max([longest, *map(len, specials)])
+            return max([longest, *map(len, enc.special_tokens_set)])
         vocab = tokenizer.get_vocab()
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound, tokenize as before
         return None
@@ -55,8 +70,7 @@ def max_token_bytes(tokenizer: HFTokenizer) -> int | None:
     """The most bytes of text one token decodes to (an upper bound), or None when unknown. A
     byte-level vocabulary writes one character per byte; any other token decodes to no more
     bytes than its own UTF-8 spelling (SentencePiece's '▁' is three bytes for one space)."""
-    enc = getattr(tokenizer, "enc", None)
-    if enc is not None:  # raw byte tokens: max_token_chars counted their bytes
+    if isinstance(tokenizer, TiktokenBacked):  # raw byte tokens: max_token_chars counted bytes
         return max_token_chars(tokenizer)
     try:
         vocab = tokenizer.get_vocab()
@@ -69,23 +83,20 @@ def max_token_bytes(tokenizer: HFTokenizer) -> int | None:
 
 
 def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str, nbytes: int = 0) -> None:
-    """ChatlabError (param `where`) when `chars` characters, or `nbytes` UTF-8 bytes, cannot fit
-    the context window."""
-    per_token = getattr(engine, "max_token_chars", None)
-    if per_token:
-        at_least = -(-chars // per_token)
-        if at_least >= engine.context_length:
-            raise ContextLengthError(f"{where} has {chars:,} characters, at least {at_least:,} tokens, "
-                               f"which cannot fit the context window of {engine.context_length:,} "
-                               "tokens; send fewer or shorter messages", param=where)
-    per_token = getattr(engine, "max_token_bytes", None)
-    if per_token and nbytes:
-        at_least = -(-nbytes // per_token)
-        if at_least >= engine.context_length:
-            raise ContextLengthError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least {at_least:,} "
-                               f"tokens, which cannot fit the context window of "
-                               f"{engine.context_length:,} tokens; send fewer or shorter messages",
-                               param=where)
+    """ContextLengthError (param `where`) when `chars` characters, or `nbytes` UTF-8 bytes,
+    cannot fit the context window."""
+    window = engine.context_length
+    per_token = engine.max_token_chars
+    if per_token and -(-chars // per_token) >= window:
+        raise ContextLengthError(f"{where} has {chars:,} characters, at least {-(-chars // per_token):,} "
+                                 f"tokens, which cannot fit the context window of {window:,} "
+                                 "tokens; send fewer or shorter messages", param=where)
+    per_token = engine.max_token_bytes
+    if per_token and nbytes and -(-nbytes // per_token) >= window:
+        raise ContextLengthError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least "
+                                 f"{-(-nbytes // per_token):,} tokens, which cannot fit the context "
+                                 f"window of {window:,} tokens; send fewer or shorter messages",
+                                 param=where)
 
 
 def utf8_len(text: str) -> int:

@@ -12,18 +12,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Iterator, overload
 
-from chatlab._thirdparty import Jsonable, LoaderOption, Processor
+from chatlab._thirdparty import Jsonable, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.bound import max_token_bytes, max_token_chars
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
-from chatlab.engine.source import LoopSource, TokenSource
+from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
 from chatlab.errors import ChatlabError
-from chatlab.protocols import AnyBackend, StepBackend
+from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
+    from chatlab.engine.prefix import PrefixCache
     from chatlab.render.resolve import TemplateChoice
     from chatlab.generate import Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob
     from chatlab.tools.stream import ParserEvent
@@ -36,32 +37,19 @@ __all__ = ["ChatEngine"]
 
 
 class ChatEngine:
-    """`speculate` turns on prompt-lookup speculative decoding (chatlab.generate.speculate);
-    `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix) so that a client
-    resending the conversation prefills only the new tokens. Both drive chatlab's loop over a
-    backend that can roll back (torch, openvino paged) and are checked here, before any request."""
+    """A backend's engine: its token source comes from what the backend is (`source_for`:
+    chatlab's loop, or the backend's own batching).
+    `speculate` and `reuse_prefix` are the loop's (chatlab.engine.source.LoopSource)."""
 
     def __init__(self, backend: AnyBackend, model_name: str, template: "TemplateChoice" = None,
-                 source: TokenSource | None = None, speculate: Speculation | None = None,
-                 reuse_prefix: bool = False) -> None:
-        """`source`: what produces the tokens; by default chatlab's loop over `backend`, which
-        must then be a step backend (prefill/step)."""
+                 speculate: Speculation | None = None, reuse_prefix: bool = False) -> None:
         from chatlab.render import resolve
 
-        if (speculate is not None or reuse_prefix) and source is not None:
-            raise ChatlabError("speculate and reuse_prefix drive chatlab's own loop; an engine "
-                               "with another token source cannot use them")
-        if speculate is not None:
-            from chatlab.generate.speculate import check_backend, prepare
-
-            check_backend(backend)
-            prepare(backend, speculate)  # now, not in the first request (OpenVINO: a compile)
-        self.speculate = speculate
-        self.prefix = None
-        if reuse_prefix:
-            from chatlab.engine.prefix import PrefixCache
-
-            self.prefix = PrefixCache(backend)
+        self.source: TokenSource = source_for(backend, speculate, reuse_prefix)
+        loop = self.source if isinstance(self.source, LoopSource) else None
+        self.prefix: PrefixCache | None = loop.prefix if loop is not None else None
+        # the loop's lease guard (chatlab.engine.lease), for a loop-driven engine
+        self.guard: ModelGuard | None = loop.guard if loop is not None else None
         self.backend, self.model_name = backend, model_name
         self.tokenizer = backend.tokenizer
         self.vocab_size = int(backend.vocab_size)
@@ -71,31 +59,7 @@ class ChatEngine:
         # the longest token in characters: bounds a prompt's tokens before tokenizing it
         self.max_token_chars = max_token_chars(self.tokenizer)
         self.max_token_bytes = max_token_bytes(self.tokenizer)  # the same bound for dense text
-        if source is None:
-            if not isinstance(backend, StepBackend):
-                raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop; give the "
-                                   "engine a token source for it (chatlab.engine.load_engine picks one)")
-            source = LoopSource(backend, self.vocab_size, self.tokenizer, speculate, self.prefix)
-        self.source: TokenSource = source
-        self.max_concurrency = source.max_concurrency
-
-    @property
-    def guard(self) -> ModelGuard | None:
-        """The loop's lease guard (chatlab.engine.lease), for a loop-driven engine."""
-        return getattr(self.source, "guard", None)
-
-    @classmethod
-    def load(cls, model: str = "smollm2-135m-instruct", backend: str = "torch",
-             weight_format: str | None = None, template: "TemplateChoice" = None,
-             speculate: Speculation | None = None, reuse_prefix: bool = False,
-             **options: LoaderOption) -> "ChatEngine":
-        from chatlab.backends import load_backend
-
-        if speculate is not None and backend == "openvino":
-            # a verify pass agrees with a step only without the plugin's activation quantization
-            options.setdefault("dynamic_quantization", False)
-        return cls(load_backend(model, backend, weight_format, **options), model, template,
-                   speculate=speculate, reuse_prefix=reuse_prefix)
+        self.max_concurrency = self.source.max_concurrency
 
     # -- before the queue ---------------------------------------------------------------------
     @overload
@@ -118,7 +82,7 @@ class ChatEngine:
         fmt = plan.tool_format
         assert plan.rendered is not None  # plan_chat keeps its render
         return {"model": self.model_name, **plan.rendered.to_json(),
-                "tool_format": getattr(fmt, "name", fmt), "prompt_tokens": len(plan.prompt_ids)}
+                "tool_format": fmt.name if fmt is not None else None, "prompt_tokens": len(plan.prompt_ids)}
 
     # -- running a plan -----------------------------------------------------------------------
     def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
@@ -191,21 +155,18 @@ class ChatEngine:
         if usage:
             yield shapes.usage_chunk(cid, model, shapes.usage(prompt_tokens, completion_tokens))
 
-    def chat_stream(self, plan: ChatPlan | ChatRequest, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
-        plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
+    def chat_stream(self, plan: ChatPlan, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
+        """The streamed answer to a plan from `check` (which applied every refusal)."""
         return self._chunks(plan, should_stop, plan.include_usage)
 
-    def chat(self, plan: ChatPlan | ChatRequest, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
+    def chat(self, plan: ChatPlan, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
-        plan = plan if isinstance(plan, ChatPlan) else plan_chat(self, plan)
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
-    def completion_stream(self, plan: CompletionPlan | CompletionRequest,
-                          should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
+    def completion_stream(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
         from chatlab.generate import Finished, completion_logprobs
 
-        plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
         cid, used = shapes.new_id("cmpl"), [0, 0]
         n = len(plan.params[0])
         for p, ((text, ids), per_choice) in enumerate(zip(plan.prompts, plan.params)):
@@ -227,10 +188,24 @@ class ChatEngine:
         if plan.include_usage:
             yield shapes.text_completion(cid, self.model_name, [], shapes.usage(*used))
 
-    def completion(self, plan: CompletionPlan | CompletionRequest, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
-        plan = plan if isinstance(plan, CompletionPlan) else plan_completion(self, plan)
+    def completion(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
         full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
         return merge_text_chunks(list(self.completion_stream(full, should_stop)))
+
+
+def source_for(backend: AnyBackend, speculate: Speculation | None = None,
+               reuse_prefix: bool = False) -> TokenSource:
+    """The token source a backend is drained through: chatlab's loop for a step backend, the
+    backend's own batching for a batched one."""
+    if isinstance(backend, StepBackend):
+        return LoopSource(backend, speculate, reuse_prefix)
+    if isinstance(backend, BatchedBackend):
+        refuse_loop_speedups(backend.name, speculate, reuse_prefix)
+        from chatlab.engine.batched import GenaiSource
+
+        return GenaiSource(backend)
+    raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop, nor submit/close for "
+                       "a batched pipeline; give the engine a backend from chatlab.backends.load_backend")
 
 
 def _text_choice(index: int, text: str, finish_reason: str | None = None,

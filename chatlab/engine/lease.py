@@ -13,31 +13,28 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Callable, TypeVar
 
 import numpy as np
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import Decoder, HFTokenizer
 from chatlab.errors import ChatlabError
-from chatlab.protocols import StepBackend
+from chatlab.protocols import DecoderBackend, RollbackBackend, StepBackend
 
-if TYPE_CHECKING:
-    from chatlab.engine.prefix import PrefixCache
+
+R = TypeVar("R")
 
 
 class Superseded(ChatlabError):
     """An unfinished generation whose model was taken over by a newer call."""
 
 
-class Lease:
-    """One generation's claim on the backend; quacks like the backend for the loop."""
+class Wrapper:
+    """What wraps a step backend and reads its model facts through (a lease, a prefix cache):
+    the loop reads the facts from what it drives."""
 
-    def __init__(self, guard: "ModelGuard") -> None:
-        self._guard, self.backend = guard, guard.backend
-        self.touched = time.monotonic()
-        self.done = self.superseded = False
+    backend: StepBackend
 
-    # The model's facts, read through to the backend (the loop reads them from what it drives)
     @property
     def name(self) -> str:
         return self.backend.name
@@ -45,6 +42,11 @@ class Lease:
     @property
     def tokenizer(self) -> HFTokenizer:
         return self.backend.tokenizer
+
+    @property
+    def decoder(self) -> Decoder:
+        backend = self.backend
+        return backend.decoder if isinstance(backend, DecoderBackend) else backend.tokenizer
 
     @property
     def context_length(self) -> int:
@@ -66,33 +68,33 @@ class Lease:
     def threads(self) -> int | None:
         return self.backend.threads
 
+
+class Lease(Wrapper):
+    """One generation's claim on the backend; quacks like a step backend for the loop."""
+
+    def __init__(self, guard: "ModelGuard") -> None:
+        self._guard, self.backend = guard, guard.backend
+        self.touched = time.monotonic()
+        self.done = self.superseded = False
+
     def reset(self) -> None:
         self.backend.reset()
 
-    def __getattr__(self, name: str) -> object:  # what only some backends have (length, ...)
-        return getattr(self.backend, name)
-
-    def _call(self, fn: str, *args: int | list[int]) -> object:
+    def _call(self, fn: Callable[..., R], *args: int | list[int]) -> R:
         with self._guard.cond:
             if self.superseded:
                 raise Superseded("this generation sat unread and a newer call on the same engine "
                                  "took over the model; read a stream to its end (or close it) "
                                  "before starting another")
-            out = getattr(self._guard.target, fn)(*args)
+            out = fn(*args)
             self.touched = time.monotonic()
             return out
 
     def prefill(self, ids: list[int]) -> np.ndarray:
-        return _logits(self._call("prefill", ids))
+        return self._call(self._guard.target.prefill, ids)
 
     def step(self, token_id: int) -> np.ndarray:
-        return _logits(self._call("step", token_id))
-
-    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
-        return _logits(self._call("extend", ids, keep))
-
-    def truncate(self, length: int) -> None:
-        self._call("truncate", length)
+        return self._call(self._guard.target.step, token_id)
 
     def release(self) -> None:
         with self._guard.cond:
@@ -100,17 +102,31 @@ class Lease:
             self._guard.cond.notify_all()
 
 
-def _logits(out: object) -> np.ndarray:
-    assert isinstance(out, np.ndarray), f"a backend returned {type(out).__name__}, not logits"
-    return out
+class RollbackLease(Lease):
+    """A lease on a backend that can roll back: the loop may speculate through it."""
+
+    def __init__(self, guard: "ModelGuard", target: RollbackBackend) -> None:
+        super().__init__(guard)
+        self._target = target
+
+    @property
+    def length(self) -> int:
+        return self._target.length
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        return self._call(self._target.extend, ids, keep)
+
+    def truncate(self, length: int) -> None:
+        self._call(self._target.truncate, length)
 
 
 class ModelGuard:
-    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: "PrefixCache | None" = None) -> None:
+    def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: StepBackend | None = None) -> None:
         self.backend, self.idle_s = backend, idle_s
         # What the model calls go to: the backend, or a PrefixCache around it
         # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.
-        self.target = reuse if reuse is not None else backend
+        self.target: StepBackend = reuse if reuse is not None else backend
+        self.rollback = self.target if isinstance(self.target, RollbackBackend) else None
         self.cond = threading.Condition()
         self.current: Lease | None = None
 
@@ -123,5 +139,6 @@ class ModelGuard:
                     cur.superseded = True
                     break
                 self.cond.wait(timeout=self.idle_s - idle)
-            lease = self.current = Lease(self)
+            lease = Lease(self) if self.rollback is None else RollbackLease(self, self.rollback)
+            self.current = lease
             return lease

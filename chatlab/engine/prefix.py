@@ -4,7 +4,7 @@ A chat client resends the whole conversation every turn. Rendered at the id leve
 (chatlab.render), turn N+1's prompt is turn N's prompt + its reply + the new user message,
 token for token, so the KV cache the backend still holds from turn N is already right for the
 first part. `PrefixCache` sits between the loop and a backend that can roll back
-(`can_rollback`: `extend` and `truncate`): it remembers which ids the cache holds and, on the
+(chatlab.protocols.RollbackBackend: `extend` and `truncate`): it remembers which ids the cache holds and, on the
 next `prefill`, keeps the longest common prefix and feeds only the rest.
 
 Safety comes from comparing ids, never from trusting a conversation id: the cache is kept
@@ -25,11 +25,11 @@ engine, the chat widget or a script that wraps a backend must not also drive it 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import cast
 import numpy as np
 
+from chatlab.engine.lease import Wrapper
 from chatlab.errors import ChatlabError
-from chatlab.protocols import AnyBackend, SnapshotBackend, SpeculativeBackend
+from chatlab.protocols import RollbackBackend, SnapshotBackend, SpeculativeBackend, StepBackend
 
 MIN_REUSE = 16  # below this many shared tokens a full prefill is as cheap as the bookkeeping
 
@@ -42,26 +42,26 @@ def common_prefix(a: list[int] | tuple[int, ...], b: list[int]) -> int:
     return int(diff[0]) if diff.size else n
 
 
-class PrefixCache:
+class PrefixCache(Wrapper):
     """Wraps `backend`'s prefill/step/extend/truncate and keeps track of the ids it caches."""
 
-    def __init__(self, backend: AnyBackend, max_entries: int = 4, max_bytes: int = 256 << 20) -> None:
-        if not getattr(backend, "can_rollback", False):
-            name = getattr(backend, "name", type(backend).__name__)
+    def __init__(self, backend: StepBackend, max_entries: int = 4, max_bytes: int = 256 << 20) -> None:
+        if not isinstance(backend, RollbackBackend):
             raise ChatlabError(f"prefix reuse needs a backend that can roll its KV cache back; "
-                               f"{name} cannot. Use --backend torch, or openvino with its default "
-                               "paged attention, or turn prefix reuse off")
-        # can_rollback declares extend and truncate (a stand-in need not carry every model fact)
-        self.backend = cast(SpeculativeBackend, backend)
+                               f"{backend.name} cannot. Use --backend torch, or openvino with its "
+                               "default paged attention, or turn prefix reuse off")
+        self.backend: SpeculativeBackend = backend
         self.live: list[int] = []  # the ids whose keys and values the backend holds now
         self.saved: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()  # backend's copies
         self.sizes: dict[tuple[int, ...], int] = {}  # bytes of each saved copy
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.can_snapshot = hasattr(backend, "snapshot") and max_entries > 0
+        # where the live sequence is copied before another prompt replaces it (None: nowhere)
+        self.snapshots = backend if isinstance(backend, SnapshotBackend) and max_entries > 0 else None
         self.reused = 0  # tokens the last prefill did not compute (tests, the TTFT script)
 
-    def __getattr__(self, name: str) -> object:  # tokenizer, eos_ids, vocab_size, length, ...
-        return getattr(self.backend, name)
+    @property
+    def length(self) -> int:
+        return self.backend.length
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         keep = common_prefix(self.live, ids)
@@ -71,8 +71,8 @@ class PrefixCache:
             snap, length = self.saved.pop(best_saved)  # type: ignore[arg-type]
             self.sizes.pop(best_saved, None)  # type: ignore[arg-type]
             self._save_live()  # after taking the saved one out: saving may evict
-            assert isinstance(self.backend, SnapshotBackend)  # it made the copy
-            self.backend.restore(snap, length)
+            assert self.snapshots is not None  # it made the copy
+            self.snapshots.restore(snap, length)
             self.live, keep = list(best_saved), saved_keep  # type: ignore[arg-type]
         elif keep < MIN_REUSE or len(self.live) - keep >= MIN_REUSE:
             # Not only when nothing is shared: two clients under one default system prompt
@@ -109,11 +109,10 @@ class PrefixCache:
 
     def _save_live(self) -> None:
         """Copy the live sequence into the LRU before a prompt that does not extend it."""
-        if not self.can_snapshot or len(self.live) < MIN_REUSE:
+        if self.snapshots is None or len(self.live) < MIN_REUSE:
             return
         key = tuple(self.live)
-        assert isinstance(self.backend, SnapshotBackend)  # can_snapshot
-        snap, nbytes = self.backend.snapshot()
+        snap, nbytes = self.snapshots.snapshot()
         if nbytes > self.max_bytes:
             return
         self.saved[key] = (snap, len(key))

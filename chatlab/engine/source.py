@@ -1,16 +1,18 @@
 """What an engine drains: a token source. ChatEngine plans a request and turns events into
 OpenAI's shapes; the source is what produces the events for one sequence — chatlab's loop over
 a step backend under a lease (LoopSource, here), or openvino-genai's batched pipeline
-(chatlab.engine.batched.GenaiSource). The engine holds one (composition), so a new way of
-producing tokens is a new source, not a subclass that overrides the engine's insides.
+(chatlab.engine.batched.GenaiSource). The engine picks one from what its backend is and holds
+it (composition), so a new way of producing tokens is a new source, not a subclass that
+overrides the engine's insides.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Protocol
 
-from chatlab._thirdparty import HFTokenizer, Processor
-from chatlab.protocols import ModelFacts, StepBackend
+from chatlab._thirdparty import Processor
 from chatlab.engine.lease import ModelGuard
+from chatlab.errors import ChatlabError
+from chatlab.protocols import ModelFacts, StepBackend
 
 if TYPE_CHECKING:
     from chatlab.engine.plan import ChatPlan, CompletionPlan
@@ -42,18 +44,42 @@ class TokenSource(Protocol):
         """The loop's events (TextDelta..., then Finished) for one sequence."""
 
 
+def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_prefix: bool) -> None:
+    """The one rule for a backend that schedules its own tokens: speculation and prefix reuse
+    are chatlab's loop's, so they are refused (by name, before a model loads, when the
+    registry says the backend batches)."""
+    if speculate is not None or reuse_prefix:
+        raise ChatlabError(f"speculate and reuse_prefix drive chatlab's own loop; the {backend} "
+                           "backend batches and schedules its own tokens. Use --backend openvino "
+                           "(or torch) for them, or leave them out (on genai, --reuse-prefix is "
+                           "its own prefix caching: prefix_caching=True)")
+
+
 class LoopSource:
     """chatlab's own loop over a step backend, one sequence at a time under a lease
-    (chatlab.engine.lease): a stream left unread is taken over, never deadlocked."""
+    (chatlab.engine.lease): a stream left unread is taken over, never deadlocked.
+
+    `speculate` turns on prompt-lookup speculative decoding (chatlab.generate.speculate) for
+    every reply; `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix) so
+    that a client resending the conversation prefills only the new tokens. Both need a backend
+    that can roll back (torch, openvino paged), checked here, before any request."""
 
     max_concurrency = 1
 
-    def __init__(self, backend: StepBackend, vocab_size: int, tokenizer: HFTokenizer,
-                 speculate: Speculation | None = None, reuse: PrefixCache | None = None) -> None:
-        # speculate: a chatlab.generate.Speculation for every reply; reuse: a PrefixCache around
-        # the backend (chatlab.engine.prefix), called under the lease's lock
-        self.backend, self.guard = backend, ModelGuard(backend, reuse=reuse)
-        self.vocab_size, self.tokenizer = vocab_size, tokenizer
+    def __init__(self, backend: StepBackend, speculate: Speculation | None = None,
+                 reuse_prefix: bool = False) -> None:
+        self.padded: bool | None = None  # whether verify passes are padded (when speculating)
+        if speculate is not None:
+            from chatlab.generate.speculate import check_backend, prepare
+
+            check_backend(backend)
+            self.padded = prepare(backend, speculate)  # now, not in the first request (OpenVINO: a compile)
+        self.prefix: PrefixCache | None = None
+        if reuse_prefix:
+            from chatlab.engine.prefix import PrefixCache
+
+            self.prefix = PrefixCache(backend)
+        self.backend, self.guard = backend, ModelGuard(backend, reuse=self.prefix)
         self.speculate = speculate
 
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
@@ -66,7 +92,7 @@ class LoopSource:
         """The plan's compiled grammar as a fresh logits processor (it holds this run's matcher)."""
         from chatlab.tools.constrain import processor_for
 
-        return processor_for(plan.constraint, self.vocab_size)
+        return processor_for(plan.constraint, int(self.backend.vocab_size))
 
     def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
                should_stop: StopFn | None) -> Iterator["Event"]:
@@ -76,6 +102,6 @@ class LoopSource:
         lease = self.guard.acquire()
         try:
             yield from generate(lease, list(prompt_ids), params, processor, should_stop,
-                                speculate=self.speculate)
+                                speculate=self.speculate, padded=self.padded)
         finally:
             lease.release()

@@ -8,7 +8,7 @@ declared in chatlab.cli.args.
 from __future__ import annotations
 
 from chatlab._thirdparty import LoaderOption
-from chatlab.errors import ChatlabError
+from chatlab.backends.registry import get_spec
 from chatlab.generate.speculate import Speculation
 
 
@@ -19,17 +19,15 @@ def speculation(method: str | None, draft_tokens: int, ngram: int) -> Speculatio
     return Speculation(method, draft_tokens=draft_tokens, ngram=ngram)
 
 
-def speedup_options(backend: str | None, spec: Speculation | None, reuse: bool) -> dict[str, LoaderOption]:
-    """The engine's load keywords for a backend. On genai, reuse is its own prefix caching;
-    speculation drives chatlab's loop only (genai has a prompt lookup of its own, which the
-    bench's genai-int8-pl row runs; the server's genai path does not turn it on)."""
-    if backend == "genai":
-        if spec is not None:
-            raise ChatlabError("--speculate runs in chatlab's own loop; the genai backend "
-                               "schedules its own tokens. Use --backend openvino (or torch), or "
-                               "leave out --speculate")
-        return {"prefix_caching": True} if reuse else {}
+def speedup_options(backend: str, spec: Speculation | None, reuse: bool) -> dict[str, LoaderOption]:
+    """The engine's load keywords for a backend. On a batched backend reuse is its own prefix
+    caching; speculation drives chatlab's loop only, so load_engine refuses it there (genai has
+    a prompt lookup of its own, which the bench's genai-int8-pl row runs; the server's genai
+    path does not turn it on)."""
     out: dict[str, LoaderOption] = {}
+    if reuse and get_spec(backend).source == "batched":
+        out["prefix_caching"] = True
+        reuse = False
     if spec is not None:
         out["speculate"] = spec
     if reuse:

@@ -7,9 +7,10 @@ stop matcher knows it is not the start of a stop string), and what is counted.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from chatlab.protocols import LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend
+from chatlab.protocols import (DecoderBackend, LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend,
+                               TerminatingProcessor)
 from chatlab.generate.assemble import Event, Finished, TextAssembler, TextDelta
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
@@ -25,7 +26,7 @@ def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
     """The template's stop ids plus the model's own eos ids (unless `ignore_eos`)."""
     ids = set(params.stop_ids)
     if not params.ignore_eos:
-        ids.update(getattr(backend, "eos_ids", []) or [])
+        ids.update(backend.eos_ids)
     return ids
 
 
@@ -40,7 +41,7 @@ class _Picker:
         if params.repetition_penalty != 1.0:
             self.sampler.seen.extend(prompt_ids)
         # A backend may offer a lighter `decoder` than its chat tokenizer (OpenVINO: no torch).
-        decoder = getattr(backend, "decoder", None) or backend.tokenizer
+        decoder = backend.decoder if isinstance(backend, DecoderBackend) else backend.tokenizer
         self.recorder = Recorder(decoder, params.top_logprobs) if params.logprobs else None
         self.text = TextAssembler(decoder, params.stop, stop_ids_for(backend, params),
                                   len(prompt_ids), params.logprobs)
@@ -67,16 +68,18 @@ class _Picker:
 def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams | None = None,
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
-             speculate: Speculation | None = None) -> Iterator[Event]:
+             speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
     """Stream TextDelta events, then exactly one Finished.
 
     Per token: grammar mask -> logit_bias -> (logprobs, when asked) -> penalty and sampling.
-    `speculate` turns on prompt-lookup drafts (the backend must be able to roll back).
+    `speculate` turns on prompt-lookup drafts (the backend must be able to roll back);
+    `padded`: whether the backend was already prepared for them (chatlab.generate.speculate's
+    `prepare`, by an engine at load) with verify passes of one width; None: prepare it here.
     """
     import time
 
     params = params or SamplingParams()
-    window, vocab = getattr(backend, "context_length", None), getattr(backend, "vocab_size", None)
+    window, vocab = backend.context_length, backend.vocab_size
     if not params.checked(window, len(prompt_ids), vocab):  # a direct caller's: check it here
         params.validate(window, len(prompt_ids), vocab)
     if not prompt_ids:
@@ -84,12 +87,13 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
 
         raise ChatlabError("the prompt is empty; render at least one message before generating")
     fixed_width = False
+    rolling: SpeculativeBackend | None = None  # the backend, checked for speculation
     if speculate is not None:
-        check_backend(backend)
-        fixed_width = prepare(backend, speculate)  # a no-op once the backend is set up for it
+        rolling = check_backend(backend)
+        fixed_width = prepare(backend, speculate) if padded is None else padded
     picker = _Picker(backend, prompt_ids, params, logits_processor)
     text = picker.text
-    terminated = getattr(logits_processor, "is_terminated", None)
+    terminated = logits_processor.is_terminated if isinstance(logits_processor, TerminatingProcessor) else None
 
     def halted() -> bool:
         return (terminated is not None and terminated()) or (should_stop is not None and should_stop())
@@ -97,7 +101,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
     t0 = time.perf_counter()
     logits = backend.prefill(prompt_ids)
     t_first = 0.0
-    if speculate is None:
+    if speculate is None or rolling is None:
         for n in range(params.max_new_tokens):
             token, _, delta = picker.pick(logits)
             if n == 0:
@@ -116,7 +120,6 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         return
 
     lookup = PromptLookup(speculate, prompt_ids, fixed_width)
-    spec = cast(SpeculativeBackend, backend)  # check_backend() has checked it can roll back
     rows, n = [logits], 0
     draft: list[int] = []
     while True:
@@ -144,12 +147,12 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         if text.done or n >= params.max_new_tokens:
             break
         if kept < len(draft):  # drop the rejected guesses from the cache
-            spec.truncate(spec.length - (len(draft) - kept))
+            rolling.truncate(rolling.length - (len(draft) - kept))
         # Tokens the next pass may add: the last one picked, then the guess. The guess stops one
         # short of max_new_tokens, since the row after the last allowed token is never read.
         draft = lookup.draft(params.max_new_tokens - n - 1)
         if draft:
-            rows = list(spec.extend([token] + draft, keep=len(draft) + 1))
+            rows = list(rolling.extend([token] + draft, keep=len(draft) + 1))
         else:
             rows = [backend.step(token)]
     t_end = time.perf_counter()

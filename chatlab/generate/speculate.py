@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chatlab.errors import ChatlabError
+from chatlab.protocols import PaddedVerifyBackend, RollbackBackend, SpeculativeBackend, StepBackend
 
 METHODS = ["prompt-lookup"]
 DRAFT_TOKENS_RANGE = (1, 16)  # past ~10, a CPU's k+1-token pass stops costing about one step
@@ -77,29 +78,24 @@ def _int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def check_backend(backend: object) -> None:
-    """ChatlabError unless the backend can verify several tokens and roll its cache back."""
-    if not getattr(backend, "can_rollback", False):
-        name = getattr(backend, "name", type(backend).__name__)
-        why = getattr(backend, "rollback_note", "") or "it cannot drop rejected tokens from its cache"
+def check_backend(backend: StepBackend) -> SpeculativeBackend:
+    """The backend, if it can verify several tokens and roll its cache back; else ChatlabError."""
+    if not isinstance(backend, RollbackBackend):
         raise ChatlabError(f"speculative decoding needs a backend that can roll its KV cache "
-                           f"back; {name} cannot ({why}). Use --backend torch, or openvino with "
-                           "its default paged attention, or leave out --speculate")
-    if not getattr(backend, "exact_extend", True):
-        raise ChatlabError("speculative decoding on this OpenVINO backend would change greedy "
-                           "output: its CPU plugin quantizes activations differently for a "
-                           "several-token verify pass than for a one-token step; load it with "
-                           "dynamic_quantization=False (chatlab's --speculate does so)")
+                           f"back; {backend.name} cannot drop rejected tokens from its cache "
+                           f"({backend!r}; OpenVINO's stateful sdpa graph keeps its cache in state "
+                           "variables that only grow). Use --backend torch, or openvino with its "
+                           "default paged attention, or leave out --speculate")
+    return backend
 
 
 def prepare(backend: object, spec: Speculation) -> bool:
     """Let the backend set up for guesses of up to `spec.draft_tokens` (OpenVINO compiles a
     graph for verify passes of 1 + k tokens, chatlab.backends.paged); whether its verify
     passes now cost the same for any guess up to k, so that sizing them would save nothing."""
-    setup = getattr(backend, "prepare_verify", None)
-    if setup is None:
+    if not isinstance(backend, PaddedVerifyBackend):
         return False
-    setup(spec.draft_tokens + 1)
+    backend.prepare_verify(spec.draft_tokens + 1)
     return True
 
 

@@ -23,10 +23,10 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from chatlab._thirdparty import Jsonable
-from chatlab.engine.engine import ChatEngine
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.serve.errors import APIError, install_handlers
 from chatlab.serve.docs import body_doc, openapi_schema
+from chatlab.serve.engine import Engine
 from chatlab.serve.jobs import run
 from chatlab.serve.middleware import BodyLimit, CatchAll
 from chatlab.serve.queue import FairQueue
@@ -55,7 +55,7 @@ def read_request(raw: bytes, cls: type[R]) -> R:
     return parse_request(data, cls)
 
 
-def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: int = 32,
+def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int = 32,
                max_messages: int = 256, max_body_bytes: int = 2_000_000,
                strict_model_name: bool = False) -> FastAPI:
     app = FastAPI(title="chatlab", docs_url=None, redoc_url=None, openapi_url=None)
@@ -63,7 +63,7 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(CatchAll)  # outermost: whatever escapes below ends here
     # an engine that batches sequences itself says how many it runs at once; the loop runs one
-    queue = FairQueue(max_waiting=max_waiting, workers=int(getattr(engine, "max_concurrency", 1)))
+    queue = FairQueue(max_waiting=max_waiting, workers=int(engine.max_concurrency))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
     # The routes below reach the engine through app.state, never a closure over `engine`:
@@ -75,8 +75,8 @@ def create_app(engine: ChatEngine, *, api_key: str | None = None, max_waiting: i
     # stays with the allocator for the next model to reuse).
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
-    def served() -> ChatEngine:
-        current: ChatEngine | None = app.state.engine
+    def served() -> Engine:
+        current: Engine | None = app.state.engine
         if current is None:  # only reachable in the instant between shutdown and the socket closing
             raise APIError(503, "this server has stopped; start a new one (chatlab.serve.start_server)",
                            code="server_stopped")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-    from chatlab.engine.engine import ChatEngine
+    from chatlab.serve.engine import Engine
     from chatlab.serve.app import AppOptions
 
 
@@ -50,9 +50,10 @@ class ServerHandle:
         self.stop()
 
 
-def start_server(engine: "ChatEngine", host: str = "127.0.0.1", port: int | None = None,
+def start_server(engine: "Engine", host: str = "127.0.0.1", port: int | None = None,
                  *, log_level: str = "warning", **app_options: Unpack["AppOptions"]) -> ServerHandle:
-    """Serve `engine` (a ChatEngine) on host:port in a background thread; port None = a free one."""
+    """Serve `engine` (a ChatEngine, or another chatlab.serve.engine.Engine) on host:port in a
+    background thread; port None = a free one."""
     import uvicorn
 
     from chatlab.serve.app import create_app

@@ -76,17 +76,19 @@ class ChatlabLoop:
         self.attention, self.fast = attention, fast
         self.speculate = None if speculate is None else Speculation(
             draft_tokens=speculate["draft_tokens"], ngram=speculate["ngram"])
-        # None: the precision's default (off at f32); speculation needs it off
-        self.dynamic_quantization = False if self.speculate is not None else dynamic_quantization
+        self.dynamic_quantization = dynamic_quantization  # None: the precision's default (off at f32)
 
     def load(self) -> None:
         from chatlab.backends import load_step_backend
+        from chatlab.backends.registry import speculation_options
 
         options: dict[str, LoaderOption] = {"attention": self.attention} if self.attention else {}
         if self.dynamic_quantization is not None:
             options["dynamic_quantization"] = self.dynamic_quantization
         if self.fast:
             options["fast"] = True
+        if self.speculate is not None:
+            options = speculation_options(self.args[1], options)
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
         if self.speculate is not None:
             from chatlab.generate.speculate import prepare

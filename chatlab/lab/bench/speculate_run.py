@@ -159,12 +159,12 @@ def recorded_replies() -> dict[str, list[dict[str, list[int]]]] | None:
 
 def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Jsonable]:
     from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat
-    from chatlab.engine import ChatEngine
+    from chatlab.engine import load_engine
 
     genai_chat = GenaiChatMode(model, precision)
     engines: dict[str, Turnable] = {
-        "reuse": ChatEngine.load(model, "openvino", precision=precision, reuse_prefix=True),
-        "plain": ChatEngine.load(model, "openvino", precision=precision), "genai-chat": genai_chat}
+        "reuse": load_engine(model, "openvino", precision=precision, reuse_prefix=True),
+        "plain": load_engine(model, "openvino", precision=precision), "genai-chat": genai_chat}
     growing_chat(engines, 1, 4, start=turns)  # warm-up on another conversation, not timed
     genai_chat.restart()  # a new chat; chatlab's reuse engine also starts one
     result = growing_chat(engines, turns, tokens)

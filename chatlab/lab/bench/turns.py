@@ -116,9 +116,9 @@ def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int 
             history.append({"role": "assistant", "content": reply})
             row[f"{name}_ttft_ms"] = ttft * 1000
             row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
-            prefix = getattr(engines[name], "prefix", None)
-            if prefix is not None:
-                row[f"{name}_reused_tokens"] = prefix.reused
+            engine = engines[name]
+            if not isinstance(engine, GenaiChatMode) and engine.prefix is not None:
+                row[f"{name}_reused_tokens"] = engine.prefix.reused
         rows.append(row)
     replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
     return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
@@ -134,18 +134,16 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         genai: bool = False) -> dict[str, Jsonable]:
     """Time a growing chat on chatlab's loop with and without prefix reuse (`genai`: and genai's
     pipeline with and without its prefix caching); print the JSON and a line per turn."""
-    from chatlab.engine import ChatEngine
+    from chatlab.engine import ChatEngine, load_engine
 
     engines: dict[str, ChatEngine] = {
-        "reuse": ChatEngine.load(model, "openvino", precision="f32", reuse_prefix=True),
-        "plain": ChatEngine.load(model, "openvino", precision="f32")}
+        "reuse": load_engine(model, "openvino", precision="f32", reuse_prefix=True),
+        "plain": load_engine(model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]
     if genai:
-        from chatlab.engine.batched import BatchedEngine
-
-        engines["genai-cache"] = BatchedEngine.load(model, precision="f32", max_seqs=1,
-                                                    prefix_caching=True)
-        engines["genai"] = BatchedEngine.load(model, precision="f32", max_seqs=1)
+        engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1,
+                                             prefix_caching=True)
+        engines["genai"] = load_engine(model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
     result = growing_chat(engines, turns, tokens)
     ratios(result, pairs)

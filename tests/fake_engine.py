@@ -1,0 +1,85 @@
+"""The one fake engine the server tests share (chatlab.serve.engine.Engine without a model).
+
+It answers with a fixed script of words and controls time: `gate` holds every non-streamed
+run until set, `hold` keeps each run going (up to that many seconds, or until `release` is set)
+while watching `should_stop`, and `check_seconds` stands for rendering and grammar compilation.
+It records what the server did with it: `runs`, `stopped` (a run saw should_stop() become
+true), and `streamed` (how many words each stream got out before it ended).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from chatlab.engine import shapes
+from chatlab.errors import ChatlabError
+
+StopFn = Callable[[], bool]
+
+
+class FakeEngine:
+    created, max_concurrency = 0, 1
+
+    def __init__(self, words: list[str] | None = None, model_name: str = "scripted",
+                 context_length: int = 64, delay: float = 0.0, hold: float = 0.0,
+                 check_seconds: float = 0.0) -> None:
+        self.words = ["done"] if words is None else words
+        self.model_name, self.context_length = model_name, context_length
+        self.delay, self.hold, self.check_seconds = delay, hold, check_seconds
+        self.gate = threading.Event()
+        self.gate.set()
+        self.release = threading.Event()  # ends every held run now, as a finished generation would
+        self.stopped = threading.Event()
+        self.streamed: list[int] = []
+        self.runs = 0
+
+    def check(self, req: Any) -> Any:
+        """The real engine's contract: the request arrives parsed (chat domain included, by
+        chatlab.types inside parse_request); what depends on the model raises with its param.
+        The request stands in for its plan."""
+        time.sleep(self.check_seconds)
+        if (req.max_new_tokens or 0) > self.context_length:
+            raise ChatlabError(f"max_tokens={req.max_new_tokens} exceeds the context window of "
+                               f"{self.context_length}", param="max_tokens")
+        return req
+
+    def render(self, req: Any) -> dict[str, Any]:
+        return {"model": self.model_name, "text": "rendered", "ids": [1, 2], "rule": "explicit"}
+
+    def _hold(self, should_stop: StopFn) -> None:
+        self.runs += 1
+        deadline = time.monotonic() + self.hold
+        while time.monotonic() < deadline and not self.release.is_set():
+            if should_stop is not None and should_stop():
+                self.stopped.set()
+                return
+            time.sleep(0.01)
+
+    def chat(self, plan: Any, should_stop: StopFn | None = None) -> dict[str, Any]:
+        self.gate.wait(10)
+        if plan.user == "boom":
+            raise RuntimeError("secret internal detail")
+        self._hold(should_stop)
+        msg = {"role": "assistant", "content": " ".join(self.words), "refusal": None}
+        return shapes.completion("chatcmpl-1", self.model_name,
+                                 [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "stop"}],
+                                 shapes.usage(3, len(self.words)))
+
+    def chat_stream(self, plan: Any, should_stop: StopFn | None = None) -> Iterator[dict[str, Any]]:
+        n = 0
+        yield shapes.chunk("c", self.model_name, 0, {"role": "assistant", "content": ""})
+        try:
+            for word in self.words:
+                if should_stop is not None and should_stop():
+                    break
+                time.sleep(self.delay)
+                n += 1
+                yield shapes.chunk("c", self.model_name, 0, {"content": word})
+        finally:  # also when the server closes the stream early
+            self.streamed.append(n)
+        self._hold(should_stop)
+        yield shapes.chunk("c", self.model_name, 0, {}, "stop")
+
+    completion = chat
+    completion_stream = chat_stream
