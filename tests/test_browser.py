@@ -215,7 +215,7 @@ def test_widget_has_the_classes_the_browser_test_finds() -> None:
     """The contract below relies on: stable classes, and one transcript update per delta."""
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.lab.widgets import ChatWidget
 
     chat = ChatWidget(ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Lemons are."]),

@@ -15,7 +15,7 @@ import pytest
 from chatlab.cli import main
 from chatlab.errors import ChatlabError, MissingSpecialToken
 from chatlab.render import get_template, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io.certify import CONVERSATIONS, certify
 from test_engine_semantics import tok_with
 

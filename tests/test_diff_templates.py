@@ -7,7 +7,7 @@ import pytest
 
 from chatlab.cli import main
 from chatlab.render import get_template
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io import diff_templates, load_template
 
 DATA = "data/templates/"

@@ -40,7 +40,7 @@ FORMATS = {
 
 def engine_for(fmt: str, replies: list[str]) -> ChatEngine:
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     template = FORMATS[fmt][0]
     backend = ScriptedBackend(tokenizer_for(get_template(template)), replies)

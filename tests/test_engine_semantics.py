@@ -15,7 +15,7 @@ import json
 import pytest
 
 from chatlab.render import get_template, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io import export_template, load_template
 from test_template_io import adding_bos
 

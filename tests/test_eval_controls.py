@@ -24,7 +24,7 @@ class Dog(BaseModel):
 @pytest.fixture(scope="module")
 def hermes_tokenizer():
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     return tokenizer_for(get_template("qwen2.5"))
 
@@ -120,10 +120,11 @@ def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -
     stop ids) score 100% on persona and facts; a wrong answer in the script lowers the facts."""
     from chatlab.lab import finetune as ft
     from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.render import resolve
     from chatlab.render.io import load_template
 
     data = data_path("finetune")
-    res = load_template(data / "captain_byte.llamafactory.json", "llamafactory").resolve(smollm2_tokenizer)
+    res = resolve(smollm2_tokenizer, template=load_template(data / "captain_byte.llamafactory.json", "llamafactory"))
     rows = load_heldout(data / "heldout.jsonl")[:4]
     chats = ft.load_chats(data / "heldout.jsonl")[:4]
     script = [r.gold for r in rows]

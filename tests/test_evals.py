@@ -113,7 +113,7 @@ def test_evaluate_on_the_real_server_through_langchain() -> None:
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.serve import start_server
 
     replies = ['{"name": "Harry", "color": "brown"}', '{"name": "John", "color": "brown beagle"}']
@@ -188,7 +188,7 @@ def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.War
     from chatlab.engine import ChatEngine
     from chatlab.lab.evals.langchain_methods import ARTICLE_SYSTEM, article_chain, prompted
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.serve import start_server
 
     call = ('<tool_call>\n{"name": "_OutputFormatter", "arguments": {"output": {"name": "Harry", '

@@ -16,7 +16,7 @@ import pytest
 from chatlab.models.assets import ASSETS
 from chatlab.models.standins import load_standin
 from chatlab.render import get_template, list_templates, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io import export_template
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Get the weather",

@@ -52,7 +52,7 @@ def _prelude(notebook: str) -> dict[str, Any]:
         ns["special_tokens_from_text"] = special_tokens_from_text
     if notebook.startswith("02"):
         from chatlab.render import get_template, resolve
-        from chatlab.render.export import tokenizer_for
+        from chatlab.render.io.jinja_writer import tokenizer_for
         from chatlab.render.io import export_template
         ns.update(get_template=get_template, resolve=resolve, export_template=export_template,
                   tokenizer_for=tokenizer_for)

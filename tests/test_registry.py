@@ -24,7 +24,7 @@ ASK = {"messages": [{"role": "user", "content": "What is the capital of France?"
 
 def chatml_tokenizer() -> Any:
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     return tokenizer_for(get_template("chatml"))
 

@@ -6,7 +6,7 @@ from transformers import PreTrainedTokenizerFast
 
 from chatlab.errors import ChatlabError
 from chatlab.render import get_template, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.tools import HERMES
 from chatlab.types import parse_tools
 

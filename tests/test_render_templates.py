@@ -6,7 +6,7 @@ import pytest
 
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.render import get_template, list_templates, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 
 REQUIRED = ["chatml", "smollm2", "qwen", "qwen2.5", "qwen3", "chatglm3", "chatglm2", "llama2",
             "llama3", "mistral", "baichuan2", "yi"]

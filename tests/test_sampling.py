@@ -161,7 +161,7 @@ def test_the_plans_params_are_not_checked_again_by_the_loop(monkeypatch: pytest.
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.generate import generate
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     engine = ChatEngine(ScriptedBackend(tokenizer_for(get_template("chatml")), ["Hi."]), "m", template="chatml")
     plan = engine.check(parse_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}))

@@ -26,7 +26,7 @@ def engine() -> Any:
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hello there."])
     return ChatEngine(backend, SERVED, template="qwen2.5")
@@ -579,7 +579,7 @@ def test_server_rss_flat_over_malformed_and_oversized_requests(engine: Any) -> N
               "from chatlab.backends.scripted import ScriptedBackend\n"
               "from chatlab.engine import ChatEngine\n"
               "from chatlab.render import get_template\n"
-              "from chatlab.render.export import tokenizer_for\n"
+              "from chatlab.render.io.jinja_writer import tokenizer_for\n"
               "from chatlab.serve.app import create_app\n"
               "e = ChatEngine(ScriptedBackend(tokenizer_for(get_template('qwen2.5')), ['Hello there.']),"
               " 'served-model', template='qwen2.5')\n"

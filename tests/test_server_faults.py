@@ -41,7 +41,7 @@ def engine() -> Any:
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     backend = ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hello there."])
     return ChatEngine(backend, "served", template="qwen2.5")

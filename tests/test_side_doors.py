@@ -24,7 +24,7 @@ LOOP_CALLERS = {"engine/source.py", "generate/__init__.py", "lab/bench/engines.p
 
 def scripted_tokenizer():  # noqa: ANN201
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     return tokenizer_for(get_template("qwen2.5"))
 

@@ -74,7 +74,7 @@ def test_empty_templates_are_refused(tmp_path, name, text, fragment):
 
 def test_runaway_go_template_is_bounded(monkeypatch):
     from chatlab.render import resolve
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.render import get_template
     import chatlab.render.io.goeval as goeval
 

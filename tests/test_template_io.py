@@ -14,7 +14,7 @@ import pytest
 
 from chatlab.errors import ChatlabError
 from chatlab.render import get_template, list_templates, resolve
-from chatlab.render.export import Exporter, tokenizer_for
+from chatlab.render.io.jinja_writer import Exporter, tokenizer_for
 from chatlab.render.io import detect, export_template, load_template
 
 CONVERSATIONS = {
@@ -66,7 +66,7 @@ def test_jinja_file_round_trip(name, tmp_path):
     path = tmp_path / f"{name}.jinja"
     path.write_text(export_template(name, "jinja"), encoding="utf-8")
     loaded = load_template(path)
-    assert loaded.fmt == "jinja" and loaded.resolve(tok).rule == "explicit"
+    assert loaded.fmt == "jinja" and resolve(tok, template=loaded).rule == "explicit"
     cases = [(m, None) for m in CONVERSATIONS.values()]
     if get_template(name).tool_format:
         cases += [(CONVERSATIONS["single"], TOOLS), (TOOL_CHAT, TOOLS)]
@@ -132,7 +132,7 @@ def test_ollama_round_trip(name, tmp_path):
     assert loaded.fmt == "ollama" and loaded.default_system == get_template(name).default_system
     for msgs in CONVERSATIONS.values():
         assert ids(loaded, tok, msgs) == ids(name, tok, msgs)
-    stop_ids = loaded.resolve(tok).render(CONVERSATIONS["single"]).stop_ids
+    stop_ids = resolve(tok, template=loaded).render(CONVERSATIONS["single"]).stop_ids
     named = [tok.convert_tokens_to_ids(s) for s in get_template(name).stop_tokens if s != "eos"]
     assert set(named) | {tok.eos_token_id} <= set(stop_ids)
 

@@ -12,7 +12,7 @@ import pytest
 
 from chatlab.errors import UnknownNameError
 from chatlab.render import TEMPLATES, resolve
-from chatlab.render.export import tokenizer_for
+from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.tools import validate_arguments
 from chatlab.tools import TOOL_FORMATS, ToolFormat, format_of_chat_template, get_tool_format
 from chatlab.types import Message, ToolCall, parse_tools

@@ -26,7 +26,7 @@ def doc() -> dict[str, Jsonable]:
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.serve.app import create_app
 
     engine = ChatEngine(ScriptedBackend(tokenizer_for(get_template("qwen2.5")), ["Hi."]), "m", template="qwen2.5")

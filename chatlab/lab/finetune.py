@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 from chatlab._thirdparty import HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.protocols import StepBackend
-from chatlab.render.resolution import ChatMessages, Resolution, as_messages
+from chatlab.render.resolve import ChatMessages, Resolution, as_messages
 
 if TYPE_CHECKING:
     import torch

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.encoder import Encoder
-from chatlab.render.resolution import Resolution
-from chatlab.render.resolve import resolve
+from chatlab.render.resolve import Resolution, resolve
 
 PROBES = [
     [{"role": "user", "content": "hi"}],

@@ -22,9 +22,9 @@ def _glm_resolution() -> "Resolution":
 
 @lru_cache(maxsize=8)
 def checker(template: str) -> HFTokenizer:
-    """A tokenizer that knows `template`'s special tokens (chatlab.render.export.tokenizer_for)."""
+    """A tokenizer that knows `template`'s special tokens (chatlab.render.io.jinja_writer.tokenizer_for)."""
     from chatlab.render import get_template
-    from chatlab.render.export import tokenizer_for
+    from chatlab.render.io.jinja_writer import tokenizer_for
 
     return tokenizer_for(get_template(template))
 

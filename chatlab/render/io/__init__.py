@@ -2,7 +2,7 @@
 
     from chatlab.render.io import load_template, export_template, diff_templates
     t = load_template("Modelfile")                      # or a .jinja, LMDeploy / LLaMA-Factory JSON
-    t.resolve(tokenizer).render(messages).ids
+    resolve(tokenizer, template=t).render(messages).ids   # chatlab.render.resolve
     export_template("smollm2", "lmdeploy", drop_tools=True)
     print(diff_templates(tokenizer, messages, "chatml", t))
 """

@@ -109,7 +109,9 @@ def name(engine: str) -> str:
 
 def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
             tools: list[dict] | None) -> "Rendered":
-    return loaded.resolve(tokenizer).render(msgs, tools=tools)
+    from chatlab.render.resolve import of_loaded
+
+    return of_loaded(loaded, tokenizer).render(msgs, tools=tools)
 
 
 def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:

@@ -20,7 +20,7 @@ from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
 
 if TYPE_CHECKING:
-    from chatlab.render.resolution import Resolution
+    from chatlab.render.resolve import Resolution
     from pathlib import Path
 
     from chatlab.render.io.readers import LoadedTemplate
@@ -67,12 +67,12 @@ class TemplateDiff:
 
 
 def _resolution(x: "str | Path | LoadedTemplate | Resolution", tokenizer: HFTokenizer) -> tuple["Resolution", str]:
-    from chatlab.render.resolution import Resolution
+    from chatlab.render.resolve import Resolution, of_loaded
 
     if isinstance(x, Resolution):
         return x, x.name
     loaded = load_template(x)
-    return loaded.resolve(tokenizer), loaded.source or loaded.name
+    return of_loaded(loaded, tokenizer), loaded.source or loaded.name
 
 
 def diff_templates(tokenizer: HFTokenizer, messages: Jsonable, a: "str | Path | LoadedTemplate | Resolution",

@@ -1,7 +1,7 @@
 """`export_template(name_or_loaded, fmt)`: a template written for another engine.
 
 jinja: vLLM `--chat-template`, llama.cpp `--jinja --chat-template-file`, openvino-genai, or
-tokenizer_config's chat_template (chatlab.render.export writes every Template rule as Jinja);
+tokenizer_config's chat_template (chatlab.render.io.jinja_writer writes every Template rule as Jinja);
 lmdeploy: `lmdeploy serve api_server --chat-template FILE.json`; ollama: a Modelfile for
 `ollama create`. Anything a target cannot express is refused with CannotExpress, naming the
 construct and the format.

@@ -2,7 +2,7 @@
 
     t = load_template("data/templates/chatml-with-system.llamafactory.json")
     t.fmt, t.default_system, t.stop_words
-    t.resolve(tokenizer).render(messages).ids      # id level, rule "explicit"
+    resolve(tokenizer, template=t).render(messages).ids   # chatlab.render.resolve; rule "explicit"
 
 Formats: "jinja" (a Hugging Face chat_template file, or a tokenizer_config.json holding one),
 "lmdeploy" (its JSON config), "ollama" (a Modelfile), "llamafactory" (slot JSON). The format is

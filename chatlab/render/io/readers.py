@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING
 
-from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.template import Template
 
 if TYPE_CHECKING:
     from chatlab.render.io.ollama import Modelfile
-    from chatlab.render.resolution import Resolution
 
 
 @dataclass
@@ -33,25 +31,6 @@ class LoadedTemplate:
     # The engine whose own tokenizer call adds the bos id (Resolution.engine_bos): "lmdeploy", "ollama"
     engine_bos: str | None = None
     notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
-
-    def resolve(self, tokenizer: HFTokenizer) -> "Resolution":
-        """A chatlab Resolution (rule "explicit") that renders this template at id level."""
-        from chatlab.render.resolution import Resolution
-        from chatlab.tools import format_of_chat_template
-
-        why = f"the template {self.name!r} was named explicitly ({self.fmt}" + (
-            f" from {self.source})" if self.source else ")")
-        if self.template is not None:
-            return Resolution("explicit", why, self.name, tokenizer, template=self.template,
-                              tool_format=self.template.tool_format, engine_bos=self.engine_bos)
-        if self.jinja is not None:
-            return Resolution("explicit", why, self.name, tokenizer, chat_template=self.jinja,
-                              tool_format=format_of_chat_template(self.jinja))
-        from chatlab.render.io.ollama import render_modelfile
-
-        assert self.modelfile is not None  # the Ollama reader sets it
-        return Resolution("explicit", why, self.name, tokenizer, renderer=partial(render_modelfile, self.modelfile),
-                          stop_strings=tuple(self.stop_words), engine_bos=self.engine_bos)
 
 
 def stops_of_template(t: Template) -> list[str]:
@@ -96,7 +75,7 @@ def read_jinja(text: str, origin: str, name: str) -> LoadedTemplate:
 
 
 def write_jinja(template: Template, drop_tools: bool = False) -> str:
-    from chatlab.render.export import Exporter
+    from chatlab.render.io.jinja_writer import Exporter
 
     return Exporter(template).render()
 
