@@ -11,10 +11,7 @@ from chatlab.errors import ChatlabError
 from chatlab.lab.bench import accuracy
 
 
-def test_first_difference_and_agreement():
-    assert accuracy.first_difference([1, 2, 3], [1, 2, 3]) is None
-    assert accuracy.first_difference([1, 2, 3], [1, 5, 3]) == 1
-    assert accuracy.first_difference([1, 2], [1, 2, 3]) == 2  # one ended, the other went on
+def test_agreement_counts_to_the_first_differing_token():
     exact = [{"ids": [1, 2, 3]}, {"ids": [4, 5, 6, 7]}]
     fast = [{"ids": [1, 2, 3]}, {"ids": [4, 9, 6, 7]}]
     assert accuracy.agreement(exact, fast) == {"cases": 2, "identical": 1, "mean_tokens_to_difference": 2,

@@ -46,7 +46,7 @@ def test_exports_have_the_asked_weight_format(exported):
     assert "u8" in weight_types(exported["int8"]) and "u4" not in weight_types(exported["int8"])
     assert "u4" in weight_types(exported["int4"])  # the tied embedding stays 8-bit
     for folder in exported.values():
-        manifest = json.loads((folder / export.MANIFEST).read_text())
+        manifest = json.loads((folder / export.EXPORT_MANIFEST).read_text())
         assert manifest["export_version"] == export.EXPORT_VERSION
         assert (folder / "openvino_tokenizer.xml").is_file()  # openvino-genai needs it
 

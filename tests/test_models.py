@@ -11,7 +11,7 @@ import pytest
 from chatlab.errors import AssetError, HubUnavailableError, UnknownNameError
 from chatlab.models import asset_path, get_asset, load_model, load_tokenizer
 from chatlab.models.assets import Asset
-from chatlab.models.store import MANIFEST
+from chatlab.models.store import ASSET_MANIFEST
 
 
 class LocalAsset(Asset):
@@ -25,7 +25,7 @@ def test_default_model_folder_loads_with_plain_transformers(smollm2_path: Path) 
     from transformers import AutoConfig, AutoTokenizer
 
     assert (smollm2_path / "model.safetensors").is_file()
-    assert json.loads((smollm2_path / MANIFEST).read_text())["name"] == "smollm2-135m-instruct"
+    assert json.loads((smollm2_path / ASSET_MANIFEST).read_text())["name"] == "smollm2-135m-instruct"
     tok = AutoTokenizer.from_pretrained(smollm2_path)
     assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == 2
     # Control tokens stay whole; no BOS is prepended (the GGUF says add_bos_token = false).
@@ -133,7 +133,7 @@ def test_stale_folder_without_manifest_is_not_trusted(tmp_path: Path, monkeypatc
     monkeypatch.setattr(convert, "convert_gguf", lambda a, p, out: built.append(out))
     assert asset_path("smollm2-135m-instruct") == stale
     assert built and not (stale / "model.safetensors").exists()
-    assert json.loads((stale / MANIFEST).read_text())["sha256"] == get_asset("smollm2-135m-instruct").sha256
+    assert json.loads((stale / ASSET_MANIFEST).read_text())["sha256"] == get_asset("smollm2-135m-instruct").sha256
 
 
 def test_qwen1_tokenizer_keeps_specials_out_of_content(qwen1_tokenizer) -> None:  # noqa: ANN001
@@ -432,16 +432,16 @@ def test_build_from_before_file_records_is_checked_once_and_recorded(
     import chatlab.models.convert as convert
     from chatlab.models.store import LEGACY, cache_problems, describe
 
-    manifest = json.loads((built_copy / MANIFEST).read_text())
+    manifest = json.loads((built_copy / ASSET_MANIFEST).read_text())
     del manifest["files"]
-    (built_copy / MANIFEST).write_text(json.dumps(manifest))
+    (built_copy / ASSET_MANIFEST).write_text(json.dumps(manifest))
     assert cache_problems(get_asset(SMOL)) == [LEGACY]
     assert describe(get_asset(SMOL))["state"] == "unchecked"
     checked: list[Path] = []
     monkeypatch.setattr(convert, "verify_folder", lambda folder: checked.append(folder) or {})
     assert asset_path(SMOL) == built_copy and checked == [built_copy] and rebuilds == []
     assert cache_problems(get_asset(SMOL)) == []
-    assert "model.safetensors" in json.loads((built_copy / MANIFEST).read_text())["files"]
+    assert "model.safetensors" in json.loads((built_copy / ASSET_MANIFEST).read_text())["files"]
 
 
 def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,

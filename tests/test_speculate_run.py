@@ -59,7 +59,7 @@ def part(monkeypatch):
     monkeypatch.setattr(engines, "unavailable",  # as on a machine without llama-cpp-python
                         lambda name, precision: "not installed here" if name == LLAMA_CPP else None)
     Worker.alive, Worker.peak, Worker.calls, Worker.stops = 0, 0, [], []
-    return sidebyside.run_tasks("m", speculate_run.ENGINES, speculate_run.TASKS, rounds=2, tokens=4,
+    return sidebyside.run_tasks("m", speculate_run.SIDE_BY_SIDE, speculate_run.TASKS, rounds=2, tokens=4,
                                 speculate={"draft_tokens": 4, "ngram": 3}, progress=False,
                                 make_worker=Worker, stop_at_eos=True)
 

@@ -38,7 +38,7 @@ from chatlab.backends.export_env import export_python
 from chatlab.errors import ChatlabError, UnknownNameError
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
-MANIFEST = "chatlab-export.json"
+EXPORT_MANIFEST = "chatlab-export.json"
 EXPORT_VERSION = 1  # bump when the export recipe changes, so old cache entries are rebuilt
 PARTIAL = ".partial-"  # prefix of an export being written
 
@@ -163,7 +163,7 @@ def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
 
 def is_exported(folder: Path) -> bool:
     try:
-        data = json.loads((folder / MANIFEST).read_text())
+        data = json.loads((folder / EXPORT_MANIFEST).read_text())
     except (OSError, ValueError):
         return False
     return data.get("export_version") == EXPORT_VERSION and (folder / "openvino_model.xml").is_file()
@@ -193,7 +193,7 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
                     else cli_args(src, weight_format, partial, stateful=False))
             run_cli(args, f"export {Path(model).name} {final.name}", partial)
             verify(partial, stateful)
-            (partial / MANIFEST).write_text(json.dumps({
+            (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
                 "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
                 indent=2))

@@ -88,7 +88,7 @@ def add_replay(nested: argparse._SubParsersAction) -> None:
 
 def add_turns(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "turns", "time to first token over a growing chat, with and without prefix "
-                   "reuse, side by side (chatlab.lab.bench.turns)", run_turns)
+                   "reuse, side by side (chatlab.lab.bench.turns)", run_turns_bench)
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--turns", type=int, default=8)
     p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
@@ -204,7 +204,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_turns(args: argparse.Namespace) -> int:
+def run_turns_bench(args: argparse.Namespace) -> int:
     from chatlab.lab.bench import turns
 
     turns.run(args.model, args.turns, args.tokens, genai=args.genai)

@@ -14,10 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the graph without state, its KV cache as inputs and outputs (what "
                         "chatlab.backends.explicit_kv and notebook 03 drive)")
     p.add_argument("--force", action="store_true", help="export again even when cached")
-    p.set_defaults(func=run_export)
+    p.set_defaults(func=run_export_model)
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_export_model(args: argparse.Namespace) -> int:
     from chatlab.backends.export import export_dir, export_model, is_exported
 
     stateful = not args.stateless

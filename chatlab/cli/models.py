@@ -21,7 +21,7 @@ def _size(n: object) -> str:
     return f"{n / 1e6:,.0f} MB" if isinstance(n, int) and n else "-"
 
 
-def verify() -> int:
+def run_verify() -> int:
     from chatlab.models.store import verify_cache
 
     results = verify_cache()
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     for name in args.build:
         print(f"{name}: {asset_path(name)}")
     if args.verify:
-        return verify()
+        return run_verify()
     rows = [describe(a) for a in all_assets()]
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "refuse it (exit 1) when the engine would render other ids than the template; "
                    "without it the export is unchecked")
     p.add_argument("--force", action="store_true", help="with --model: write an export that differs, with a warning")
-    p.set_defaults(func=run_export)
+    p.set_defaults(func=run_export_template)
 
 
 def _read_json(path: str, what: str) -> Jsonable:
@@ -145,7 +145,7 @@ def run_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_export_template(args: argparse.Namespace) -> int:
     from chatlab.render.io import export_template
 
     loaded = load_cli_template(args.name, args.template_format)

@@ -4,3 +4,6 @@ bench (timing engines side by side), evals (the eval sets behind each notebook's
 exercises (graded checks), finetune, session and colab (a notebook's first cell), doctor,
 diagrams and widgets. The core (types, render, tools, generate, backends, engine, serve) never
 imports from here."""
+
+# The Python versions the course is tested on (the first cell and `chatlab doctor` check them).
+PYTHONS = ((3, 11), (3, 12), (3, 13))

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
+from chatlab.lab import PYTHONS
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",
             "jsonschema"]
-PYTHONS = ((3, 11), (3, 12), (3, 13))
 FLAGS = ["sse4_2", "avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
          "amx_tile", "amx_bf16", "amx_int8"]
 MIN_FREE_MEMORY = 2 * 1024**3  # SmolLM2 in fp32 with PyTorch peaks near 1.2 GB

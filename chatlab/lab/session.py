@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 
 from chatlab.errors import ChatlabError
+from chatlab.lab import PYTHONS
 
 # The repository's public address: the default clone source of the first cell (CHATLAB_REPO
 # overrides it) and the target of the README's and notebooks' badges, which work once the
 # repository is published there.
 REPO_URL = "https://github.com/chatlab-course/chatlab"
 COLAB_CLONE = "/content/chatlab"
-PYTHONS = ((3, 11), (3, 12), (3, 13))
 
 # The notebooks' first code cell, verbatim (tests/test_notebooks.py checks every notebook has it).
 # On Colab it gets the code before chatlab can be imported: a checkout already at CLONE (a second
@@ -153,7 +153,7 @@ def folder_problem(cwd: Path, package: Path) -> str | None:
             f"start Jupyter with {mine}/run.sh lab (or pip install -e {mine}) so they match")
 
 
-def versions() -> str:
+def _versions() -> str:
     found = []
     for name in ("torch", "transformers"):
         try:
@@ -203,7 +203,7 @@ def setup(install: object = None) -> str:
 
     data_dir()  # raises, naming the fix, when chatlab came without its data
     print(f"chatlab {chatlab.__version__} ({place}), Python {sys.version.split()[0]}, "
-          f"{versions()}")
+          f"{_versions()}")
     if (problem := folder_problem(Path.cwd(), package)) is not None:
         print(f"chatlab setup: warning: {problem}")
     return place

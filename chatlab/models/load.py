@@ -64,7 +64,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
         if asset.build == "stand-in":
             from chatlab.models import standins
 
-            return standins.load_tokenizer(asset)
+            return standins.hub_or_standin(asset)
         return AutoTokenizer.from_pretrained(asset_path(name))
     if _exists(name):
         return _from_folder(AutoTokenizer.from_pretrained, name)

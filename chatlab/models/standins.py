@@ -20,7 +20,7 @@ from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
 
 CORPUS = "chatglm3_corpus"  # a folder of chatlab's data (chatlab.data; CHATLAB_DATA moves it)
-BUILD_VERSION = 1
+STANDIN_VERSION = 1  # bump when the stand-in trainer changes, so a built stand-in is rebuilt
 VOCAB_SIZE = 2400  # a soft limit: the trainer stops earlier when the corpus runs out of merges
 
 # The chat_template of THUDM/chatglm3-6b's tokenizer_config.json (rewritten here): role tokens as
@@ -72,7 +72,7 @@ def build(asset: Asset) -> Path:
     folder = cache_dir(asset)
     try:
         manifest = json.loads((folder / "chatlab-asset.json").read_text())
-        if manifest.get("corpus_sha256") == digest and manifest.get("build_version") == BUILD_VERSION:
+        if manifest.get("corpus_sha256") == digest and manifest.get("build_version") == STANDIN_VERSION:
             return folder
     except (OSError, ValueError):
         pass
@@ -84,7 +84,7 @@ def build(asset: Asset) -> Path:
             "remove_space": False, "do_lower_case": False}, indent=2, ensure_ascii=False))
         (tmp / "chatlab-asset.json").write_text(json.dumps({
             "name": asset.name, "stand_in_for": asset.hub_id, "corpus": f"data/{CORPUS}",
-            "corpus_sha256": digest, "build_version": BUILD_VERSION}, indent=2))
+            "corpus_sha256": digest, "build_version": STANDIN_VERSION}, indent=2))
     return folder
 
 
@@ -107,7 +107,7 @@ def _announce(asset: Asset, message: str) -> None:
         print(f"chatlab: {asset.name}: {message}", file=sys.stderr)
 
 
-def load_tokenizer(asset: Asset) -> HFTokenizer:
+def hub_or_standin(asset: Asset) -> HFTokenizer:
     """The real hub tokenizer when reachable (or cached), else the offline stand-in."""
     from transformers import AutoTokenizer
 

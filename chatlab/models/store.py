@@ -27,7 +27,7 @@ from chatlab.models.integrity import check_files, record_files
 __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
            "check_source", "describe", "is_available", "verify_cache"]
 
-MANIFEST = "chatlab-asset.json"
+ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
 
 
@@ -65,7 +65,7 @@ FP32_GROWTH = 7
 
 def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
     try:
-        data = json.loads((folder / MANIFEST).read_text())
+        data = json.loads((folder / ASSET_MANIFEST).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -74,10 +74,10 @@ def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
 def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
     """Replace the manifest atomically (another process may be reading it); False when the
     cache is read-only, which only means the next load checks again."""
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp = folder / f".{ASSET_MANIFEST}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps(data, indent=2))
-        os.replace(tmp, folder / MANIFEST)
+        os.replace(tmp, folder / ASSET_MANIFEST)
         return True
     except OSError:
         try:
@@ -104,7 +104,7 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
     if "files" not in data:
         return [LEGACY]
     if not _records_ok(data["files"]):
-        return [f"its manifest {MANIFEST} is damaged"]
+        return [f"its manifest {ASSET_MANIFEST} is damaged"]
     problems, refreshed = check_files(folder, data["files"], full=full)
     if refreshed and not problems:
         _write_manifest(folder, data)
@@ -121,7 +121,7 @@ def _record_legacy(asset: Asset, folder: Path) -> bool:
         verify_folder(folder)
     except Exception:  # damaged in any way: rebuild instead
         return False
-    data["files"] = record_files(folder, skip=frozenset({MANIFEST}))
+    data["files"] = record_files(folder, skip=frozenset({ASSET_MANIFEST}))
     _write_manifest(folder, data)
     return True
 
@@ -135,8 +135,8 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
     check_free_space(folder.parent, need, asset.name)
     with atomic_folder(folder) as tmp:
         convert_gguf(asset, paths, tmp)
-        files = record_files(tmp, skip=frozenset({MANIFEST, OWNER}))
-        (tmp / MANIFEST).write_text(json.dumps(
+        files = record_files(tmp, skip=frozenset({ASSET_MANIFEST, OWNER}))
+        (tmp / ASSET_MANIFEST).write_text(json.dumps(
             {"name": asset.name, "sha256": asset.sha256, "build_version": BUILD_VERSION,
              "source": [str(p) for p in paths], "files": files}, indent=2))
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.lab.finetune import first_difference
 
 if TYPE_CHECKING:
     from chatlab.protocols import StepBackend
@@ -72,14 +73,6 @@ def replies(backend: "StepBackend", model: str, sets: dict[str, list[list[dict[s
             speed = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 and total > ttft else 0.0
             out[name].append({"ids": list(fin.token_ids), "text": fin.text, "decode_tok_s": speed})
     return out
-
-
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    """The index of the first token where two replies differ, None when they are identical."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def agreement(exact: list[dict[str, Jsonable]], fast: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:

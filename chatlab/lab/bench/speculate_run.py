@@ -22,23 +22,18 @@ from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
-from chatlab.lab.bench.tasks import COPY_TASKS
+from chatlab.lab.bench.report import BOUNDED_TASKS
+from chatlab.lab.bench.engines import FAST_ENGINES
+from chatlab.lab.bench.tasks import COPY_TASKS, TASKS
 
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
-ENGINES = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
+SIDE_BY_SIDE = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
 # --fast: the fast profile (chatlab.backends.fast) on chatlab's loop and on genai, beside llama.cpp
 FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
-FAST_ENGINES = [GENAI_FAST, FAST, FAST_PL, LLAMA_CPP]
-TASKS = [*COPY_TASKS, "story"]
 OUT = "data/bench/speculate-run.json"
 if TYPE_CHECKING:
     from chatlab.lab.bench.turns import Turnable
-
-
-# Copy-heavy tasks without the 1.25x-over-genai-plain target: the extraction's replies copy too
-# little for any lookup drafter to reach it (see `oracle_bounds`, printed beside the measured figure).
-BOUNDED_TASKS = ("extract",)
 
 
 def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
@@ -75,7 +70,7 @@ def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
 
 
-def check(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
+def verdict(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
     if ratio is None:
         return {**target, "ratio": None, "verdict": f"NOT RUN ({why})"}
     met = ratio >= target["bound"] if target["op"] == ">=" else ratio <= target["bound"]
@@ -93,14 +88,14 @@ def judge_tasks(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
         a, b = rows.get(t["engine"]), rows.get(t["versus"])
         if a is None or b is None:
             missing = t["engine"] if a is None else t["versus"]
-            out.append(check(t, None, f"{missing}: {skipped.get(missing, 'not in this run')}"))
+            out.append(verdict(t, None, f"{missing}: {skipped.get(missing, 'not in this run')}"))
             continue
         cell, other = a["tasks"][t["task"]], b["tasks"][t["task"]]
         if t["versus"] == part["baseline"]:
             ratio = cell[f"{t['metric']}_ratio"]
         else:
             ratio = cell[t["metric"]] / other[t["metric"]] if other[t["metric"]] else None
-        out.append(check(t, ratio, "a zero denominator"))
+        out.append(verdict(t, ratio, "a zero denominator"))
     return out
 
 
@@ -108,7 +103,7 @@ def judge_turns(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     last = part["turns"][-1]
     target = {"what": f"turn-{last['turn']} TTFT with reuse vs genai chat mode", "task": "growing chat",
               "engine": "reuse", "metric": "ttft_ms", "versus": "genai-chat", "op": "<=", "bound": 1.0}
-    return [check(target, last["reuse_ttft_ms"] / last["genai-chat_ttft_ms"], None)]
+    return [verdict(target, last["reuse_ttft_ms"] / last["genai-chat_ttft_ms"], None)]
 
 
 def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
@@ -268,7 +263,7 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
             ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
-    names = list(args.engines) if args.engines else FAST_ENGINES if args.fast else ENGINES
+    names = list(args.engines) if args.engines else FAST_ENGINES if args.fast else SIDE_BY_SIDE
     tasks = run_tasks(args.model, [e for e in names if e], TASKS, args.rounds,
                       args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
     tasks["engines_asked"] = [e for e in names if e]

@@ -5,12 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from chatlab.lab.exercises import Case, Exercise, register
-
-
-def first_difference_reference(a: list[int], b: list[int]) -> int | None:
-    from chatlab.lab.finetune import first_difference
-
-    return first_difference(a, b)
+from chatlab.lab.finetune import first_difference
 
 
 register(Exercise("nb09.first_difference", lambda: [
@@ -18,7 +13,7 @@ register(Exercise("nb09.first_difference", lambda: [
     Case(([1, 2, 3], [1, 2, 3]), "equal: None"),
     Case(([1, 2], [1, 2, 3]), "a prefix: the length of the shorter"),
     Case(([5], [6, 7]), "different from the start"),
-], reference=first_difference_reference))
+], reference=first_difference))
 
 
 def system_tokens_reference(with_system: list[int], without: list[int]) -> int | None:

@@ -25,19 +25,19 @@ from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, Cell
 if TYPE_CHECKING:
     from chatlab.render.ids import Rendered
 
-ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
+_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 CONVERSATIONS: dict[str, tuple[list[dict], list[dict] | None]] = {
     "no system": ([{"role": "user", "content": "Hello"}], None),
     "system": ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], None),
     "multi-turn": ([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi! How can I help?"},
                     {"role": "user", "content": "What is 2+2?"}], None),
-    "tools": ([{"role": "user", "content": "Weather in Paris?"}], TOOLS),
+    "tools": ([{"role": "user", "content": "Weather in Paris?"}], _TOOLS),
     "tool call + result": ([{"role": "user", "content": "Weather in Paris?"},
-                            {"role": "assistant", "content": "", "tool_calls": [CALL]},
-                            {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees"}], TOOLS),
+                            {"role": "assistant", "content": "", "tool_calls": [_CALL]},
+                            {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees"}], _TOOLS),
     "unicode": ([{"role": "user", "content": "你好 — ünïcode 🎉"}], None),
     "empty content": ([{"role": "user", "content": ""}], None),
 }
@@ -92,7 +92,7 @@ class Certificate:
         lines = [f"certificate for {self.template!r}: {self.headline()} (exit {self.exit_code})",
                  *(f"note: {n}" for n in self.notes)]
         for engine, row in self.cells.items():
-            lines.append(f"{ENGINES.get(engine, engine)}: {self.engine_verdict(engine)}")
+            lines.append(f"{TEMPLATE_ENGINES.get(engine, engine)}: {self.engine_verdict(engine)}")
             lines.extend(f"  {conv:20s} {cell.short(name(engine))}" for conv, cell in row.items())
         return "\n".join(lines)
 
@@ -104,7 +104,7 @@ class Certificate:
 
 def name(engine: str) -> str:
     """The engine's short name for a verdict line ("LMDeploy", "vLLM / transformers")."""
-    return ENGINES.get(engine, engine).split(" (")[0]
+    return TEMPLATE_ENGINES.get(engine, engine).split(" (")[0]
 
 
 def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
@@ -158,7 +158,7 @@ def _references(source: LoadedTemplate, tokenizer: HFTokenizer,
 
 
 def _cannot(err: CannotExpress, engine: str) -> Cell:
-    return Cell(CANNOT, str(err)[:200], err.construct, ENGINES.get(engine, engine))
+    return Cell(CANNOT, str(err)[:200], err.construct, TEMPLATE_ENGINES.get(engine, engine))
 
 
 def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
@@ -183,7 +183,7 @@ def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
         except MissingSpecialToken:
             raise
         except ChatlabError as err:  # the engine refuses this conversation with the written template
-            row[conv] = Cell(CANNOT, str(err)[:200], "this conversation", ENGINES.get(engine, engine))
+            row[conv] = Cell(CANNOT, str(err)[:200], "this conversation", TEMPLATE_ENGINES.get(engine, engine))
             continue
         diffs = differences(want, got)
         row[conv] = Cell(DIFFERS, diffs=diffs) if diffs else Cell(EQUAL)
