@@ -21,9 +21,11 @@ Why each is untyped:
 - Processor: a logits processor of chatlab's loop or genai's structured-output config: what a
   token source takes to enforce a grammar (xgrammar's objects inside carry no types).
 - Widget: an ipywidgets widget (no type information).
-- Jsonable: decoded JSON (a dict, list, str, number, bool or None): a request body, a
-  response, a report or a manifest. A recursive union would need a cast at every read of a
-  field, so the wire's JSON stays unchecked and is checked by chatlab.types' parse rules.
+- Jsonable: decoded JSON (a dict, list, str, number, bool or None) whose shape is open: a
+  request body before parsing, a tool's JSON Schema or call arguments, a report or a manifest.
+  A recursive union would need a cast at every read of a field, so such JSON stays unchecked
+  and is checked by chatlab.types' parse rules. The responses chatlab sends have fixed shapes
+  and are typed (chatlab.types.responses).
 - LoaderOption: the value of one backend loader option (chatlab.backends.registry's Option:
   threads, attention, cache_gb, ...), carried in **options from the CLI or a caller to the
   loader that names it with its own type; mypy cannot match a **dict's values to each typed

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from chatlab.engine import shapes
 from chatlab.errors import ChatlabError
+from chatlab.types.responses import (ChatCompletion, ChatCompletionChunk, TextCompletion,
+                                     TextCompletionChunk)
 
 StopFn = Callable[[], bool]
+T = TypeVar("T")
 
 
 class FakeEngine:
@@ -47,7 +50,7 @@ class FakeEngine:
     def render(self, req: Any) -> dict[str, Any]:
         return {"model": self.model_name, "text": "rendered", "ids": [1, 2], "rule": "explicit"}
 
-    def _hold(self, should_stop: StopFn) -> None:
+    def _hold(self, should_stop: StopFn | None) -> None:
         self.runs += 1
         deadline = time.monotonic() + self.hold
         while time.monotonic() < deadline and not self.release.is_set():
@@ -56,30 +59,47 @@ class FakeEngine:
                 return
             time.sleep(0.01)
 
-    def chat(self, plan: Any, should_stop: StopFn | None = None) -> dict[str, Any]:
+    def _answer(self, plan: Any, should_stop: StopFn | None) -> str:
         self.gate.wait(10)
         if plan.user == "boom":
             raise RuntimeError("secret internal detail")
         self._hold(should_stop)
-        msg = {"role": "assistant", "content": " ".join(self.words), "refusal": None}
-        return shapes.completion("chatcmpl-1", self.model_name,
-                                 [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "stop"}],
-                                 shapes.usage(3, len(self.words)))
+        return " ".join(self.words)
 
-    def chat_stream(self, plan: Any, should_stop: StopFn | None = None) -> Iterator[dict[str, Any]]:
+    def _stream(self, should_stop: StopFn | None, piece: Callable[[str], T]) -> Iterator[T]:
+        """One piece per word, as the words come; then the hold."""
         n = 0
-        yield shapes.chunk("c", self.model_name, 0, {"role": "assistant", "content": ""})
         try:
             for word in self.words:
                 if should_stop is not None and should_stop():
                     break
                 time.sleep(self.delay)
                 n += 1
-                yield shapes.chunk("c", self.model_name, 0, {"content": word})
+                yield piece(word)
         finally:  # also when the server closes the stream early
             self.streamed.append(n)
         self._hold(should_stop)
+
+    def chat(self, plan: Any, should_stop: StopFn | None = None) -> ChatCompletion:
+        text = self._answer(plan, should_stop)
+        return shapes.completion("chatcmpl-1", self.model_name,
+                                 [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                                   "logprobs": None, "finish_reason": "stop"}],
+                                 shapes.usage(3, len(self.words)))
+
+    def chat_stream(self, plan: Any, should_stop: StopFn | None = None) -> Iterator[ChatCompletionChunk]:
+        yield shapes.chunk("c", self.model_name, 0, {"role": "assistant", "content": ""})
+        yield from self._stream(should_stop, lambda word: shapes.chunk("c", self.model_name, 0, {"content": word}))
         yield shapes.chunk("c", self.model_name, 0, {}, "stop")
 
-    completion = chat
-    completion_stream = chat_stream
+    def completion(self, plan: Any, should_stop: StopFn | None = None) -> TextCompletion:
+        text = self._answer(plan, should_stop)
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": self.model_name,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
+                "usage": shapes.usage(3, len(self.words))}
+
+    def completion_stream(self, plan: Any, should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
+        yield from self._stream(should_stop, lambda word: shapes.text_completion(
+            "c", self.model_name, [{"index": 0, "text": word, "logprobs": None, "finish_reason": None}], None))
+        yield shapes.text_completion("c", self.model_name,
+                                     [{"index": 0, "text": "", "logprobs": None, "finish_reason": "stop"}], None)

@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         for choice in chunk["choices"]:
             delta = choice["delta"]
             parts = [delta.get("content") or ""]
-            for call in delta.get("tool_calls") or []:  # the name once, then argument pieces
-                fn = call["function"]
+            for piece in delta.get("tool_calls") or []:  # the name once, then argument pieces
+                fn = piece["function"]
                 parts.append(f"[call {fn['name']}] " if fn.get("name") else fn.get("arguments", ""))
             sys.stdout.write("".join(parts))
             sys.stdout.flush()

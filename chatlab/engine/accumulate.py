@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from chatlab._thirdparty import Jsonable
 from chatlab.generate import Finished
 from chatlab.tools.stream import (ContentDelta, ParserEvent, ToolCallArgs, ToolCallEnd, ToolCallError,
                                   ToolCallStart)
+from chatlab.types.responses import (ChatChoice, ChatCompletion, ChatCompletionChunk, ChatLogprobs, Delta,
+                                     FunctionCall, LogprobEntry, Message, TextChoice, TextCompletion,
+                                     TextCompletionChunk, TextLogprobs, ToolCall, Usage)
 
 
 class Accumulator:
@@ -30,7 +32,7 @@ class Accumulator:
         self.wire: dict[int, int] = {}  # parser's call index -> index on the wire
         self.finished: Finished | None = None  # the loop's, set before the parser's final events
 
-    def feed(self, ev: ParserEvent) -> list[dict[str, Jsonable]]:
+    def feed(self, ev: ParserEvent) -> list[Delta]:
         if isinstance(ev, ContentDelta):
             return [{"content": ev.text}] if ev.text else []
         if isinstance(ev, ToolCallStart):
@@ -62,10 +64,10 @@ class Accumulator:
         return "function_call" if self.legacy else "tool_calls"
 
 
-def _merge_choice(deltas: Iterable[dict[str, Jsonable]]) -> dict[str, Jsonable]:
+def _merge_choice(deltas: Iterable[Delta]) -> Message:
     text: list[str] = []
-    calls: dict[int, dict[str, Jsonable]] = {}
-    legacy: dict[str, Jsonable] | None = None
+    calls: dict[int, ToolCall] = {}
+    legacy: FunctionCall | None = None
     for delta in deltas:
         text.append(delta.get("content") or "")
         for c in delta.get("tool_calls") or []:
@@ -73,15 +75,14 @@ def _merge_choice(deltas: Iterable[dict[str, Jsonable]]) -> dict[str, Jsonable]:
                                                  "function": {"name": "", "arguments": ""}})
             call["function"]["name"] += c.get("function", {}).get("name") or ""
             call["function"]["arguments"] += c.get("function", {}).get("arguments") or ""
-        if delta.get("function_call"):
-            fc = delta["function_call"]
+        fc = delta.get("function_call")
+        if fc:
             legacy = legacy or {"name": "", "arguments": ""}
             legacy["name"] += fc.get("name") or ""
             legacy["arguments"] += fc.get("arguments") or ""
     content = "".join(text)
-    message: dict[str, Jsonable] = {"role": "assistant",
-                               "content": None if (calls or legacy) and not content else content,
-                               "refusal": None}
+    message: Message = {"role": "assistant", "content": None if (calls or legacy) and not content else content,
+                        "refusal": None}
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     if legacy:
@@ -89,25 +90,27 @@ def _merge_choice(deltas: Iterable[dict[str, Jsonable]]) -> dict[str, Jsonable]:
     return message
 
 
-def merge_chunks(chunks: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
+def merge_chunks(chunks: list[ChatCompletionChunk]) -> ChatCompletion:
     """A `chat.completion` equal to what a client gets by adding up the streamed chunks."""
-    by_index: dict[int, list[dict[str, Jsonable]]] = {}
-    reasons: dict[int, str | None] = {}
-    logprobs: dict[int, list[Jsonable]] = {}
-    usage = None
+    by_index: dict[int, list[Delta]] = {}
+    reasons: dict[int, str] = {}
+    logprobs: dict[int, list[LogprobEntry]] = {}
+    usage: Usage | None = None
     for chunk in chunks:
         usage = chunk.get("usage") or usage
         for choice in chunk["choices"]:
             i = choice["index"]
-            delta = dict(choice["delta"])
-            if choice.get("logprobs"):
-                logprobs.setdefault(i, []).extend(choice["logprobs"].get("content") or [])
+            delta = choice["delta"].copy()
+            tokens = choice.get("logprobs")
+            if tokens:
+                logprobs.setdefault(i, []).extend(tokens.get("content") or [])
             by_index.setdefault(i, []).append(delta)
-            if choice.get("finish_reason"):
-                reasons[i] = choice["finish_reason"]
-    choices = []
+            reason = choice.get("finish_reason")
+            if reason:
+                reasons[i] = reason
+    choices: list[ChatChoice] = []
     for i in sorted(by_index):
-        lp = {"content": logprobs[i], "refusal": None} if i in logprobs else None
+        lp: ChatLogprobs | None = {"content": logprobs[i], "refusal": None} if i in logprobs else None
         choices.append({"index": i, "message": _merge_choice(by_index[i]), "logprobs": lp,
                         "finish_reason": reasons.get(i)})
     first = chunks[0]
@@ -116,25 +119,30 @@ def merge_chunks(chunks: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
             "system_fingerprint": first.get("system_fingerprint")}
 
 
-def merge_text_chunks(chunks: list[dict[str, Jsonable]]) -> dict[str, Jsonable]:
+def merge_text_chunks(chunks: list[TextCompletionChunk]) -> TextCompletion:
     """The same for `/v1/completions`: text pieces per choice index, concatenated."""
     texts: dict[int, list[str]] = {}
-    reasons: dict[int, str | None] = {}
-    logprobs: dict[int, dict[str, list[Jsonable]]] = {}
-    usage = None
+    reasons: dict[int, str] = {}
+    logprobs: dict[int, TextLogprobs] = {}
+    usage: Usage | None = None
     for chunk in chunks:
         usage = chunk.get("usage") or usage
         for choice in chunk["choices"]:
             i = choice["index"]
             texts.setdefault(i, []).append(choice.get("text") or "")
-            if choice.get("finish_reason"):
-                reasons[i] = choice["finish_reason"]
-            if choice.get("logprobs"):
-                into = logprobs.setdefault(i, {})
-                for key, value in choice["logprobs"].items():
-                    into.setdefault(key, []).extend(value)
+            reason = choice.get("finish_reason")
+            if reason:
+                reasons[i] = reason
+            lp = choice.get("logprobs")
+            if lp:
+                into = logprobs.setdefault(i, {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                               "text_offset": []})
+                into["tokens"] += lp["tokens"]
+                into["token_logprobs"] += lp["token_logprobs"]
+                into["top_logprobs"] += lp["top_logprobs"]
+                into["text_offset"] += lp["text_offset"]
     first = chunks[0]
-    choices = [{"index": i, "text": "".join(texts[i]), "logprobs": logprobs.get(i),
+    choices: list[TextChoice] = [{"index": i, "text": "".join(texts[i]), "logprobs": logprobs.get(i),
                 "finish_reason": reasons.get(i)} for i in sorted(texts)]
     return {"id": first["id"], "object": "text_completion", "created": first["created"],
             "model": first["model"], "choices": choices, "usage": usage}

@@ -21,6 +21,8 @@ from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
 from chatlab.errors import ChatlabError
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
+from chatlab.types.responses import (ChatCompletion, ChatCompletionChunk, ChatLogprobs, TextChoice,
+                                     TextCompletion, TextCompletionChunk, TextLogprobs)
 
 if TYPE_CHECKING:
     from chatlab.engine.lease import ModelGuard
@@ -126,7 +128,7 @@ class ChatEngine:
         if parser is not None:
             yield from parser.finish()
 
-    def _chunks(self, plan: ChatPlan, should_stop: StopFn | None, usage: bool) -> Iterator[dict[str, Jsonable]]:
+    def _chunks(self, plan: ChatPlan, should_stop: StopFn | None, usage: bool) -> Iterator[ChatCompletionChunk]:
         from chatlab.generate import Finished
 
         cid, model = shapes.new_id("chatcmpl"), self.model_name
@@ -155,16 +157,17 @@ class ChatEngine:
         if usage:
             yield shapes.usage_chunk(cid, model, shapes.usage(prompt_tokens, completion_tokens))
 
-    def chat_stream(self, plan: ChatPlan, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
+    def chat_stream(self, plan: ChatPlan, should_stop: StopFn | None = None) -> Iterator[ChatCompletionChunk]:
         """The streamed answer to a plan from `check` (which applied every refusal)."""
         return self._chunks(plan, should_stop, plan.include_usage)
 
-    def chat(self, plan: ChatPlan, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
+    def chat(self, plan: ChatPlan, should_stop: StopFn | None = None) -> ChatCompletion:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
-    def completion_stream(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> Iterator[dict[str, Jsonable]]:
+    def completion_stream(self, plan: CompletionPlan,
+                          should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
         from chatlab.generate import Finished, completion_logprobs
 
         cid, used = shapes.new_id("cmpl"), [0, 0]
@@ -188,7 +191,7 @@ class ChatEngine:
         if plan.include_usage:
             yield shapes.text_completion(cid, self.model_name, [], shapes.usage(*used))
 
-    def completion(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> dict[str, Jsonable]:
+    def completion(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> TextCompletion:
         full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
         return merge_text_chunks(list(self.completion_stream(full, should_stop)))
 
@@ -209,11 +212,11 @@ def source_for(backend: AnyBackend, speculate: Speculation | None = None,
 
 
 def _text_choice(index: int, text: str, finish_reason: str | None = None,
-                 logprobs: dict[str, Jsonable] | None = None) -> dict[str, Jsonable]:
+                 logprobs: TextLogprobs | None = None) -> TextChoice:
     return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
-def _take(tokens: list[TokenLogprob]) -> dict[str, Jsonable] | None:
+def _take(tokens: list[TokenLogprob]) -> ChatLogprobs | None:
     """The chat logprobs of the tokens gathered so far (emptying the list), or None."""
     from chatlab.generate import chat_logprobs
 

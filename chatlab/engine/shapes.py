@@ -3,46 +3,47 @@
 Subtle wire details that real clients depend on (reference §4): the last choice chunk has an
 empty delta and the finish_reason; the optional usage chunk has `choices: []`. The deltas
 themselves (a tool call's id and name once, then argument pieces) are chatlab.engine.accumulate's.
+The shapes' types are chatlab.types.responses'.
 """
 from __future__ import annotations
 
 import time
 import uuid
 
-from chatlab._thirdparty import Jsonable
+from chatlab.types.responses import (ChatChoice, ChatCompletion, ChatCompletionChunk, ChatLogprobs, Delta,
+                                     TextChoice, TextCompletionChunk, Usage)
 
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
 
-def usage(prompt: int, completion: int) -> dict[str, int]:
+def usage(prompt: int, completion: int) -> Usage:
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}
 
 
-def completion(cid: str, model: str, choices: list[dict[str, Jsonable]], use: dict[str, int]) -> dict[str, Jsonable]:
+def completion(cid: str, model: str, choices: list[ChatChoice], use: Usage) -> ChatCompletion:
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": choices, "usage": use, "system_fingerprint": "chatlab"}
 
 
-def chunk(cid: str, model: str, index: int, delta: dict[str, Jsonable],
-          finish_reason: str | None = None, logprobs: dict[str, Jsonable] | None = None) -> dict[str, Jsonable]:
+def chunk(cid: str, model: str, index: int, delta: Delta,
+          finish_reason: str | None = None, logprobs: ChatLogprobs | None = None) -> ChatCompletionChunk:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "system_fingerprint": "chatlab",
             "choices": [{"index": index, "delta": delta, "logprobs": logprobs,
                          "finish_reason": finish_reason}]}
 
 
-def usage_chunk(cid: str, model: str, use: dict[str, int]) -> dict[str, Jsonable]:
+def usage_chunk(cid: str, model: str, use: Usage) -> ChatCompletionChunk:
     return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "choices": [], "usage": use}
 
 
-def text_completion(cid: str, model: str, choices: list[dict[str, Jsonable]], use: dict[str, int] | None,
-                    obj: str = "text_completion") -> dict[str, Jsonable]:
-    body: dict[str, Jsonable] = {"id": cid, "object": obj, "created": int(time.time()), "model": model,
-                            "choices": choices}
+def text_completion(cid: str, model: str, choices: list[TextChoice], use: Usage | None) -> TextCompletionChunk:
+    body: TextCompletionChunk = {"id": cid, "object": "text_completion", "created": int(time.time()),
+                                 "model": model, "choices": choices}
     if use is not None:
         body["usage"] = use
     return body

@@ -26,11 +26,14 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, Jsonable
+from chatlab._thirdparty import Decoder
+
+if TYPE_CHECKING:
+    from chatlab.types.responses import ChatLogprobs, TextLogprobs
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat `top_logprobs`
 # JSON has no -inf; OpenAI and vLLM send this floor for impossible tokens.
@@ -199,7 +202,7 @@ def _wire(logprob: float) -> float:
     return logprob if logprob > WIRE_FLOOR else WIRE_FLOOR
 
 
-def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Jsonable]:
+def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChatLogprobs:
     """Chat completions' `choice.logprobs` (or one chunk's): {"content": [...], "refusal": None}."""
     return {"content": [
         {"token": e.text, "logprob": _wire(e.logprob), "bytes": list(e.bytes),
@@ -208,7 +211,7 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Jsonable]:
         for e in entries], "refusal": None}
 
 
-def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> dict[str, Jsonable]:
+def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> TextLogprobs:
     """Legacy completions' `choice.logprobs`. `offset` shifts text_offset (the prompt's length
     when the prompt is echoed). As in OpenAI's API each `top_logprobs` dict also holds the chosen
     token ("up to logprobs + 1 entries"); two ids with the same text share one key there."""

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chatlab.engine.wire import param_of
 from chatlab.errors import ChatlabError
+from chatlab.types.responses import ErrorBody
 
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
@@ -33,16 +34,17 @@ class APIError(Exception):
         self.headers = headers or {}
 
 
-def _encodable(text: str | None) -> str | None:
+def _encodable(text: str) -> str:
     """Messages may quote what the client sent; a lone surrogate in them would make the error
     response itself fail to encode (a 500 while reporting a 400)."""
-    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
                    headers: Mapping[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
-                      "param": _encodable(param), "code": code}}
+    body: ErrorBody = {"error": {"message": _encodable(message),
+                                 "type": TYPES.get(status, "invalid_request_error"),
+                                 "param": None if param is None else _encodable(param), "code": code}}
     extra = dict(headers or {})
     if status == 401:
         extra["WWW-Authenticate"] = "Bearer"

@@ -21,8 +21,9 @@ from chatlab.errors import ChatlabError
 from chatlab.generate import StopFn
 from chatlab.serve.errors import APIError
 from chatlab.serve.queue import FairQueue, Job
+from chatlab.types.responses import Answer, Chunk, ErrorBody
 
-Work = Callable[[StopFn], Iterator[dict] | dict]  # should_stop -> an answer or its chunks
+Work = Callable[[StopFn], Iterator[Chunk] | Answer]  # should_stop -> an answer or its chunks
 CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
 
 
@@ -58,10 +59,11 @@ async def _events(job: Job) -> AsyncIterator[str]:
             yield json.dumps(chunk, ensure_ascii=False)
     except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
         known = isinstance(err, ChatlabError)
-        body = {"message": str(err) if known else "internal error while generating",
-                "type": "server_error", "param": err.param if isinstance(err, ChatlabError) else None,
-                "code": None}
-        yield json.dumps({"error": body})
+        body: ErrorBody = {"error": {"message": str(err) if known else "internal error while generating",
+                                     "type": "server_error",
+                                     "param": err.param if isinstance(err, ChatlabError) else None,
+                                     "code": None}}
+        yield json.dumps(body)
     yield "[DONE]"
 
 

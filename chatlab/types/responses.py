@@ -1,0 +1,169 @@
+"""OpenAI's response shapes as chatlab sends them, typed once: what the engine builds
+(chatlab.engine.shapes, chatlab.engine.accumulate, chatlab.generate.logprobs) and what the
+server, the CLI and the tests read back.
+
+These types describe; they check nothing at run time (the server hands the dicts to the JSON
+encoder as they are). `NotRequired` marks a key chatlab leaves out rather than sends as null.
+"""
+# No `from __future__ import annotations` here: Python 3.11 reads NotRequired in a TypedDict
+# only from evaluated annotations, and __required_keys__ must be right at run time (the tests
+# check produced responses against them).
+from typing import Literal, NotRequired, TypedDict
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+# -- logprobs -------------------------------------------------------------------------------
+class TopLogprobEntry(TypedDict):
+    """One alternative token in a chat `top_logprobs` list."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class LogprobEntry(TypedDict):
+    """One generated token in a chat `logprobs.content` list."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+    top_logprobs: list[TopLogprobEntry]
+
+
+class ChatLogprobs(TypedDict):
+    content: list[LogprobEntry]
+    refusal: None
+
+
+class TextLogprobs(TypedDict):
+    """Legacy completions' `logprobs`: parallel lists, one entry per token."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]  # token text -> logprob, the chosen token included
+    text_offset: list[int]
+
+
+# -- tool calls -----------------------------------------------------------------------------
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # the arguments as JSON text, as the model wrote them
+
+
+class ToolCall(TypedDict):
+    id: str | None  # the id its first streamed delta carried (chatlab's always carries one)
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class FunctionCallDelta(TypedDict, total=False):
+    """A piece of a call: the name once, then argument fragments."""
+
+    name: str
+    arguments: str
+
+
+class ToolCallDelta(TypedDict):
+    index: int  # the call's place in the message's tool_calls
+    id: NotRequired[str]  # with the name, in the call's first delta only
+    type: NotRequired[Literal["function"]]
+    function: FunctionCallDelta
+
+
+# -- chat completions -----------------------------------------------------------------------
+class Delta(TypedDict, total=False):
+    """One streamed change to the assistant message (empty in a choice's last chunk)."""
+
+    role: Literal["assistant"]
+    content: str
+    tool_calls: list[ToolCallDelta]
+    function_call: FunctionCallDelta  # legacy `functions` requests: one call
+
+
+class Message(TypedDict):
+    role: Literal["assistant"]
+    content: str | None  # None when the reply is only calls
+    refusal: None
+    tool_calls: NotRequired[list[ToolCall]]
+    function_call: NotRequired[FunctionCall]
+
+
+class ChatChoice(TypedDict):
+    index: int
+    message: Message
+    logprobs: ChatLogprobs | None
+    finish_reason: str | None  # "stop", "length", "tool_calls" or "function_call"
+
+
+class ChunkChoice(TypedDict):
+    index: int
+    delta: Delta
+    logprobs: ChatLogprobs | None
+    finish_reason: str | None  # set in the choice's last chunk only
+
+
+class ChatCompletion(TypedDict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage | None
+    system_fingerprint: str | None
+
+
+class ChatCompletionChunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    system_fingerprint: NotRequired[str]  # not in the usage chunk
+    choices: list[ChunkChoice]  # empty in the usage chunk
+    usage: NotRequired[Usage]  # only in the usage chunk
+
+
+# -- legacy completions ---------------------------------------------------------------------
+class TextChoice(TypedDict):
+    index: int
+    text: str
+    logprobs: TextLogprobs | None
+    finish_reason: str | None
+
+
+class TextCompletionChunk(TypedDict):
+    id: str
+    object: Literal["text_completion"]  # OpenAI streams completions under the same name
+    created: int
+    model: str
+    choices: list[TextChoice]  # empty in the usage chunk
+    usage: NotRequired[Usage]  # only in the usage chunk
+
+
+class TextCompletion(TypedDict):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: Usage | None
+
+
+# -- errors ---------------------------------------------------------------------------------
+class ErrorDetail(TypedDict):
+    message: str
+    type: str  # "invalid_request_error", "server_error", ...
+    param: str | None  # the request field to blame, as a path (messages[0].role)
+    code: str | None
+
+
+class ErrorBody(TypedDict):
+    error: ErrorDetail
+
+
+Answer = ChatCompletion | TextCompletion  # a non-streamed response
+Chunk = ChatCompletionChunk | TextCompletionChunk  # one streamed event's data
