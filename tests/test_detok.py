@@ -49,3 +49,13 @@ def test_special_tokens_are_skipped(smollm2_tokenizer):
     tok = smollm2_tokenizer
     ids = tok.encode("hi", add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
     assert "".join(stream(tok, ids)) == "hi"
+
+
+def test_a_token_without_its_leading_space_joins_the_word_before_as_the_full_decode_does(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    spaced, bare = tok.convert_tokens_to_ids("Ġonly"), tok.convert_tokens_to_ids("only")
+    before = tok.encode(" not", add_special_tokens=False)
+    assert spaced != bare and tok.convert_ids_to_tokens(before) == ["Ġnot"]
+    # a sampled 'only' (no Ġ) after 'not' is the model's choice: the stream shows it as decoded
+    assert "".join(stream(tok, before + [bare])) == tok.decode(before + [bare]) == " notonly"
+    assert "".join(stream(tok, before + [spaced])) == " not only"

@@ -5,7 +5,9 @@ counts on the same build; the OpenVINO loop computes in f32):
 
 * split role markers (notebook 01, fixed in 02): ChatGLM3's bug reproduced on SmolLM2. The chat
   is rendered to text and every control token in it (`<|im_start|>`, `<|im_end|>`) is encoded as
-  ordinary text pieces, as ChatGLM3's tokenizer does with `<|user|>`; against the id-level prompt.
+  ordinary text pieces, as ChatGLM3's tokenizer does with `<|user|>`; against the id-level prompt
+  and, as the positive control, the tokenizer's own chat_template encoded with its control tokens
+  whole. Each reply gets a verdict on what its text shows (`verdict`).
 * a missing stop (notebook 03): the reply served with only `<|endoftext|>` as its stop id, the
   tokenizer's end of text (what Qwen's tokenizer reports as eos and llama.cpp stopped on), not
   the template's end of turn `<|im_end|>`; against the template's stop ids.
@@ -14,7 +16,7 @@ counts on the same build; the OpenVINO loop computes in f32):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from chatlab._thirdparty import HFTokenizer
@@ -27,7 +29,32 @@ from chatlab.render import Resolution
 # out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
 MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
 
-__all__ = ["Reply", "Column", "split_marker_ids", "ask", "split_markers_bite", "missing_stop_bite", "table"]
+# what one reply's text shows, in the order `verdict` checks them
+VERDICTS = ("new turn", "never ends", "goes on", "ends")
+
+__all__ = ["Reply", "Column", "VERDICTS", "verdict", "split_marker_ids", "template_ids", "ask", "split_markers_bite",
+           "missing_stop_bite", "table"]
+
+
+def verdict(shown: str, finish_reason: str) -> str:
+    """What a reader sees in one reply to a one-fact question, given the reply proper (the text
+    before its own end of turn, special tokens shown) and how the loop ended it:
+
+    * "new turn": it writes chat markup or the system prompt as text: it plays the next turn
+      itself (whether or not it then stops)
+    * "never ends": it ran to max_tokens
+    * "goes on": it ended its turn, but only after writing more lines after its first one (one
+      fact is one line: what follows restates the answer or adds to it)
+    * "ends": one line, then its end of turn
+    """
+    if finish_reason not in ("stop", "length"):
+        raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
+    text = shown.strip()
+    if any(m in text for m in MARKUP):
+        return "new turn"
+    if finish_reason == "length":
+        return "never ends"
+    return "goes on" if "\n" in text else "ends"
 
 
 @dataclass(frozen=True)
@@ -41,6 +68,7 @@ class Reply:
     invented_turn: bool  # after its end of turn it wrote a next user turn itself
     markup: bool         # the reply proper writes chat markup or the system prompt back as text
     wasted: int          # tokens generated after the reply's own end of turn
+    verdict: str         # what its text shows: one of VERDICTS
 
 
 @dataclass
@@ -48,6 +76,7 @@ class Column:
     label: str
     replies: list[Reply]
     seconds: float
+    prompts: list[list[int]] = field(default_factory=list)  # the prompt ids, one per reply
 
     @property
     def n(self) -> int:
@@ -56,6 +85,8 @@ class Column:
     def count(self, what: str) -> int:
         if what == "length":
             return sum(r.finish_reason == "length" for r in self.replies)
+        if what in VERDICTS:
+            return sum(r.verdict == what for r in self.replies)
         return sum(bool(getattr(r, what)) for r in self.replies)
 
     @property
@@ -89,6 +120,15 @@ def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
     return ids
 
 
+def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
+    """The tokenizer's own chat_template, rendered and encoded by the tokenizer itself
+    (`apply_chat_template(..., tokenize=True)`): the usual Hugging Face path, right whenever the
+    tokenizer keeps every control token whole."""
+    out = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    ids = out if isinstance(out, list) else out["input_ids"]
+    return [int(i) for i in ids]
+
+
 def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
     """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
     says exactly what the server stops on). Returns the loop's Finished event."""
@@ -104,6 +144,7 @@ def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_
     ids = list(finished.token_ids)
     end = ids.index(end_id) if end_id in ids else len(ids)
     answer = tok.decode(ids[:end], skip_special_tokens=True)
+    shown = tok.decode(ids[:end], skip_special_tokens=False)
     after = ids[end + 1:]
     # a next user turn: the start marker, then "user" (the model writes the role as text)
     invented = start_id is not None and any(
@@ -112,7 +153,7 @@ def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_
                  tokens=len(ids), finish_reason=finished.finish_reason,
                  correct=any(k.lower() in answer.lower() for k in fact.answer),
                  invented_turn=invented, wasted=len(after),
-                 markup=any(m in answer for m in MARKUP))
+                 markup=any(m in answer for m in MARKUP), verdict=verdict(shown, finished.finish_reason))
 
 
 def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],
@@ -123,7 +164,7 @@ def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: li
     t0, replies = time.perf_counter(), []
     for fact, ids in zip(facts, prompts):
         replies.append(_reply(tok, fact, ask(backend, ids, stop_ids, max_tokens), end_id, start_id))
-    return Column(label, replies, time.perf_counter() - t0)
+    return Column(label, replies, time.perf_counter() - t0, [list(p) for p in prompts])
 
 
 def _chats(facts: Sequence[Fact]) -> list[list[dict[str, str]]]:
@@ -131,16 +172,19 @@ def _chats(facts: Sequence[Fact]) -> list[list[dict[str, str]]]:
 
 
 def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
-                       max_tokens: int = 40) -> tuple[Column, Column]:
-    """(role markers split into text pieces, id-level prompt), both stopping on the template's
-    stop ids: only the prompt differs."""
+                       max_tokens: int = 128) -> tuple[Column, Column, Column]:
+    """(role markers split into text pieces, id-level prompt, the tokenizer's own template: the
+    positive control), all stopping on the template's stop ids: only the prompt differs."""
     tok = backend.tokenizer
-    rendered = [resolution.render(chat) for chat in _chats(facts)]
+    chats = _chats(facts)
+    rendered = [resolution.render(chat) for chat in chats]
     stops = list(rendered[0].stop_ids)
     split = _column("markers split into text", backend, facts,
                     [split_marker_ids(tok, r.text) for r in rendered], stops, max_tokens)
     fixed = _column("id-level prompt", backend, facts, [list(r.ids) for r in rendered], stops, max_tokens)
-    return split, fixed
+    control = _column("tokenizer's own template", backend, facts, [template_ids(tok, c) for c in chats],
+                      stops, max_tokens)
+    return split, fixed, control
 
 
 def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
