@@ -36,8 +36,10 @@ def test_split_markers_keep_the_text_but_lose_every_control_id(tok) -> None:
 def test_missing_stop_counts_the_run_on_the_invented_turn_and_the_waste(tok) -> None:
     facts = load_facts()[:2]   # Paris, Tokyo
     runs_on = "Paris.<|im_end|>\n<|im_start|>system\n<|im_end|>\n<|im_start|>user\nAnd Germany?<|im_end|>\n<|im_start|>assistant\nBerlin."
-    backend = ScriptedBackend(tok, [runs_on, "I do not know.<|im_end|>"] * 2, eos_id=0)  # one per column
-    broken, fixed = missing_stop_bite(backend, resolve(tok, MODEL), facts, max_tokens=64)
+    # one script per column; the model's own end id (its generation_config) is <|im_end|>
+    script = [runs_on + "<|endoftext|>", "I do not know.<|im_end|><|endoftext|>"]
+    backend = ScriptedBackend(tok, script * 3, eos_id=2)
+    broken, fixed, control = missing_stop_bite(backend, resolve(tok, MODEL), facts, max_tokens=64)
     first = broken.replies[0]
     assert first.correct and first.answer == "Paris." and first.invented_turn
     assert first.wasted == first.tokens - 3 > 10                 # 'Paris', '.', '<|im_end|>' then the rest
@@ -47,6 +49,8 @@ def test_missing_stop_counts_the_run_on_the_invented_turn_and_the_waste(tok) -> 
                                    ("tokens after <|im_end|>", "wasted")], 64)
     assert "1/2" in text.splitlines()[1] and str(broken.wasted) in text.splitlines()[3]
     assert broken.wasted == first.wasted + 1   # the second reply: only the <|endoftext|> after its end
+    assert [r.text for r in control.replies] == [r.text for r in fixed.replies]   # the control stops alike
+    assert control.label == "stop: generation_config's <|im_end|>"
 
 
 def test_a_reply_cut_by_max_tokens_counts_as_run_to_the_limit(tok) -> None:
@@ -139,8 +143,9 @@ def test_live_bites_on_smollm2_bite_and_the_fixes_help() -> None:
     assert split.count("ends") <= 2 and fixed.count("ends") >= 6
     assert fixed.count("goes on") == fixed.count("new turn") == 0
     assert control.prompts == fixed.prompts and [r.text for r in control.replies] == [r.text for r in fixed.replies]
-    broken, stopped = missing_stop_bite(backend, res, facts[:4], max_tokens=48)
+    broken, stopped, control = missing_stop_bite(backend, res, facts[:4], max_tokens=48)
     assert broken.wasted > 0 and stopped.wasted == 0 and broken.tokens > stopped.tokens
+    assert control.wasted == 0 and control.tokens == stopped.tokens
     engine = ChatEngine(backend, MODEL)
     naive, buffered = relay_bite(engine, load_weather_requests()[:4], "live")
     assert buffered.count("called") == 4 and buffered.count("leaked") == 0

@@ -188,16 +188,21 @@ def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequ
 
 
 def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
-                      max_tokens: int = 64) -> tuple[Column, Column]:
-    """(stop only on `<|endoftext|>`, stop on the template's stop ids), same id-level prompts."""
+                      max_tokens: int = 64) -> tuple[Column, Column, Column]:
+    """(stop only on `<|endoftext|>`, stop on the template's stop ids, stop on the model's own
+    end ids from its generation_config: the positive control, what transformers' `generate`
+    stops on), the same id-level prompts in all three."""
     tok = backend.tokenizer
     rendered = [resolution.render(chat) for chat in _chats(facts)]
+    prompts = [list(r.ids) for r in rendered]
     end_of_text = tok.convert_tokens_to_ids("<|endoftext|>")
-    broken = _column("stop: <|endoftext|> only", backend, facts, [list(r.ids) for r in rendered],
-                     [end_of_text], max_tokens)
-    fixed = _column("stop: the template's <|im_end|>", backend, facts, [list(r.ids) for r in rendered],
+    broken = _column("stop: <|endoftext|> only", backend, facts, prompts, [end_of_text], max_tokens)
+    fixed = _column("stop: the template's <|im_end|>", backend, facts, prompts,
                     list(rendered[0].stop_ids), max_tokens)
-    return broken, fixed
+    names = "".join(tok.convert_ids_to_tokens(list(backend.eos_ids)))
+    control = _column(f"stop: generation_config's {names}", backend, facts, prompts,
+                      list(backend.eos_ids), max_tokens)
+    return broken, fixed, control
 
 
 def table(columns: Sequence[Column], rows: Sequence[tuple[str, str]], max_tokens: int) -> str:
