@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from typing import NamedTuple, Protocol, Sequence
 
 from chatlab._thirdparty import Jsonable
@@ -103,8 +104,17 @@ def grammar_error(what: str, err: Exception, param: str | None = None) -> Chatla
                         "minimum/minLength above maximum/maxLength)", param=param)
 
 
-class ToolFormat:
-    """The base: subclasses set the strings and override the steps their format changes."""
+def calls_after_content(w: JinjaTurns, call: str) -> str:
+    """Jinja for an assistant message whose calls follow its content in one turn: `call` is the
+    expression of one call `f` inside the loop over m.tool_calls."""
+    return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
+            + w.turn("assistant", "ns.body"))
+
+
+class ToolFormat(ABC):
+    """The base: subclasses set the strings and override the steps their format changes;
+    the three abstract steps (a call in the history, in Jinja, and as a grammar tag) are what
+    makes a format."""
 
     name = "base"
     description = ""
@@ -145,9 +155,9 @@ class ToolFormat:
         return False
 
     # -- history (id level) ---------------------------------------------------------------
+    @abstractmethod
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
         """The calls of one assistant message, written after its content."""
-        raise NotImplementedError
 
     def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
                         prev: str | None, nxt: str | None) -> list[Turn]:
@@ -180,22 +190,17 @@ class ToolFormat:
         """A Jinja test that a user message's content `c` is a query, not a tool result."""
         return "true"
 
+    @abstractmethod
     def jinja_assistant(self, w: JinjaTurns) -> str:
         """An assistant message (`ns.c` content, `ns.body` content with reasoning)."""
-        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + self.jinja_call() + " %}{%- endfor %}"
-                + w.turn("assistant", "ns.body"))
-
-    def jinja_call(self) -> str:
-        """The expression of one call `f` inside the loop over m.tool_calls."""
-        raise NotImplementedError
 
     def jinja_tool(self, w: JinjaTurns) -> str:
         return w.turn("tool", "c")
 
     # -- grammar --------------------------------------------------------------------------
+    @abstractmethod
     def call_tag(self, tool: ToolSpec) -> dict:
         """The xgrammar structural tag of one call to `tool`."""
-        raise NotImplementedError
 
     def forced_structure(self, tools: Sequence[ToolSpec]) -> dict:
         """Exactly one call to one of `tools` (one: a named tool_choice; several: "required")."""

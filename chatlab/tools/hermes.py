@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from chatlab.tools.format import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, data, jinja_tools_block,
-                                  json_call_bits, lit, schema_grammar, text, tools_block)
+from chatlab.tools.format import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, calls_after_content, data,
+                                  jinja_tools_block, json_call_bits, lit, schema_grammar, text, tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
@@ -64,9 +64,9 @@ class Hermes(ToolFormat):
     def jinja_is_query(self, c: str) -> str:
         return f"not ({c}.startswith({lit(RESULT_OPEN)}) and {c}.endswith({lit(RESULT_CLOSE)}))"
 
-    def jinja_call(self) -> str:
-        return ("('\\n' if (not loop.first or ns.c) else '') + " + lit(CALL_HEAD) + " + f.name + " +
-                lit(CALL_ARGS) + " + " + JINJA_ARGS + " + " + lit(CALL_END))
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        return calls_after_content(w, "('\\n' if (not loop.first or ns.c) else '') + " + lit(CALL_HEAD) +
+                                   " + f.name + " + lit(CALL_ARGS) + " + " + JINJA_ARGS + " + " + lit(CALL_END))
 
     def jinja_tool(self, w: JinjaTurns) -> str:
         return (w.header("user", "prev != 'tool'") + "{{- ('\\n' if prev == 'tool' else '') + " +

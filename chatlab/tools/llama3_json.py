@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from chatlab.tools.format import (JINJA_ARGS, Bit, ToolFormat, jinja_tools_block, json_call_bits, lit,
-                                  schema_grammar, tools_block)
+from chatlab.tools.format import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, calls_after_content, jinja_tools_block,
+                                  json_call_bits, lit, schema_grammar, tools_block)
 from chatlab.tools.jsonstyle import JsonCallParser
 from chatlab.types import ToolCall, ToolSpec
 
@@ -47,9 +47,10 @@ class Llama3Json(ToolFormat):
     def jinja_system(self) -> str:
         return jinja_tools_block(TOOLS_INTRO, "", "\n\n", 4)
 
-    def jinja_call(self) -> str:
-        return ("(" + lit(SEPARATOR + " ") + " if not loop.first else ('\\n' if ns.c else '')) + " +
-                lit(CALL_HEAD) + " + f.name + " + lit(CALL_ARGS) + " + " + JINJA_ARGS + " + " + lit(CALL_END))
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        return calls_after_content(w, "(" + lit(SEPARATOR + " ") + " if not loop.first else ('\\n' if ns.c else '')) + "
+                                   + lit(CALL_HEAD) + " + f.name + " + lit(CALL_ARGS) + " + " + JINJA_ARGS + " + "
+                                   + lit(CALL_END))
 
     def call_tag(self, tool: ToolSpec) -> dict:
         return {"type": "tag", "begin": f'{{"name": {json.dumps(tool.name)}, "parameters": ',

@@ -13,6 +13,7 @@ chunking gives the same result.
 from __future__ import annotations
 
 import secrets
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
@@ -133,7 +134,7 @@ def split_safe(text: str, markers: tuple[str, ...], hold_space: bool = True) -> 
     return text[:cut], text[cut:]
 
 
-class StreamParser:
+class StreamParser(ABC):
     """Base of the format parsers: event bookkeeping, feed/finish, one-shot parse."""
 
     fmt = "base"  # the format's name, for display
@@ -170,8 +171,9 @@ class StreamParser:
         return self.result()
 
     # -- what subclasses implement ------------------------------------------------------
+    @abstractmethod
     def _consume(self, text: str, final: bool) -> None:
-        raise NotImplementedError
+        """Read `text` (`final`: nothing follows), emitting events with the helpers below."""
 
     # -- helpers for subclasses ---------------------------------------------------------
     def _drain(self) -> list[ParserEvent]:
