@@ -170,6 +170,7 @@ def test_a_finished_run_reports_its_parts_in_json(monkeypatch: pytest.MonkeyPatc
     assert rh.rehearse(["01", "02"], runner=runner, report=tmp_path / "r.json") == 1
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["runner"] == "Fake" and data["cells"] == "route" and data["machine"]["cores"] == os.cpu_count()
+    assert data["pip_cache"] is (os.environ.get("PIP_NO_CACHE_DIR") is None)
     assert data["rows"][0]["parts_s"] == {"install": 8.0, "export": 7.0} and data["rows"][0]["bite_s"] == 12.0
     assert data["rows"][1]["problem"].startswith("cell 18: ModuleNotFoundError") and data["total_s"] == 30.0
     assert "cell 18: ModuleNotFoundError" in capsys.readouterr().out

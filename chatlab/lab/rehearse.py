@@ -292,6 +292,8 @@ def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgr
     cpu = names[0] if names else platform.processor()
     data = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "runner": runner,
             "cells": "all" if everything else "route", "cgroup_2gb": cgroup,
+            # pip's wheel cache makes an install download nothing; a fresh Colab runtime has none
+            "pip_cache": os.environ.get("PIP_NO_CACHE_DIR", "").lower() not in ("1", "true", "yes", "on"),
             "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
                         "python": platform.python_version()},
             "rows": [{"notebook": r.notebook, "cells": r.cells, "setup_s": round(r.setup_s, 1),
