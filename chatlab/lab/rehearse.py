@@ -110,6 +110,23 @@ class _Peak:
         return self.peak
 
 
+def kill_children(pid: int) -> None:
+    """End what a kernel started and left running (an export, a server), so that nothing writes
+    into the model store after the rehearsal removes it."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(children, timeout=10)
+
+
 def _stderr_or_error(cell: nbformat.NotebookNode) -> str:
     for out in cell.get("outputs", []):
         if out.output_type == "error":
@@ -162,6 +179,7 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                     break
         finally:
             row.peak_mb = sampler.stop() / 1e6
+            kill_children(pid)
     if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
         row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
     return row

@@ -32,7 +32,7 @@ from types import ModuleType
 import nbformat
 
 from chatlab.lab import route
-from chatlab.lab.rehearse import REPO, Row, RouteError, _Peak, _stderr_or_error, is_bite
+from chatlab.lab.rehearse import REPO, Row, RouteError, _Peak, _stderr_or_error, is_bite, kill_children
 
 INSTALL_LIMIT = 8_000_000_000  # the install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"
@@ -203,6 +203,7 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
         finally:
             peak = max(peak, sample.stop())
             row.peak_mb = peak / 1e6
+            kill_children(sample.pid)
     if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
         row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
     return row
