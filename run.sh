@@ -7,10 +7,12 @@
 #   ./run.sh setup   set up only
 #   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
 #                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
-#   ./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN...]   rehearse the 2-hour class: validate
-#                    the route (chatlab/lab/route.py), then run its cells of each notebook in a fresh
-#                    kernel from an empty model store and print setup, route and memory per notebook
-#                    (chatlab/lab/rehearse.py; --all: every cell of every notebook)
+#   ./run.sh rehearse [--all] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN...]   rehearse the
+#                    2-hour class: validate the route (chatlab/lab/route.py), then run its cells of
+#                    each notebook in a fresh kernel from an empty model store and print setup, route
+#                    and memory per notebook (chatlab/lab/rehearse.py; --all: every cell of every
+#                    notebook; --colab: on a cold runtime of the Colab replica, the first cell's
+#                    install and restart included, chatlab/lab/rehearse_colab.py)
 #   ./run.sh colab   install into the running Python (no venv) as the notebooks' first cell does
 #                    on Colab: only what is missing, every installed package kept (chatlab/lab/colab.py)
 # Python: PYTHON=python3.12 (or python3.13) ./run.sh test uses that Python (default python3.11).

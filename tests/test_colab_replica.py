@@ -31,28 +31,10 @@ VENV = REPO / ".venv313-colab"
 # reasons (chatlab.lab.colab.REPLACED: nltk and setuptools, for llama-index-core). The stand-ins for
 # what PyPI cannot give as Colab has it are in tests/colab/replica.py (STAND_INS).
 from chatlab.lab.colab import REPLACED as ALLOWED_CHANGES  # noqa: E402
-# What the kernel is told before the first cell: it is on Colab. The module has a spec, as an
-# imported one does: transformers asks importlib.util.find_spec("google.colab").
-AS_ON_COLAB = ("--IPKernelApp.exec_lines=import sys, types, importlib.machinery as m; "
-               "g = types.ModuleType('google.colab'); g.__spec__ = m.ModuleSpec('google.colab', None); "
-               "sys.modules.setdefault('google.colab', g)")
-
-
-def python313() -> str | None:
-    if chosen := os.environ.get("CHATLAB_COLAB_PYTHON"):
-        return chosen
-    found = shutil.which("python3.13")
-    if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
-        return found
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    builds = sorted(root.glob("versions/3.13.*/bin/python3.13"))
-    return str(builds[-1]) if builds else None
-
-
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """Build the replica, copy the working tree to the clone's place, run the first cell."""
-    python = python313()
+    python = replica.python313()
     if python is None:
         if os.environ.get("CI") == "true":
             pytest.fail("no Python 3.13 for the Colab replica (python3.13, or pyenv's 3.13.x)")
@@ -61,8 +43,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     before = replica.reset(VENV)  # as built, whatever an earlier run added
     content = tmp_path_factory.mktemp("content")
     clone = content / "chatlab"
-    shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".ci"))
+    shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(*replica.NOT_CLONED))
     return {"python": py, "before": before, "content": content, "clone": clone}
 
 
@@ -88,11 +69,11 @@ def run_first_cell(session: dict[str, object], monkeypatch: pytest.MonkeyPatch, 
         import json
 
         (spec_dir / "kernels" / "colab" / "kernel.json").write_text(json.dumps({
-            "argv": [str(session["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}", AS_ON_COLAB],
+            "argv": [str(session["python"]), "-m", "ipykernel_launcher", "-f", "{connection_file}", replica.AS_ON_COLAB],
             "display_name": "replica", "language": "python"}))
         kernel = "colab"
     else:
-        kernel = cgroup.kernel_spec(spec_dir, str(session["python"]), extra=(AS_ON_COLAB,))
+        kernel = cgroup.kernel_spec(spec_dir, str(session["python"]), extra=(replica.AS_ON_COLAB,))
     try:
         NotebookClient(nb, kernel_name=kernel, timeout=1800, allow_errors=True,
                        resources={"metadata": {"path": str(session["content"])}}).execute()
@@ -172,6 +153,6 @@ def test_notebooks_run_on_the_replica(path: Path, session: dict[str, object], fi
     clone_nb = Path(str(session["clone"])) / "notebooks" / path.name
     nb = nbformat.read(clone_nb, as_version=4)
     execute_within_binder_memory(clone_nb, nb, str(session["python"]), monkeypatch, tmp_path,
-                                 kernel_args=(AS_ON_COLAB,), cwd=Path(str(session["content"])))
+                                 kernel_args=(replica.AS_ON_COLAB,), cwd=Path(str(session["content"])))
     first = "".join(o.get("text", "") for o in [c for c in nb.cells if c.cell_type == "code"][0].outputs)
     assert "(colab), Python 3.13" in first and "transformers 5.15.0" in first

@@ -27,6 +27,7 @@ FLOORS = [
     ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
     ["lab.exercises"],   # graded against the package's own code, evals and finetune included
     ["lab.rehearse"],    # runs the notebooks' route cells in fresh kernels
+    ["lab.rehearse_colab"],  # the same, on the Colab replica's kernels
     ["cli"],
 ]
 CORE = {"errors", "_thirdparty", "data", "types", "protocols", "models", "tools", "__init__",

@@ -71,3 +71,27 @@ def test_notebook_02s_route_runs_in_a_fresh_kernel_from_an_empty_store(capsys: p
     out = capsys.readouterr().out
     row = next(line.split() for line in out.splitlines() if line.startswith("02 "))
     assert row[1] == "6" and row[-1] == "-"  # six code cells, no problem
+
+
+def test_what_a_kernel_left_running_is_ended() -> None:
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"])
+    try:
+        for _ in range(100):
+            children = psutil.Process(parent.pid).children(recursive=True)
+            if children:
+                break
+            time.sleep(0.05)
+        assert children
+        rh.kill_children(parent.pid)
+        assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+        assert parent.poll() is None  # the kernel itself is nbclient's to shut down
+    finally:
+        parent.kill()
+        parent.wait()

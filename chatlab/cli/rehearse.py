@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,10 +14,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="validate the route and list the cells; run nothing")
     p.add_argument("--cgroup", action="store_true",
                    help="run each kernel in a 2 GB memory cgroup, as Binder does (root, cgroup v1)")
+    p.add_argument("--colab", action="store_true",
+                   help="run each notebook on a cold runtime of the Colab replica (Python 3.13, Colab's "
+                        "packages): the first cell's install and restart included in its setup")
+    p.add_argument("--json", type=Path, metavar="FILE",
+                   help="also write the table as JSON to FILE, with the machine and the date")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from chatlab.lab.rehearse import rehearse
+    from chatlab.lab.rehearse_colab import ColabRunner
 
-    return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup)
+    runner = ColabRunner() if args.colab else None
+    return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)

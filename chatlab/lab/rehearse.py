@@ -15,8 +15,11 @@ the kernel and every process it started; the cgroup's own peak counts page cache
 limit, so it says little) and the total; with --cgroup, an out-of-memory kill is a failure. Any cell error or any stderr output fails the rehearsal
 (exit status 1).
 
---all runs every cell of every notebook instead of the route. The Colab replica is not a mode
-of this command: tests/test_colab_replica.py runs notebooks on it.
+chatlab's own one-time build notices on stderr ("chatlab: exporting ...", "chatlab: building the
+export environment ...") are what a cold store prints and do not count as stderr output.
+
+--all runs every cell of every notebook instead of the route. --colab runs each notebook on the
+Colab replica instead of this Python (chatlab.lab.rehearse_colab: a `Runner` of its own).
 """
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import nbformat
 
@@ -35,6 +39,11 @@ from chatlab.lab import route
 from chatlab.lab.route import ROUTE, RouteError, Stop
 
 REPO = route.NOTEBOOKS.parent
+# stderr lines a cold model store prints once per build: progress, not a problem
+BUILD_NOTICES = ("chatlab: exporting ", "chatlab: building the export environment ")
+# the parts of a Colab setup the table shows, in order (the notebook's other setup cells and the
+# route make up the rest of the total)
+PARTS = ("install", "restart", "env", "export")
 
 
 @dataclass
@@ -45,6 +54,10 @@ class Row:
     route_s: float = 0.0
     peak_mb: float = 0.0
     problem: str = ""
+    # seconds of the setup's parts where they were measured (PARTS), and from the first cell's
+    # start to the end of the first cell that runs a live bite (`..._bite(`), None where none ran
+    parts: dict[str, float] = field(default_factory=dict)
+    bite_s: float | None = None
 
     @property
     def total_s(self) -> float:
@@ -97,13 +110,38 @@ class _Peak:
         return self.peak
 
 
+def kill_children(pid: int) -> None:
+    """End what a kernel started and left running (an export, a server), so that nothing writes
+    into the model store after the rehearsal removes it."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(children, timeout=10)
+
+
 def _stderr_or_error(cell: nbformat.NotebookNode) -> str:
     for out in cell.get("outputs", []):
         if out.output_type == "error":
             return f"{out.ename}: {out.evalue}"
-        if out.output_type == "stream" and out.name == "stderr" and out.text.strip():
-            return "stderr: " + out.text.strip().splitlines()[-1][:200]
+        if out.output_type == "stream" and out.name == "stderr":
+            lines = [line for line in out.text.strip().splitlines() if line.strip()
+                     and not line.startswith(BUILD_NOTICES)]
+            if lines:
+                return "stderr: " + lines[-1][:200]
     return ""
+
+
+def is_bite(cell: nbformat.NotebookNode) -> bool:
+    """A cell that runs one of the lessons' live bites (chatlab.lab.evals.bites)."""
+    return cell.cell_type == "code" and "_bite(" in cell.source
 
 
 def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
@@ -134,25 +172,65 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                     row.setup_s = time.perf_counter() - start
                 else:
                     row.route_s += time.perf_counter() - t
+                if row.bite_s is None and is_bite(cell):
+                    row.bite_s = time.perf_counter() - start
                 if problem := _stderr_or_error(cell):
                     row.problem = f"cell {chosen[k]}: {problem}"
                     break
         finally:
             row.peak_mb = sampler.stop() / 1e6
+            kill_children(pid)
     if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
         row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
     return row
 
 
 def table(rows: list[Row]) -> str:
-    lines = [f"{'notebook':<9}{'cells':>6}{'setup s':>9}{'route s':>9}{'peak MB':>9}{'total s':>9}  problem"]
+    """One line per notebook and a total; the setup's parts and the first bite as columns when
+    any row measured them (a part a notebook did not have shows as -)."""
+    parts = [p for p in PARTS if any(p in r.parts for r in rows)]
+    bite = any(r.bite_s is not None for r in rows)
+    extra = "".join(f"{p + ' s':>10}" for p in parts) + (f"{'bite s':>9}" if bite else "")
+
+    def cells(r: Row) -> str:
+        text = "".join(f"{r.parts[p]:>10.1f}" if p in r.parts else f"{'-':>10}" for p in parts)
+        return text + ((f"{r.bite_s:>9.1f}" if r.bite_s is not None else f"{'-':>9}") if bite else "")
+
+    lines = [f"{'notebook':<9}{'cells':>6}{'setup s':>9}{'route s':>9}{'peak MB':>9}{'total s':>9}{extra}  problem"]
     for r in rows:
         lines.append(f"{r.notebook:<9}{r.cells:>6}{r.setup_s:>9.1f}{r.route_s:>9.1f}{r.peak_mb:>9.0f}"
-                     f"{r.total_s:>9.1f}  {r.problem or '-'}")
+                     f"{r.total_s:>9.1f}{cells(r)}  {r.problem or '-'}")
+    sums = "".join(f"{sum(r.parts.get(p, 0.0) for r in rows):>10.1f}" for p in parts)
     lines.append(f"{'total':<9}{sum(r.cells for r in rows):>6}{sum(r.setup_s for r in rows):>9.1f}"
                  f"{sum(r.route_s for r in rows):>9.1f}{max((r.peak_mb for r in rows), default=0):>9.0f}"
-                 f"{sum(r.total_s for r in rows):>9.1f}")
+                 f"{sum(r.total_s for r in rows):>9.1f}{sums}")
     return "\n".join(lines)
+
+
+class Runner(Protocol):
+    """Runs one notebook's chosen cells in a fresh kernel: this Python's (`LocalRunner`), or the
+    Colab replica's (chatlab.lab.rehearse_colab)."""
+
+    def prepare(self) -> None:
+        """Made ready once, after the route validated and before the first notebook."""
+
+    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
+        """Run them; `home` is the rehearsal's temporary folder (removed afterwards)."""
+
+
+class LocalRunner:
+    """A kernel of this Python, in a 2 GB cgroup when asked."""
+
+    def prepare(self) -> None:
+        pass
+
+    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
+        group, kernel = _cgroup_kernel(home / "jupyter") if cgroup else (None, "python3")
+        try:
+            return run_notebook(number, cells, n_setup, kernel, group)
+        finally:
+            if group is not None:
+                group.remove()  # type: ignore[attr-defined]
 
 
 def _cgroup_kernel(folder: Path) -> tuple[object, str]:
@@ -170,8 +248,10 @@ def _cgroup_kernel(folder: Path) -> tuple[object, str]:
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
-             cgroup: bool = False, stops: tuple[Stop, ...] = ROUTE) -> int:
-    """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong)."""
+             cgroup: bool = False, stops: tuple[Stop, ...] = ROUTE, runner: Runner | None = None,
+             report: Path | None = None) -> int:
+    """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong).
+    `report`: a JSON file that gets the rows, the machine and the date."""
     try:
         route.validate(stops)
         chosen = tuple(s for s in stops if not numbers or s.notebook in numbers)
@@ -190,6 +270,8 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
         for number, cells, n_setup in todo:
             print(f"{number}: {len(cells)} cells ({n_setup} setup): {cells}")
         return 0
+    runner = runner or LocalRunner()
+    runner.prepare()
     home = Path(tempfile.mkdtemp(prefix="chatlab-rehearse-"))
     saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM",
                                             "PYTHONPATH", "JUPYTER_PATH")}
@@ -198,12 +280,7 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
     rows: list[Row] = []
     try:
         for number, cells, n_setup in todo:
-            group, kernel = _cgroup_kernel(home / "jupyter") if cgroup else (None, "python3")
-            try:
-                rows.append(run_notebook(number, cells, n_setup, kernel, group))
-            finally:
-                if group is not None:
-                    group.remove()  # type: ignore[attr-defined]
+            rows.append(runner(number, cells, n_setup, home, cgroup))
             print(f"rehearse: {number} done in {rows[-1].total_s:.0f} s{': ' + rows[-1].problem if rows[-1].problem else ''}",
                   file=sys.stderr, flush=True)
     finally:
@@ -214,4 +291,34 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
             else:
                 os.environ[key] = value
     print(table(rows))
+    if report is not None:
+        write_report(report, rows, type(runner).__name__, everything, cgroup)
     return 1 if any(r.problem for r in rows) else 0
+
+
+def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgroup: bool) -> None:
+    """The rows as JSON, with the machine (CPU, cores, memory) and the date."""
+    import datetime
+    import json
+    import platform
+
+    import psutil
+
+    info = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (info.read_text() if info.is_file() else "").splitlines()
+             if line.startswith("model name")]
+    cpu = names[0] if names else platform.processor()
+    data = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "runner": runner,
+            "cells": "all" if everything else "route", "cgroup_2gb": cgroup,
+            # pip's wheel cache makes an install download nothing; a fresh Colab runtime has none
+            "pip_cache": os.environ.get("PIP_NO_CACHE_DIR", "").lower() not in ("1", "true", "yes", "on"),
+            "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+                        "python": platform.python_version()},
+            "rows": [{"notebook": r.notebook, "cells": r.cells, "setup_s": round(r.setup_s, 1),
+                      "route_s": round(r.route_s, 1), "total_s": round(r.total_s, 1), "peak_mb": round(r.peak_mb),
+                      "parts_s": {k: round(v, 1) for k, v in r.parts.items()},
+                      "bite_s": None if r.bite_s is None else round(r.bite_s, 1), "problem": r.problem}
+                     for r in rows],
+            "total_s": round(sum(r.total_s for r in rows), 1), "table": table(rows).splitlines()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")

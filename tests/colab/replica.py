@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +44,28 @@ STAND_INS = {
     "google-colab": (None, "a tarball inside Colab's image (file:///colabtools); the test puts a "
                            "module named google.colab in sys.modules instead"),
 }
+
+
+# What a kernel of the replica is told before the first cell: it is on Colab. The module has a
+# spec, as an imported one does: transformers asks importlib.util.find_spec("google.colab").
+AS_ON_COLAB = ("--IPKernelApp.exec_lines=import sys, types, importlib.machinery as m; "
+               "g = types.ModuleType('google.colab'); g.__spec__ = m.ModuleSpec('google.colab', None); "
+               "sys.modules.setdefault('google.colab', g)")
+# What a copy of the working tree leaves out, as Colab's clone of the repository has none of it.
+NOT_CLONED = (".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", ".ci",
+              ".mypy_cache", ".chatlab-colab-installed")
+
+
+def python313() -> str | None:
+    """A Python 3.13 that runs: CHATLAB_COLAB_PYTHON, python3.13 on PATH, or pyenv's build."""
+    if chosen := os.environ.get("CHATLAB_COLAB_PYTHON"):
+        return chosen
+    found = shutil.which("python3.13")
+    if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
+        return found
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    builds = sorted(root.glob("versions/3.13.*/bin/python3.13"))
+    return str(builds[-1]) if builds else None
 
 
 def canonical(name: str) -> str:

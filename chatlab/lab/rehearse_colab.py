@@ -1,0 +1,209 @@
+"""The rehearsal on the Colab replica (`./run.sh rehearse --colab`): each notebook as a learner
+opens it from its Colab badge, on a cold runtime.
+
+The replica is tests/colab/replica.py's Python 3.13 venv of Colab's own package list (built once
+into .venv313-colab, or the venv CHATLAB_COLAB_VENV names). Per notebook:
+
+1. the replica goes back to its packages as built (what the previous notebook's first cell
+   installed is removed: a new Colab runtime has none of it; not counted, Colab has no such step);
+2. a copy of this working tree takes the clone's place, and a fresh, empty CHATLAB_HOME;
+3. a kernel of the replica starts (told it is on Colab) and runs the first cell: the install
+   (`install` seconds). Where it asks for a restart, the kernel restarts and the first cell runs
+   again (`restart` seconds: restart and the second run);
+4. the other setup cells and the route cells run as in the plain rehearsal.
+
+The export environment's build (`env`) and the OpenVINO exports (`export`) are read from what
+they leave in CHATLAB_HOME (the environment's files' times, each export's recorded seconds);
+they are part of whichever cell asked for the model, so they sit inside the setup or the route
+seconds. With --cgroup the kernel runs in a memory cgroup: 8 GB for the install (pip, on Colab's
+12 GB), then Binder's 2 GB from the restart on.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import nbformat
+
+from chatlab.lab import route
+from chatlab.lab.rehearse import REPO, Row, RouteError, _Peak, _stderr_or_error, is_bite, kill_children
+
+INSTALL_LIMIT = 8_000_000_000  # the install's pip runs on Colab's memory, not Binder's
+RESTART_ASKED = "restart the session"
+
+
+def _tests_module(name: str) -> ModuleType:
+    for folder in (REPO / "tests" / "colab", REPO / "tests"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    return importlib.import_module(name)
+
+
+def first_code_cell(cells: list[nbformat.NotebookNode]) -> int:
+    """The index of the set-up cell (the first code cell), among the chosen cells."""
+    found = next((k for k, c in enumerate(cells) if c.cell_type == "code"), None)
+    if found is None or "from chatlab.lab.session import setup" not in cells[found].source:
+        raise RouteError("rehearse --colab: the notebook's first code cell is not the set-up cell")
+    return found
+
+
+def outputs_text(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n" for o in cell.get("outputs", []))
+
+
+def asks_restart(cell: nbformat.NotebookNode) -> bool:
+    """The first cell stopped only to ask for the restart after replacing a loaded package."""
+    errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+    return len(errors) == 1 and errors[0].ename == "SetupError" and RESTART_ASKED in errors[0].evalue
+
+
+def build_seconds(home: Path) -> dict[str, float]:
+    """`env`: the export environment's build (its stamp's time less its first file's), `export`:
+    the exports' own recorded seconds, summed; each only where it happened."""
+    found: dict[str, float] = {}
+    for env in (home / "export-env").glob("py*"):
+        stamp = env / ".chatlab-export-env"
+        if stamp.is_file() and (env / "pyvenv.cfg").is_file():
+            found["env"] = found.get("env", 0.0) + stamp.stat().st_mtime - (env / "pyvenv.cfg").stat().st_mtime
+    for manifest in home.glob("**/chatlab-export.json"):
+        try:
+            seconds = json.loads(manifest.read_text()).get("seconds")
+        except (OSError, ValueError):
+            continue
+        if isinstance(seconds, (int, float)):
+            found["export"] = found.get("export", 0.0) + float(seconds)
+    return found
+
+
+class ColabRunner:
+    """Runs each notebook on a cold runtime of the Colab replica (see the module docstring)."""
+
+    def __init__(self, venv: Path | None = None) -> None:
+        self.venv = venv or Path(os.environ.get("CHATLAB_COLAB_VENV") or REPO / ".venv313-colab")
+        self.replica = _tests_module("replica")
+        self.python = self.venv / "bin" / "python"
+
+    def prepare(self) -> None:
+        """Build the replica where it is missing or stale (minutes, once)."""
+        python = self.replica.python313()
+        if python is None and not self.python.is_file():
+            raise SystemExit("rehearse --colab: no Python 3.13 for the Colab replica (python3.13 on PATH, "
+                             "pyenv's 3.13.x, or CHATLAB_COLAB_PYTHON)")
+        self.replica.build(self.venv, python or str(self.python))
+
+    def kernel(self, folder: Path, cgroup: bool) -> tuple[object | None, str]:
+        """A kernel spec of the replica's Python told it is on Colab, in a cgroup when asked."""
+        if cgroup:
+            made = _tests_module("kernel_cgroup").make("rehearse-colab", limit=INSTALL_LIMIT)
+            if isinstance(made, str):
+                raise SystemExit(f"rehearse --colab --cgroup: {made}")
+            return made, made.kernel_spec(folder, str(self.python), extra=(self.replica.AS_ON_COLAB,))
+        spec = folder / "kernels" / "colab-replica"
+        spec.mkdir(parents=True, exist_ok=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     self.replica.AS_ON_COLAB], "display_name": "Colab replica", "language": "python"}))
+        return None, "colab-replica"
+
+    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
+        t = time.perf_counter()
+        self.replica.reset(self.venv)
+        print(f"rehearse: {number}: the replica reset to Colab's packages in {time.perf_counter() - t:.0f} s",
+              file=sys.stderr, flush=True)
+        runtime = home / f"runtime-{number}"
+        content, store = runtime / "content", runtime / "chatlab-home"
+        shutil.copytree(REPO, content / "chatlab", ignore=shutil.ignore_patterns(*self.replica.NOT_CLONED))
+        saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "CHATLAB_CLONE", "CHATLAB_REPO", "PYTHONPATH",
+                                                "JUPYTER_PATH")}
+        os.environ.update(CHATLAB_HOME=str(store), CHATLAB_CLONE=str(content / "chatlab"),
+                          CHATLAB_REPO="https://invalid.example/not-cloned",  # the copy is the clone
+                          JUPYTER_PATH=str(runtime / "jupyter"))
+        os.environ.pop("PYTHONPATH", None)  # the kernel imports chatlab from the clone, as on Colab
+        group, kernel = self.kernel(runtime / "jupyter", cgroup)
+        try:
+            row = run_on_replica(number, cells, n_setup, kernel, content, group)
+            row.parts.update(build_seconds(store))
+            return row
+        finally:
+            if group is not None:
+                group.remove()  # type: ignore[attr-defined]
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            shutil.rmtree(runtime, ignore_errors=True)
+
+
+def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: str, cwd: Path,
+                   cgroup: object | None = None) -> Row:
+    """The chosen cells of notebook `number` in a kernel `kernel_name` of the replica, the first
+    cell's install and its restart included; stop at the first failure."""
+    from nbclient import NotebookClient
+    from nbclient.util import run_sync
+
+    source = nbformat.read(route.notebook_path(number), as_version=4)
+    nb = nbformat.v4.new_notebook(metadata=source.metadata)
+    nb.cells = [source.cells[i] for i in chosen]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    first = first_code_cell(nb.cells)
+    row = Row(number, sum(c.cell_type == "code" for c in nb.cells))
+    client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    peak = 0
+    start = time.perf_counter()
+
+    def sampler() -> _Peak:
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        if not isinstance(pid, int):
+            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
+        return _Peak(pid)
+
+    with client.setup_kernel():
+        sample = sampler()
+        try:
+            for k, cell in enumerate(nb.cells):
+                t = time.perf_counter()
+                client.execute_cell(cell, k)
+                if k == first:
+                    row.parts["install"] = time.perf_counter() - start
+                    if asks_restart(cell):
+                        if cgroup is not None:  # Binder's limit from here on
+                            limit = str(_tests_module("kernel_cgroup").LIMIT_BYTES)
+                            (cgroup.path / "memory.limit_in_bytes").write_text(limit)  # type: ignore[attr-defined]
+                        peak = max(peak, sample.stop())
+                        t = time.perf_counter()
+                        # the async manager and client nbclient made (typed as their sync bases)
+                        run_sync(getattr(client.km, "restart_kernel"))(now=True)
+                        run_sync(getattr(client.kc, "wait_for_ready"))(timeout=120)
+                        sample = sampler()
+                        cell.outputs = []
+                        client.execute_cell(cell, k)
+                        row.parts["restart"] = time.perf_counter() - t
+                    if "(colab), Python 3.13" not in outputs_text(cell) and not _stderr_or_error(cell):
+                        row.problem = f"cell {chosen[k]}: the set-up cell did not report a Colab session"
+                        break
+                if k < n_setup:
+                    row.setup_s = time.perf_counter() - start
+                else:
+                    row.route_s += time.perf_counter() - t
+                if row.bite_s is None and is_bite(cell):
+                    row.bite_s = time.perf_counter() - start
+                if problem := _stderr_or_error(cell):
+                    row.problem = f"cell {chosen[k]}: {problem}"
+                    break
+        finally:
+            peak = max(peak, sample.stop())
+            row.peak_mb = peak / 1e6
+            kill_children(sample.pid)
+    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
+        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
+    return row
