@@ -212,7 +212,7 @@ def test_history_calls_survive_tool_choice_none(smollm2_tokenizer: Any) -> None:
 
     res = resolve(smollm2_tokenizer, "smollm2-135m-instruct")
     engine = SimpleNamespace(resolution=res, tokenizer=smollm2_tokenizer, vocab_size=49152,
-                             context_length=8192)
+                             context_length=8192, max_token_chars=None, max_token_bytes=None)
     call = {"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}
     history = [{"role": "user", "content": "Weather in Paris?"},

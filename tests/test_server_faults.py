@@ -61,9 +61,9 @@ def script(engine: Any, *replies: str) -> None:
 # -- a genai server --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def genai_server() -> Iterator[Any]:
-    from chatlab.engine.batched import BatchedEngine
+    from chatlab.engine import load_engine
 
-    engine = BatchedEngine.load(MODEL, "genai", "int8", precision="f32", max_seqs=2)
+    engine = load_engine(MODEL, "genai", "int8", precision="f32", max_seqs=2)
     with start_server(engine) as srv:
         srv.engine = engine
         yield srv
