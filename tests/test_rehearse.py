@@ -65,6 +65,26 @@ def test_the_table_sums_and_names_problems() -> None:
     assert text.splitlines()[-1].split() == ["total", "15", "3.5", "34.0", "900", "37.5"]
 
 
+def test_cells_are_booked_as_setup_route_and_bite_and_stderr_stops_the_run() -> None:
+    import time
+
+    import nbformat
+
+    nb, row = rh.fresh_copy("01", [0, 1, 2])
+    assert row.cells == sum(c.cell_type == "code" for c in nb.cells)
+    assert all(c.outputs == [] for c in nb.cells if c.cell_type == "code")
+    now = time.perf_counter()
+    setup = nbformat.v4.new_code_cell("setup()")
+    assert rh.book_cell(row, setup, True, now - 5, now - 1, 1) and 5 <= row.setup_s < 6
+    bite = nbformat.v4.new_code_cell("show_bite(engine)")
+    assert rh.book_cell(row, bite, False, now - 5, now - 2, 4)
+    assert row.bite_s is not None and 5 <= row.bite_s < 6
+    assert 2 <= row.route_s < 3 and 5 <= row.setup_s < 6
+    noisy = nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stderr", text="oops\n")])
+    assert not rh.book_cell(row, noisy, False, now - 5, now - 1, 7)
+    assert row.problem == "cell 7: stderr: oops" and 3 <= row.route_s < 4
+
+
 @pytest.mark.slow
 def test_notebook_02s_route_runs_in_a_fresh_kernel_from_an_empty_store(capsys: pytest.CaptureFixture[str]) -> None:
     assert rh.rehearse(["02"]) == 0, capsys.readouterr()

@@ -144,18 +144,42 @@ def is_bite(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and "_bite(" in cell.source
 
 
-def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
-                 cgroup: object | None = None) -> Row:
-    """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure."""
-    from nbclient import NotebookClient
-
+def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, Row]:
+    """The chosen cells of notebook `number` with their stored outputs cleared, and an empty row
+    for them."""
     source = nbformat.read(route.notebook_path(number), as_version=4)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
     nb.cells = [source.cells[i] for i in chosen]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    row = Row(number, sum(c.cell_type == "code" for c in nb.cells))
+    return nb, Row(number, sum(c.cell_type == "code" for c in nb.cells))
+
+
+def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, began: float,
+              number: int) -> bool:
+    """Book a cell that just ran (notebook cell `number`, begun at `began`) into `row`: set-up
+    time runs from the kernel's `start`, route time adds up cell by cell, and the first live bite
+    is timed from `start`. False, with `row.problem` set, when the cell failed or wrote stderr."""
+    now = time.perf_counter()
+    if setup:
+        row.setup_s = now - start
+    else:
+        row.route_s += now - began
+    if row.bite_s is None and is_bite(cell):
+        row.bite_s = now - start
+    if problem := _stderr_or_error(cell):
+        row.problem = f"cell {number}: {problem}"
+        return False
+    return True
+
+
+def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
+                 cgroup: object | None = None) -> Row:
+    """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure."""
+    from nbclient import NotebookClient
+
+    nb, row = fresh_copy(number, chosen)
     client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
                             resources={"metadata": {"path": str(route.NOTEBOOKS)}})
     start = time.perf_counter()
@@ -168,14 +192,7 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
                 client.execute_cell(cell, k)
-                if k < n_setup:
-                    row.setup_s = time.perf_counter() - start
-                else:
-                    row.route_s += time.perf_counter() - t
-                if row.bite_s is None and is_bite(cell):
-                    row.bite_s = time.perf_counter() - start
-                if problem := _stderr_or_error(cell):
-                    row.problem = f"cell {chosen[k]}: {problem}"
+                if not book_cell(row, cell, k < n_setup, start, t, chosen[k]):
                     break
         finally:
             row.peak_mb = sampler.stop() / 1e6

@@ -31,8 +31,8 @@ from types import ModuleType
 
 import nbformat
 
-from chatlab.lab import route
-from chatlab.lab.rehearse import REPO, Row, RouteError, _Peak, _stderr_or_error, is_bite, kill_children
+from chatlab.lab.rehearse import (REPO, Row, RouteError, _Peak, _stderr_or_error, book_cell, fresh_copy,
+                                  kill_children)
 
 INSTALL_LIMIT = 8_000_000_000  # the install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"
@@ -148,14 +148,8 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
     from nbclient import NotebookClient
     from nbclient.util import run_sync
 
-    source = nbformat.read(route.notebook_path(number), as_version=4)
-    nb = nbformat.v4.new_notebook(metadata=source.metadata)
-    nb.cells = [source.cells[i] for i in chosen]
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
+    nb, row = fresh_copy(number, chosen)
     first = first_code_cell(nb.cells)
-    row = Row(number, sum(c.cell_type == "code" for c in nb.cells))
     client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
                             resources={"metadata": {"path": str(cwd)}})
     peak = 0
@@ -191,14 +185,7 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
                     if "(colab), Python 3.13" not in outputs_text(cell) and not _stderr_or_error(cell):
                         row.problem = f"cell {chosen[k]}: the set-up cell did not report a Colab session"
                         break
-                if k < n_setup:
-                    row.setup_s = time.perf_counter() - start
-                else:
-                    row.route_s += time.perf_counter() - t
-                if row.bite_s is None and is_bite(cell):
-                    row.bite_s = time.perf_counter() - start
-                if problem := _stderr_or_error(cell):
-                    row.problem = f"cell {chosen[k]}: {problem}"
+                if not book_cell(row, cell, k < n_setup, start, t, chosen[k]):
                     break
         finally:
             peak = max(peak, sample.stop())
