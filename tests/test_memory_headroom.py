@@ -100,3 +100,27 @@ def test_the_optional_column_says_why_it_is_missing(monkeypatch: pytest.MonkeyPa
     assert controls.optional_model()[1].startswith("skipped: needs 3.90 GB to build it, 0.90 GB free")
     monkeypatch.setattr(memory, "headroom", lambda: (12 * GB, "the machine's available memory"))
     assert controls.optional_model() == (controls.OPTIONAL_MODEL, "")
+
+
+def test_freed_heap_is_given_back() -> None:
+    """Blocks freed below a live one stay in glibc's heap (the cgroup counts them) until
+    release_freed_memory trims them; run in a fresh interpreter so the heap is only this test's."""
+    script = """
+import ctypes.util, sys
+from chatlab.models.memory import _anon_rss, release_freed_memory
+if not ctypes.util.find_library("c") or "glibc" not in " ".join(__import__("platform").libc_ver()):
+    print("no-glibc"); sys.exit()
+blocks = [bytearray(64 << 10) for _ in range(4000)]   # 256 MB in 64 KB heap blocks, touched
+pin = bytearray(64 << 10)                             # a live block above them: the heap cannot shrink
+held = _anon_rss()
+del blocks
+kept = _anon_rss()
+print(held, kept, release_freed_memory(), _anon_rss())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    if out == ["no-glibc"]:
+        pytest.skip("malloc_trim is glibc's; this C library keeps no such heap to trim")
+    held, kept, released, after = map(int, out)
+    assert kept > held - 50_000_000, "free() already returned the blocks: the test's premise is gone"
+    assert released > 200_000_000 and after < kept - 200_000_000, out

@@ -81,3 +81,39 @@ def headroom() -> tuple[int, str]:
     if limit - used >= available:  # a generous cgroup on a busy host: the host is the bound
         return available, "the machine's available memory"
     return limit - used, f"this session's {limit / 1e9:.1f} GB limit, {used / 1e9:.1f} GB in use"
+
+
+def _anon_rss() -> int:
+    """This process's anonymous resident memory in bytes (0 where /proc is not readable)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def release_freed_memory() -> int:
+    """Give the memory of deleted objects back to the system; the bytes returned.
+
+    `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks for
+    the process's next allocations instead of returning them, so the session's memory cgroup
+    (Binder's 2 GB) still counts them, under every model loaded afterwards by a library with an
+    allocator of its own (OpenVINO). `malloc_trim(0)` hands back every free page of the heap.
+    0 where the C library is not glibc (macOS, musl): nothing to do there."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()  # objects in reference cycles are freed first
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is None:
+        return 0
+    before = _anon_rss()
+    trim(0)
+    return max(before - _anon_rss(), 0)
