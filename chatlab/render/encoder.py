@@ -21,7 +21,7 @@ _cache: "weakref.WeakKeyDictionary[HFTokenizer, Encoder]" = weakref.WeakKeyDicti
 
 
 def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
-    """The (cached) Encoder of a tokenizer; building the plain twin of a fast one costs ~0.5 s."""
+    """The (cached) Encoder of a tokenizer: building the plain twin of a fast one is slow."""
     try:
         enc = _cache.get(tokenizer)
     except TypeError:  # not weak-referenceable

@@ -1,15 +1,10 @@
 """A tokenizer's own Jinja chat_template, rendered safely and turned into ids without injection.
 
 Rendering happens in jinja2's ImmutableSandboxedEnvironment with what Hugging Face templates
-expect (trim_blocks, lstrip_blocks, loop controls, `{% generation %}`, raise_exception, tojson,
-strftime_now, the special-token strings, tools). To keep client text from becoming control ids,
-every client string (content, reasoning, arguments, tool definitions; names and ids when they
-could form a special token) is first replaced by a sentinel (jinja_marks.py): what remains
-between sentinels was written by the template (its special-token text may become special ids);
-the sentinels mark client text, encoded as plain text. A second render with the real strings
-checks that the template did not branch on them; if it did, the client text is located in that
-real render instead, and the result is refused if it holds any control token the template did
-not write itself.
+expect. Client strings are first replaced by sentinels (jinja_marks.py), so what lies between
+them was written by the template. A second render with the real strings checks that the
+template did not branch on them; if it did, the client text is located in that real render
+instead, and the result is refused if it holds any control token the template did not write.
 """
 from __future__ import annotations
 

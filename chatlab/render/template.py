@@ -11,7 +11,7 @@ the turn's metadata line (ChatGLM3 writes a tool call's name there), encoded as 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from chatlab.tools import ToolFormat
@@ -68,8 +68,6 @@ class Template:
     tool_format: ToolFormat | None = None  # how tools, calls and results are written and parsed
     think: bool = False  # Qwen3: history reasoning is dropped; enable_thinking=False adds an empty block
     model_types: tuple[str, ...] = ()  # config model_type / name fragments that select it
-    notes: str = ""
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     def turn(self, role: str) -> Parts:
         return self.roles.get(role) or self.roles["user"]
@@ -87,19 +85,13 @@ class Template:
     def gen_prompt(self) -> Parts:
         return self.header("assistant") if self.generation_prompt is None else self.generation_prompt
 
+    def _parts(self) -> list[Part]:
+        return [p for g in (self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()) for p in g]
+
     def special_tokens(self) -> list[str]:
         """Every special token the template refers to (a tokenizer must have them all)."""
-        seen: dict[str, None] = {}
-        groups = [self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()]
-        for group in groups:
-            for part in group:
-                if part.kind == "special":
-                    seen[part.value] = None
-        for tok in self.stop_tokens:
-            if tok != "eos":
-                seen[tok] = None
-        return list(seen)
+        specials = [p.value for p in self._parts() if p.kind == "special"]
+        return list(dict.fromkeys([*specials, *(tok for tok in self.stop_tokens if tok != "eos")]))
 
     def uses(self, kind: str) -> bool:
-        groups = [self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()]
-        return any(p.kind == kind for g in groups for p in g) or (kind == "eos" and self.assistant_eos)
+        return any(p.kind == kind for p in self._parts()) or (kind == "eos" and self.assistant_eos)

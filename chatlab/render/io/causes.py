@@ -10,9 +10,7 @@ tokens on both sides, who wrote them (Rendered.slots) and why they differ:
 - "whitespace/newline": the texts differ only in whitespace;
 - "same text, other tokens": equal texts, encoded differently (pieces merged across a boundary);
 - "dropped tool call": one side leaves a tool call (or tools) out;
-- "merged consecutive turns": one side writes two consecutive messages as one (Ollama's
-  collate joins same-role messages with a blank line): there the block lies inside message m
-  and message m+1 is never written, on the other side it is message m's end or m+1's header;
+- "merged consecutive turns": one side writes two consecutive messages as one (Ollama's collate);
 - "text": anything else (a header, a turn marker...).
 Stop words and stop ids are compared too ("stop words").
 """
@@ -20,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+
 from chatlab._thirdparty import Jsonable
 from chatlab.render.ids import Rendered
 

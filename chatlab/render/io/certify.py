@@ -2,11 +2,9 @@
 
 The template (a built-in, or a file in any format) is the reference. For each engine chatlab
 models, the template is written in that engine's format (export_template) and read back, so the
-render follows that engine's rules (Jinja as vLLM/transformers call it; LMDeploy's config rules
-and its own bos; Ollama's collate, Go semantics and its own bos); a template already in an
-engine's format is that engine's. Each engine x conversation is a cell (verdict.Cell),
-and the verdicts over them (id-equal, differs, cannot express, not rendered) are verdict.py's.
-`certify_export` checks one export, the text a user is about to write, the same way.
+render follows that engine's rules; a template already in an engine's format is that engine's.
+Each engine x conversation is a cell (verdict.py). `certify_export` checks one export, the text
+a user is about to write, the same way.
 """
 from __future__ import annotations
 
@@ -20,16 +18,17 @@ from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS
-from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, Cell, exit_code, explain, overall
+from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, EXIT_CODES, Cell, explain, overall
 
 if TYPE_CHECKING:
     from chatlab.render.ids import Rendered
 
 TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
+Conversations = dict[str, tuple[list[dict], list[dict] | None]]  # name -> (messages, tools)
 _TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 _CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-CONVERSATIONS: dict[str, tuple[list[dict], list[dict] | None]] = {
+CONVERSATIONS: Conversations = {
     "no system": ([{"role": "user", "content": "Hello"}], None),
     "system": ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], None),
     "multi-turn": ([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi! How can I help?"},
@@ -58,7 +57,7 @@ class Certificate:
 
     @property
     def exit_code(self) -> int:
-        return exit_code(self.verdict)
+        return EXIT_CODES[self.verdict]
 
     @property
     def ok(self) -> bool:
@@ -118,19 +117,16 @@ def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:
     return bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in msgs)
 
 
-def _conversations(conversations: dict | None) -> dict[str, tuple[list[dict], list[dict] | None]]:
+def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
+                conversations: dict | None) -> tuple[LoadedTemplate, Conversations, dict[str, "Rendered | str"]]:
+    """The template, the conversations, and the template's own render of each conversation, or
+    why it does not render it. A special token the tokenizer lacks is bad input for the whole
+    certificate, named once with every other one missing: no engine could be compared on it."""
+    source = load_template(template)
     convs = CONVERSATIONS if conversations is None else conversations
     if not convs:
         raise ChatlabError("a certificate needs at least one conversation, and none was given; pass "
                            "conversations={name: (messages, tools)} or leave it out for the standard set")
-    return convs
-
-
-def _references(source: LoadedTemplate, tokenizer: HFTokenizer,
-                convs: dict[str, tuple[list[dict], list[dict] | None]]) -> dict[str, "Rendered | str"]:
-    """The template's own render of each conversation, or why it does not render it. A special
-    token the tokenizer lacks is bad input for the whole certificate, named once with every other
-    one missing: no engine could be compared on that tokenizer."""
     out: dict[str, "Rendered | str"] = {}
     for conv, (msgs, tools) in convs.items():
         try:
@@ -154,15 +150,11 @@ def _references(source: LoadedTemplate, tokenizer: HFTokenizer,
                 err.token) from None
         except ChatlabError as err:  # the template itself cannot render it: nothing to certify
             out[conv] = str(err)[:160]
-    return out
-
-
-def _cannot(err: CannotExpress, engine: str) -> Cell:
-    return Cell(CANNOT, str(err)[:200], err.construct, TEMPLATE_ENGINES.get(engine, engine))
+    return source, convs, out
 
 
 def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
-         convs: dict[str, tuple[list[dict], list[dict] | None]], target: LoadedTemplate | None,
+         convs: Conversations, target: LoadedTemplate | None,
          refusal: CannotExpress | None = None, tools_refusal: CannotExpress | None = None) -> dict[str, Cell]:
     """One engine's cells. `target`: the template as that engine reads it (None: the format
     cannot hold it, `refusal` says why); `tools_refusal`: it was written without its tools (why),
@@ -175,7 +167,7 @@ def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
             continue
         why = tools_refusal if tools_refusal is not None and _uses_tools(msgs, tools) else refusal
         if why is not None:
-            row[conv] = _cannot(why, engine)
+            row[conv] = Cell(CANNOT, str(why)[:200], why.construct, TEMPLATE_ENGINES.get(engine, engine))
             continue
         assert target is not None  # without a refusal, the template was written for the engine
         try:
@@ -193,9 +185,7 @@ def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
 def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
             conversations: dict | None = None) -> Certificate:
     """Every engine's cells for `template` over `conversations` (default CONVERSATIONS)."""
-    source = load_template(template)
-    convs = _conversations(conversations)
-    refs = _references(source, tokenizer, convs)
+    source, convs, refs = _references(tokenizer, template, conversations)
     cells: dict[str, dict[str, Cell]] = {}
     for engine in TARGETS:
         if source.fmt == engine:
@@ -220,9 +210,7 @@ def certify_export(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplat
                    drop_tools: bool = False, conversations: dict | None = None) -> Certificate:
     """One engine's cells for `text`, the export of `template` to `engine` (written with
     `drop_tools` as given): whether that file, read by that engine, renders the template's ids."""
-    source = load_template(template)
-    convs = _conversations(conversations)
-    refs = _references(source, tokenizer, convs)
+    source, convs, refs = _references(tokenizer, template, conversations)
     written = load_template(text, engine)
     has_tools = source.template is not None and source.template.tool_format is not None
     dropped = CannotExpress("exported with --drop-tools: tool definitions, calls and results are left out",

@@ -38,9 +38,6 @@ class TemplateDiff:
 
     differences: list[Difference] = field(default_factory=list)
 
-    def owner(self, r: Rendered, k: int) -> str:
-        return owner_of(r, k)
-
     def groups(self) -> dict[str, list[Difference]]:
         return group(self.differences)
 
@@ -51,7 +48,7 @@ class TemplateDiff:
         at = repr(toks[k]) if k < len(toks) else "<end>"
         after = " ".join(repr(t) for t in toks[k + 1:k + 1 + CONTEXT])
         return [f"  {label} ({len(r.ids)} tokens): ... {before} [{at}] {after} ...",
-                f"      token {k} is from {self.owner(r, k)}" + (f", id {r.ids[k]}" if k < len(r.ids) else "")]
+                f"      token {k} is from {owner_of(r, k)}" + (f", id {r.ids[k]}" if k < len(r.ids) else "")]
 
     def __str__(self) -> str:
         a, b = self.names

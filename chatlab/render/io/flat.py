@@ -54,13 +54,9 @@ def without_engine_bos(prefix: Parts) -> tuple[Parts, str | None]:
     return prefix, None
 
 
-def text_parts(*texts: str) -> Parts:
-    """Strings as template text parts (special-token text in them becomes the special id)."""
-    return tuple(T(x) for x in texts if x)
-
-
 def turn(before: str, after: str) -> Parts:
-    return (*text_parts(before), CONTENT, *text_parts(after))
+    """Text around CONTENT (special-token text in it becomes the special id)."""
+    return tuple(p for p in (T(before), CONTENT, T(after)) if p.value or p is CONTENT)
 
 
 def check_flat(t: Template, target: str, drop_tools: bool) -> None:
@@ -93,9 +89,12 @@ def looks_special(word: str) -> bool:
     return word.startswith("<") and word.endswith(">") and " " not in word and len(word) > 2
 
 
-def stops_of(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(stop_words, stop_tokens) of a chatlab Template built from a file's stop list: special-looking
+def stops_of(data: dict, origin: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(stop_words, stop_tokens) of a chatlab Template built from a config's stop_words: special-looking
     ones stop on their id (when the tokenizer has one), the rest on text."""
+    words = data.get("stop_words") or []
+    if not isinstance(words, list) or not all(isinstance(s, str) and s for s in words):
+        raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
     tokens = tuple(dict.fromkeys(["eos", *(w for w in words if looks_special(w))]))
     return tuple(w for w in words if not looks_special(w)), tokens
 

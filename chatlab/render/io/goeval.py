@@ -1,11 +1,7 @@
 """Evaluate a parsed Go-template subset (gotemplate.py) into chatlab pieces, as Ollama would.
 
-Ollama's template/template.go: when the template mentions .Messages it runs once with
-System (every system message joined by "\\n\\n"), Messages (consecutive messages of one role
-merged with "\\n\\n", tool results kept apart) and Response ""; otherwise (a legacy
-.System/.Prompt/.Response template) it runs once per round and, for the last round, only up to
-the first `{{ .Response }}` (a template without one gets it appended). Go semantics kept here:
-empty strings, lists and zero are false; `and`/`or` return an operand; `eq` takes several.
+Go semantics kept here: empty strings, lists and zero are false; `and`/`or` return an operand;
+`eq` takes several. How Ollama runs a template over a chat is ollama.py's `render_modelfile`.
 """
 from __future__ import annotations
 

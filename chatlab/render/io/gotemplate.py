@@ -2,17 +2,12 @@
 
 Read: text; fields and chains of them (`.System`, `.Function.Name`, `$.Tools`, `$m.ToolCalls`);
 `if` / `else if` / `else` / `end`; `range` over a list or a map (`range $i, $m := ...`, `else`,
-`break`, `continue`); `$x := expr` / `$x = expr`; the functions eq, ne, lt, le, gt, ge, not, and,
-or, len, slice, index, print, printf, and Ollama's json; string, integer and boolean literals;
-parentheses; comments; and the trim markers `{{-` / `-}}`. The fields are those Ollama passes
-(template.go): System, Prompt, Suffix, Response, Messages (Role, Content, Thinking, ToolCalls,
-ToolName, ToolCallID), Tools (Type, Function: Name, Description, Parameters: Type, Required,
-Properties: Type, Description, Enum), a call's Function (Index, Name, Arguments) and ID, Think,
-ThinkLevel, IsThinkSet. Anything else (pipes, `with`, `template`, `block`, method calls, other
-fields) is refused at parse time with the line and the construct, so an imported template never
-renders differently from Ollama in silence. Values that came from a message keep their message
-index (`Val`), so the output can be encoded at id level: message text as content, template text
-as template text.
+`break`, `continue`); `$x := expr` / `$x = expr`; the functions in FUNCS; string, integer and
+boolean literals; parentheses; comments; and the trim markers `{{-` / `-}}`. The fields are
+those Ollama passes (template.go: DOT_FIELDS). Anything else (pipes, `with`, `template`,
+`block`, method calls, other fields) is refused at parse time with the line and the construct,
+so an imported template never renders differently from Ollama in silence. Values that came from
+a message keep their message index (`Val`), so the output is encoded at id level.
 """
 from __future__ import annotations
 
@@ -99,15 +94,8 @@ class Parser:
             raise _err(line, f"'{{{{ {stop} }}}}' without a matching if/range", "Remove it or add the opening action")
         return body
 
-    def block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
-        self.depth = getattr(self, "depth", 0) + 1
-        try:
-            return self._block(stops)
-        finally:
-            self.depth -= 1
-
-    def _block(self, stops: tuple[str, ...]) -> tuple[list[Node], str | None, int]:
-        if self.depth > MAX_DEPTH:
+    def block(self, stops: tuple[str, ...], depth: int = 1) -> tuple[list[Node], str | None, int]:
+        if depth > MAX_DEPTH:
             raise _err(self.items[min(self.k, len(self.items) - 1)][2], f"if/range nested more than {MAX_DEPTH} deep",
                        "Flatten the template; real chat templates nest a few levels")
         out: list[Node] = []
@@ -126,9 +114,9 @@ class Parser:
             if word in ("end", "else"):
                 raise _err(line, f"'{{{{ {body} }}}}' without a matching if/range", "Remove it or add the opening action")
             if word == "if":
-                out.append(self.if_(body[2:], line))
+                out.append(self.if_(body[2:], line, depth + 1))
             elif word == "range":
-                out.append(self.range_(body[5:], line))
+                out.append(self.range_(body[5:], line, depth + 1))
             elif word in ("break", "continue") and body == word:
                 out.append(Node(word, line))
             elif word in ("with", "template", "block", "define"):
@@ -139,10 +127,10 @@ class Parser:
             raise _err(self.items[-1][2], "an if/range without '{{ end }}'", "Close it with {{ end }}")
         return out, None, 0
 
-    def if_(self, cond: str, line: int) -> Node:
+    def if_(self, cond: str, line: int, depth: int) -> Node:
         node = Node("if", line)
         while True:
-            body, stop, _ = self.block(("end", "else"))
+            body, stop, _ = self.block(("end", "else"), depth)
             node.branches.append((Expr(cond, line).parse(), body))
             if stop == "end" or stop is None:  # None only without stops: block() raised already
                 return node
@@ -152,19 +140,19 @@ class Parser:
                 continue
             if rest:
                 raise _err(line, f"'else {rest}'")
-            node.orelse, stop, _ = self.block(("end",))
+            node.orelse, stop, _ = self.block(("end",), depth)
             return node
 
-    def range_(self, spec: str, line: int) -> Node:
+    def range_(self, spec: str, line: int, depth: int) -> Node:
         names: tuple = ()
         m = re.fullmatch(r"\s*(\$\w*)\s*(?:,\s*(\$\w*)\s*)?:=\s*(.*)", spec, re.S)
         if m:
             names, spec = tuple(x for x in m.group(1, 2) if x), m.group(3)
         node = Node("range", line, names=names)
-        body, stop, _ = self.block(("end", "else"))
+        body, stop, _ = self.block(("end", "else"), depth)
         node.branches.append((Expr(spec, line).parse(), body))
         if stop != "end":
-            node.orelse, _, _ = self.block(("end",))
+            node.orelse, _, _ = self.block(("end",), depth)
         return node
 
     def simple(self, body: str, line: int) -> Node:

@@ -1,19 +1,12 @@
 """The values Ollama hands its Go template, and Go's ways of printing and comparing them.
 
-Read from Ollama's template/template.go (commit fb30760, 2026-08: convertToolsForTemplate,
-convertMessagesForTemplate) and api/types.go (ToolProperty, PropertyType): the template sees
-`templateTool` (type, items, function: name, description, parameters: type, $defs, items,
-required, properties) whose properties are a plain Go map (`templateProperties`), and
-`templateToolCall` (ID, Function: Index, Name, Arguments) whose arguments are a plain Go map
-(`templateArgs`): Go ranges and marshals maps in sorted key order, so the client's key order is
-gone by the time the template runs. templateTool, templateTools, templateArgs and
-templateProperties have a String() method that returns their JSON, so `{{ .Function.Arguments }}`
-prints JSON; templateToolFunction has none, so `{{ .Function }}` prints Go's struct syntax.
-The `json` func is Go's json.Marshal: struct fields in declaration order under their json names
-(a call and a message have no json tags: the Go names), compact, <, > and & escaped.
-`GoStruct` keeps the Go field names for the template and the json names and order for `json`;
-a plain dict is a Go map. Strings from the client stay `Val`s, so whatever prints them
-(directly, through printf or json) is encoded as content, never as control ids.
+As Ollama's template/template.go and api/types.go build them (commit fb30760): tool properties
+and call arguments are plain Go maps, which range and marshal in sorted key order, so the
+client's key order is gone by the time the template runs; a type with a String() method
+(`stringer`) prints as its JSON, a struct without one in Go's struct syntax. The `json` func is
+Go's json.Marshal: struct fields in declaration order under their json names, compact, <, > and
+& escaped. Strings from the client stay `Val`s, so whatever prints them (directly, through
+printf or json) is encoded as content, never as control ids.
 """
 from __future__ import annotations
 
@@ -208,13 +201,18 @@ def _args(text: str) -> GoValue:
 
 
 def _strings(v: GoValue, msg: int, slot: str) -> GoValue:
-    """Every string inside `v` as a Val of that message (client text)."""
+    """Every string value inside `v` as a Val of that message (client text); Go types kept."""
     if isinstance(v, str):
         return Val(v, msg, slot)
+    if isinstance(v, GoStruct):
+        return GoStruct([(go, name, omit, _strings(v[go], msg, slot)) for go, name, omit in v.json_fields],
+                        v.type_name, v.stringer)
+    if isinstance(v, GoMap):
+        return GoMap({k: _strings(x, msg, slot) for k, x in v.items()}, v.type_name, v.ordered)
     if isinstance(v, dict):
         return {k: _strings(x, msg, slot) for k, x in v.items()}
     if isinstance(v, list):
-        return [_strings(x, msg, slot) for x in v]
+        return type(v)(_strings(x, msg, slot) for x in v)
     return v
 
 
@@ -273,21 +271,7 @@ def tools(specs: Sequence[ToolSpec]) -> GoList | None:
                           "template.templateToolFunctionParameters")
         fn = GoStruct([("Name", "name", False, t.name), ("Description", "description", False, t.description or ""),
                        ("Parameters", "parameters", False, params)], "template.templateToolFunction")
-        out.append(_strings_struct(GoStruct([("Type", "type", False, "function"), ("Items", "items", True, None),
-                                             ("Function", "function", False, fn)], "template.templateTool",
-                                            stringer=True)))
+        tool = GoStruct([("Type", "type", False, "function"), ("Items", "items", True, None),
+                         ("Function", "function", False, fn)], "template.templateTool", stringer=True)
+        out.append(_strings(tool, -1, "tools"))  # tool definitions are client text too
     return out
-
-
-def _strings_struct(v: GoValue) -> GoValue:
-    """Tool definitions are client text too: their strings become Vals of the tools slot."""
-    if isinstance(v, GoStruct):
-        return GoStruct([(go, name, omit, _strings_struct(v[go])) for go, name, omit in v.json_fields],
-                        v.type_name, v.stringer)
-    if isinstance(v, GoMap):
-        return GoMap({k: _strings_struct(x) for k, x in v.items()}, v.type_name, v.ordered)
-    if isinstance(v, dict):
-        return {k: _strings_struct(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return type(v)(_strings_struct(x) for x in v) if isinstance(v, PropertyType) else [_strings_struct(x) for x in v]
-    return Val(v, -1, "tools") if isinstance(v, str) and not isinstance(v, Val) else v

@@ -80,9 +80,7 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> tuple[Template, lis
     default = data.get("default_system")
     if default is not None and not isinstance(default, str):
         raise ChatlabError(f"{origin}: field 'default_system' must be a string")
-    stops = data.get("stop_words") or []
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
+    words, tokens = stops_of(data, origin)
     given = data.get("template_class")
     if given is not None and given not in CLASSES:
         raise ChatlabError(f"{origin}: field 'template_class' must be one of {', '.join(CLASSES)} "
@@ -94,7 +92,6 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> tuple[Template, lis
     system = _slots(data.get("format_system", ["{{content}}"]), "format_system", origin, True)
     sep = _slots(data.get("format_separator", []), "format_separator", origin, False)
     prefix = _slots(data.get("format_prefix", []), "format_prefix", origin, False)
-    words, tokens = stops_of(stops)
     # LLaMA-Factory's _encode: `system = system or default_system`, then a system block only when
     # there is text (`if system or tools`): so an empty system message means the default, and an
     # empty default is none. At inference the prompt ends where the last user slot ends (the

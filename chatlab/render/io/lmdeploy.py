@@ -73,11 +73,8 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
     if cap not in (None, "chat"):
         raise ChatlabError(f"{origin}: capability {cap!r} is not a chat template; chatlab imports "
                            "capability 'chat' (or none)")
-    stops = data.get("stop_words") or []
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        raise ChatlabError(f"{origin}: field 'stop_words' must be a list of non-empty strings")
+    words, tokens = stops_of(data, origin)
     f = {k: data.get(k) or "" for k in STRINGS}  # null and missing are BaseChatTemplate's ''
-    words, tokens = stops_of(stops)
     roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
              "assistant": turn(f["assistant"], f["eoa"] + f["separator"])}
     if f["tool"] or f["eotool"]:

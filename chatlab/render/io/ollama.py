@@ -34,11 +34,9 @@ INSTRUCTIONS = ("FROM", "TEMPLATE", "SYSTEM", "PARAMETER", "ADAPTER", "LICENSE",
 @dataclass
 class Modelfile:
     template: str
-    template_line: int
     system: str | None = None
     stops: list[str] = field(default_factory=list)
     parameters: dict[str, list[str]] = field(default_factory=dict)
-    base: str | None = None
     nodes: list[Node] = field(default_factory=list, repr=False)
 
 
@@ -81,15 +79,14 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
             value = rest
         if word == "PARAMETER":
             params.setdefault(name.lower(), []).append(value)
-        elif word in ("TEMPLATE", "SYSTEM", "FROM"):
+        elif word in ("TEMPLATE", "SYSTEM"):
             values[word] = (value, start)
     if "TEMPLATE" not in values:
         raise ChatlabError(f"{origin} has no TEMPLATE instruction; chatlab imports the prompt template "
                            '(add TEMPLATE """…""" or export one with chatlab export-template --format ollama)')
     source, first_line = values["TEMPLATE"]
-    nodes = Parser(source, first_line).parse()
-    return Modelfile(source, first_line, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
-                     values.get("FROM", (None, 0))[0], nodes)
+    return Modelfile(source, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
+                     Parser(source, first_line).parse())
 
 
 def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoValue]]]:
@@ -111,7 +108,9 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoVal
 
 def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
                      add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
-    """The pieces Ollama's template would produce for this chat (the Resolution renderer hook)."""
+    """The pieces Ollama's template would produce for this chat (the Resolution renderer hook).
+    As template.go: a template that mentions .Messages runs once over the collated chat; a legacy
+    .System/.Prompt/.Response one runs once per round, the last only up to its first .Response."""
     if tools and not mentions(mf.nodes, "Tools"):
         raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
                            "(\"does not support tools\"); send the chat without tools or use a tool template")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.render.io.flat import stop_strings
 from chatlab.render.template import Template
 
 if TYPE_CHECKING:
@@ -33,12 +34,8 @@ class LoadedTemplate:
     notes: list[str] = field(default_factory=list)  # what the reader warns about (also warnings.warn)
 
 
-def stops_of_template(t: Template) -> list[str]:
-    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
-
-
 def from_template(t: Template, fmt: str, source: str | None = None) -> LoadedTemplate:
-    return LoadedTemplate(t.name, fmt, t.default_system, stops_of_template(t), template=t, source=source)
+    return LoadedTemplate(t.name, fmt, t.default_system, stop_strings(t), template=t, source=source)
 
 
 def json_object(text: str) -> Jsonable:
@@ -94,7 +91,7 @@ def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
     t, notes = parse_llamafactory(text, origin)
     for note in notes:
         warnings.warn(note, stacklevel=2)
-    return LoadedTemplate(t.name, "llamafactory", t.default_system, stops_of_template(t), template=t,
+    return LoadedTemplate(t.name, "llamafactory", t.default_system, stop_strings(t), template=t,
                           source=origin, notes=notes)
 
 

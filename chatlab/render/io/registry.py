@@ -26,22 +26,15 @@ MAX_BYTES = 8 * 1024 * 1024  # a tokenizer_config.json with its vocabulary notes
 class Format:
     name: str
     what: str  # for messages: "an Ollama Modelfile"
-    reader: Callable[[str, str, str], LoadedTemplate]  # (text, origin, name)
+    read: Callable[[str, str, str], LoadedTemplate]  # (text, origin, name)
     writer: Callable[[Template, bool], str] | None = None  # (template, drop_tools)
     names: Callable[[str], bool] = lambda name: False  # a file name that says this format
     content: Callable[[str, Jsonable], bool] = lambda text, data: False  # (text, its JSON object or None)
-
-    def read(self, text: str, origin: str, name: str) -> LoadedTemplate:
-        return self.reader(text, origin, name)
 
     def write(self, template: Template, drop_tools: bool = False) -> str:
         if self.writer is None:
             raise ChatlabError(f"chatlab does not write {self.what} files; export to one of {', '.join(TARGETS)}")
         return self.writer(template, drop_tools)
-
-
-def _is_modelfile_name(name: str) -> bool:
-    return name == "modelfile" or name.endswith(".modelfile") or name.startswith("modelfile.")
 
 
 def _first_word(text: str) -> str:
@@ -59,7 +52,8 @@ _ALL = [
            content=lambda text, data: isinstance(data, dict) and not {"format_user", "format_assistant"} & set(data)
            and ("model_name" in data or bool({"meta_instruction", "eoh", "eoa", "eosys"} & set(data)))),
     Format("ollama", "an Ollama Modelfile", read_ollama, export_ollama,
-           names=_is_modelfile_name, content=lambda text, data: data is None and _first_word(text) in ("FROM", "TEMPLATE")),
+           names=lambda n: n == "modelfile" or n.endswith(".modelfile") or n.startswith("modelfile."),
+           content=lambda text, data: data is None and _first_word(text) in ("FROM", "TEMPLATE")),
     Format("llamafactory", "a LLaMA-Factory slot JSON", read_llamafactory,
            content=lambda text, data: isinstance(data, dict) and ("format_user" in data or "format_assistant" in data)),
 ]

@@ -84,6 +84,3 @@ def overall(cells: Iterable[Cell]) -> str:
             return verdict
     return NOT_RENDERED
 
-
-def exit_code(verdict: str) -> int:
-    return EXIT_CODES[verdict]
