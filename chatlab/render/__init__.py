@@ -7,8 +7,8 @@
 """
 from chatlab.render.builtin import TEMPLATES, get_template, list_templates
 from chatlab.render.ids import Rendered, SlotSpan
-from chatlab.render.resolve import Resolution, as_messages, render_ids, resolve
+from chatlab.render.resolve import Resolution, as_messages, resolve
 from chatlab.render.template import Template
 
 __all__ = ["TEMPLATES", "Rendered", "Resolution", "SlotSpan", "Template", "as_messages", "get_template",
-           "list_templates", "render_ids", "resolve"]
+           "list_templates", "resolve"]

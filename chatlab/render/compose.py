@@ -4,7 +4,7 @@ Everything a message carries (content, tool names, arguments, results, tool defi
 as `content` pieces, encoded as plain text; only the template's own parts can be control ids.
 Where tools go and how calls and results are written is the template's tool format's business
 (chatlab.tools): it hands back `Bit`s and `Turn`s, which this class lays out in the
-template's turns. `export.py` writes the same rules as Jinja; tests prove the two agree.
+template's turns. io/jinja_writer.py writes the same rules as Jinja; tests prove the two agree.
 """
 from __future__ import annotations
 
@@ -58,10 +58,8 @@ class Composer:
                 out.append(Piece("text", p.value, msg, slot))
             elif k == "special":
                 out.append(Piece("special", self.enc.special_id(p.value, self.t.name), msg, slot))
-            elif k == "bos":
-                out.append(Piece("special", self.special(self.enc.bos_id, "bos"), msg, slot))
-            elif k == "eos":
-                out.append(Piece("special", self.special(self.enc.eos_id, "eos"), msg, slot))
+            elif k in ("bos", "eos"):
+                out.append(Piece("special", self.special(getattr(self.enc, f"{k}_id"), k), msg, slot))
             elif k in ("break", "seam"):
                 out.append(Piece("break", "", msg, slot))
             elif k == "round":

@@ -31,16 +31,14 @@ def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
     return enc
 
 
-def _added_tokens(tokenizer: HFTokenizer) -> dict[str, int]:
-    if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
-        return dict(tokenizer.special_ids)
-    return {str(k): int(v) for k, v in getattr(tokenizer, "added_tokens_encoder", {}).items()}
-
-
 class Encoder:
     def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
-        self.added = _added_tokens(tokenizer)
+        if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
+            self.added: dict[str, int] = dict(tokenizer.special_ids)
+        else:
+            added = getattr(tokenizer, "added_tokens_encoder", {})
+            self.added = {str(k): int(v) for k, v in added.items()}
         # Role tokens kept outside the vocabulary (ChatGLM3) are reachable only by name.
         self.extra_specials: dict[str, int] = dict(getattr(getattr(tokenizer, "tokenizer", None),
                                                            "special_tokens", {}) or {})

@@ -86,7 +86,8 @@ class Template:
         return self.header("assistant") if self.generation_prompt is None else self.generation_prompt
 
     def _parts(self) -> list[Part]:
-        return [p for g in (self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values()) for p in g]
+        groups = (self.prefix, self.system_merge, self.gen_prompt(), *self.roles.values())
+        return [p for g in groups for p in g]
 
     def special_tokens(self) -> list[str]:
         """Every special token the template refers to (a tokenizer must have them all)."""

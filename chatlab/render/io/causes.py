@@ -112,10 +112,3 @@ def differences(a: Rendered, b: Rendered) -> list[Difference]:
                               [*a.stop_words, *map(str, sorted(a.stop_ids))],
                               [*b.stop_words, *map(str, sorted(b.stop_ids))], "stop words / ids", "stop words / ids"))
     return out
-
-
-def group(diffs: list[Difference]) -> dict[str, list[Difference]]:
-    groups: dict[str, list[Difference]] = {}
-    for d in diffs:
-        groups.setdefault(d.cause, []).append(d)
-    return groups

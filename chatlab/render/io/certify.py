@@ -18,7 +18,8 @@ from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import TARGETS
-from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, EXIT_CODES, Cell, explain, overall
+from chatlab.render.io.verdict import (CANNOT, DIFFERS, EQUAL, EXIT_CODES, NOT_RENDERED, Cell, explain,
+                                      overall)
 
 if TYPE_CHECKING:
     from chatlab.render.ids import Rendered
@@ -117,8 +118,11 @@ def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:
     return bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in msgs)
 
 
+References = dict[str, "Rendered | str"]  # conversation -> the template's render, or why not
+
+
 def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
-                conversations: dict | None) -> tuple[LoadedTemplate, Conversations, dict[str, "Rendered | str"]]:
+                conversations: dict | None) -> tuple[LoadedTemplate, Conversations, References]:
     """The template, the conversations, and the template's own render of each conversation, or
     why it does not render it. A special token the tokenizer lacks is bad input for the whole
     certificate, named once with every other one missing: no engine could be compared on it."""
@@ -127,7 +131,7 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
     if not convs:
         raise ChatlabError("a certificate needs at least one conversation, and none was given; pass "
                            "conversations={name: (messages, tools)} or leave it out for the standard set")
-    out: dict[str, "Rendered | str"] = {}
+    out: References = {}
     for conv, (msgs, tools) in convs.items():
         try:
             out[conv] = _render(source, tokenizer, msgs, tools)
@@ -153,7 +157,7 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
     return source, convs, out
 
 
-def _row(tokenizer: HFTokenizer, engine: str, refs: dict[str, "Rendered | str"],
+def _row(tokenizer: HFTokenizer, engine: str, refs: References,
          convs: Conversations, target: LoadedTemplate | None,
          refusal: CannotExpress | None = None, tools_refusal: CannotExpress | None = None) -> dict[str, Cell]:
     """One engine's cells. `target`: the template as that engine reads it (None: the format
@@ -188,21 +192,19 @@ def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
     source, convs, refs = _references(tokenizer, template, conversations)
     cells: dict[str, dict[str, Cell]] = {}
     for engine in TARGETS:
-        if source.fmt == engine:
-            cells[engine] = _row(tokenizer, engine, refs, convs, source)
-            continue
-        try:
-            written = export_template(source, engine)
-        except CannotExpress as err:  # e.g. tools the format cannot write: certify the chat layout alone
+        target: LoadedTemplate | None = source  # the template as that engine reads it
+        refusal: CannotExpress | None = None
+        tools_refusal: CannotExpress | None = None
+        if source.fmt != engine:
             try:
-                chat_layout = export_template(source, engine, drop_tools=True)
-            except CannotExpress as err2:
-                cells[engine] = _row(tokenizer, engine, refs, convs, None, refusal=err2, tools_refusal=err)
-                continue
-            cells[engine] = _row(tokenizer, engine, refs, convs, load_template(chat_layout, engine),
-                                 tools_refusal=err)
-            continue
-        cells[engine] = _row(tokenizer, engine, refs, convs, load_template(written, engine))
+                target = load_template(export_template(source, engine), engine)
+            except CannotExpress as err:  # e.g. tools the format cannot write: certify the chat layout alone
+                tools_refusal = err
+                try:
+                    target = load_template(export_template(source, engine, drop_tools=True), engine)
+                except CannotExpress as err2:
+                    target, refusal = None, err2
+        cells[engine] = _row(tokenizer, engine, refs, convs, target, refusal, tools_refusal)
     return Certificate(source.source or source.name, cells, list(source.notes))
 
 

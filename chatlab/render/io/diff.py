@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.ids import Rendered
-from chatlab.render.io.causes import Difference, differences, group
+from chatlab.render.io.causes import Difference, differences
 from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
 
@@ -39,7 +39,11 @@ class TemplateDiff:
     differences: list[Difference] = field(default_factory=list)
 
     def groups(self) -> dict[str, list[Difference]]:
-        return group(self.differences)
+        """The differences by cause, in order of first appearance."""
+        out: dict[str, list[Difference]] = {}
+        for d in self.differences:
+            out.setdefault(d.cause, []).append(d)
+        return out
 
     def side(self, label: str, r: Rendered) -> list[str]:
         k = self.index or 0

@@ -90,7 +90,7 @@ def looks_special(word: str) -> bool:
 
 
 def stops_of(data: dict, origin: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(stop_words, stop_tokens) of a chatlab Template built from a config's stop_words: special-looking
+    """(stop_words, stop_tokens) of a chatlab Template from a config's stop_words: special-looking
     ones stop on their id (when the tokenizer has one), the rest on text."""
     words = data.get("stop_words") or []
     if not isinstance(words, list) or not all(isinstance(s, str) and s for s in words):

@@ -121,8 +121,10 @@ class Parser:
                 out.append(Node(word, line))
             elif word in ("with", "template", "block", "define"):
                 raise _err(line, f"the '{word}' action")
+            elif m := re.fullmatch(r"(\$\w+)\s*(:?=)\s*(.*)", body, re.S):
+                out.append(Node("set", line, Expr(m.group(3), line).parse(), names=m.group(1, 2)))
             else:
-                out.append(self.simple(body, line))
+                out.append(Node("out", line, Expr(body, line).parse()))
         if stops:
             raise _err(self.items[-1][2], "an if/range without '{{ end }}'", "Close it with {{ end }}")
         return out, None, 0
@@ -154,12 +156,6 @@ class Parser:
         if stop != "end":
             node.orelse, _, _ = self.block(("end",), depth)
         return node
-
-    def simple(self, body: str, line: int) -> Node:
-        m = re.fullmatch(r"(\$\w+)\s*(:?=)\s*(.*)", body, re.S)
-        if m:
-            return Node("set", line, Expr(m.group(3), line).parse(), names=(m.group(1), m.group(2)))
-        return Node("out", line, Expr(body, line).parse())
 
 
 class Expr:

@@ -205,8 +205,8 @@ def _strings(v: GoValue, msg: int, slot: str) -> GoValue:
     if isinstance(v, str):
         return Val(v, msg, slot)
     if isinstance(v, GoStruct):
-        return GoStruct([(go, name, omit, _strings(v[go], msg, slot)) for go, name, omit in v.json_fields],
-                        v.type_name, v.stringer)
+        fields = [(go, name, omit, _strings(v[go], msg, slot)) for go, name, omit in v.json_fields]
+        return GoStruct(fields, v.type_name, v.stringer)
     if isinstance(v, GoMap):
         return GoMap({k: _strings(x, msg, slot) for k, x in v.items()}, v.type_name, v.ordered)
     if isinstance(v, dict):

@@ -6,9 +6,9 @@ meta_instruction is the default system prompt), then per message `{box}{content}
 box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool, then `{assistant}` to
 open the reply. An unknown (or null: LMDeploy draws a random one) model_name is registered on
 LMDeploy's BaseChatTemplate; `chat_template()` drops null fields, so BaseChatTemplate's default ''
-fills them, meta_instruction included: a config without one still writes an (empty) system turn
-(checked against LMDeploy's own code in tests/test_engine_oracles.py), and a template with no
-default system prompt cannot be written. model_path (to_json writes it) only matches models.
+fills them, meta_instruction included: a config without one still writes an (empty) system turn,
+and a template with no default system prompt cannot be written. model_path (to_json writes it)
+only matches models.
 Both directions go through a chatlab Template, so the import renders at id level.
 """
 from __future__ import annotations
@@ -25,8 +25,7 @@ STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "e
 LMDEPLOY_FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
 # The names lmdeploy 0.18's model.py registers, and what the class adds to the fields. A config
 # naming one runs that class (its own defaults for every null field, and for most its own
-# messages2prompt), which is not what the file says. Read from model.py; tests/test_lmdeploy_builtins.py
-# checks the list and which classes render by their fields alone against LMDeploy's code.
+# messages2prompt), which is not what the file says.
 _OWN = "its class {} has its own messages2prompt (code, not config fields)"
 _FIELDS = "its class {} fills every null field with its own default"
 LMDEPLOY_BUILTINS: dict[str, str] = {

@@ -123,20 +123,20 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
     system, collated = _collate(indexed)
     ev = Evaluator({})
     think = options.get("think")
-    flags = {"Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
-             "IsThinkSet": think is not None}
-    if mentions(mf.nodes, "Messages"):
-        ev.root = {"System": system, "Messages": collated, "Tools": go_tools(tools), "Response": "",
-                   "Prompt": "", "Suffix": "", **flags}
-        ev.run(mf.nodes, ev.root, [{"$": ev.root}], -1)
-        return ev.out
-    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
-    vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "", **flags}
+    vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "",
+                                "Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
+                                "IsThinkSet": think is not None}
 
     def execute(tree: list[Node]) -> None:
         ev.root = dict(vals)
         ev.run(tree, ev.root, [{"$": ev.root}], -1)
         vals.update(System="", Prompt="", Response="")
+
+    if mentions(mf.nodes, "Messages"):
+        vals.update(System=system, Messages=collated, Tools=go_tools(tools))
+        execute(mf.nodes)
+        return ev.out
+    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
 
     for m in collated:  # the legacy loop of Ollama's Template.Execute
         role = m["Role"]

@@ -1,7 +1,6 @@
 """What a template file reads into (LoadedTemplate), and each format's reader and the Jinja writer.
 
-Every reader refuses an empty template, and input nested past any real template (3,000 levels
-of Jinja blocks or JSON arrays) is a clear error, not a RecursionError traceback.
+Every reader refuses an empty template (it would render every chat as no tokens).
 """
 from __future__ import annotations
 
