@@ -21,17 +21,6 @@ from chatlab.render.io.registry import MAX_BYTES, detect, get_format
 from chatlab.render.template import Template
 
 
-def parse_template(text: str, fmt: str, origin: str, name: str) -> LoadedTemplate:
-    """Text in format `fmt` through that format's reader; nesting past Python's stack (3,000
-    levels of Jinja blocks, JSON arrays) is refused with the format named, never a traceback."""
-    f = get_format(fmt)
-    try:
-        return f.read(text, origin, name)
-    except RecursionError:
-        raise ChatlabError(f"{origin} nests too deeply to be {f.what} (thousands of levels); real templates "
-                           "nest a few: fix the file") from None
-
-
 def load_template(source: "str | Path | LoadedTemplate", fmt: str | None = None) -> LoadedTemplate:
     """`source`: a LoadedTemplate, a built-in name, a file path, or (with `fmt`) the text itself."""
     if isinstance(source, LoadedTemplate):
@@ -54,7 +43,7 @@ def load_template(source: "str | Path | LoadedTemplate", fmt: str | None = None)
             if len(source) > MAX_BYTES:
                 raise ChatlabError(f"the template text is {len(source) // 2**20} MB; a chat template is a few "
                                    f"KB (the limit is {MAX_BYTES // 2**20} MB): pass the template, not the model")
-            return parse_template(source, fmt, "<text>", fmt)
+            return get_format(fmt).read(source, "<text>", fmt)
         raise ChatlabError(f"{str(source)[:80]!r} is neither a built-in template ({', '.join(TEMPLATES)}) nor "
                            "an existing file; pass a template name or the path to a template file")
     size = path.stat().st_size
@@ -65,4 +54,5 @@ def load_template(source: "str | Path | LoadedTemplate", fmt: str | None = None)
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ChatlabError(f"cannot read template file {path} ({err}); pass a UTF-8 text file") from None
-    return parse_template(text, fmt or detect(path, text), path.name, path.stem)  # no machine path in outputs
+    # no machine path in outputs; each reader refuses nesting past any real template itself
+    return get_format(fmt or detect(path, text)).read(text, path.name, path.stem)
