@@ -1,8 +1,7 @@
 """Sampling parameters and the sampler that turns one row of logits into one token id.
 
-Everything works on a 1-D float32 numpy row. The per-token cost matters (a 135M model decodes a
-token in ~7 ms with OpenVINO int8), so the sampler avoids full-vocabulary work where it can:
-greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
+Everything works on a 1-D float32 numpy row. The sampler avoids full-vocabulary work where it
+can: greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
 `argpartition` (O(vocab)) and only then sorts, softmaxes and applies top-p on those few.
 """
 from __future__ import annotations
@@ -17,9 +16,8 @@ from chatlab.generate import limits
 from chatlab.generate.logprobs import MAX_TOP_LOGPROBS
 
 # Sampling without a top-k still never looks past this many candidates: beyond the best few
-# hundred tokens the probabilities of a chat model are ~1e-9 each. Sorting all 49k scores costs
-# about 1 ms per token (notebook 03 measures it), ~10x a top-k cut: small next to a model step,
-# but paid on every token for nothing.
+# hundred tokens a chat model's probabilities are negligible, and sorting the whole row is paid
+# on every token for nothing.
 MAX_CANDIDATES = 1000
 
 
