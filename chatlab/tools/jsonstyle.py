@@ -119,13 +119,12 @@ class JsonCall:
 
 class JsonCallParser(StreamParser):
     open_tag: str | None = None
-    close_tag: str | None = None
+    close_tag = ""                     # set with open_tag: the close and bad states follow it
     lead_tags: tuple[str, ...] = ()
     separators = ""                    # between bare calls, e.g. llama3's ';'
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
-        self.opener = self.open_tag
         self.state = "start"
         self.after_call = False
         self.pending = ""              # held text (always short, except inside bad calls)
@@ -185,12 +184,6 @@ class JsonCallParser(StreamParser):
         assert self.call is not None, f"state {self.state!r} without an open call"
         return self.call
 
-    def _close_tag(self) -> str:
-        """The close tag: the close and bad states follow an open tag, and a format that sets an
-        open tag sets its close tag too."""
-        assert self.close_tag is not None, f"{type(self).__name__} has an open tag but no close tag"
-        return self.close_tag
-
     def _in_call(self, final: bool) -> None:
         call = self._open_call()
         used = call.feed(self.pending)
@@ -225,7 +218,7 @@ class JsonCallParser(StreamParser):
         self.state, self.after_call = "content", False
 
     def _in_close(self, final: bool) -> None:
-        s, call, close_tag = self.pending, self._open_call(), self._close_tag()
+        s, call, close_tag = self.pending, self._open_call(), self.close_tag
         rest = s.lstrip(WHITESPACE)
         if rest.startswith(close_tag):
             end = len(s) - len(rest) + len(close_tag)
@@ -242,7 +235,7 @@ class JsonCallParser(StreamParser):
 
     def _in_bad(self, final: bool) -> None:
         # search only new text (minus a partial tag) so a long bad call stays linear
-        call, close_tag = self._open_call(), self._close_tag()
+        call, close_tag = self._open_call(), self.close_tag
         hit = find_marker(self.pending, (close_tag,), max(0, self.searched - len(close_tag)))
         self.searched = len(self.pending)
         if hit is None and not final:
