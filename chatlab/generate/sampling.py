@@ -34,9 +34,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     repetition_penalty: float = 1.0
-    # OpenAI's penalties over the reply's own tokens (not the prompt's): subtract
-    # presence_penalty once from every token id already generated, and frequency_penalty times
-    # the number of times it was generated. Positive values push towards new tokens.
+    # OpenAI's penalties over the reply's own tokens, not the prompt's (Sampler.penalize_reply)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int | None = None

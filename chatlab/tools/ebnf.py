@@ -156,8 +156,8 @@ def _refs(node: Node) -> Iterator[str]:
         yield from _refs(node[2])
 
 
-def endless_rules(ebnf: str, root: str = "root") -> list[str]:
-    """Rules reachable from `root` that can never finish: every text they start runs on
+def endless_rules(ebnf: str) -> list[str]:
+    """Rules reachable from the root that can never finish: every text they start runs on
     forever (a schema that contains itself, `{"$ref": "#"}`). Constrained decoding that enters
     one can never end, and at its dead end no token is allowed at all."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
@@ -168,7 +168,7 @@ def endless_rules(ebnf: str, root: str = "root") -> list[str]:
                  if name not in finite and _finishes(node, finite, rules)}
         finite |= grown
         grew = bool(grown)
-    seen, todo = set(), [root]
+    seen, todo = set(), ["root"]
     while todo:
         name = todo.pop()
         if name in seen or name not in rules:

@@ -101,11 +101,11 @@ class JsonCall:
                 pass
         return None, f'the tool call "{key}" must be a JSON object, got {json.dumps(value)[:60]}'
 
-    def close(self, suffix: str = "") -> bool:
+    def close(self) -> bool:
         """The object is complete: emit the call (True) or withdraw it as content (False)."""
         arguments, error = self.check()
         if error is not None or arguments is None:
-            self.reject(error or "the tool call has no arguments", suffix)
+            self.reject(error or "the tool call has no arguments")
             return False
         if self.index is None:
             self.index = self.parser._start(json.loads(self.scan.text())["name"])
