@@ -189,33 +189,25 @@ class JsonCallParser(StreamParser):
         used = call.feed(self.pending)
         self.pending = self.pending[used:]
         scan = call.scan
-        if scan.done:
-            if not call.committed:     # a JSON object that is not a call: plain content
-                self._give_back(call.prefix + scan.text())
-            elif call.tagged:          # a valid call is final now; the close tag is then eaten
-                self.state, self.closed = "close", call.check()[1] is None and call.close()
-            elif call.close():
-                self.state, self.after_call = "start", True
-            else:
-                self.state = "content"
+        if not (scan.done or scan.state == "invalid" or final):
+            return
+        if not call.committed:         # a JSON object (or its start) that is not a call: content
+            self._content(call.prefix + scan.text())
+            self.state, self.after_call = "content", False
+        elif scan.done and call.tagged:  # a valid call is final now; the close tag is then eaten
+            self.state, self.closed = "close", call.check()[1] is None and call.close()
+        elif scan.done and call.close():
+            self.state, self.after_call = "start", True
+        elif scan.done:                # the call was withdrawn: its text is content
+            self.state = "content"
+        elif scan.state == "invalid" and call.tagged:
+            self.state = "bad"
         elif scan.state == "invalid":
-            if not call.committed:
-                self._give_back(call.prefix + scan.text())
-            elif call.tagged:
-                self.state = "bad"
-            else:
-                call.reject(scan.error or "invalid JSON")
-                self.state = "content"
-        elif final:
-            if call.committed:
-                call.reject("the output ended inside the tool call (unterminated JSON)", self.pending)
-                self.pending, self.state = "", "content"
-            else:
-                self._give_back(call.prefix + scan.text())
-
-    def _give_back(self, text: str) -> None:
-        self._content(text)
-        self.state, self.after_call = "content", False
+            call.reject(scan.error or "invalid JSON")
+            self.state = "content"
+        else:
+            call.reject("the output ended inside the tool call (unterminated JSON)", self.pending)
+            self.pending, self.state = "", "content"
 
     def _in_close(self, final: bool) -> None:
         s, call, close_tag = self.pending, self._open_call(), self.close_tag
