@@ -55,10 +55,8 @@ class SamplingParams:
         if isinstance(self.stop, str):  # a lone string is a common slip; accept it
             self.stop = [self.stop]
         self.logit_bias = _check_logit_bias(self.logit_bias, None)
-        self._check_values()
 
-    def _check_values(self) -> None:
-        """Raise ChatlabError naming the valid range for any value outside it."""
+        # a value outside its range: ChatlabError naming the valid range
         def bad(name: str, value: object, valid: str) -> ChatlabError:
             return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}", param=name)
 
