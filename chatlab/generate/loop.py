@@ -69,9 +69,8 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
-    """Stream TextDelta events, then exactly one Finished.
+    """Stream TextDelta events, then exactly one Finished (per token: the steps of _Picker).
 
-    Per token: grammar mask -> logit_bias -> (logprobs, when asked) -> penalty and sampling.
     `speculate` turns on prompt-lookup drafts (the backend must be able to roll back);
     `padded`: whether the backend was already prepared for them (chatlab.generate.speculate's
     `prepare`, by an engine at load) with verify passes of one width; None: prepare it here.

@@ -170,9 +170,8 @@ def _culprit(tools: Sequence[ToolSpec]) -> str:
 
 def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:
     """A fresh logits processor for a plan's constraint (one per run: it holds a matcher)."""
-    if constraint is None:
-        return None
-    return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
+    return None if constraint is None else GrammarProcessor(constraint.compiled, vocab_size,
+                                                            constraint.description)
 
 
 def build_processor(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
