@@ -119,7 +119,8 @@ class TextAssembler:
 
     def _take(self, shown: int | None = None) -> tuple[list[int], list[TokenLogprob] | None]:
         """The pending tokens whose text starts before character `shown` (all if None)."""
-        cut = len(self.pending) if shown is None else sum(1 for _, start, _ in self.pending if start < shown)
+        pending = self.pending
+        cut = len(pending) if shown is None else sum(1 for _, start, _ in pending if start < shown)
         taken, self.pending = self.pending[:cut], self.pending[cut:]
         lps = [lp for _, _, lp in taken if lp is not None] if self.with_logprobs else None
         return [t for t, _, _ in taken], lps

@@ -187,7 +187,8 @@ class Recorder:
         for t, lp in zip(self.best.tolist(), lps):
             t_text, t_raw = self.texts(t)
             top.append(TopLogprob(t, t_text, lp, t_raw))
-        return TokenLogprob(token_id, text, float(shifted[token_id]) - self.log_z, raw, top, text_offset)
+        logprob = float(shifted[token_id]) - self.log_z
+        return TokenLogprob(token_id, text, logprob, raw, top, text_offset)
 
 
 # -- wire shapes ---------------------------------------------------------------------------

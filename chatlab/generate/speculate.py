@@ -51,8 +51,9 @@ class Speculation:
         if self.method not in METHODS:
             raise ChatlabError(f"speculation method {self.method!r} is unknown; use one of "
                                f"{', '.join(METHODS)}")
-        for name, (lo, hi), what in (("draft_tokens", DRAFT_TOKENS_RANGE, "tokens guessed per verify pass"),
-                                     ("ngram", NGRAM_RANGE, "the longest suffix looked up")):
+        for name, (lo, hi), what in (
+                ("draft_tokens", DRAFT_TOKENS_RANGE, "tokens guessed per verify pass"),
+                ("ngram", NGRAM_RANGE, "the longest suffix looked up")):
             value = getattr(self, name)
             if not _is_int(value) or not lo <= value <= hi:
                 raise ChatlabError(f"{name}={value!r} is invalid; it must be an integer from {lo} "

@@ -230,7 +230,7 @@ def check_finishes(schema: Jsonable, param: str) -> None:
         return  # compiling it reports what is wrong, with its own message
     if not endless_rules(ebnf):
         return
-    found = next(((node["$ref"], where) for node, where in positions(schema) if "$ref" in node), None)
+    found = next(((node["$ref"], at) for node, at in positions(schema) if "$ref" in node), None)
     at = f"{param}{found[1]}" if found else param
     ref = f" ($ref {found[0]!r})" if found and isinstance(found[0], str) else ""
     raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "

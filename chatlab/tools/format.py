@@ -220,7 +220,8 @@ class JsonCallFormat(ToolFormat):
         bits = [text("\n\n")] if after_text else []
         bits.append(text(self.tools_head, "tools"))
         for tool in tools:
-            bits += [text(self.tools_sep, "tools"), data(dumps(tool.to_openai(), self.tools_indent), "tools")]
+            bits += [text(self.tools_sep, "tools"),
+                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
         if self.tools_tail:
             bits.append(text(self.tools_tail, "tools"))
         return bits
@@ -235,22 +236,24 @@ class JsonCallFormat(ToolFormat):
         return bits
 
     def jinja_system(self) -> str:
-        dump = "tool | tojson" + ("" if self.tools_indent is None else f"(indent={self.tools_indent})")
-        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + " +
-                lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + " +
-                lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}{%- set ns.body = ns.body + " +
-                lit(self.tools_tail) + " %}{%- endif %}")
+        indent = self.tools_indent
+        dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
+        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + "
+                + lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + "
+                + lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}"
+                "{%- set ns.body = ns.body + " + lit(self.tools_tail) + " %}{%- endif %}")
 
     def jinja_assistant(self, w: JinjaTurns) -> str:
-        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + " + lit(self.call_args) +
-                " + " + JINJA_ARGS + " + " + lit(self.call_end))
+        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + "
+                + lit(self.call_args) + " + " + JINJA_ARGS + " + " + lit(self.call_end))
         return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
                 + w.turn("assistant", "ns.body"))
 
     def call_tag(self, tool: ToolSpec) -> dict:
         # call_head ends and call_args starts with the quotes of the name, written as JSON here
         begin = self.call_head[:-1] + json.dumps(tool.name) + self.call_args[1:]
-        return {"type": "tag", "begin": begin, "content": schema_grammar(tool), "end": self.call_end}
+        return {"type": "tag", "begin": begin, "content": schema_grammar(tool),
+                "end": self.call_end}
 
 
 def jinja_format(template: str, exprs: dict[str, str]) -> str:
