@@ -49,24 +49,6 @@ class Finished:
 Event = TextDelta | Finished
 
 
-class _Pending:
-    """Tokens not yet attached to an event, each with where its text starts."""
-
-    def __init__(self, with_logprobs: bool) -> None:
-        self.with_logprobs = with_logprobs
-        self.items: list[tuple[int, int, TokenLogprob | None]] = []
-
-    def add(self, token: int, start: int, lp: TokenLogprob | None) -> None:
-        self.items.append((token, start, lp))
-
-    def take(self, shown: int | None = None) -> tuple[list[int], list[TokenLogprob] | None]:
-        """The tokens whose text starts before character `shown` of the reply (all if None)."""
-        cut = len(self.items) if shown is None else sum(1 for _, start, _ in self.items if start < shown)
-        taken, self.items = self.items[:cut], self.items[cut:]
-        lps = [lp for _, _, lp in taken if lp is not None] if self.with_logprobs else None
-        return [t for t, _, _ in taken], lps
-
-
 class TextAssembler:
     """One reply's text, built token by token.
 
@@ -82,7 +64,9 @@ class TextAssembler:
         self.stops = StopMatcher(list(stop))
         self.stop_ids = set(stop_ids)
         self.prompt_tokens = prompt_tokens
-        self.pending = _Pending(with_logprobs)
+        self.with_logprobs = with_logprobs
+        # tokens not yet attached to an event, each with where its text starts
+        self.pending: list[tuple[int, int, TokenLogprob | None]] = []
         self.out_ids: list[int] = []
         self.pieces: list[str] = []
         self.decoded = 0  # characters out of the detokenizer (where the next token's text starts)
@@ -98,7 +82,7 @@ class TextAssembler:
             self.reason, self.stop_reason, self.done = "stop", token, True
             self.stop_lp = [lp] if lp is not None else []
             return None
-        self.pending.add(token, self.decoded, lp)
+        self.pending.append((token, self.decoded, lp))
         delta = self.detok.add(token)
         self.decoded += len(delta)
         result = self.stops.feed(delta)
@@ -122,7 +106,7 @@ class TextAssembler:
                 self.reason, self.stop_reason = "stop", result.stop
             if tail:
                 events.append(self._show(tail))
-        _, rest = self.pending.take()  # tokens of a removed stop string, or that decoded to nothing
+        _, rest = self._take()  # tokens of a removed stop string, or that decoded to nothing
         events.append(Finished(self.reason, "".join(self.pieces), self.out_ids, self.prompt_tokens,
                                len(self.out_ids), self.stop_reason, dict(timings or {}),
                                None if rest is None else rest + self.stop_lp))
@@ -131,4 +115,12 @@ class TextAssembler:
     def _show(self, text: str) -> TextDelta:
         self.pieces.append(text)
         self.shown += len(text)
-        return TextDelta(text, *self.pending.take(self.shown))
+        return TextDelta(text, *self._take(self.shown))
+
+    def _take(self, shown: int | None = None) -> tuple[list[int], list[TokenLogprob] | None]:
+        """The pending tokens whose text starts before character `shown` (all if None)."""
+        pending = self.pending
+        cut = len(pending) if shown is None else sum(1 for _, start, _ in pending if start < shown)
+        taken, self.pending = self.pending[:cut], self.pending[cut:]
+        lps = [lp for _, _, lp in taken if lp is not None] if self.with_logprobs else None
+        return [t for t, _, _ in taken], lps

@@ -18,15 +18,14 @@ CONTEXT_IDS = 5
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer: Decoder, skip_special_tokens: bool = True) -> None:
+    def __init__(self, tokenizer: Decoder) -> None:
         self.tokenizer = tokenizer
-        self.skip = skip_special_tokens
         self.ids: list[int] = []
         self.prefix = 0  # window start: context tokens already shown
         self.read = 0  # tokens up to here are shown as text
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=self.skip)
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def add(self, token_id: int) -> str:
         """Append one token; return the text that is now complete (possibly "")."""

@@ -59,31 +59,13 @@ class TokenLogprob:
     text_offset: int = 0  # where this token's text starts in the reply (legacy completions)
 
 
-class RowStats:
-    """What one logits row tells about any token: log_softmax, computed once per step.
-
-    Only the shifted row and its log-normalizer are kept (one O(vocab) pass); the chosen token's
-    logprob is then one subtraction. The shifted row is a copy, so the sampler may still modify
-    the logits in place (repetition penalty) without changing what is reported.
-    """
-
-    def __init__(self, logits: np.ndarray, top_n: int) -> None:
-        peak = float(np.max(logits))
-        self.shifted = logits - np.float32(peak) if math.isfinite(peak) else logits.copy()
-        self.log_z = float(np.log(np.sum(np.exp(self.shifted))))  # >= 1: the peak adds exp(0)
-        self.top_ids = top_ids(self.shifted, top_n)
-
-    def logprob(self, token_id: int) -> float:
-        return float(self.shifted[token_id]) - self.log_z
-
-
-GROUPS = 64  # top_ids splits the row into this many-strided groups: 49k ids -> 768 groups of 64
+GROUPS = 64  # top_ids splits the row into this many strided groups
 
 
 def top_ids(row: np.ndarray, n: int) -> np.ndarray:
     """The n largest entries' ids, best first (ties: lower id first).
 
-    A full `argpartition` of a 49k row costs more than everything else logprobs do, so this
+    A full `argpartition` of the row costs more than everything else logprobs do, so this
     looks at group maxima first. Group c holds ids c, c + cols, c + 2*cols, ... (the columns of
     the row seen as a GROUPS x cols matrix, whose column maxima are one fast reduction). The n-th
     best group maximum m is <= the n-th best entry (the n best maxima are n distinct entries),
@@ -175,26 +157,38 @@ def _byte_decoder() -> dict[str, int]:
 
 
 class Recorder:
-    """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it."""
+    """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it.
+
+    `observe` computes log_softmax once per step but keeps only the shifted row and its
+    log-normalizer (one O(vocab) pass); the chosen token's logprob is then one subtraction. The
+    shifted row is a copy, so the sampler may still modify the logits in place (repetition
+    penalty) without changing what is reported.
+    """
 
     def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)
         self.top_n = top_n
-        self.stats: RowStats | None = None
+        self.shifted: np.ndarray | None = None
+        self.log_z = 0.0
+        self.best = np.empty(0, dtype=np.int64)  # the row's top_n ids, best first
 
     def observe(self, logits: np.ndarray) -> None:
-        self.stats = RowStats(logits, self.top_n)
+        peak = float(np.max(logits))
+        self.shifted = logits - np.float32(peak) if math.isfinite(peak) else logits.copy()
+        self.log_z = float(np.log(np.sum(np.exp(self.shifted))))  # >= 1: the peak adds exp(0)
+        self.best = top_ids(self.shifted, self.top_n)
 
     def record(self, token_id: int, text_offset: int) -> TokenLogprob:
-        stats = self.stats
-        assert stats is not None, "observe() the logits row before record()"
+        shifted = self.shifted
+        assert shifted is not None, "observe() the logits row before record()"
         text, raw = self.texts(token_id)
         top = []
-        lps = (stats.shifted[stats.top_ids] - stats.log_z).tolist()  # one vectorized pass
-        for t, lp in zip(stats.top_ids.tolist(), lps):
+        lps = (shifted[self.best] - self.log_z).tolist()  # one vectorized pass
+        for t, lp in zip(self.best.tolist(), lps):
             t_text, t_raw = self.texts(t)
             top.append(TopLogprob(t, t_text, lp, t_raw))
-        return TokenLogprob(token_id, text, stats.logprob(token_id), raw, top, text_offset)
+        logprob = float(shifted[token_id]) - self.log_z
+        return TokenLogprob(token_id, text, logprob, raw, top, text_offset)
 
 
 # -- wire shapes ---------------------------------------------------------------------------

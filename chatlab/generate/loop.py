@@ -69,9 +69,8 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
-    """Stream TextDelta events, then exactly one Finished.
+    """Stream TextDelta events, then exactly one Finished (per token: the steps of _Picker).
 
-    Per token: grammar mask -> logit_bias -> (logprobs, when asked) -> penalty and sampling.
     `speculate` turns on prompt-lookup drafts (the backend must be able to roll back);
     `padded`: whether the backend was already prepared for them (chatlab.generate.speculate's
     `prepare`, by an engine at load) with verify passes of one width; None: prepare it here.
@@ -86,11 +85,12 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         from chatlab.errors import ChatlabError
 
         raise ChatlabError("the prompt is empty; render at least one message before generating")
-    fixed_width = False
     rolling: SpeculativeBackend | None = None  # the backend, checked for speculation
+    lookup: PromptLookup | None = None
     if speculate is not None:
         rolling = check_backend(backend)
         fixed_width = prepare(backend, speculate) if padded is None else padded
+        lookup = PromptLookup(speculate, prompt_ids, fixed_width)
     picker = _Picker(backend, prompt_ids, params, logits_processor)
     text = picker.text
     terminated = logits_processor.is_terminated if isinstance(logits_processor, TerminatingProcessor) else None
@@ -99,28 +99,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
         return (terminated is not None and terminated()) or (should_stop is not None and should_stop())
 
     t0 = time.perf_counter()
-    logits = backend.prefill(prompt_ids)
-    t_first = 0.0
-    if speculate is None or rolling is None:
-        for n in range(params.max_new_tokens):
-            token, _, delta = picker.pick(logits)
-            if n == 0:
-                t_first = time.perf_counter()
-            if delta is not None:
-                yield delta
-            if text.done:
-                break
-            if halted():
-                text.halt()
-                break
-            if n + 1 < params.max_new_tokens:  # no step after the last token: nobody reads it
-                logits = backend.step(token)
-        t_end = time.perf_counter()
-        yield from text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
-        return
-
-    lookup = PromptLookup(speculate, prompt_ids, fixed_width)
-    rows, n = [logits], 0
+    rows, n, t_first = [backend.prefill(prompt_ids)], 0, 0.0
     draft: list[int] = []
     while True:
         # rows[i] is the model's next-token row after the guess's first i tokens; a row is
@@ -131,31 +110,33 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
             if n == 0:
                 t_first = time.perf_counter()
             n += 1
-            lookup.add(token)
+            if lookup is not None:
+                lookup.add(token)
             if delta is not None:
                 yield delta
-            if text.done or n >= params.max_new_tokens:
+            if text.done:
                 break
             if halted():
                 text.halt()
                 break
-            if not accepted:
+            if n >= params.max_new_tokens or not accepted:
                 break
             kept += 1
-        if draft:
+        if lookup is not None and draft:
             lookup.result(len(draft), kept)
         if text.done or n >= params.max_new_tokens:
-            break
-        if kept < len(draft):  # drop the rejected guesses from the cache
+            break  # no step after the last token: nobody reads it
+        if rolling is not None and kept < len(draft):  # drop the rejected guesses from the cache
             rolling.truncate(rolling.length - (len(draft) - kept))
         # Tokens the next pass may add: the last one picked, then the guess. The guess stops one
         # short of max_new_tokens, since the row after the last allowed token is never read.
-        draft = lookup.draft(params.max_new_tokens - n - 1)
-        if draft:
+        draft = [] if lookup is None else lookup.draft(params.max_new_tokens - n - 1)
+        if rolling is not None and draft:
             rows = list(rolling.extend([token] + draft, keep=len(draft) + 1))
         else:
             rows = [backend.step(token)]
     t_end = time.perf_counter()
     events = text.finish({"ttft_s": t_first - t0, "total_s": t_end - t0})
-    events[-1].speculation = lookup.stats()  # type: ignore[union-attr]
+    if lookup is not None:
+        events[-1].speculation = lookup.stats()  # type: ignore[union-attr]
     yield from events

@@ -1,8 +1,7 @@
 """Sampling parameters and the sampler that turns one row of logits into one token id.
 
-Everything works on a 1-D float32 numpy row. The per-token cost matters (a 135M model decodes a
-token in ~7 ms with OpenVINO int8), so the sampler avoids full-vocabulary work where it can:
-greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
+Everything works on a 1-D float32 numpy row. The sampler avoids full-vocabulary work where it
+can: greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
 `argpartition` (O(vocab)) and only then sorts, softmaxes and applies top-p on those few.
 """
 from __future__ import annotations
@@ -17,9 +16,8 @@ from chatlab.generate import limits
 from chatlab.generate.logprobs import MAX_TOP_LOGPROBS
 
 # Sampling without a top-k still never looks past this many candidates: beyond the best few
-# hundred tokens the probabilities of a chat model are ~1e-9 each. Sorting all 49k scores costs
-# about 1 ms per token (notebook 03 measures it), ~10x a top-k cut: small next to a model step,
-# but paid on every token for nothing.
+# hundred tokens a chat model's probabilities are negligible, and sorting the whole row is paid
+# on every token for nothing.
 MAX_CANDIDATES = 1000
 
 
@@ -36,9 +34,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     repetition_penalty: float = 1.0
-    # OpenAI's penalties over the reply's own tokens (not the prompt's): subtract
-    # presence_penalty once from every token id already generated, and frequency_penalty times
-    # the number of times it was generated. Positive values push towards new tokens.
+    # OpenAI's penalties over the reply's own tokens, not the prompt's (Sampler.penalize_reply)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int | None = None
@@ -59,10 +55,8 @@ class SamplingParams:
         if isinstance(self.stop, str):  # a lone string is a common slip; accept it
             self.stop = [self.stop]
         self.logit_bias = _check_logit_bias(self.logit_bias, None)
-        self._check_values()
 
-    def _check_values(self) -> None:
-        """Raise ChatlabError naming the valid range for any value outside it."""
+        # a value outside its range: ChatlabError naming the valid range
         def bad(name: str, value: object, valid: str) -> ChatlabError:
             return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}", param=name)
 

@@ -4,38 +4,34 @@ A chat reply often copies: an extraction repeats a name from the sentence, a RAG
 its passage, a rewrite keeps most words. When the last `ngram` tokens of prompt + reply appeared
 before, the tokens that followed them then are a cheap guess for what follows now. The loop
 (chatlab.generate.loop) feeds the guess to the model in one forward pass and keeps the part the
-model agrees with: on a CPU a pass over k+1 tokens costs about one decode step, because a step
-of a small model is bound by reading the weights, not by arithmetic on one token.
+model agrees with: a step of a small model is bound by reading the weights, not by arithmetic
+on one token, so a pass over k+1 tokens costs about one decode step.
 
-No model drafts here, so there is nothing to load and nothing to tune but two numbers:
-`draft_tokens` (k, the longest guess) and `ngram` (n, the longest suffix looked up; shorter ones
-are tried when it has no earlier match, down to `min_ngram`, 2 by default: a single repeated
-token, " the", predicts too little to be worth a pass).
+No model drafts here: the settings are `draft_tokens` (k, the longest guess) and `ngram` (n, the
+longest suffix looked up; shorter ones are tried down to `min_ngram`, 2 by default: a single
+repeated token predicts too little to be worth a pass).
 
-A wrong guess costs a little (a longer pass), so on a backend whose pass cost grows with the
-guess (torch) the guess is sized by how the last one went (when `adaptive`): the first is 2
-tokens; after a pass that kept all of its guess the next may be twice as long (up to k); after
-one that kept `a` the next is `a + 1` (at least 2). OpenVINO instead pads every verify pass to
-1 + k tokens on a graph compiled for that width (`prepare`; chatlab.backends.paged says why: a
-graph whose input shapes change re-plans), so there a guess is as long as its match allows; k
-is 3 by default because from 5 rows on the CPU plugin takes a slower matmul kernel. On both,
-after `MISSES` drafts in a row of which nothing was accepted it stops drafting for a while; the
-pause doubles each time this repeats (up to `MAX_PAUSE` tokens), so text that copies nothing
-runs as plain decoding with rare probes. chatlab.lab.bench.replay replays recorded replies
-through these settings to model the speed-up without a clock.
+A wrong guess costs a longer pass, so on a backend whose pass cost grows with the guess (torch)
+the guess is sized by how the last one went (when `adaptive`): see `PromptLookup.result`.
+OpenVINO instead pads every verify pass to 1 + k tokens on a graph compiled for that width
+(`prepare`; chatlab.backends.paged says why), so there a guess is as long as its match allows.
+On both, after `MISSES` drafts in a row of which nothing was accepted it stops drafting for a
+while; the pause doubles each time this repeats (up to `MAX_PAUSE` tokens), so text that copies
+nothing runs as plain decoding with rare probes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from chatlab.errors import ChatlabError
+from chatlab.generate.sampling import _is_int
 from chatlab.protocols import PaddedVerifyBackend, RollbackBackend, SpeculativeBackend, StepBackend
 
 METHODS = ["prompt-lookup"]
-DRAFT_TOKENS_RANGE = (1, 16)  # past ~10, a CPU's k+1-token pass stops costing about one step
+DRAFT_TOKENS_RANGE = (1, 16)
 NGRAM_RANGE = (1, 8)
 MISSES = 4  # drafts in a row with nothing accepted before pausing
-FIRST_DRAFT = MIN_DRAFT = 2  # a 1+2-token pass costs about what a 1+1 does (notebook 05)
+FIRST_DRAFT = MIN_DRAFT = 2
 FIRST_PAUSE, MAX_PAUSE = 8, 128  # tokens decoded plainly before the next probe
 
 
@@ -55,15 +51,14 @@ class Speculation:
         if self.method not in METHODS:
             raise ChatlabError(f"speculation method {self.method!r} is unknown; use one of "
                                f"{', '.join(METHODS)}")
-        lo, hi = DRAFT_TOKENS_RANGE
-        if not _int(self.draft_tokens) or not lo <= self.draft_tokens <= hi:
-            raise ChatlabError(f"draft_tokens={self.draft_tokens!r} is invalid; it must be an "
-                               f"integer from {lo} to {hi} (tokens guessed per verify pass)")
-        lo, hi = NGRAM_RANGE
-        if not _int(self.ngram) or not lo <= self.ngram <= hi:
-            raise ChatlabError(f"ngram={self.ngram!r} is invalid; it must be an integer from "
-                               f"{lo} to {hi} (the longest suffix looked up)")
-        if not _int(self.min_ngram) or not 1 <= self.min_ngram <= max(self.ngram, 2):
+        for name, (lo, hi), what in (
+                ("draft_tokens", DRAFT_TOKENS_RANGE, "tokens guessed per verify pass"),
+                ("ngram", NGRAM_RANGE, "the longest suffix looked up")):
+            value = getattr(self, name)
+            if not _is_int(value) or not lo <= value <= hi:
+                raise ChatlabError(f"{name}={value!r} is invalid; it must be an integer from {lo} "
+                                   f"to {hi} ({what})")
+        if not _is_int(self.min_ngram) or not 1 <= self.min_ngram <= max(self.ngram, 2):
             raise ChatlabError(f"min_ngram={self.min_ngram!r} is invalid; it must be an integer "
                                f"from 1 to ngram={self.ngram}")
 
@@ -72,10 +67,6 @@ class Speculation:
         """The shortest n-gram looked up: min_ngram, or ngram when that is shorter (ngram=1 asks
         for single-token lookups, whatever the default min_ngram)."""
         return min(self.min_ngram, self.ngram)
-
-
-def _int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def check_backend(backend: StepBackend) -> SpeculativeBackend:

@@ -6,12 +6,10 @@
     events = parser.finish()
     parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
 
-Each format is one module holding its prompt, history, parser, Jinja export and grammar:
-hermes (Qwen2.5/Qwen3), llama3_json ("json"), react (Qwen-1), chatglm3; chatlab.tools.format
-is their base and chatlab.tools.stream the streaming machinery they share. Streaming and
-one-shot give the same result for every chunking. Malformed model output never raises: it comes
-back as content, with `error` saying why. Constrained decoding lives in chatlab.tools.constrain
-(it imports xgrammar and torch, so it is not imported here).
+Each format is one module (hermes, llama3_json, react, chatglm3) on the base chatlab.tools.format.
+Malformed model output never raises: it comes back as content, with `error` saying why.
+Constrained decoding lives in chatlab.tools.constrain (it imports xgrammar and torch, so it is
+not imported here).
 """
 from __future__ import annotations
 

@@ -132,8 +132,8 @@ def py_literal(value: Jsonable) -> str:
     return "None" if value is None else dumps(value)
 
 
-def arguments_object(args: str) -> dict:
-    """Arguments JSON text as a dict: ChatGLM3 spells each argument out as k=v."""
+def call_body(args: str) -> str:
+    """A call's arguments JSON text as ChatGLM3's fenced `tool_call(k=v, ...)`."""
     try:
         value = json.loads(args) if args.strip() else {}
     except ValueError:
@@ -141,11 +141,7 @@ def arguments_object(args: str) -> dict:
                            "send arguments as a JSON object string") from None
     if not isinstance(value, dict):
         raise ChatlabError("tool call arguments must be a JSON object")
-    return value
-
-
-def call_body(args: dict) -> str:
-    return CALL_OPEN + ", ".join(f"{k}={py_literal(v)}" for k, v in args.items()) + CALL_CLOSE
+    return CALL_OPEN + ", ".join(f"{k}={py_literal(v)}" for k, v in value.items()) + CALL_CLOSE
 
 
 # Python literal values for tool_call(k=v): strings without escapes keep both the grammar and
@@ -209,7 +205,7 @@ class ChatGLM3(ToolFormat):
         return [text("\n", "tools"), data(dumps(functions, 4), "tools")]
 
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        return [data(call_body(arguments_object(c.arguments)), "tool_call") for c in calls]
+        return [data(call_body(c.arguments), "tool_call") for c in calls]
 
     def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
                         prev: str | None, nxt: str | None) -> list[Turn]:
@@ -222,7 +218,7 @@ class ChatGLM3(ToolFormat):
         # the metadata line is the tool name, or empty: a plain reply starts with "\n"
         if not calls:
             return "\n" + content
-        return "".join(f"{c.name}\n" + call_body(arguments_object(c.arguments)) for c in calls)
+        return "".join(f"{c.name}\n" + call_body(c.arguments) for c in calls)
 
     # -- Jinja ----------------------------------------------------------------------------
     def jinja_system(self) -> str:

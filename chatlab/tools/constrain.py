@@ -17,8 +17,6 @@ A forced call wins over response_format (the call's arguments are the structured
 `compile_constraint` is the check a server runs before queueing a request: a schema that
 jsonschema accepts but xgrammar cannot compile (a dangling $ref, an empty enum, minLength above
 maxLength) raises ChatlabError there, so the client gets a 400 instead of a failed stream.
-The ChatPlan keeps the Constraint it compiled (chatlab.engine.plan); compiled grammars are
-also memoised per tokenizer and grammar, so a second request with the same tools compiles nothing.
 """
 from __future__ import annotations
 
@@ -60,7 +58,7 @@ class Constraint:
 
 def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
                  stop_ids: list[int] | None = None) -> "xgr.GrammarCompiler":
-    """One xgrammar GrammarCompiler per tokenizer (building the token table takes ~1 s)."""
+    """One xgrammar GrammarCompiler per tokenizer (building its token table is slow)."""
     import xgrammar as xgr
 
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()))
@@ -72,7 +70,6 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
         else:
             info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
                                                       stop_token_ids=stop_ids or None)
-        # keep the tokenizer alive with its entry, so its id() cannot be reused by another
         _COMPILERS[key] = (tokenizer, xgr.GrammarCompiler(info, max_threads=2))
     return _COMPILERS[key][1]
 
@@ -126,10 +123,9 @@ def _check_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> None:
 def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
-    """The Constraint a request asks for, or None when nothing is forced. The plan keeps it;
-    the memo below only saves compiling the same grammar twice across requests.
-
-    Raises ChatlabError when a schema cannot be compiled; call it before queueing a request."""
+    """The Constraint a request asks for, or None when nothing is forced; ChatlabError when a
+    schema cannot be compiled. The ChatPlan keeps it (chatlab.engine.plan); the memo only saves
+    compiling the same grammar twice across requests."""
     rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()), fmt.name if fmt else None, choice, rf,
            json.dumps([t.to_openai() for t in tools]))
@@ -174,9 +170,8 @@ def _culprit(tools: Sequence[ToolSpec]) -> str:
 
 def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:
     """A fresh logits processor for a plan's constraint (one per run: it holds a matcher)."""
-    if constraint is None:
-        return None
-    return GrammarProcessor(constraint.compiled, vocab_size, constraint.description)
+    return None if constraint is None else GrammarProcessor(constraint.compiled, vocab_size,
+                                                            constraint.description)
 
 
 def build_processor(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,

@@ -15,17 +15,22 @@ _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*::=\s*(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _past(body: str, i: int) -> int:
+    """The index just after the "string" or [character class] that starts at body[i]."""
+    close = '"' if body[i] == '"' else "]"
+    i += 1
+    while i < len(body) and body[i] != close:
+        i += 2 if body[i] == "\\" else 1
+    return i + 1
+
+
 def _names_in(body: str) -> list[str]:
     """The identifiers of one rule body, skipping "strings" and [character classes]."""
     names, i = [], 0
     while i < len(body):
         c = body[i]
         if c in "\"[":
-            close = '"' if c == '"' else "]"
-            i += 1
-            while i < len(body) and body[i] != close:
-                i += 2 if body[i] == "\\" else 1
-            i += 1
+            i = _past(body, i)
         elif c.isalpha() or c == "_":
             m = _NAME.match(body, i)
             assert m is not None  # c starts a name
@@ -62,12 +67,6 @@ def _parse(body: str) -> Node:
         while pos < len(body) and body[pos].isspace():
             pos += 1
 
-    def closing(start: int, close: str) -> int:
-        i = start + 1
-        while i < len(body) and body[i] != close:
-            i += 2 if body[i] == "\\" else 1
-        return i + 1
-
     def alt() -> Node:
         nonlocal pos
         options = [seq()]
@@ -89,7 +88,7 @@ def _parse(body: str) -> Node:
         nonlocal pos
         c = body[pos]
         if c in "\"[":
-            pos = closing(pos, '"' if c == '"' else "]")
+            pos = _past(body, pos)
             return ("end",)
         if c == "(":
             pos += 1
@@ -108,7 +107,7 @@ def _parse(body: str) -> Node:
             depth = 0
             while pos < len(body):
                 if body[pos] == '"':
-                    pos = closing(pos, '"')
+                    pos = _past(body, pos)
                     continue
                 depth += {"(": 1, ")": -1}.get(body[pos], 0)
                 pos += 1
@@ -157,8 +156,8 @@ def _refs(node: Node) -> Iterator[str]:
         yield from _refs(node[2])
 
 
-def endless_rules(ebnf: str, root: str = "root") -> list[str]:
-    """Rules reachable from `root` that can never finish: every text they start runs on
+def endless_rules(ebnf: str) -> list[str]:
+    """Rules reachable from the root that can never finish: every text they start runs on
     forever (a schema that contains itself, `{"$ref": "#"}`). Constrained decoding that enters
     one can never end, and at its dead end no token is allowed at all."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
@@ -169,7 +168,7 @@ def endless_rules(ebnf: str, root: str = "root") -> list[str]:
                  if name not in finite and _finishes(node, finite, rules)}
         finite |= grown
         grew = bool(grown)
-    seen, todo = set(), [root]
+    seen, todo = set(), ["root"]
     while todo:
         name = todo.pop()
         if name in seen or name not in rules:

@@ -230,17 +230,10 @@ def check_finishes(schema: Jsonable, param: str) -> None:
         return  # compiling it reports what is wrong, with its own message
     if not endless_rules(ebnf):
         return
-    found = first_keyword(schema, ("$ref",))
+    found = next(((node["$ref"], at) for node, at in positions(schema) if "$ref" in node), None)
     at = f"{param}{found[1]}" if found else param
-    ref = f" ($ref {found_ref!r})" if found and isinstance(found_ref := _ref_at(schema, found[1]), str) else ""
+    ref = f" ($ref {found[0]!r})" if found and isinstance(found[0], str) else ""
     raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "
                        "matches the schema, so constrained decoding could never end; make the "
                        "recursion optional (leave it out of `required`, or offer a "
                        "non-recursive choice in anyOf)", param=f"{at}.$ref" if found else param)
-
-
-def _ref_at(schema: Jsonable, at: str) -> Jsonable:
-    for node, where in positions(schema):
-        if where == at:
-            return node.get("$ref")
-    return None

@@ -1,16 +1,12 @@
 """A tool-call format: one object holds everything a model family's tool calling is made of.
 
-A format answers, from its own strings only:
-  - prompt:  how tool definitions are written into the system or user turn;
-  - render:  how an assistant call and a tool result are written back into the history
-             (as `Bit`s and `Turn`s that the id-level Composer turns into pieces);
-  - export:  the same rules as Jinja (what `chatlab export-template` writes);
-  - parse:   a fresh streaming parser for one response;
-  - grammar: the xgrammar structural tag of one call, and the lazy trigger for tool_choice auto.
-Keeping them together is what ties the grammar's trigger to the parser's tag and to the text
-the renderer writes; tests/test_tool_formats.py checks those ties for every format. Each
-format is one module (hermes, llama3_json, react, chatglm3) holding all five, parser included;
-chatlab.tools lists them.
+From its own strings only, a format says how tool definitions are written into the prompt; how
+an assistant call and a tool result are written back into the history (as `Bit`s and `Turn`s
+that the id-level Composer turns into pieces); the same rules as Jinja (what `chatlab
+export-template` writes); a fresh streaming parser for one response; and the xgrammar structural
+tag of one call, with the lazy trigger for tool_choice auto. Keeping them together ties the
+grammar's trigger to the parser's tag and to the text the renderer writes
+(tests/test_tool_formats.py checks those ties for every format).
 
 Renderer and exporter never ask a format's name: they call these methods. A format that does
 not need a step inherits the plain behaviour below (no tools in the system turn, a tool result
@@ -102,13 +98,6 @@ def grammar_error(what: str, err: Exception, param: str | None = None) -> Chatla
     return ChatlabError(f"{what} cannot be turned into a grammar for constrained decoding ({why}); "
                         "fix or simplify the schema (no dangling $ref, no empty enum, no "
                         "minimum/minLength above maximum/maxLength)", param=param)
-
-
-def calls_after_content(w: JinjaTurns, call: str) -> str:
-    """Jinja for an assistant message whose calls follow its content in one turn: `call` is the
-    expression of one call `f` inside the loop over m.tool_calls."""
-    return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
-            + w.turn("assistant", "ns.body"))
 
 
 class ToolFormat(ABC):
@@ -215,32 +204,56 @@ class ToolFormat(ABC):
                 "tags": [self.call_tag(t) for t in tools]}
 
 
-# -- tool lists written into the system turn (Hermes and llama3 JSON share the shape) --------
-def tools_block(tools: Sequence[ToolSpec], after_text: bool, head: str, tail: str, sep: str,
-                indent: int | None) -> list[Bit]:
-    """`head`, then each tool's OpenAI JSON after `sep`, then `tail`; "\\n\\n" after system text."""
-    bits = [text("\n\n")] if after_text else []
-    bits.append(text(head, "tools"))
-    for tool in tools:
-        bits += [text(sep, "tools"), data(dumps(tool.to_openai(), indent), "tools")]
-    if tail:
-        bits.append(text(tail, "tools"))
-    return bits
+class JsonCallFormat(ToolFormat):
+    """Calls written as JSON objects and tools as JSON in the system turn (Hermes, llama3 JSON):
+    a subclass sets the strings. A call is `call_head`, its name, `call_args` (the arguments
+    key), the arguments text as sent, `call_end`; the tools are `tools_head`, each tool's OpenAI
+    JSON after `tools_sep`, then `tools_tail` ("\\n\\n" first after system text)."""
 
+    tools_head = tools_tail = tools_sep = ""
+    tools_indent: int | None = None
+    call_head = call_args = call_end = ""
+    call_sep = ""  # before each call but the first (the first follows content after a "\n")
+    jinja_lead = "''"  # the Jinja expression for what comes before call `f`
 
-def json_call_bits(call: ToolCall, lead: str, head: str, args: str, end: str) -> list[Bit]:
-    """One call written as a JSON object with the format's wrapping: `lead + head`, the name,
-    `args` (the arguments key), the arguments text as sent, `end`."""
-    return [text(lead + head, "tool_call"), data(call.name, "tool_call"), text(args, "tool_call"),
-            data(call.arguments, "tool_call"), text(end, "tool_call")]
+    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
+        bits = [text("\n\n")] if after_text else []
+        bits.append(text(self.tools_head, "tools"))
+        for tool in tools:
+            bits += [text(self.tools_sep, "tools"),
+                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
+        if self.tools_tail:
+            bits.append(text(self.tools_tail, "tools"))
+        return bits
 
+    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
+        bits: list[Bit] = []
+        for j, call in enumerate(calls):
+            lead = self.call_sep if j else ("\n" if has_content else "")
+            bits += [text(lead + self.call_head, "tool_call"), data(call.name, "tool_call"),
+                     text(self.call_args, "tool_call"), data(call.arguments, "tool_call"),
+                     text(self.call_end, "tool_call")]
+        return bits
 
-def jinja_tools_block(head: str, tail: str, sep: str, indent: int | None) -> str:
-    """`tools_block` as Jinja statements over `sys` and `tools`, into `ns.body`."""
-    dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
-    return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + " + lit(head) +
-            " %}{%- for tool in tools %}{%- set ns.body = ns.body + " + lit(sep) + " + " + dump +
-            " %}{%- endfor %}{%- set ns.body = ns.body + " + lit(tail) + " %}{%- endif %}")
+    def jinja_system(self) -> str:
+        indent = self.tools_indent
+        dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
+        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + "
+                + lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + "
+                + lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}"
+                "{%- set ns.body = ns.body + " + lit(self.tools_tail) + " %}{%- endif %}")
+
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + "
+                + lit(self.call_args) + " + " + JINJA_ARGS + " + " + lit(self.call_end))
+        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
+                + w.turn("assistant", "ns.body"))
+
+    def call_tag(self, tool: ToolSpec) -> dict:
+        # call_head ends and call_args starts with the quotes of the name, written as JSON here
+        begin = self.call_head[:-1] + json.dumps(tool.name) + self.call_args[1:]
+        return {"type": "tag", "begin": begin, "content": schema_grammar(tool),
+                "end": self.call_end}
 
 
 def jinja_format(template: str, exprs: dict[str, str]) -> str:

@@ -8,13 +8,8 @@ missing close tag once the object is complete.
 """
 from __future__ import annotations
 
-import json
-from typing import Sequence
-
-from chatlab.tools.format import (JINJA_ARGS, Bit, JinjaTurns, ToolFormat, Turn, calls_after_content, data,
-                                  jinja_tools_block, json_call_bits, lit, schema_grammar, text, tools_block)
+from chatlab.tools.format import JinjaTurns, JsonCallFormat, Turn, data, lit, text
 from chatlab.tools.jsonstyle import JsonCallParser
-from chatlab.types import ToolCall, ToolSpec
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
@@ -28,27 +23,22 @@ CALL_HEAD, CALL_ARGS, CALL_END = OPEN + '\n{"name": "', '", "arguments": ', "}\n
 
 class HermesParser(JsonCallParser):
     fmt = "hermes"
-    open_tag = OPEN
+    open_tag = opener = OPEN
     close_tag = CLOSE
 
 
-class Hermes(ToolFormat):
+class Hermes(JsonCallFormat):
     name = "hermes"
     description = "Qwen2.5/Qwen3: <tool_call> JSON blocks, results in <tool_response>"
     trigger = OPEN
     parser_class = HermesParser
     template_marks = (OPEN,)
-
-    # -- id level -------------------------------------------------------------------------
-    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        return tools_block(tools, after_text, TOOLS_HEAD, TOOLS_TAIL, "\n", None)
+    tools_head, tools_tail, tools_sep = TOOLS_HEAD, TOOLS_TAIL, "\n"
+    call_head, call_args, call_end, call_sep = CALL_HEAD, CALL_ARGS, CALL_END, "\n"
+    jinja_lead = "('\\n' if (not loop.first or ns.c) else '')"
 
     def is_result_text(self, content: str) -> bool:
         return content.startswith(RESULT_OPEN) and content.endswith(RESULT_CLOSE)
-
-    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        return [b for j, call in enumerate(calls) for b in json_call_bits(
-            call, "\n" if (j or has_content) else "", CALL_HEAD, CALL_ARGS, CALL_END)]
 
     def result_turns(self, i: int, content: str, prev: str | None,
                      nxt: str | None) -> tuple[list[Turn], bool]:
@@ -57,26 +47,13 @@ class Hermes(ToolFormat):
                 text("\n" + RESULT_CLOSE, "tool_result")]
         return [Turn("user", bits, header=prev != "tool", footer=nxt != "tool")], False
 
-    # -- Jinja ----------------------------------------------------------------------------
-    def jinja_system(self) -> str:
-        return jinja_tools_block(TOOLS_HEAD, TOOLS_TAIL, "\n", None)
-
     def jinja_is_query(self, c: str) -> str:
         return f"not ({c}.startswith({lit(RESULT_OPEN)}) and {c}.endswith({lit(RESULT_CLOSE)}))"
-
-    def jinja_assistant(self, w: JinjaTurns) -> str:
-        return calls_after_content(w, "('\\n' if (not loop.first or ns.c) else '') + " + lit(CALL_HEAD) +
-                                   " + f.name + " + lit(CALL_ARGS) + " + " + JINJA_ARGS + " + " + lit(CALL_END))
 
     def jinja_tool(self, w: JinjaTurns) -> str:
         return (w.header("user", "prev != 'tool'") + "{{- ('\\n' if prev == 'tool' else '') + " +
                 lit(RESULT_OPEN + "\n") + " + c + " + lit("\n" + RESULT_CLOSE) + " }}" +
                 w.footer("user", "nxt != 'tool'"))
-
-    # -- grammar --------------------------------------------------------------------------
-    def call_tag(self, tool: ToolSpec) -> dict:
-        return {"type": "tag", "begin": f'{OPEN}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
-                "content": schema_grammar(tool), "end": CALL_END}
 
 
 HERMES = Hermes()

@@ -101,11 +101,11 @@ class JsonCall:
                 pass
         return None, f'the tool call "{key}" must be a JSON object, got {json.dumps(value)[:60]}'
 
-    def close(self, suffix: str = "") -> bool:
+    def close(self) -> bool:
         """The object is complete: emit the call (True) or withdraw it as content (False)."""
         arguments, error = self.check()
         if error is not None or arguments is None:
-            self.reject(error or "the tool call has no arguments", suffix)
+            self.reject(error or "the tool call has no arguments")
             return False
         if self.index is None:
             self.index = self.parser._start(json.loads(self.scan.text())["name"])
@@ -119,13 +119,12 @@ class JsonCall:
 
 class JsonCallParser(StreamParser):
     open_tag: str | None = None
-    close_tag: str | None = None
+    close_tag = ""                     # set with open_tag: the close and bad states follow it
     lead_tags: tuple[str, ...] = ()
     separators = ""                    # between bare calls, e.g. llama3's ';'
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
-        self.opener = self.open_tag
         self.state = "start"
         self.after_call = False
         self.pending = ""              # held text (always short, except inside bad calls)
@@ -185,47 +184,33 @@ class JsonCallParser(StreamParser):
         assert self.call is not None, f"state {self.state!r} without an open call"
         return self.call
 
-    def _close_tag(self) -> str:
-        """The close tag: the close and bad states follow an open tag, and a format that sets an
-        open tag sets its close tag too."""
-        assert self.close_tag is not None, f"{type(self).__name__} has an open tag but no close tag"
-        return self.close_tag
-
     def _in_call(self, final: bool) -> None:
         call = self._open_call()
         used = call.feed(self.pending)
         self.pending = self.pending[used:]
         scan = call.scan
-        if scan.done:
-            if not call.committed:     # a JSON object that is not a call: plain content
-                self._give_back(call.prefix + scan.text())
-            elif call.tagged:          # a valid call is final now; the close tag is then eaten
-                self.state, self.closed = "close", call.check()[1] is None and call.close()
-            elif call.close():
-                self.state, self.after_call = "start", True
-            else:
-                self.state = "content"
+        if not (scan.done or scan.state == "invalid" or final):
+            return
+        if not call.committed:         # a JSON object (or its start) that is not a call: content
+            self._content(call.prefix + scan.text())
+            self.state, self.after_call = "content", False
+        elif scan.done and call.tagged:  # a valid call is final now; the close tag is then eaten
+            self.state, self.closed = "close", call.check()[1] is None and call.close()
+        elif scan.done and call.close():
+            self.state, self.after_call = "start", True
+        elif scan.done:                # the call was withdrawn: its text is content
+            self.state = "content"
+        elif scan.state == "invalid" and call.tagged:
+            self.state = "bad"
         elif scan.state == "invalid":
-            if not call.committed:
-                self._give_back(call.prefix + scan.text())
-            elif call.tagged:
-                self.state = "bad"
-            else:
-                call.reject(scan.error or "invalid JSON")
-                self.state = "content"
-        elif final:
-            if call.committed:
-                call.reject("the output ended inside the tool call (unterminated JSON)", self.pending)
-                self.pending, self.state = "", "content"
-            else:
-                self._give_back(call.prefix + scan.text())
-
-    def _give_back(self, text: str) -> None:
-        self._content(text)
-        self.state, self.after_call = "content", False
+            call.reject(scan.error or "invalid JSON")
+            self.state = "content"
+        else:
+            call.reject("the output ended inside the tool call (unterminated JSON)", self.pending)
+            self.pending, self.state = "", "content"
 
     def _in_close(self, final: bool) -> None:
-        s, call, close_tag = self.pending, self._open_call(), self._close_tag()
+        s, call, close_tag = self.pending, self._open_call(), self.close_tag
         rest = s.lstrip(WHITESPACE)
         if rest.startswith(close_tag):
             end = len(s) - len(rest) + len(close_tag)
@@ -242,7 +227,7 @@ class JsonCallParser(StreamParser):
 
     def _in_bad(self, final: bool) -> None:
         # search only new text (minus a partial tag) so a long bad call stays linear
-        call, close_tag = self._open_call(), self._close_tag()
+        call, close_tag = self._open_call(), self.close_tag
         hit = find_marker(self.pending, (close_tag,), max(0, self.searched - len(close_tag)))
         self.searched = len(self.pending)
         if hit is None and not final:

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     import xgrammar as xgr
 
 
-
 class GrammarProcessor:
     """The logits_processor of chatlab.generate: mask(logits), accept(token), is_terminated()."""
 

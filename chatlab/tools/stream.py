@@ -6,9 +6,8 @@ marker such as a format's open tag, plus the whitespace just before it (whitespa
 not content). Every piece of text is looked at a bounded number of times, so the cost is
 linear in the output length, whatever the chunking.
 
-The one-shot answer is the same events folded together (`fold`). Keeping the fold in one place
-is what makes "streaming equals one-shot" checkable: a property test checks that every
-chunking gives the same result.
+The one-shot answer is the same events folded together (`fold`), so streaming equals one-shot
+for every chunking.
 """
 from __future__ import annotations
 
@@ -72,11 +71,6 @@ class ParseResult:
     error: str | None = None
 
 
-def new_call_id() -> str:
-    """OpenAI-shaped call id: `call_` + 24 random hex digits."""
-    return "call_" + secrets.token_hex(12)
-
-
 def fold(events: Iterable[ParserEvent]) -> ParseResult:
     """Add up a parser's events: content in order, finished calls in index order."""
     content: list[str] = []
@@ -116,21 +110,13 @@ def find_marker(text: str, markers: tuple[str, ...], start: int = 0) -> tuple[in
     return best
 
 
-def partial_marker_len(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of some marker."""
+def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
+    """(safe, held): `held` is the longest suffix of `text` that is a proper prefix of a marker
+    (it could still grow into one), with the whitespace before it."""
     longest = max((len(m) for m in markers), default=1)
-    for k in range(min(len(text), longest - 1), 0, -1):
-        tail = text[-k:]
-        if any(m.startswith(tail) for m in markers):
-            return k
-    return 0
-
-
-def split_safe(text: str, markers: tuple[str, ...], hold_space: bool = True) -> tuple[str, str]:
-    """(safe, held): `held` could still grow into a marker (with the whitespace before it)."""
-    cut = len(text) - partial_marker_len(text, markers)
-    if hold_space:
-        cut = len(text[:cut].rstrip(WHITESPACE))
+    k = next((k for k in range(min(len(text), longest - 1), 0, -1)
+              if any(m.startswith(text[-k:]) for m in markers)), 0)
+    cut = len(text[:len(text) - k].rstrip(WHITESPACE))
     return text[:cut], text[cut:]
 
 
@@ -187,7 +173,8 @@ class StreamParser(ABC):
 
     def _start(self, name: str) -> int:
         index, self._next_index = self._next_index, self._next_index + 1
-        self._events.append(ToolCallStart(index, new_call_id(), name))
+        call_id = "call_" + secrets.token_hex(12)  # OpenAI's shape: 24 random hex digits
+        self._events.append(ToolCallStart(index, call_id, name))
         return index
 
     def _args(self, index: int, fragment: str) -> None:
