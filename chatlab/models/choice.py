@@ -52,11 +52,10 @@ def local_model(name: str) -> str:
     """What to hand to code that needs files on disk (the OpenVINO export): a store name or a
     folder as it is, a hub id as its snapshot folder in the Hugging Face cache (downloaded once,
     weights and tokenizer only; offline, only what the cache already holds)."""
+    from chatlab.models.assets import ASSETS
     from chatlab.models.load import _check_name, _exists
 
     _check_name(name)
-    from chatlab.models.assets import ASSETS
-
     if name in ASSETS or _exists(name):
         return name
     from huggingface_hub import snapshot_download

@@ -1,11 +1,9 @@
 """Build a Hugging Face tokenizer from a GGUF file's own metadata.
 
-Why by hand: transformers 5.5.4 converts these GGUFs into the wrong tokenizer (SmolLM2 becomes a
-CodeLlamaTokenizer with eos `<|im_start|>` and an added BOS; Qwen2.5 keeps only 3 added tokens,
-so the tool-call tag splits into four pieces). Everything needed is in the metadata:
-`tokenizer.ggml.tokens/.merges/.token_type`, the eos/bos ids, `add_bos_token` and the
-chat_template. We rebuild exactly that: a byte-level BPE with the pre-tokenizer llama.cpp names
-in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token registered as one special id.
+Why by hand: transformers converts these GGUFs into the wrong tokenizer (SmolLM2 gets the wrong
+eos and an added BOS; Qwen2.5 loses added tokens, so the tool-call tag splits into pieces). The
+metadata holds everything needed; we rebuild a byte-level BPE with the pre-tokenizer llama.cpp
+names in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token as one special id.
 """
 from __future__ import annotations
 
@@ -44,7 +42,7 @@ def read_metadata(gguf_path: Path) -> dict[str, Jsonable]:
 def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
     from tokenizers import Regex, pre_tokenizers
 
-    if pre in ("qwen2",):
+    if pre == "qwen2":
         return pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),

@@ -4,21 +4,16 @@ A manifest alone says only that a build once finished; it cannot tell that the w
 truncated, deleted or overwritten since. So every build records each file's size, sha256 and
 modification time, and every load checks:
 
-- sizes (and presence) always: one `stat` per file, microseconds;
+- sizes (and presence) always: one `stat` per file;
 - the full sha256 only when a file's modification time differs from the record (it was written
-  to, or the folder was copied without keeping times) or when asked (`chatlab models --verify`).
-  Hashing costs about 1 s per 500 MB; after a hash that matches, the new time is recorded so the
-  cost is paid once.
-
-Overwriting bytes in place keeps the size but changes the modification time, so it is caught on
-the next load without hashing every load.
+  to, or the folder was copied without keeping times) or when asked (`chatlab models --verify`);
+  after a hash that matches, the new time is recorded so the cost is paid once.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import NotRequired, TypedDict
 from pathlib import Path
-
 
 
 class FileRecord(TypedDict):

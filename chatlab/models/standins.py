@@ -116,9 +116,8 @@ def hub_or_standin(asset: Asset) -> HFTokenizer:
     why = ""
     try:
         tok = from_hub(AutoTokenizer.from_pretrained, asset.hub_id, trust_remote_code=True)
-    except ChatlabError as err:
+    except ChatlabError:
         why = "the hub is not reachable"
-        del err
     except Exception as err:  # the hub answered but its remote code failed here
         why = f"loading the real tokenizer failed ({type(err).__name__}: {err})"
     else:

@@ -1,20 +1,19 @@
 """Hand out assets as local paths, building the converted ones once into the cache.
 
-The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is written to
-a temporary folder next to its final place and renamed into place only once it is complete and
-verified, so an interrupted or failed build never leaves a half-written model that a later run
-would trust (atomic.py; it also sweeps what killed builds left). A `chatlab-asset.json`
-manifest records what it was built from and each file's size and sha256, and a build is served
-only while its files match (integrity.py: sizes on every load, hashes when a file was written
-to since, every hash on `chatlab models --verify`); a damaged build is rebuilt, or explained
-when it cannot be.
+The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is built in
+a temporary folder and renamed into place only once it is complete and verified (atomic.py). A
+`chatlab-asset.json` manifest records what it was built from and each file's size and sha256,
+and a build is served only while its files match (integrity.py); a damaged build is rebuilt, or
+explained when it cannot be.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
@@ -80,10 +79,8 @@ def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
         os.replace(tmp, folder / ASSET_MANIFEST)
         return True
     except OSError:
-        try:
+        with suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         return False
 
 
@@ -143,8 +140,6 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
 def is_available(asset: Asset) -> bool:
     """Whether the asset can be used here without the hub (built or buildable)."""
     if asset.build == "stand-in":
-        import importlib.util
-
         return importlib.util.find_spec("chatlab.models.standins") is not None
     return asset.source_files() is not None
 
