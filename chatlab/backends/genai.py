@@ -73,8 +73,7 @@ class GenaiBackend:
         sched.dynamic_split_fuse = True
         sched.enable_prefix_caching = bool(prefix_caching)
         self.prefix_caching = bool(prefix_caching)
-        # The precision is always passed (left unset, the CPU plugin picks bf16 on bf16 CPUs);
-        # ov_config pins the paged KV cache to f32 at f32, so greedy replies match chatlab's loop.
+        # The precision is always passed (left unset, the CPU plugin picks bf16 on bf16 CPUs).
         config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
         self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.pipe: GenaiPipeline = self._build()
@@ -106,7 +105,6 @@ class GenaiBackend:
         return (f"<GenaiBackend {self.name} {self.precision} vocab={self.vocab_size} "
                 f"ctx={self.context_length} max_seqs={self.max_seqs}>")
 
-    # -- requests ------------------------------------------------------------------------------
     def submit(self, ids: list[int], config: GenaiConfig) -> GenaiStream:
         """Queue a prompt (token ids) with a genai GenerationConfig; tokens arrive on the stream."""
         stream = GenaiStream(next(self._ids), list(ids), config)
@@ -123,8 +121,8 @@ class GenaiBackend:
             self._cond.notify_all()
         self._thread.join(timeout=30)
 
-    # -- the scheduler thread: the only caller of the pipeline -----------------------------------
     def _run(self) -> None:
+        """The scheduler thread: the only caller of the pipeline."""
         import openvino as ov
 
         while True:

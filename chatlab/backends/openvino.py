@@ -205,8 +205,7 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
     if attention not in ATTENTIONS:
         raise UnknownNameError("attention", attention, ATTENTIONS)
     # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs. At f32
-    # ov_config also pins the KV cache to f32 and turns dynamic quantization of activations off,
-    # so that a k-token verify pass agrees with k steps (PagedBackend.exact_extend).
+    # a k-token verify pass then agrees with k steps (ov_config; PagedBackend.exact_extend).
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
               **ov_config(precision, threads, kv_cache_precision, dynamic_quantization)}
     if attention == "paged":

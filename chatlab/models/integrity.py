@@ -25,12 +25,22 @@ class FileRecord(TypedDict):
 FileRecords = dict[str, FileRecord]  # relative path -> its record
 
 
+def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:
+    """sha256 and size of the files read one after the other (parts of one blob)."""
+    from tqdm.auto import tqdm
+
+    digest, total = hashlib.sha256(), sum(p.stat().st_size for p in paths)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=progress, disable=progress is None) as bar:
+        for p in paths:
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    return digest.hexdigest(), total
+
+
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_of([path])[0]
 
 
 def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecords:

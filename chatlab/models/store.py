@@ -8,7 +8,6 @@ explained when it cannot be.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -21,27 +20,13 @@ from chatlab.errors import AssetError
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
 from chatlab.models.home import cache_dir, chatlab_home
-from chatlab.models.integrity import check_files, record_files
+from chatlab.models.integrity import check_files, record_files, sha256_of
 
 __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
            "check_source", "describe", "is_available", "verify_cache"]
 
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
-
-
-def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:
-    """sha256 and size of the files read one after the other (parts of one blob)."""
-    from tqdm.auto import tqdm
-
-    digest, total = hashlib.sha256(), sum(p.stat().st_size for p in paths)
-    with tqdm(total=total, unit="B", unit_scale=True, desc=progress, disable=progress is None) as bar:
-        for p in paths:
-            with open(p, "rb") as f:
-                while chunk := f.read(1 << 22):
-                    digest.update(chunk)
-                    bar.update(len(chunk))
-    return digest.hexdigest(), total
 
 
 def check_source(asset: Asset, paths: list[Path]) -> None:
