@@ -81,16 +81,12 @@ def stale_folders(root: Path) -> list[Path]:
     return [p for p in root.rglob(f"{TMP_PREFIX}*") if p.is_dir() and is_stale(p)]
 
 
-def is_disk_full(err: BaseException) -> bool:
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
-    return "No space left on device" in text or "os error 28" in text or "StorageFull" in text
-
-
 def disk_error(err: BaseException, where: Path) -> AssetError | None:
     """An AssetError explaining `err` when it is a disk problem, else None."""
-    if is_disk_full(err):  # the partial build is removed; the space it took is free again
+    text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
+    if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+            or any(s in text for s in ("No space left on device", "os error 28", "StorageFull"))):
+        # the partial build is removed; the space it took is free again
         return AssetError(f"the disk holding {where} ran out of space during the build; "
                           f"free some space or {FIX_HOME}")
     if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):

@@ -1,9 +1,7 @@
 """Which chat model the notebooks and `chatlab serve` / `chatlab complete` use: one variable.
 
 `CHATLAB_MODEL` holds a store name (`chatlab models`), a local model folder or a hub id; unset,
-it is the offline default, SmolLM2-135M-Instruct. The outputs saved in the notebooks were made
-with the default; with the hub reachable a bigger model is one variable away, and
-`model_note` says which and what changes.
+it is the offline default, SmolLM2-135M-Instruct. `model_note` says what changes with another.
 """
 from __future__ import annotations
 
