@@ -83,8 +83,7 @@ class GenaiBackend:
         self.exported = ExportedModel(folder, model_name)
         self.folder, self.model_name, self.name = folder, model_name, name
         self.context_length, self.eos_ids = self.exported.context_length, self.exported.eos_ids
-        config_json = json.loads((folder / "config.json").read_text())
-        self.vocab_size = int(config_json["vocab_size"])
+        self.vocab_size = int(json.loads((folder / "config.json").read_text())["vocab_size"])
         self._ids = itertools.count()
         self._cond = threading.Condition()
         self._incoming: list[GenaiStream] = []

@@ -43,12 +43,14 @@ def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
     from tokenizers import Regex, pre_tokenizers
 
     if pre not in ("qwen2", "smollm", "starcoder", "refact", "gpt2"):
-        raise AssetError(f"GGUF pre-tokenizer {pre!r} is not supported; supported: qwen2, smollm, gpt2")
+        raise AssetError(f"GGUF pre-tokenizer {pre!r} is not supported; "
+                         "supported: qwen2, smollm, gpt2")
     # SmolLM splits every digit on its own before the GPT-2 regex.
     steps = [] if pre in ("qwen2", "gpt2") else [pre_tokenizers.Digits(individual_digits=True)]
     split = QWEN2_SPLIT if pre == "qwen2" else GPT2_SPLIT
-    return pre_tokenizers.Sequence([*steps, pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
-                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return pre_tokenizers.Sequence([
+        *steps, pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTrainedTokenizerFast
