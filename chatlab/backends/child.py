@@ -2,11 +2,9 @@
 optimum-cli run that way with a progress bar.
 
 `python -m chatlab.backends.child PARENT_PID COMMAND ARGS...` asks the kernel to SIGKILL it when
-its parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND, which keeps that setting. Without
-it, `kill -9` of `chatlab export` leaves optimum-cli running for half a minute, writing into a
-folder nobody will rename and holding a gigabyte of memory. This trampoline is used instead of
-`Popen(preexec_fn=...)`, which the Python docs call unsafe once threads exist (a notebook kernel,
-a server), and it costs one extra interpreter start (~50 ms) per export.
+its parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND, which keeps that setting: `kill -9`
+of `chatlab export` then leaves no optimum-cli behind. This trampoline is used instead of
+`Popen(preexec_fn=...)`, which the Python docs call unsafe once threads exist.
 
 The kernel's "parent" is the *thread* that forked; `run_cli` blocks in that thread until the
 child exits, so the signal cannot fire early.

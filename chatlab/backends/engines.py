@@ -1,13 +1,9 @@
-"""The named engine configurations: every name `chatlab bench --engines` takes, each one a row
-of the registry's choices (chatlab.backends.registry), so that a name means the same backend,
-weight format and options wherever it is read.
+"""The named engine configurations: every name `chatlab bench --engines` takes.
 
-A row's `runtime` is either a backend of REGISTRY (its options are that backend's, checked by
-`check_choice` when this table is built, so a row cannot carry a flag the CLI would refuse), or
-one of the REFERENCES: runtimes chatlab does not serve and only times against its own loop,
-because each runs its own generate call (transformers, optimum-intel, openvino-genai's
-LLMPipeline, llama.cpp). The bench (chatlab.lab.bench.engines) holds one loader per runtime name and
-nothing per row.
+A row's `runtime` is either a backend of REGISTRY (its options checked by `check_choice` when
+this table is built, so a row cannot carry a flag the CLI would refuse), or one of the
+REFERENCES: runtimes chatlab does not serve and only times against its own loop. The bench
+(chatlab.lab.bench.engines) holds one loader per runtime name and nothing per row.
 """
 from __future__ import annotations
 

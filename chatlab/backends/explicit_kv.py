@@ -12,8 +12,7 @@ model as state variables and never appears in Python. The ChatGLM2 article's gra
 * decode: one token, with the `present.*` of the previous call fed back as `past_key_values.*`.
   `attention_mask` covers past + new tokens and `position_ids` continue from the past's length.
 
-This module is for teaching and for checking that both forms compute the same tokens; it
-copies the cache through Python every step, which the stateful graph exists to avoid.
+This module is for teaching and for checking that both forms compute the same tokens.
 """
 from __future__ import annotations
 
@@ -46,14 +45,10 @@ class Port:
 def f32_cache_ports(model: OVModel) -> OVModel:
     """The graph with its `past_key_values.*` inputs and `present.*` outputs carried in f32.
 
-    optimum-intel saves a stateless export with cache ports of the exporting CPU's default
-    inference precision: bf16 on a CPU with avx512_bf16/AMX, f32 elsewhere. It does so by wrapping
-    the f32 graph in conversions (bf16 parameter -> Convert to f32, and Convert to bf16 -> result),
-    so the same recipe hands back a 16-bit cache on one machine and an f32 one on the next. Adding
-    another conversion in front would still round the cache to bf16 in between; instead the
-    wrapping is undone: the parameter becomes f32 (its Convert then converts f32 to f32, a no-op)
-    and each result takes the f32 value from before its Convert. That also repairs exports already
-    in a cache."""
+    optimum-intel saves the cache ports at the exporting CPU's default precision (bf16 on a CPU
+    with avx512_bf16/AMX) by wrapping the f32 graph in Converts. The wrapping is undone: the
+    parameter becomes f32 (its Convert is then a no-op) and each result takes the f32 value from
+    before its Convert."""
     import openvino as ov
 
     f32, changed = ov.Type.f32, False
@@ -128,9 +123,7 @@ class ExplicitKV:
         }
         if self.has_beam_idx:
             inputs["beam_idx"] = np.zeros((1,), dtype=np.int32)
-        # `infer` returns copies of the outputs (share_outputs=False): the next call may reuse
-        # the output buffers, and we are about to pass these arrays back in as inputs.
-        out = self.request.infer(inputs)
+        out = self.request.infer(inputs)  # copies: they are passed back in as inputs
         present = {name: out[PRESENT + name[len(PAST):]] for name in self.past_names}
         return out["logits"][0, -1], present
 
@@ -163,7 +156,7 @@ def _layer_order(name: str) -> tuple[int, str]:
 
 def io_table(ports: list[Port], first_layers: int = 1) -> str:
     """A printable table of the ports, showing the cache of the first `first_layers` layers
-    and one line counting the rest (30 layers x 2 would bury the interesting rows)."""
+    and one line counting the rest."""
     rows, hidden = [], 0
     for p in ports:
         parts = p.name.split(".")
@@ -178,12 +171,9 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, quiet: bool = True) -> ExplicitKV:
-    """The stateless export of `model` (exported once, a few minutes on 2 cores, then cached).
-
-    int8 by default, as chatlab's OpenVINO loop: a compiled fp32 graph holds ~1.1 GB (the
-    weights twice: mapped from disk and repacked), int8 about a quarter of that. `quiet` keeps
-    the export's own messages (which name the cache folder) out of the output and says in one
-    line instead that the first run exports."""
+    """The stateless export of `model` (exported once, then cached); int8 by default, as
+    chatlab's OpenVINO loop. `quiet` keeps the export's own messages out of the output and says
+    in one line instead that the first run exports."""
     from chatlab.backends.export import export_dir, export_model, is_exported
 
     precision = check_precision(precision)  # before a first-use export of minutes

@@ -1,11 +1,8 @@
 """`chatlab export`: a model of the store → a cached OpenVINO folder, fp32, int8 or int4.
 
 The conversion itself is optimum-intel's (`optimum-cli export openvino --task
-text-generation-with-past`, which also converts the tokenizer for openvino-genai); it runs in a
-child process (in a Python of its own where optimum-intel cannot sit beside this one's
-transformers, as on Colab: chatlab.backends.export_env) so that an interrupt stops it cleanly and its memory is returned afterwards, and
-the child dies with chatlab even on `kill -9` (see `chatlab.backends.child`). chatlab adds the
-cache discipline of the model store:
+text-generation-with-past`); it runs in a child process (chatlab.backends.child; its Python:
+chatlab.backends.export_env) that dies with chatlab. chatlab adds the cache discipline:
 
 * one export per (source, weight format) at a time: a lock file, so two processes sharing the
   cache wait for each other instead of exporting twice;
@@ -16,9 +13,7 @@ cache discipline of the model store:
   resolved path and its files' sizes and times, so two folders called `model` never share one;
   a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
 * `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
-  inputs and outputs (`past_key_values.N.key/value` -> `present.N.key/value`), the form the
-  ChatGLM2 article drives by hand (see `chatlab.backends.explicit_kv`). It is a different graph,
-  so it gets its own cache entry (`fp32-stateless`) and never replaces the stateful one.
+  inputs and outputs (chatlab.backends.explicit_kv), in a cache entry of its own.
 """
 from __future__ import annotations
 
@@ -72,9 +67,8 @@ def source_folder(model: str) -> Path:
 
 def source_key(model: str) -> str:
     """The cache key of a source: a store name as is (the store pins its bytes by sha256); a
-    local folder by its name, resolved path and the size and mtime of its files — cheap to
-    compute on every load, unlike hashing gigabytes of weights, and it changes when the folder
-    is moved or its files are rewritten."""
+    local folder by its name, resolved path and the size and mtime of its files (cheap, and it
+    changes when the folder is moved or its files are rewritten)."""
     if _is_store_model(model):
         return model
     src = source_folder(model)

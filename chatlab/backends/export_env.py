@@ -1,21 +1,15 @@
 """The Python that runs optimum-cli for `chatlab export`: this one, or an isolated one.
 
-optimum-intel caps its dependencies below what Colab ships (its newest release, 2.2.0, wants
-transformers<5.6 and huggingface-hub<1.22; Colab has 5.15.0 and 1.27.0). Installing it into the
-kernel's Python would downgrade the kernel's transformers under it. The export already runs in
-a child process whose only output is the IR folder, so that child can run in a Python of its
-own: a venv that sees this Python's site-packages behind its own (a .pth file names them, so
-torch, openvino, numpy and the rest are reused and nothing big is downloaded; venv's
---system-site-packages would see the base interpreter's, not a venv's) and holds the lock's
-versions of the export stack, plus whatever of its needs this Python lacks or has at a version
-that does not fit. The kernel keeps its transformers;
-the IR it loads is the same one the lock's stack writes locally.
+optimum-intel caps its dependencies below what Colab ships, so installing it into the kernel's
+Python would downgrade the kernel's transformers under it. The export runs in a child process
+whose only output is the IR folder, so that child can run in a Python of its own: a venv that
+sees this Python's site-packages behind its own (a .pth file names them, so torch, openvino and
+the rest are reused; venv's --system-site-packages would see the base interpreter's, not a
+venv's) and holds the lock's versions of the export stack.
 
-Chosen in this order: CHATLAB_EXPORT_PYTHON when set; this Python when optimum-intel is
-installed and every requirement of the export stack is met here (a local `./run.sh` venv);
-else the isolated venv under the chatlab cache, built once per Python and lock, under a lock
-file (two exports do not build it twice), marked complete only at the end (an interrupted
-build is started over by the next export).
+Chosen in this order: CHATLAB_EXPORT_PYTHON when set; this Python when every requirement of the
+export stack is met here; else the isolated venv under the chatlab cache, built once per Python
+and lock under a lock file, and marked complete only at the end.
 """
 from __future__ import annotations
 
@@ -32,10 +26,8 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 
 # What the export child imports that the kernel does not need: installed in the venv at the
-# lock's versions. Everything else they need is resolved against this Python's packages, which
-# pip sees through the .pth file: it adds only what is missing or does not fit. Pinning those to
-# the lock too was measured on the Colab replica to pull a second torch (the lock's setuptools
-# 84 does not fit Colab's torch 2.11, so pip took the newest torch: gigabytes).
+# lock's versions. Everything else is resolved against this Python's packages, which pip sees
+# through the .pth file (pinning those to the lock too can pull a second torch).
 EXPORT_STACK = ["optimum-intel", "optimum", "nncf", "transformers", "huggingface-hub"]
 STAMP = ".chatlab-export-env"
 

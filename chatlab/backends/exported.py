@@ -1,7 +1,6 @@
-"""What an exported OpenVINO folder says about its model, shared by the two backends that run
-one (chatlab's loop over the IR, and openvino-genai's pipeline): the context window, the end
-ids, the chat tokenizer and a light decoder. Each backend holds one of these (composition)
-instead of one backend inheriting the other and switching half of it off."""
+"""What an exported OpenVINO folder says about its model, shared by the backends that run one
+(chatlab's loop over the IR, and openvino-genai's pipeline): the context window, the end ids,
+the chat tokenizer and a light decoder."""
 from __future__ import annotations
 
 import json
@@ -26,7 +25,7 @@ class ExportedModel:
     @property
     def tokenizer(self) -> HFTokenizer:
         """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
-        and torch, ~450 MB that generation itself does not need (see `decoder`)."""
+        and torch, which generation itself does not need (see `decoder`)."""
         if self._tokenizer is None:
             from chatlab.models import load_tokenizer
 

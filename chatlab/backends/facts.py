@@ -1,5 +1,4 @@
-"""A model folder's facts, read from its config files: its end ids and its context window.
-(What a backend is lives in chatlab.protocols.)"""
+"""A model folder's facts, read from its config files: its end ids and its context window."""
 from __future__ import annotations
 
 import json

@@ -1,20 +1,13 @@
 """The fast profile: what this CPU offers for speed, each choice named, beside the exact default.
 
-chatlab's default computes exactly (f32 arithmetic, f32 activations into every matmul, an f32 KV
-cache), so its greedy replies match PyTorch's fp32. `fast=True` (`--fast` on the command line)
-trades that for speed with everything the CPU plugin offers:
+chatlab's default computes exactly (f32 arithmetic, f32 activations, an f32 KV cache), so its
+greedy replies match PyTorch's fp32. `fast=True` (`--fast`) trades that for speed: bf16
+arithmetic where the CPU plugin lists BF16 in its OPTIMIZATION_CAPABILITIES (else f32, said in
+the notes), a u8 KV cache, dynamic activation quantization, and int4 weights.
 
-* bf16 arithmetic where the plugin lists BF16 in its OPTIMIZATION_CAPABILITIES (f32 where it
-  does not, and the fallback is said in the notes, never silently);
-* a u8 KV cache (a quarter of the f32 cache's memory traffic per step);
-* dynamic activation quantization: the plugin quantizes activations to 8 bits in groups before
-  an int8/int4-weight matmul and multiplies integers, as llama.cpp does with q8_1 activations;
-* int4 weights (the weight format, unless one is given).
-
-Any value given explicitly wins over the profile's (`fast=True, weight_format="int8"` keeps
-int8 weights; `precision="f32"` keeps f32 arithmetic). Speculation needs dynamic quantization
-off, so with `speculate` the profile leaves it off and says so. What the profile costs in
-accuracy is measured by `chatlab bench accuracy`, not assumed.
+Any value given explicitly wins over the profile's. Speculation needs dynamic quantization off,
+so with `speculate` the profile leaves it off and says so. What the profile costs in accuracy
+is measured by `chatlab bench accuracy`.
 """
 from __future__ import annotations
 
@@ -38,10 +31,8 @@ def fast_choices(backend: str, weight_format: str, precision: str | None,
     it could not turn on here and why. `options` given explicitly are kept."""
     notes: list[str] = []
     if precision is None:
-        if cpu_has_bf16():
-            precision = "bf16"
-        else:
-            precision = "f32"
+        precision = "bf16" if cpu_has_bf16() else "f32"
+        if precision == "f32":
             notes.append(f"bf16 is not among the CPU plugin's OPTIMIZATION_CAPABILITIES on "
                          f"{cpu_info()['model']}, so the arithmetic stays f32")
     out = dict(options)

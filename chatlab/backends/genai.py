@@ -1,19 +1,15 @@
 """openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
 
-chatlab's own loop drives one stateful sequence; serving eight clients that way means eight
-turns in a queue. genai's continuous-batching pipeline keeps a paged KV cache for many
-sequences and advances all of them in one `step()`, admitting new prompts between steps. This
-module owns one pipeline and ONE scheduler thread that is the only caller of the pipeline:
-requests arrive as token ids (chatlab renders; genai never sees text or a chat template), and
-each request gets a `GenaiStream` through which the thread hands over the new token ids after
-every step. Everything after the ids — detokenizing, stop strings, tool-call parsing — stays
-chatlab's (chatlab.engine.batched), so the replies read exactly as on the loop path.
+genai's continuous-batching pipeline keeps a paged KV cache for many sequences and advances all
+of them in one `step()`, admitting new prompts between steps. This module owns one pipeline and
+ONE scheduler thread that is its only caller: requests arrive as token ids (genai never sees
+text or a chat template), and each gets a `GenaiStream` through which the thread hands over the
+new ids after every step. Everything after the ids stays chatlab's (chatlab.engine.batched).
 
-genai's Python binding of `step()` holds the GIL for the whole step, so nothing else in the
-process runs while the pipeline computes. Left alone, the scheduler thread would go straight
-from one step into the next and starve the threads that turn ids into SSE chunks (measured:
-TTFT p50 of 4 s at 8 clients). So after each step the thread waits, without the GIL, until the
-consumers have taken the new ids (at most HANDOFF_S), and then a moment more for the server.
+genai's Python binding of `step()` holds the GIL for the whole step. Left alone, the scheduler
+thread would go straight from one step into the next and starve the threads that turn ids into
+SSE chunks; so after each step it waits, without the GIL, until the consumers have taken the new
+ids (at most HANDOFF_S), and then a moment more for the server.
 """
 from __future__ import annotations
 
@@ -55,14 +51,12 @@ class GenaiStream:
 
 
 class GenaiBackend:
-    """An exported model's facts and tokenizers (ExportedModel, as chatlab.backends.openvino's backends have them)
-    with genai's batched pipeline as the compute. It is no step backend: it has no `prefill` /
-    `step` for chatlab's loop; chatlab.engine.batched drains its streams instead.
+    """An exported model's facts and tokenizers (ExportedModel) with genai's batched pipeline as
+    the compute. It has no `prefill` / `step`; chatlab.engine.batched drains its streams instead.
 
     `prefix_caching=True` turns on genai's own prefix caching: a prompt whose leading blocks
-    match a cached sequence's skips their prefill (multi-turn chat resending its history). Off
-    by default, as the pipeline's scheduler has it, so a benchmark repeating one prompt times
-    real prefills."""
+    match a cached sequence's skips their prefill. Off by default, as the scheduler has it, so a
+    benchmark repeating one prompt times real prefills."""
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
@@ -74,15 +68,12 @@ class GenaiBackend:
         sched = genai.SchedulerConfig()
         sched.cache_size = max(1, int(round(cache_gb)))  # GB of paged KV cache
         sched.max_num_seqs = int(max_seqs)
-        # Prompts are prefilled in chunks beside the running decodes (dynamic split-fuse), so a
-        # long prompt arriving does not stall the other streams for its whole prefill.
+        # Prompts are prefilled in chunks beside the running decodes (dynamic split-fuse).
         sched.max_num_batched_tokens = 256
         sched.dynamic_split_fuse = True
         sched.enable_prefix_caching = bool(prefix_caching)
         self.prefix_caching = bool(prefix_caching)
-        # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
-        # ov_config pins the paged KV cache to f32 at f32 as well: with the plugin's u8 cache,
-        # greedy replies drift from chatlab's loop (3 of 8 prompts within 128 tokens, measured).
+        # The precision is always passed (left unset, the CPU plugin picks bf16 on bf16 CPUs).
         config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
         self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.pipe: GenaiPipeline = self._build()
@@ -92,8 +83,7 @@ class GenaiBackend:
         self.exported = ExportedModel(folder, model_name)
         self.folder, self.model_name, self.name = folder, model_name, name
         self.context_length, self.eos_ids = self.exported.context_length, self.exported.eos_ids
-        config_json = json.loads((folder / "config.json").read_text())
-        self.vocab_size = int(config_json["vocab_size"])
+        self.vocab_size = int(json.loads((folder / "config.json").read_text())["vocab_size"])
         self._ids = itertools.count()
         self._cond = threading.Condition()
         self._incoming: list[GenaiStream] = []
@@ -114,7 +104,6 @@ class GenaiBackend:
         return (f"<GenaiBackend {self.name} {self.precision} vocab={self.vocab_size} "
                 f"ctx={self.context_length} max_seqs={self.max_seqs}>")
 
-    # -- requests ------------------------------------------------------------------------------
     def submit(self, ids: list[int], config: GenaiConfig) -> GenaiStream:
         """Queue a prompt (token ids) with a genai GenerationConfig; tokens arrive on the stream."""
         stream = GenaiStream(next(self._ids), list(ids), config)
@@ -131,12 +120,8 @@ class GenaiBackend:
             self._cond.notify_all()
         self._thread.join(timeout=30)
 
-    @property
-    def running(self) -> int:
-        return len(self._active)
-
-    # -- the scheduler thread: the only caller of the pipeline -----------------------------------
     def _run(self) -> None:
+        """The scheduler thread: the only caller of the pipeline."""
         import openvino as ov
 
         while True:
@@ -183,7 +168,7 @@ class GenaiBackend:
     def _rebuild(self) -> None:
         """A fresh pipeline after a failed step. A request genai fails on stays inside its
         pipeline (a grammar it cannot read fails every later step too), so the streams that
-        ran have heard the error and the next requests get a new pipeline (about 2 s)."""
+        ran have heard the error and the next requests get a new pipeline."""
         old, self.pipe = self.pipe, None
         del old  # its paged KV cache goes before the new one is allocated
         try:

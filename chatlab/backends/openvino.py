@@ -10,13 +10,9 @@ is ScaledDotProductAttention over a mask that grows every step. chatlab runs it 
   (covering cache + new tokens), `position_ids` and `beam_idx` (always [0]: one sequence, no
   beam reordering); the state is reset before each prompt. Notebooks 03 and 05 look inside it.
 
-On both, two details decide the speed:
-
-* The graph returns logits for every input position, so a 1,000-token prompt would project
-  1,000 × 49,152 floats (196 MB) only to read the last row. At load time we insert a slice in
-  front of the output projection so that prefill computes the last position only.
-* The per-token Python is kept to a few array writes: the inputs are preallocated and passed
-  without copying, and the logits come back as a view of the output tensor.
+On both, prefill projects the last position only (a slice inserted before the output
+projection, chatlab.backends.slicing), and the per-token Python is kept to a few array writes:
+the inputs are preallocated and passed without copying, and the logits come back as a view.
 """
 from __future__ import annotations
 
@@ -65,12 +61,10 @@ class _Exported:
 
     @property
     def tokenizer(self) -> HFTokenizer:
-        """The chat tokenizer, loaded on first use (see ExportedModel.tokenizer)."""
         return self.exported.tokenizer
 
     @property
     def decoder(self) -> Decoder:
-        """The light decoder the loop detokenizes with (see ExportedModel.decoder)."""
         return self.exported.decoder
 
     def __repr__(self) -> str:
@@ -140,8 +134,7 @@ class PagedBackend(_Exported):
         self.compiled, self.request, self.sliced = graph.compiled, graph.request, graph.sliced
         self.vocab_size = graph.vocab_size
         self._read_facts(precision)
-        # whether a several-token pass agrees with one-token steps (the plugin's dynamic
-        # quantization of activations off; see the module's `load_backend`)
+        # whether a several-token pass agrees with one-token steps (dynamic quantization off)
         try:
             self.exact_extend = int(self.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == 0
         except Exception:  # noqa: BLE001 - a plugin without the property quantizes nothing
@@ -154,9 +147,7 @@ class PagedBackend(_Exported):
     def prefill(self, ids: list[int]) -> np.ndarray:
         _check_prompt(ids, self.context_length)
         self.reset()
-        logits = self.graph.prefill(ids)
-        self.length = self.graph.length
-        return logits
+        return self.extend(ids)[-1]
 
     def step(self, token_id: int) -> np.ndarray:
         logits = self.graph.step(token_id)
@@ -213,12 +204,8 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
     precision = check_precision(precision)
     if attention not in ATTENTIONS:
         raise UnknownNameError("attention", attention, ATTENTIONS)
-    # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs.
-    # ov_config also pins the KV cache to f32 at f32 (the plugin's own choice is u8), and
-    # turns the plugin's dynamic quantization of activations off at f32 (None: the
-    # precision's default). With it on, a 2-token pass's logits differ from two 1-token
-    # steps by up to 1.2 on SmolLM2 int8 (6e-5 with it off, as with fp32 weights), and
-    # speculation needs the k-token verify pass to agree with a step (PagedBackend.exact_extend).
+    # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs. At f32
+    # a k-token verify pass then agrees with k steps (ov_config; PagedBackend.exact_extend).
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
               **ov_config(precision, threads, kv_cache_precision, dynamic_quantization)}
     if attention == "paged":

@@ -5,22 +5,14 @@ variables, attention is ScaledDotProductAttention over the whole cache, and the 
 grows by one column every step. `paged_attention_transformation` (what openvino-genai and
 vLLM's OpenVINO backend run) rewrites the same graph so that the cache is an input we own —
 `key_cache.N` / `value_cache.N`, [blocks, kv_heads, block, head_size] per layer — and attention
-reads it through a table of block numbers. Measured side by side on a 2-core AVX2 CPU
-(SmolLM2-135M int8, f32, 128 greedy tokens, medians of 10 interleaved rounds in one process):
-
-    decode, 42-token prompt     stateful 54.7 tok/s   paged 61.3   (genai's pipeline 57.6)
-    decode, 1,029-token prompt  stateful 42.0 tok/s   paged 48.1   (genai 48.1)
-    prefill, 1,029 tokens       stateful 3.36 s       paged 2.40 s (genai 2.47 s)
-
-The profile says why: on the stateful graph ~40% of a long prefill is SDPA, and every decode
-step re-plans the graph for a mask one column longer; the paged node takes the context length as
-a number, so a decode step has the same input shapes as the one before it.
+reads it through a table of block numbers. It is faster than the stateful graph: every decode
+step there re-plans the graph for a mask one column longer, while the paged node takes the
+context length as a number, so a decode step has the same input shapes as the one before it.
 
 For one sequence the bookkeeping is small: its blocks are 0, 1, 2, ... in order, `past_lens` is
 the number of tokens already cached, and `subsequence_begins` = [0, new tokens]. The block size
-is the plugin's choice (32 on the CPU this was written on), read from the compiled ports. The
-block tensors belong to us, so when a reply outgrows them they are reallocated, larger, with
-the filled blocks copied over (the request keeps no other copy of the cache).
+is the plugin's choice, read from the compiled ports. The block tensors belong to us, so when a
+reply outgrows them they are reallocated, larger, with the filled blocks copied over.
 
 One subtlety: here the token axis is the batch axis ([tokens, 1, hidden] before the output
 projection), so the "last position only" slice goes on axis 0, not axis 1 as in the stateful
@@ -94,13 +86,10 @@ class PagedGraph:
         """Compile the graph a second time for verify passes of exactly `width` tokens.
 
         Why a second graph: the CPU plugin re-plans a dynamic graph whenever its input shapes
-        change (shape inference and kernel set-up on every node, outside the nodes' own time in
-        a profile). Alternating one-token steps with k-token verify passes on one graph paid it
-        on nearly every pass: measured on SmolLM2 int8 (2 cores), a step then a 3-token pass
-        took 2.9 steps where the two at unchanged shapes took 2.2. Each graph here keeps its
-        own shapes: steps stay on the first, every verify pass is padded to `width` on this one.
-        It costs a compile (1-2 s) and memory (~160 MB more anonymous memory for the
-        135M int8 model); the cache blocks are shared, bound to both requests."""
+        change, so alternating one-token steps with k-token verify passes on one graph paid
+        that on nearly every pass. Each graph here keeps its own shapes: steps stay on the
+        first, every verify pass is padded to `width` on this one. The cache blocks are shared,
+        bound to both requests."""
         if width == self.verify_width:
             return
         if width < 2:
@@ -131,16 +120,11 @@ class PagedGraph:
         self._table = np.arange(blocks, dtype=np.int32)
         self._bound = min(self._bound, 0)  # a new table array: bind its slice again
 
-    def _logits(self) -> np.ndarray:
-        return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-1]  # a view
+    def _rows(self, request: OVRequest) -> np.ndarray:
+        return request.get_output_tensor(0).data.reshape(-1, self.vocab_size)  # a view
 
     def reset(self) -> None:
         self.length = 0  # the blocks are simply overwritten by the next prompt
-
-    def prefill(self, ids: list[int]) -> np.ndarray:
-        """Logits of the last prompt position; the prompt's cache is left in the blocks."""
-        self.reset()
-        return self.extend(ids)[-1]
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
         """Feed `ids` after the cached tokens in one pass; the logits of the last `keep`,
@@ -157,7 +141,7 @@ class PagedGraph:
         self.request.infer(self._inputs(ids, past, keep), share_inputs=True)
         self._bound = -1  # the request now holds this call's arrays, not the decode step's
         self.length = total
-        return self.request.get_output_tensor(0).data.reshape(-1, self.vocab_size)[-keep:]
+        return self._rows(self.request)[-keep:]
 
     def _inputs(self, ids: list[int], past: int, keep: int) -> dict[str, np.ndarray]:
         total = past + len(ids)
@@ -183,7 +167,7 @@ class PagedGraph:
         padded = list(ids) + [ids[-1]] * (width - n)
         self.verify.infer(self._inputs(padded, past, width), share_inputs=True)
         self.length = past + n
-        return self.verify.get_output_tensor(0).data.reshape(-1, self.vocab_size)[n - keep:n]
+        return self._rows(self.verify)[n - keep:n]
 
     def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
         """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""
@@ -207,9 +191,8 @@ class PagedGraph:
 
     def step(self, token_id: int) -> np.ndarray:
         """One token. Its inputs are bound to the request once per prefill and then only written
-        to: `infer()` with no arguments skips the per-call conversion of seven arrays, ~0.5 ms
-        of Python per token (2-3% of a decode step here). The block table is bound again only
-        when the sequence enters a new block."""
+        to: `infer()` with no arguments skips the per-call conversion of seven arrays. The block
+        table is bound again only when the sequence enters a new block."""
         total = self.length + 1
         self._ensure(total)
         used = -(-total // self.block)
@@ -228,4 +211,4 @@ class PagedGraph:
         self._table_begins[1], self._context[()] = used, total
         self.request.infer()
         self.length = total
-        return self._logits()
+        return self._rows(self.request)[-1]

@@ -1,10 +1,8 @@
 """Inference precision: explicit, checked, and reported as the runtime actually applied it.
 
-OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions
-(avx512_bf16, AMX). That is faster there, but greedy answers drift from PyTorch's fp32 after a
-few dozen tokens and can change outright (SmolLM2 int8 stops answering "Paris"). So chatlab
-always passes the precision it wants: f32 unless the caller asks for bf16, which is an opt-in
-that only makes sense — and is only accepted — on a CPU that computes bf16 natively.
+OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions, and
+greedy answers then drift from PyTorch's fp32. So chatlab always passes the precision it wants:
+f32 unless the caller asks for bf16, which is only accepted on a CPU that computes it natively.
 """
 from __future__ import annotations
 
@@ -72,11 +70,8 @@ def cpu_has_bf16() -> bool:
 
 
 def check_precision(precision: str | None) -> str:
-    """Normalize and refuse bf16 on a CPU without it.
-
-    We refuse rather than fall back to f32: a user asking for bf16 wants its speed (or wants
-    to see its drift); silently measuring f32 instead would make benchmarks lie.
-    """
+    """Normalize and refuse bf16 on a CPU without it (rather than fall back to f32 silently,
+    which would make benchmarks lie)."""
     name = normalize_precision(precision)
     if name == "bf16" and not cpu_has_bf16():
         info = cpu_info()
@@ -101,15 +96,12 @@ def ov_config(precision: str, threads: int | None = None,
               dynamic_quantization: bool | None = None) -> dict[str, Jsonable]:
     """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
 
-    At an f32 hint the CPU plugin still stores the KV cache in u8, and that alone moves greedy
-    tokens (notebook 05 measures it: the row "openvino fp32, u8 cache" of its parity table). So f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise
-    ("u8" trades that exactness for memory traffic). At bf16 the plugin keeps its choice.
-
-    f32 also means f32 activations: on CPUs with AMX or VNNI the plugin quantizes activations to
-    int8 in groups before an int8/int4-weight matmul ("dynamic quantization"), differently for a
-    one-token step than for a many-token pass. Found on an AMX Xeon: paged vs stateful prefill
-    logits 0.59 apart and greedy tokens parting at token 25, where a CPU without AMX agreed to
-    1e-3. So at f32 it is off unless `dynamic_quantization=True` asks for its speed."""
+    At an f32 hint the CPU plugin still stores the KV cache in u8, which alone moves greedy
+    tokens; so f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise. At
+    bf16 the plugin keeps its choice. f32 also means f32 activations: on CPUs with AMX or VNNI
+    the plugin quantizes activations to int8 before an int8/int4-weight matmul ("dynamic
+    quantization"), differently for a one-token step than for a many-token pass; so at f32 it
+    is off unless `dynamic_quantization=True` asks for its speed."""
     config: dict[str, Jsonable] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)

@@ -1,11 +1,7 @@
 """The one table of chatlab's backends: for each name, how to load it, which token source
-drives it (chatlab's loop, one sequence under a lease; or a batched pipeline), its weight
-formats and default, and the loader options it takes, each of which is a CLI flag
-(chatlab.cli.args declares them from this table).
-
-`chatlab complete`, `chatlab serve`, the serving bench (chatlab.lab.bench.serving), the bench's
-chatlab-loop engines and the Python API (`chatlab.backends.load_backend`,
-`chatlab.engine.load_engine`) all read this table, so a backend or an option is added here once.
+drives it (chatlab's loop, or a batched pipeline), its weight formats and default, and the
+loader options it takes, each of which is a CLI flag (chatlab.cli.args declares them from this
+table). Every command and the Python API read this table, so a backend is added here once.
 """
 from __future__ import annotations
 
@@ -86,8 +82,7 @@ def on_off(value: str) -> bool:
 REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
     BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
                 ("fp32",), "fp32", _torch, (THREADS, FAST)),
-    # The default: the fastest path that is still exact (int8 weights, f32 math); OpenVINO int8
-    # decodes ~4x faster than PyTorch fp32 and still answers correctly at f32.
+    # The default: the fastest path that is still exact (int8 weights, f32 math).
     BackendSpec("openvino", "chatlab's loop over an OpenVINO export (int8 weights at f32 by default; "
                 "exported on first use)", "loop", ("fp32", "int8", "int4"), "int8", _openvino,
                 (THREADS, FAST,
@@ -157,16 +152,14 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
     or with `fast=True` the fast profile's choice (chatlab.backends.fast); the profile's notes,
     what it could not turn on here, are the backend's `compute_notes`."""
     spec, weight_format = check_choice(backend, weight_format, options)
-    fast = bool(options.pop("fast", False))
-    notes: list[str] = []
-    if fast:
-        from chatlab.backends.fast import fast_choices
+    if not options.pop("fast", False):
+        return spec.loader(model, weight_format, check_precision(precision), **options)
+    from chatlab.backends.fast import fast_choices
 
-        precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
-    precision = check_precision(precision)
-    loaded = spec.loader(model, weight_format, precision, **options)
-    if fast:  # read by the bench's facts and `chatlab complete/serve --fast`'s line
-        setattr(loaded, "compute_notes", ["fast profile", *notes])
+    precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
+    loaded = spec.loader(model, weight_format, check_precision(precision), **options)
+    # read by the bench's facts and `chatlab complete/serve --fast`'s line
+    setattr(loaded, "compute_notes", ["fast profile", *notes])
     return loaded
 
 

@@ -1,7 +1,5 @@
 """Graph surgery shared by the stateful and the paged OpenVINO graphs: the logits of the last
-position only. A decode step needs one row of logits, but the exported graph projects every
-position of the prompt to the vocabulary; cutting the hidden states before the projection saves
-that matmul (and its memory) on every prefill."""
+position only, by cutting the hidden states before the output projection."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,7 @@
 """PyTorch backend: a transformers causal LM and its DynamicCache, one token per call.
 
-Why it is not slower than `model.generate()`: each step is one forward with `logits_to_keep=1`
-(the output projection runs for the last position only, so prefill does not build a
-prompt-length × vocabulary matrix), under `inference_mode`, with the input tensor reused; the
-only per-token Python left is the forward call itself and a numpy view of the logits.
+Each step is one forward with `logits_to_keep=1` (the output projection runs for the last
+position only) under `inference_mode`, with the input tensor reused.
 """
 from __future__ import annotations
 
@@ -30,14 +28,11 @@ class TorchBackend:
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        # bf16 is refused on a CPU without bf16 instructions, where it would only be emulated
-        # (a benchmark would time software rounding). `emulate_bf16=True` accepts it anyway:
-        # PyTorch then rounds to bf16 in software, the same numbers a bf16 CPU computes, which is
-        # what a lesson on such a CPU needs to show bf16's drift. Not for speed.
+        # bf16 is refused on a CPU without bf16 instructions; `emulate_bf16=True` accepts it
+        # anyway (PyTorch rounds in software: a lesson can show bf16's drift, not its speed).
         self.precision = normalize_precision(precision) if emulate_bf16 else check_precision(precision)
         self.threads = torch.get_num_threads()
-        # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does, so
-        # the bench can compare engines at one precision; f32 leaves the model as loaded.
+        # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does.
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = model.to(dtype).eval()
         self.tokenizer = tokenizer
@@ -45,10 +40,10 @@ class TorchBackend:
         self.vocab_size = int(config.vocab_size)
         self.context_length = (context_length_from(folder) if folder
                                else int(getattr(config, "max_position_embeddings", 2048)))
-        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if folder is not None:
             self.eos_ids = eos_ids_from(folder, tokenizer)
         else:
+            gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
             self.eos_ids = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
         self.name = "torch"
         self.cache: HFCache = None
@@ -64,8 +59,7 @@ class TorchBackend:
                              logits_to_keep=keep)
         self.cache = out.past_key_values
         self.length += input_ids.shape[1]
-        # float32 rows, no copy; `.numpy()` shares memory with the output tensor.
-        return out.logits[0].float().numpy()
+        return out.logits[0].float().numpy()  # shares memory with the output tensor
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
         """Several tokens after the cache in one forward (a speculative draft, a new turn)."""
@@ -104,13 +98,10 @@ class TorchBackend:
         self.length = length
 
     def prefill(self, ids: list[int]) -> np.ndarray:
-        from transformers import DynamicCache
-
         if not ids:
             raise ValueError("prefill needs at least one token")
         self.reset()
-        self.cache = DynamicCache(config=self.model.config)
-        return self._forward(self.torch.tensor([ids], dtype=self.torch.long))[-1]
+        return self.extend(ids)[-1]
 
     def step(self, token_id: int) -> np.ndarray:
         self._one[0, 0] = token_id

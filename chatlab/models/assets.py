@@ -40,33 +40,23 @@ class Asset:
     @property
     def hidden(self) -> bool:
         """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is 1 (or true,
-        yes): how a machine that has it runs the notebooks' "not installed" branch, the one a
-        learner without it sees, without uninstalling six packages."""
+        yes): how a machine that has it runs the notebooks' "not installed" branch."""
         flag = os.environ.get(HIDE_OPTIONAL, "").strip().lower()
         return self.optional and flag in ("1", "true", "yes")
 
-    def package_dir(self) -> Path | None:
-        """The package's import folder, found without importing it (some fail on import)."""
-        module = self.package.replace("-", "_")
-        if not module:
+    def source_files(self) -> list[Path] | None:
+        """The shipped files when every one is present, else None (also for an optional asset
+        while CHATLAB_HIDE_OPTIONAL is set: see `hidden`). The package's folder is found
+        without importing it (some fail on import)."""
+        if self.hidden or not self.package:
             return None
         try:
-            spec = importlib.util.find_spec(module)
+            spec = importlib.util.find_spec(self.package.replace("-", "_"))
         except (ImportError, ValueError):
             return None
         if spec is None or spec.origin is None:
             return None
-        return Path(spec.origin).parent
-
-    def source_files(self) -> list[Path] | None:
-        """The shipped files when every one is present, else None (also for an optional asset
-        while CHATLAB_HIDE_OPTIONAL is set: see `hidden`)."""
-        if self.hidden:
-            return None
-        root = self.package_dir()
-        if root is None:
-            return None
-        paths = [root / f for f in self.files]
+        paths = [Path(spec.origin).parent / f for f in self.files]
         return paths if all(p.is_file() for p in paths) else None
 
 

@@ -1,16 +1,13 @@
 """Build a cache folder atomically, sweep what killed builds left, and explain disk errors.
 
 A build writes into `.tmp-NAME-XXXX` next to its final place and is renamed into place only when
-it succeeds. A build that is killed (SIGKILL, power loss, a closed notebook kernel) cannot clean
-up after itself, so each temporary folder carries an owner file (pid, host, start time) and the
-next build or load next to it removes temporary folders that are stale:
+it succeeds. A killed build cannot clean up after itself, so each temporary folder carries an
+owner file (pid, host, start time) and the next build or load next to it removes those whose
+owner on this host no longer runs, those older than STALE_AFTER_S with no owner we can check
+(another host), and any older than LIVE_MAX_S (pid reuse).
 
-- their owner is a process on this host that no longer runs, or
-- they are older than STALE_AFTER_S with no owner we can check (another host on a shared
-  home, or a folder left by an older chatlab), or older than LIVE_MAX_S in any case (pid reuse).
-
-The disk errors a build meets (a read-only CHATLAB_HOME, a full disk, which safetensors reports
-as its own SafetensorError) become AssetErrors that say which folder and what to do.
+The disk errors a build meets (a read-only CHATLAB_HOME, a full disk) become AssetErrors that
+say which folder and what to do.
 """
 from __future__ import annotations
 
@@ -29,7 +26,7 @@ from chatlab.errors import AssetError
 
 TMP_PREFIX = ".tmp-"
 OWNER = ".chatlab-build-owner.json"
-STALE_AFTER_S = 60 * 60  # a build takes about a minute; an hour leaves a wide margin
+STALE_AFTER_S = 60 * 60  # a build takes minutes; an hour leaves a wide margin
 LIVE_MAX_S = 24 * 60 * 60
 FIX_HOME = "set CHATLAB_HOME to a writable folder with space (e.g. CHATLAB_HOME=/tmp/chatlab)"
 
@@ -40,7 +37,7 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by another user
-        return True
+        pass
     return True
 
 
@@ -84,16 +81,12 @@ def stale_folders(root: Path) -> list[Path]:
     return [p for p in root.rglob(f"{TMP_PREFIX}*") if p.is_dir() and is_stale(p)]
 
 
-def is_disk_full(err: BaseException) -> bool:
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
-    return "No space left on device" in text or "os error 28" in text or "StorageFull" in text
-
-
 def disk_error(err: BaseException, where: Path) -> AssetError | None:
     """An AssetError explaining `err` when it is a disk problem, else None."""
-    if is_disk_full(err):  # the partial build is removed; the space it took is free again
+    text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
+    if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+            or any(s in text for s in ("No space left on device", "os error 28", "StorageFull"))):
+        # the partial build is removed; the space it took is free again
         return AssetError(f"the disk holding {where} ran out of space during the build; "
                           f"free some space or {FIX_HOME}")
     if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):

@@ -43,14 +43,12 @@ class SPTokenizer:
     def tokenize(self, text: str, encode_special_tokens: bool = False) -> list[str]:
         if not encode_special_tokens:
             return self.sp_model.EncodeAsPieces(text)
-        pieces, last = [], 0
-        for match in re.finditer(self.special_expression, text):
-            if last < match.start():
-                pieces.extend(self.sp_model.EncodeAsPieces(text[last:match.start()]))
-            pieces.append(match.group())
-            last = match.end()
-        if last < len(text):
-            pieces.extend(self.sp_model.EncodeAsPieces(text[last:]))
+        pieces: list[str] = []
+        for i, part in enumerate(re.split(f"({self.special_expression})", text)):
+            if i % 2:  # a special token
+                pieces.append(part)
+            elif part:
+                pieces.extend(self.sp_model.EncodeAsPieces(part))
         return pieces
 
     def encode(self, text: str) -> list[int]:

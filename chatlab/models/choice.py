@@ -1,9 +1,7 @@
 """Which chat model the notebooks and `chatlab serve` / `chatlab complete` use: one variable.
 
 `CHATLAB_MODEL` holds a store name (`chatlab models`), a local model folder or a hub id; unset,
-it is the offline default, SmolLM2-135M-Instruct. The outputs saved in the notebooks were made
-with the default; with the hub reachable a bigger model is one variable away, and
-`model_note` says which and what changes.
+it is the offline default, SmolLM2-135M-Instruct. `model_note` says what changes with another.
 """
 from __future__ import annotations
 
@@ -52,11 +50,10 @@ def local_model(name: str) -> str:
     """What to hand to code that needs files on disk (the OpenVINO export): a store name or a
     folder as it is, a hub id as its snapshot folder in the Hugging Face cache (downloaded once,
     weights and tokenizer only; offline, only what the cache already holds)."""
+    from chatlab.models.assets import ASSETS
     from chatlab.models.load import _check_name, _exists
 
     _check_name(name)
-    from chatlab.models.assets import ASSETS
-
     if name in ASSETS or _exists(name):
         return name
     from huggingface_hub import snapshot_download

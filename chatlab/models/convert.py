@@ -42,8 +42,7 @@ def convert_gguf(asset: Asset, paths: list[Path], out: Path) -> None:
     with tempfile.TemporaryDirectory(dir=out, prefix=".work-") as work:
         gguf = _single_gguf(paths, Path(work))
         steps.set_postfix_str("tokenizer from GGUF metadata")
-        meta = read_metadata(gguf)
-        tokenizer = build_tokenizer(meta)
+        tokenizer = build_tokenizer(read_metadata(gguf))
         steps.update()
 
         steps.set_postfix_str("dequantizing weights")
@@ -52,12 +51,10 @@ def convert_gguf(asset: Asset, paths: list[Path], out: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         steps.update()
     steps.set_postfix_str("saving")
-    eos = tokenizer.eos_token_id
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
-    model.config.eos_token_id = eos
-    model.config.bos_token_id = tokenizer.bos_token_id
-    model.config.pad_token_id = tokenizer.pad_token_id
+    ids = {f"{k}_token_id": getattr(tokenizer, f"{k}_token_id") for k in ("bos", "eos", "pad")}
+    model.generation_config = GenerationConfig(**ids)
+    for key, value in ids.items():
+        setattr(model.config, key, value)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     steps.update()

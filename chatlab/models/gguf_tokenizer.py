@@ -1,11 +1,9 @@
 """Build a Hugging Face tokenizer from a GGUF file's own metadata.
 
-Why by hand: transformers 5.5.4 converts these GGUFs into the wrong tokenizer (SmolLM2 becomes a
-CodeLlamaTokenizer with eos `<|im_start|>` and an added BOS; Qwen2.5 keeps only 3 added tokens,
-so the tool-call tag splits into four pieces). Everything needed is in the metadata:
-`tokenizer.ggml.tokens/.merges/.token_type`, the eos/bos ids, `add_bos_token` and the
-chat_template. We rebuild exactly that: a byte-level BPE with the pre-tokenizer llama.cpp names
-in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token registered as one special id.
+Why by hand: transformers converts these GGUFs into the wrong tokenizer (SmolLM2 gets the wrong
+eos and an added BOS; Qwen2.5 loses added tokens, so the tool-call tag splits into pieces). The
+metadata holds everything needed; we rebuild a byte-level BPE with the pre-tokenizer llama.cpp
+names in `tokenizer.ggml.pre`, and every CONTROL / USER_DEFINED token as one special id.
 """
 from __future__ import annotations
 
@@ -44,18 +42,15 @@ def read_metadata(gguf_path: Path) -> dict[str, Jsonable]:
 def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
     from tokenizers import Regex, pre_tokenizers
 
-    if pre in ("qwen2",):
-        return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
-    if pre in ("smollm", "starcoder", "refact", "gpt2"):
-        # SmolLM splits every digit on its own before the GPT-2 regex.
-        steps = [pre_tokenizers.Digits(individual_digits=True)] if pre != "gpt2" else []
-        steps.append(pre_tokenizers.Split(Regex(GPT2_SPLIT), behavior="isolated", invert=False))
-        steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
-        return pre_tokenizers.Sequence(steps)
-    raise AssetError(f"GGUF pre-tokenizer {pre!r} is not supported; supported: qwen2, smollm, gpt2")
+    if pre not in ("qwen2", "smollm", "starcoder", "refact", "gpt2"):
+        raise AssetError(f"GGUF pre-tokenizer {pre!r} is not supported; "
+                         "supported: qwen2, smollm, gpt2")
+    # SmolLM splits every digit on its own before the GPT-2 regex.
+    steps = [] if pre in ("qwen2", "gpt2") else [pre_tokenizers.Digits(individual_digits=True)]
+    split = QWEN2_SPLIT if pre == "qwen2" else GPT2_SPLIT
+    return pre_tokenizers.Sequence([
+        *steps, pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTrainedTokenizerFast
@@ -65,6 +60,9 @@ def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTra
 
     if meta.get("tokenizer.ggml.model") != "gpt2":
         raise AssetError("only byte-level BPE GGUF tokenizers (tokenizer.ggml.model 'gpt2') are supported")
+    # PreTrainedTokenizerFast and the post-processor below add no BOS
+    if meta.get("tokenizer.ggml.add_bos_token"):
+        raise AssetError("GGUF tokenizers that add a BOS are not supported by this converter")
     tokens: list[str] = list(meta["tokenizer.ggml.tokens"])
     types: list[int] = list(meta["tokenizer.ggml.token_type"])
     merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
@@ -83,7 +81,7 @@ def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTra
         idx = meta.get(f"tokenizer.ggml.{key}_token_id")
         return tokens[int(idx)] if idx is not None and int(idx) < len(tokens) else None
 
-    hf = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=name("bos"),
         eos_token=name("eos"),
@@ -93,8 +91,3 @@ def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTra
         clean_up_tokenization_spaces=False,
         model_max_length=32768,
     )
-    # GGUF says whether a BOS is added; PreTrainedTokenizerFast adds none by default, and the
-    # post-processor above adds nothing, so only a GGUF that asks for BOS needs more work.
-    if meta.get("tokenizer.ggml.add_bos_token"):
-        raise AssetError("GGUF tokenizers that add a BOS are not supported by this converter")
-    return hf

@@ -4,21 +4,16 @@ A manifest alone says only that a build once finished; it cannot tell that the w
 truncated, deleted or overwritten since. So every build records each file's size, sha256 and
 modification time, and every load checks:
 
-- sizes (and presence) always: one `stat` per file, microseconds;
+- sizes (and presence) always: one `stat` per file;
 - the full sha256 only when a file's modification time differs from the record (it was written
-  to, or the folder was copied without keeping times) or when asked (`chatlab models --verify`).
-  Hashing costs about 1 s per 500 MB; after a hash that matches, the new time is recorded so the
-  cost is paid once.
-
-Overwriting bytes in place keeps the size but changes the modification time, so it is caught on
-the next load without hashing every load.
+  to, or the folder was copied without keeping times) or when asked (`chatlab models --verify`);
+  after a hash that matches, the new time is recorded so the cost is paid once.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import NotRequired, TypedDict
 from pathlib import Path
-
 
 
 class FileRecord(TypedDict):
@@ -30,12 +25,22 @@ class FileRecord(TypedDict):
 FileRecords = dict[str, FileRecord]  # relative path -> its record
 
 
+def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:
+    """sha256 and size of the files read one after the other (parts of one blob)."""
+    from tqdm.auto import tqdm
+
+    digest, total = hashlib.sha256(), sum(p.stat().st_size for p in paths)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=progress, disable=progress is None) as bar:
+        for p in paths:
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    return digest.hexdigest(), total
+
+
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_of([path])[0]
 
 
 def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecords:

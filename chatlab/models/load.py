@@ -33,8 +33,7 @@ def _exists(name: str) -> bool:
 
 
 def _check_name(name: str) -> None:
-    """A store name, a folder holding a model, or a hub id; anything else is a one-line error
-    (a folder like /etc used to reach transformers and end in a traceback)."""
+    """A store name, a folder holding a model, or a hub id; anything else is a one-line error."""
     if name in ASSETS:
         return
     if _exists(name):
@@ -73,10 +72,9 @@ def load_tokenizer(name: str) -> HFTokenizer:
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:
-    """Load weights without notebook residue, for this block only: no "Loading weights 0/272"
-    progress bar, and no warning-level load report (transformers 5 logs a "BertModel LOAD
-    REPORT" with ANSI colors and the model's absolute path when a checkpoint holds a key the
-    class does not use, e.g. MiniLM's `embeddings.position_ids` buffer: expected and harmless).
+    """Load weights without notebook residue, for this block only: no progress bar, and no
+    warning-level load report (transformers logs one when a checkpoint holds a key the class
+    does not use, e.g. MiniLM's `embeddings.position_ids` buffer: expected and harmless).
     Errors still show; the previous settings come back afterwards."""
     from transformers.utils import logging
 
@@ -105,30 +103,23 @@ def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Embedding
 
 def load_model(name: str, dtype: str = "float32") -> tuple[HFModel, HFTokenizer]:
     """(model, tokenizer) for a chat model: an asset name, a local folder, or a hub id."""
-    with quiet_loading():
-        return _load_model(name, dtype)
-
-
-def _load_model(name: str, dtype: str) -> tuple[HFModel, HFTokenizer]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    _check_name(name)
-    torch_dtype = getattr(torch, dtype)
-    if name in ASSETS:
-        asset = ASSETS[name]
-        if asset.kind != "chat-model":
-            chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
-            raise UnknownNameError("chat model", name, chat)
-        folder = asset_path(name)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype)
+    with quiet_loading():
+        _check_name(name)
+        torch_dtype = getattr(torch, dtype)
+        if name in ASSETS:
+            if ASSETS[name].kind != "chat-model":
+                chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
+                raise UnknownNameError("chat model", name, chat)
+            model = AutoModelForCausalLM.from_pretrained(asset_path(name), dtype=torch_dtype)
+        elif _exists(name):
+            model = _from_folder(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype)
+        else:
+            model = from_hub(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype,
+                             trust_remote_code=True)
         return model.eval(), load_tokenizer(name)
-    if _exists(name):
-        model = _from_folder(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype)
-        return model.eval(), load_tokenizer(name)
-    model = from_hub(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype,
-                     trust_remote_code=True)
-    return model.eval(), load_tokenizer(name)
 
 
 def _from_folder(loader: Callable[..., T], folder: str, **kwargs: object) -> T:
@@ -152,8 +143,6 @@ def load_gguf_tokenizer(model: str) -> HFTokenizer:
 
 
 def generation_config_of(model: str) -> dict[str, Jsonable] | None:
-    from chatlab.models.assets import ASSETS, get_asset
-
     if model not in ASSETS or ASSETS[model].kind != "chat-model":
         return None
     path = asset_path(model) / "generation_config.json"

@@ -1,12 +1,10 @@
 """Will a second model fit? The memory a session may still use, read where the limit lives.
 
-Binder gives a session 2 GB through a memory cgroup; `psutil.virtual_memory()` inside it reports
-the whole host (tens of GB), so a notebook that asks psutil would load a 0.5B model and be
-killed. The limit and the usage are in the cgroup's own files: `memory.max` / `memory.current`
-(cgroup v2, Binder's Kubernetes today) or `memory.limit_in_bytes` / `memory.usage_in_bytes`
-(v1). Usage there counts page cache too, most of which the kernel drops before it kills
-anything, so what is compared with the limit is Kubernetes' "working set": usage minus the
-inactive file pages (`inactive_file` in `memory.stat`), the number its eviction reads.
+Binder limits a session through a memory cgroup, and `psutil.virtual_memory()` inside it reports
+the whole host. The limit and the usage are in the cgroup's own files: `memory.max` /
+`memory.current` (v2) or `memory.limit_in_bytes` / `memory.usage_in_bytes` (v1). Usage there
+counts page cache too, so what is compared with the limit is Kubernetes' "working set": usage
+minus the inactive file pages (`inactive_file` in `memory.stat`).
 
 Where no limit is set (a laptop, Colab's VM) the host's available memory is the answer.
 """
@@ -75,11 +73,10 @@ def headroom() -> tuple[int, str]:
 
     available = psutil.virtual_memory().available
     found = cgroup_memory()
-    if found is None:
+    # no cgroup limit, or a generous one on a busy host: the host is the bound
+    if found is None or found[0] - found[1] >= available:
         return available, "the machine's available memory"
     limit, used = found
-    if limit - used >= available:  # a generous cgroup on a busy host: the host is the bound
-        return available, "the machine's available memory"
     return limit - used, f"this session's {limit / 1e9:.1f} GB limit, {used / 1e9:.1f} GB in use"
 
 
@@ -97,11 +94,10 @@ def _anon_rss() -> int:
 def release_freed_memory() -> int:
     """Give the memory of deleted objects back to the system; the bytes returned.
 
-    `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks for
-    the process's next allocations instead of returning them, so the session's memory cgroup
-    (Binder's 2 GB) still counts them, under every model loaded afterwards by a library with an
-    allocator of its own (OpenVINO). `malloc_trim(0)` hands back every free page of the heap.
-    0 where the C library is not glibc (macOS, musl): nothing to do there."""
+    `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks, so
+    the session's memory cgroup still counts them under every model loaded afterwards by a
+    library with an allocator of its own (OpenVINO). `malloc_trim(0)` hands back every free page
+    of the heap. 0 where the C library is not glibc (macOS, musl)."""
     import ctypes
     import ctypes.util
     import gc

@@ -1,11 +1,10 @@
 """Stand-ins for assets that no PyPI package ships: today the ChatGLM3 tokenizer.
 
-Offline, a SentencePiece model is trained (well under a second) from the project's own text in
-`data/chatglm3_corpus/` and cached; it is wrapped in `ChatGLM3Tokenizer`, which has the real
-tokenizer's layout (9 specials right after the vocabulary), its `tokenize` behaviour and its
-`build_chat_input`, plus the tokenizer_config chat_template the real model ships. Only the
-pieces and therefore the ordinary ids differ from THUDM/chatglm3-6b. When the hub (or the local
-Hugging Face cache) has the real tokenizer, that one is used instead, and we say so.
+Offline, a SentencePiece model is trained from the project's own text in `data/chatglm3_corpus/`
+and cached, wrapped in `ChatGLM3Tokenizer` (the real tokenizer's layout, `tokenize` behaviour and
+`build_chat_input`) with the chat_template the real model ships; only the pieces and so the
+ordinary ids differ from THUDM/chatglm3-6b. When the hub (or the local Hugging Face cache) has
+the real tokenizer, that one is used instead, and we say so.
 """
 from __future__ import annotations
 
@@ -116,9 +115,8 @@ def hub_or_standin(asset: Asset) -> HFTokenizer:
     why = ""
     try:
         tok = from_hub(AutoTokenizer.from_pretrained, asset.hub_id, trust_remote_code=True)
-    except ChatlabError as err:
+    except ChatlabError:
         why = "the hub is not reachable"
-        del err
     except Exception as err:  # the hub answered but its remote code failed here
         why = f"loading the real tokenizer failed ({type(err).__name__}: {err})"
     else:

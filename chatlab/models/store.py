@@ -1,20 +1,18 @@
 """Hand out assets as local paths, building the converted ones once into the cache.
 
-The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is written to
-a temporary folder next to its final place and renamed into place only once it is complete and
-verified, so an interrupted or failed build never leaves a half-written model that a later run
-would trust (atomic.py; it also sweeps what killed builds left). A `chatlab-asset.json`
-manifest records what it was built from and each file's size and sha256, and a build is served
-only while its files match (integrity.py: sizes on every load, hashes when a file was written
-to since, every hash on `chatlab models --verify`); a damaged build is rebuilt, or explained
-when it cannot be.
+The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is built in
+a temporary folder and renamed into place only once it is complete and verified (atomic.py). A
+`chatlab-asset.json` manifest records what it was built from and each file's size and sha256,
+and a build is served only while its files match (integrity.py); a damaged build is rebuilt, or
+explained when it cannot be.
 """
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import json
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
@@ -22,27 +20,13 @@ from chatlab.errors import AssetError
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
 from chatlab.models.home import cache_dir, chatlab_home
-from chatlab.models.integrity import check_files, record_files
+from chatlab.models.integrity import check_files, record_files, sha256_of
 
 __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
            "check_source", "describe", "is_available", "verify_cache"]
 
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
-
-
-def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:
-    """sha256 and size of the files read one after the other (parts of one blob)."""
-    from tqdm.auto import tqdm
-
-    digest, total = hashlib.sha256(), sum(p.stat().st_size for p in paths)
-    with tqdm(total=total, unit="B", unit_scale=True, desc=progress, disable=progress is None) as bar:
-        for p in paths:
-            with open(p, "rb") as f:
-                while chunk := f.read(1 << 22):
-                    digest.update(chunk)
-                    bar.update(len(chunk))
-    return digest.hexdigest(), total
 
 
 def check_source(asset: Asset, paths: list[Path]) -> None:
@@ -80,10 +64,8 @@ def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
         os.replace(tmp, folder / ASSET_MANIFEST)
         return True
     except OSError:
-        try:
+        with suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         return False
 
 
@@ -143,8 +125,6 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
 def is_available(asset: Asset) -> bool:
     """Whether the asset can be used here without the hub (built or buildable)."""
     if asset.build == "stand-in":
-        import importlib.util
-
         return importlib.util.find_spec("chatlab.models.standins") is not None
     return asset.source_files() is not None
 
