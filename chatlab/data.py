@@ -1,10 +1,6 @@
-"""The project's data (documents for RAG, the ChatGLM3 stand-in's corpus), found through the
-package instead of a path relative to wherever a notebook happens to run.
-
-The data lives in `data/` at the repository root, beside the `chatlab/` package. An editable
-install (`./run.sh setup`, Binder's postBuild, Colab's clone) imports chatlab from the checkout,
-so the folder is always next to it; `CHATLAB_DATA` points elsewhere (a copy of `data/`) when
-chatlab was installed some other way.
+"""The project's data, found through the package instead of a path relative to wherever a
+notebook happens to run: `data/` beside the `chatlab/` package of an editable install, or
+`$CHATLAB_DATA` (a copy of it) when chatlab was installed some other way.
 """
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
-"""The seams between a model and what drives it, as typed protocols (structural: a class
-satisfies one by having the calls, without inheriting anything).
+"""The seams between a model and what drives it, as structural protocols.
 
-- ModelFacts: what every backend tells about its model (the tokenizer to render with, the
-  context window, the vocabulary, the end ids, the arithmetic it really runs).
+- ModelFacts: what every backend tells about its model.
 - StepBackend: a model chatlab's own loop drives, one sequence at a time: `prefill(ids)` resets
   the KV cache and returns the last position's logits; `step(id)` feeds one more token.
-  TorchBackend, OpenVINO's two graphs, ScriptedBackend, and the engine's Lease around any of them.
-- What only some step backends can do, each a protocol checked with `isinstance`:
-  RollbackBackend (extend/truncate: speculation and prefix reuse), PaddedVerifyBackend (a
-  verify graph of one width), SnapshotBackend (copy the cache out and back).
+- What only some step backends can do, each checked with `isinstance`: RollbackBackend,
+  PaddedVerifyBackend, SnapshotBackend.
 - BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
-  in, a stream of new ids out per request; it has no prefill/step at all.
-
-The engine's side of the seam (what it drains: the loop under a lease, or a batched stream) is
-chatlab.engine.source.TokenSource.
+  in, a stream of new ids out per request; no prefill/step at all.
 """
 from __future__ import annotations
 

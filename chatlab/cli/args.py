@@ -1,18 +1,12 @@
-"""The flags several commands share, and the values they parse into.
-
-`add_model_args` (--model, --template and the backend flags) serves `chatlab complete` and
-`serve`; `add_backend_args` draws one flag per loader option from the backend registry
-(chatlab.backends.registry), so a backend option is declared there once; `add_speedup_args`
-adds --speculate, --draft-tokens, --ngram and --reuse-prefix. The `*_from_args` functions read
-a parsed namespace and hand plain values to the checks that live beside what they check."""
+"""The flags several commands share, and the values they parse into. A backend option is
+declared once, in chatlab.backends.registry; `add_backend_args` draws one flag per option."""
 from __future__ import annotations
 
 import argparse
 from typing import Callable
 
 from chatlab._thirdparty import LoaderOption
-from chatlab.backends.registry import DEFAULT_BACKEND, REGISTRY, every_option, options_for
-from chatlab.engine.speedups import speculation, speedup_options
+from chatlab.backends.registry import DEFAULT_BACKEND, REGISTRY, every_option, get_spec, options_for
 from chatlab.generate.speculate import DRAFT_TOKENS_RANGE, METHODS, NGRAM_RANGE, Speculation
 
 
@@ -42,9 +36,8 @@ def flag_type(convert: Callable[[str], LoaderOption]) -> Callable[[str], LoaderO
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
     """--backend, --weight-format, --precision and every backend's options (each flag once)."""
-    # Names are checked by check_choice (an UnknownNameError naming the valid ones, exit 2 like
-    # every ChatlabError of a bad name), not by argparse choices, so the message is the same from
-    # the CLI and from Python.
+    # Names are checked by check_choice, not by argparse choices, so the message is the same
+    # from the CLI and from Python.
     p.add_argument("--backend", default=DEFAULT_BACKEND,
                    help="; ".join(f"{s.name}: {s.summary}" for s in REGISTRY.values())
                    + f" (default {DEFAULT_BACKEND})")
@@ -91,10 +84,19 @@ def add_speedup_args(p: argparse.ArgumentParser, reuse: bool = True) -> None:
 def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
     """The Speculation the flags ask for (ChatlabError for a value out of range), or None."""
     method = getattr(args, "speculate", None)
-    return None if method is None else speculation(method, args.draft_tokens, args.ngram)
+    return None if method is None else Speculation(method, draft_tokens=args.draft_tokens,
+                                                   ngram=args.ngram)
 
 
 def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend."""
-    return speedup_options(getattr(args, "backend", DEFAULT_BACKEND), speculation_from_args(args),
-                           bool(getattr(args, "reuse_prefix", False)))
+    """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend.
+    On a batched backend reuse is its own prefix caching; speculation drives chatlab's loop
+    only, so load_engine refuses it there."""
+    out: dict[str, LoaderOption] = {}
+    spec = speculation_from_args(args)
+    if spec is not None:
+        out["speculate"] = spec
+    if getattr(args, "reuse_prefix", False):
+        batched = get_spec(getattr(args, "backend", DEFAULT_BACKEND)).source == "batched"
+        out["prefix_caching" if batched else "reuse_prefix"] = True
+    return out

@@ -1,8 +1,5 @@
 """`chatlab bench`: chatlab's loop timed against hf-generate, optimum, genai and llama.cpp; and
-its subcommands, each a measurement of chatlab.lab.bench: accuracy (what the fast profile costs
-in answers), replay (prompt lookup modelled on recorded replies), turns (TTFT of a growing chat),
-speculate (prompt lookup and prefix reuse against their targets), serving (tokens/s through the
-server) and store (label a run's JSON and keep it in data/bench/)."""
+its subcommands, each a measurement of chatlab.lab.bench (each says which in its help)."""
 from __future__ import annotations
 
 import argparse

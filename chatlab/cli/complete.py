@@ -65,7 +65,6 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
 def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """chatlab.engine.load_engine's keywords for the model flags (add_model_args) and the
     speedup flags; every name and option is checked by load_engine before anything loads."""
-
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
@@ -74,15 +73,18 @@ def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
             "template": args.template, "precision": args.precision, **options, **speedups}
 
 
-def say_fast_mode(engine: "ChatEngine") -> None:
-    """On stderr: what the fast profile turned on here, and what it could not."""
+def load_cli_engine(args: argparse.Namespace) -> "ChatEngine":
+    """The engine the flags ask for; with --fast, what the fast profile turned on, on stderr."""
     from chatlab.backends.fast import compute_line
+    from chatlab.engine.load import load_engine
 
-    print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
+    engine = load_engine(**engine_options(args))
+    if args.fast:
+        print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
+    return engine
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.engine.load import load_engine
     from chatlab.engine.plan import ChatPlan
     from chatlab.engine.request import parse_request
     from chatlab.models import default_model
@@ -90,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model or default_model()  # one variable picks the model everywhere
     # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))
-    engine = load_engine(**engine_options(args))
-    if args.fast:
-        say_fast_mode(engine)
+    engine = load_cli_engine(args)
     plan = engine.check(req)
     assert isinstance(plan, ChatPlan)  # a chat request's plan
     if not args.stream:

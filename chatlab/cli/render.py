@@ -71,8 +71,7 @@ def _check_template(name: str | None) -> None:
 
 
 def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplate | None":
-    """A built-in name as it is (its resolution reads as before); a file loaded now, so that a bad
-    file fails before any model loads."""
+    """A built-in name as it is; a file loaded now (a bad file fails before any model loads)."""
     from chatlab.render.builtin import TEMPLATES
 
     if name is None:

@@ -25,15 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from chatlab.cli.complete import engine_options, say_fast_mode
-    from chatlab.engine.load import load_engine
+    from chatlab.cli.complete import load_cli_engine
     from chatlab.models import default_model
     from chatlab.serve.app import create_app
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
-    engine = load_engine(**engine_options(args))
-    if args.fast:
-        say_fast_mode(engine)
+    engine = load_cli_engine(args)
     app = create_app(engine, api_key=args.api_key, max_waiting=args.max_waiting,
                      max_messages=args.max_messages, max_body_bytes=args.max_body_bytes,
                      strict_model_name=args.strict_model_name)

@@ -1,16 +1,11 @@
-"""One accumulator: parser events in, OpenAI deltas out; the final message is their merge.
+"""One accumulator: parser events in, OpenAI deltas out; a non-streamed reply is the merge of
+the same stream's chunks (`merge_chunks`), so streamed and non-streamed answers cannot disagree.
 
-A non-streamed reply is not assembled by separate code: the engine runs the same stream and
-`merge_chunks` adds its chunks up, so streamed and non-streamed answers cannot disagree.
-
-The one subtle rule is a tool call that breaks after it was announced. Its first deltas (id,
-name, argument pieces) have already gone to the client, and a stream cannot take them back.
-So, as with OpenAI's own API, an announced call stays a call: a call cut off by `max_tokens`
-keeps the arguments it has and the reply ends with finish_reason "length"; the raw markup of a
-withdrawn call is never put into `content`. A call cut off before it was even announced (its
-name not yet complete) is dropped: its markup is not an answer. Text that the model ended on
-its own and that never got as far as a call (a lone opening tag followed by prose) is
-content, as the parser says.
+The one subtle rule is a tool call that breaks after it was announced: its first deltas have
+already gone to the client, so, as with OpenAI's own API, an announced call stays a call (cut
+off by `max_tokens`, it keeps the arguments it has, finish_reason "length"); the raw markup of a
+withdrawn call is never put into `content`. A call cut off before its name was complete is
+dropped. Text the model ended on its own short of a call is content, as the parser says.
 """
 from __future__ import annotations
 
@@ -100,13 +95,10 @@ def merge_chunks(chunks: list[ChatCompletionChunk]) -> ChatCompletion:
         usage = chunk.get("usage") or usage
         for choice in chunk["choices"]:
             i = choice["index"]
-            delta = choice["delta"].copy()
-            tokens = choice.get("logprobs")
-            if tokens:
+            by_index.setdefault(i, []).append(choice["delta"])
+            if tokens := choice.get("logprobs"):
                 logprobs.setdefault(i, []).extend(tokens.get("content") or [])
-            by_index.setdefault(i, []).append(delta)
-            reason = choice.get("finish_reason")
-            if reason:
+            if reason := choice.get("finish_reason"):
                 reasons[i] = reason
     choices: list[ChatChoice] = []
     for i in sorted(by_index):
@@ -130,11 +122,9 @@ def merge_text_chunks(chunks: list[TextCompletionChunk]) -> TextCompletion:
         for choice in chunk["choices"]:
             i = choice["index"]
             texts.setdefault(i, []).append(choice.get("text") or "")
-            reason = choice.get("finish_reason")
-            if reason:
+            if reason := choice.get("finish_reason"):
                 reasons[i] = reason
-            lp = choice.get("logprobs")
-            if lp:
+            if lp := choice.get("logprobs"):
                 into = logprobs.setdefault(i, {"tokens": [], "token_logprobs": [], "top_logprobs": [],
                                                "text_offset": []})
                 into["tokens"] += lp["tokens"]

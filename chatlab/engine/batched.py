@@ -1,19 +1,13 @@
-"""openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource, a
-chatlab.engine.source.TokenSource; the engine picks it for a batched backend).
+"""openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource).
 
-Only the generation step changes. A request is still parsed, rendered at the id level and
-planned by ChatEngine (so the prompt ids are chatlab's, not genai's chat template); its ids
-go to the one shared ContinuousBatchingPipeline (chatlab.backends.genai), and the ids genai
-streams back go through chatlab's own TextAssembler — detokenizer, stop strings, stop ids — and
-then through the same tool-call parser and Accumulator as the loop's. So a reply reads the same
-on both paths, and several requests run at once (`max_concurrency` of them; the server runs
-that many jobs side by side). No ModelGuard lease: the pipeline owns its paged KV cache.
+Only the generation step changes: the request is planned by ChatEngine (the prompt ids are
+chatlab's, not genai's chat template), its ids go to the one shared ContinuousBatchingPipeline,
+and the ids streamed back go through chatlab's own TextAssembler, tool-call parser and
+Accumulator, so a reply reads the same on both paths. No lease: the pipeline owns its KV cache.
 
-What genai's stream cannot give is refused at `check` time (a 400 before queueing), naming
-`--backend openvino`: logprobs (genai streams ids, not the distributions chatlab reports) and
-logit_bias (no per-token bias hook). Grammars are genai's own structured output: a JSON
-response_format becomes a JSON schema; forced and lazy tool calls become genai structural tags
-translated from the same structure chatlab's xgrammar path compiles.
+What genai cannot give (logprobs, logit_bias) is refused at `check` time, naming `--backend
+openvino`. Grammars become genai's structured output, translated from the Constraint chatlab's
+xgrammar path compiles.
 """
 from __future__ import annotations
 
@@ -66,9 +60,8 @@ class GenaiSource:
         return plan
 
     def constraint(self, plan: ChatPlan) -> Processor:
-        if plan.adapted is None and plan.constraint is not None:  # a plan another engine made
-            return structured_config(plan.constraint)
-        return plan.adapted
+        # a plan another engine made has no adapted config yet
+        return plan.adapted if plan.adapted is not None else structured_config(plan.constraint)
 
     def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                should_stop: StopFn | None) -> Iterator[Event]:
@@ -87,17 +80,14 @@ class GenaiSource:
                 try:
                     item = stream.get(POLL_S)
                 except queue.Empty:
-                    if should_stop is not None and should_stop():
-                        text.halt()
-                        break
-                    continue
+                    item = []  # nothing yet: only whether the client has gone is checked
                 if isinstance(item, BaseException):
                     raise item
                 if item is None:  # genai ended it: by length, a stop id (seen above) or a grammar
                     if stream.status != "FINISHED" or len(text.out_ids) < params.max_new_tokens:
                         text.halt()  # not by length: a grammar completed or the pipeline dropped it
                     break
-                if not t_first:
+                if item and not t_first:
                     t_first = time.perf_counter()
                 for token in item:
                     delta = text.add(token)
@@ -147,13 +137,10 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     return cfg
 
 
-def structured_config(constraint: "Constraint | ChatPlan | None") -> Processor:
-    """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced): the
-    decision chatlab's xgrammar path compiled (chatlab.tools.constrain), translated."""
+def structured_config(constraint: "Constraint | None") -> Processor:
+    """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced)."""
     import openvino_genai as genai
 
-    if isinstance(constraint, ChatPlan):  # the older call form
-        constraint = constraint.constraint
     if constraint is None:
         return None
     kind, spec = constraint.kind, constraint.spec
@@ -184,9 +171,8 @@ class UnreadableGrammar(ChatlabError):
 
 
 def readable_ebnf(ebnf: str) -> str:
-    """ebnf_for_genai's text, checked to be readable by genai's older xgrammar: every name a
-    rule uses is a rule (UnreadableGrammar otherwise). A grammar that genai fails to read fails
-    inside the shared pipeline's step, so it must never get there."""
+    """ebnf_for_genai's text, every name a rule uses being a rule (UnreadableGrammar otherwise):
+    a grammar genai fails to read fails inside the shared pipeline's step."""
     from chatlab.tools.ebnf import unknown_names
 
     text = ebnf_for_genai(ebnf)

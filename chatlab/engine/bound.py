@@ -1,18 +1,12 @@
 """A prompt that cannot fit is refused before it is tokenized, from its length in characters
-and in UTF-8 bytes.
+and in UTF-8 bytes: tokenizing a huge prompt builds work lists worth many times its text, and the
+allocator keeps that high-water mark after the 400.
 
-Tokenizing a 2 MB prompt builds ids, offsets and merge work lists worth many times its text, and
-the allocator keeps that high-water mark after the 400: a few such requests took a server from
-2.0 to 2.8 GB. The bound is sound (it never refuses what would fit): no token of the vocabulary
-covers more than `max_token_chars` characters, so a text of C characters becomes at least
-C / max_token_chars tokens. (It assumes the tokenizer does not delete characters before
+The bound is sound (it never refuses what would fit): no token covers more than
+`max_token_chars` characters (or `max_token_bytes` bytes), so C characters (B bytes) become at
+least C / max_token_chars (B / max_token_bytes) tokens. Bytes catch dense text such as emoji,
+one character but four bytes. (It assumes the tokenizer does not delete characters before
 splitting; the byte-level BPE and SentencePiece tokenizers of chat models do not.)
-
-Characters alone let dense text through: an emoji is one character but four bytes, and a
-byte-level token covers up to `max_token_chars` *bytes*, so 1.5 MB of emoji passed the character
-bound and became a million tokens before its 400. The same argument over bytes closes that: no
-token covers more than `max_token_bytes` bytes of text, so B bytes become at least
-B / max_token_bytes tokens.
 """
 from __future__ import annotations
 
@@ -86,17 +80,12 @@ def fits_before_tokenizing(engine: ContextWindow, chars: int, where: str, nbytes
     """ContextLengthError (param `where`) when `chars` characters, or `nbytes` UTF-8 bytes,
     cannot fit the context window."""
     window = engine.context_length
-    per_token = engine.max_token_chars
-    if per_token and -(-chars // per_token) >= window:
-        raise ContextLengthError(f"{where} has {chars:,} characters, at least {-(-chars // per_token):,} "
-                                 f"tokens, which cannot fit the context window of {window:,} "
-                                 "tokens; send fewer or shorter messages", param=where)
-    per_token = engine.max_token_bytes
-    if per_token and nbytes and -(-nbytes // per_token) >= window:
-        raise ContextLengthError(f"{where} has {nbytes:,} bytes of UTF-8 text, at least "
-                                 f"{-(-nbytes // per_token):,} tokens, which cannot fit the context "
-                                 f"window of {window:,} tokens; send fewer or shorter messages",
-                                 param=where)
+    for n, per_token, what in ((chars, engine.max_token_chars, "characters"),
+                               (nbytes, engine.max_token_bytes, "bytes of UTF-8 text")):
+        if per_token and n and -(-n // per_token) >= window:
+            raise ContextLengthError(f"{where} has {n:,} {what}, at least {-(-n // per_token):,} "
+                                     f"tokens, which cannot fit the context window of {window:,} "
+                                     "tokens; send fewer or shorter messages", param=where)
 
 
 def utf8_len(text: str) -> int:

@@ -1,11 +1,9 @@
 """ChatEngine: a Plan in, OpenAI's shapes out.
 
-`check(request)` builds the Plan (parse, render, validate: everything before the queue). The
-chat path then runs one pipeline — the loop's text deltas go through the format's streaming
-parser, whose events the Accumulator turns into deltas — and `chat` is literally the merge of
-`chat_stream`'s chunks, so the two cannot disagree. The events come from the engine's token
-source (chatlab.engine.source): chatlab's loop under a lease (chatlab.engine.lease, never a lock
-held across `yield`) for a step backend, or a batched pipeline (chatlab.engine.batched).
+`check(request)` builds the Plan (everything before the queue). The chat path runs one
+pipeline — the token source's text deltas go through the format's streaming parser, whose events
+the Accumulator turns into deltas — and `chat` is the merge of `chat_stream`'s chunks, so the
+two cannot disagree. The token source is chatlab.engine.source's.
 """
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ if TYPE_CHECKING:
     from chatlab.render.resolve import TemplateChoice
     from chatlab.generate import Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob
     from chatlab.tools.stream import ParserEvent
-    from chatlab.tools.stream import StreamParser
 
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
@@ -39,9 +36,7 @@ __all__ = ["ChatEngine"]
 
 
 class ChatEngine:
-    """A backend's engine: its token source comes from what the backend is (`source_for`:
-    chatlab's loop, or the backend's own batching).
-    `speculate` and `reuse_prefix` are the loop's (chatlab.engine.source.LoopSource)."""
+    """A backend's engine; `speculate` and `reuse_prefix` are the loop's (LoopSource)."""
 
     def __init__(self, backend: AnyBackend, model_name: str, template: "TemplateChoice" = None,
                  speculate: Speculation | None = None, reuse_prefix: bool = False) -> None:
@@ -50,7 +45,6 @@ class ChatEngine:
         self.source: TokenSource = source_for(backend, speculate, reuse_prefix)
         loop = self.source if isinstance(self.source, LoopSource) else None
         self.prefix: PrefixCache | None = loop.prefix if loop is not None else None
-        # the loop's lease guard (chatlab.engine.lease), for a loop-driven engine
         self.guard: ModelGuard | None = loop.guard if loop is not None else None
         self.backend, self.model_name = backend, model_name
         self.tokenizer = backend.tokenizer
@@ -58,9 +52,9 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        # the longest token in characters: bounds a prompt's tokens before tokenizing it
+        # the longest token in characters and bytes: bounds a prompt's tokens before tokenizing
         self.max_token_chars = max_token_chars(self.tokenizer)
-        self.max_token_bytes = max_token_bytes(self.tokenizer)  # the same bound for dense text
+        self.max_token_bytes = max_token_bytes(self.tokenizer)
         self.max_concurrency = self.source.max_concurrency
 
     # -- before the queue ---------------------------------------------------------------------
@@ -89,33 +83,30 @@ class ChatEngine:
     # -- running a plan -----------------------------------------------------------------------
     def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                   should_stop: StopFn | None) -> Iterator[Event]:
-        """The token source's events for one sequence."""
         return self.source.events(prompt_ids, params, processor, should_stop)
 
-    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:
-        """The token source's own events (TextDelta..., then one Finished with the ids and
-        timings) for one choice of a chat plan, its constraint applied: for callers that want
-        tokens and timings rather than OpenAI's shapes (the chat widget, fine-tune evaluation,
-        the benches), still planned and run as the server runs them."""
-        processor = self._constraint(plan) if plan.constrained else None
-        return self.source.events(plan.prompt_ids, plan.params[choice], processor, should_stop)
-
     def _constraint(self, plan: ChatPlan) -> Processor:
-        """What `_generate` gets to enforce the plan's constraint, in the token source's kind
-        (chatlab's loop: a logits processor over the compiled grammar the plan carries)."""
-        return self.source.constraint(plan)
+        """What the token source enforces the plan's constraint with, in its own kind."""
+        return self.source.constraint(plan) if plan.constrained else None
+
+    def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:
+        """The token source's own events (TextDelta..., then one Finished) for one choice of a
+        chat plan, its constraint applied: for callers that want tokens and timings rather than
+        OpenAI's shapes (the chat widget, fine-tune evaluation, the benches)."""
+        processor = self._constraint(plan)
+        return self._generate(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
     def _choice_events(self, plan: ChatPlan, params: SamplingParams,
                        should_stop: StopFn | None) -> Iterator[ChoiceEvent]:
-        """Parser events for one choice, with two more kinds among them: the tokens' logprobs
-        (a list, when asked for), and the loop's Finished, which comes before the parser's
-        final events so that the accumulator knows whether the reply was cut short."""
+        """Parser events for one choice, with the tokens' logprobs (a list, when asked for) and
+        the loop's Finished among them; Finished comes before the parser's final events so that
+        the accumulator knows whether the reply was cut short."""
         from chatlab.generate import Finished
         from chatlab.tools.stream import ContentDelta
 
-        processor = self._constraint(plan) if plan.constrained else None
-        parser = _parser(plan) if plan.tool_format is not None else None
-        for ev in self._generate(plan.prompt_ids, params, processor, should_stop):
+        fmt = plan.tool_format
+        parser = fmt.parser(plan.tools) if fmt is not None else None
+        for ev in self._generate(plan.prompt_ids, params, self._constraint(plan), should_stop):
             if isinstance(ev, Finished):
                 yield ev
                 continue
@@ -133,6 +124,9 @@ class ChatEngine:
 
         cid, model = shapes.new_id("chatcmpl"), self.model_name
         prompt_tokens = completion_tokens = 0
+        # a forced call (tool_choice "required" or named) that its parser reads
+        forced = plan.tool_format is not None and bool(plan.tools) and plan.choice.mode in (
+            "named", "required")
         for i, params in enumerate(plan.params):
             yield shapes.chunk(cid, model, i, {"role": "assistant", "content": ""})
             acc, finished, tokens = Accumulator(plan.legacy), None, []
@@ -145,7 +139,7 @@ class ChatEngine:
                     for delta in acc.feed(ev):
                         yield shapes.chunk(cid, model, i, delta, logprobs=_take(tokens))
             assert finished is not None  # the loop always ends with one
-            if _forced(plan) and finished.finish_reason == "length" and not acc.wire:
+            if forced and finished.finish_reason == "length" and not acc.wire:
                 raise ChatlabError(
                     f"max_tokens={params.max_new_tokens} ended the reply before the forced tool "
                     "call's name was complete, so there is no call to return; raise max_tokens "
@@ -226,12 +220,3 @@ def _take(tokens: list[TokenLogprob]) -> ChatLogprobs | None:
     tokens.clear()
     return out
 
-
-def _forced(plan: ChatPlan) -> bool:
-    """The plan forces a tool call that its parser reads (tool_choice "required" or named)."""
-    return plan.tool_format is not None and bool(plan.tools) and plan.choice.mode in ("named", "required")
-
-
-def _parser(plan: ChatPlan) -> StreamParser:
-    assert plan.tool_format is not None  # called only for a plan with a tool format
-    return plan.tool_format.parser(plan.tools)

@@ -1,13 +1,10 @@
 """Who may drive the model now: a lease instead of a lock held across `yield`.
 
-A backend holds one KV cache, so one generation runs at a time. Holding a lock for a whole
-stream looks right but fails in a notebook: a half-read `chat_stream` generator left in a
-variable keeps the lock forever, and the next call hangs (or, with a re-entrant lock, both
-write into the same cache). Here the lock is held only for each backend call. A generation
-takes a *lease*; a new generation waits while the current one is being read, but a lease left
-unread for `idle_s` seconds is taken over: the new call resets the cache with its own prefill,
-and the abandoned generator, if ever resumed, ends with a clear error instead of reading a
-cache that is no longer its own.
+A backend holds one KV cache, so one generation runs at a time; but a half-read `chat_stream`
+generator left in a notebook variable would hold a stream-long lock forever. Here the lock is
+held only for each backend call. A new generation waits while the current one is being read,
+but a lease left unread for `idle_s` seconds is taken over, and the abandoned generator, if ever
+resumed, ends with a clear error instead of reading a cache that is no longer its own.
 """
 from __future__ import annotations
 

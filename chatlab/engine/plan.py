@@ -1,11 +1,9 @@
 """From a request to a Plan: everything decided and checked before any token is generated.
 
-This is where the RTP-LLM lesson lands: the *server* renders (id-level, through the resolved
-template), merges the template's stop words and ids with the request's `stop`, and decides
-whether tool calls are parsed from free text ("auto") or forced by a grammar ("required", a
-named tool, or a JSON response_format). `plan_chat` does all of it once: the request is parsed
-into domain types (chatlab.types), rendered once, its sampling values and grammar checked, so a
-bad request is refused before it waits in a queue, and `chat` / `chat_stream` only execute.
+The *server* renders (id-level, through the resolved template), merges the template's stop words
+and ids with the request's `stop`, and decides whether tool calls are parsed from free text
+("auto") or forced by a grammar ("required", a named tool, or a JSON response_format), once, so
+a bad request is refused before it waits in a queue and `chat` / `chat_stream` only execute.
 """
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from chatlab._thirdparty import HFTokenizer, Processor
-from chatlab.engine.bound import fits_before_tokenizing, utf8_len
+from chatlab.engine.bound import ContextWindow, fits_before_tokenizing, utf8_len
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
@@ -23,16 +21,13 @@ from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
 
-class Planner(Protocol):
-    """What planning reads from the engine (a ChatEngine): the template's resolution, the
-    tokenizer and the model's limits."""
+class Planner(ContextWindow, Protocol):
+    """What planning reads from the engine (a ChatEngine)."""
 
     resolution: Resolution
     tokenizer: HFTokenizer
     vocab_size: int
-    context_length: int
-    max_token_chars: int | None
-    max_token_bytes: int | None
+
 
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
@@ -102,19 +97,13 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
         # logit_bias) once, when it is made
         logit_bias=cast("dict[int, float]", dict(req.logit_bias or {})),
         logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
-    # the window is checked above, with the field's name; the copy records the check, so the
-    # loop does not repeat it
+    # the window is checked above, with the field's name; the copy records it for the loop
     return params.validated(context_length, prompt_len, vocab_size)
 
 
-def _verbatim(req: ChatRequest) -> list[str]:
-    """Texts every template renders verbatim: user, system and tool contents (an assistant's
-    may lose its <think> part in a later turn's render, so it is not counted)."""
-    return [m.content for m in req.messages if m.role != "assistant"]
-
-
 def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
-    texts = _verbatim(req)
+    # what every template renders verbatim (an assistant's content may lose its <think> part)
+    texts = [m.content for m in req.messages if m.role != "assistant"]
     fits_before_tokenizing(engine, sum(map(len, texts)), "messages", sum(map(utf8_len, texts)))
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None

@@ -1,26 +1,17 @@
 """Multi-turn prefix reuse: the next turn prefills only the tokens the last one did not have.
 
-A chat client resends the whole conversation every turn. Rendered at the id level
-(chatlab.render), turn N+1's prompt is turn N's prompt + its reply + the new user message,
-token for token, so the KV cache the backend still holds from turn N is already right for the
-first part. `PrefixCache` sits between the loop and a backend that can roll back
-(chatlab.protocols.RollbackBackend: `extend` and `truncate`): it remembers which ids the cache holds and, on the
-next `prefill`, keeps the longest common prefix and feeds only the rest.
+Rendered at the id level, turn N+1's prompt is turn N's prompt + its reply + the new user
+message, token for token, so the KV cache from turn N is already right for the first part.
+`PrefixCache` sits between the loop and a backend that can roll back: it remembers which ids the
+cache holds and, on the next `prefill`, keeps the longest common prefix and feeds only the rest.
+Safety comes from comparing ids, never from trusting a conversation id: a changed template, an
+edited message or another client's prompt simply matches less (down to a full prefill).
 
-Safety comes from comparing ids, never from trusting a conversation id: the cache is kept
-exactly as far as the ids agree, so a template changed mid-conversation, an edited message or
-another client's prompt simply matches less (down to nothing: a full prefill). It never
-continues from a cache whose ids differ from the prompt's.
+When a prompt leaves the live sequence behind (another client's conversation under the same
+system prompt, an edited message), the live one is first copied out (`snapshot`) into a small
+LRU bounded by `max_bytes`, and a later prompt extending it brings it back (`restore`).
 
-Several conversations alternating on one backend would evict each other's cache, so when a
-prompt leaves the live sequence behind (it shares little with it, or only its first part:
-another client's conversation under the same system prompt, an edited message), the live one
-is first copied out (`snapshot`) into a small LRU bounded by `max_bytes`, and a later prompt
-extending a saved sequence brings it back (`restore`) instead of recomputing it. Backends
-without snapshots keep the live one only.
-
-The record is only true while every call to the backend goes through the PrefixCache: the
-engine, the chat widget or a script that wraps a backend must not also drive it directly.
+The record is only true while every call to the backend goes through the PrefixCache.
 """
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""The request at the edge, parsed once: OpenAI's chat and completion bodies as frozen objects.
+"""The request at the edge, parsed once: OpenAI's chat and completion bodies as frozen objects,
+shared by `chatlab complete`, the server and notebooks.
 
-Shared by `chatlab complete`, the server and notebooks, so all accept exactly the same fields.
 Unknown fields are ignored (clients send many). Parsing is *strict*, as OpenAI's is: "0.5" is not
-a number, `true` is not an integer, "yes" is not a boolean. The sampling ranges come from
-chatlab.generate.limits, which SamplingParams reads too, so the wire and the loop agree.
-
-The chat domain (messages, tools, tool_choice, response_format) is parsed by chatlab.types, the
-one set of those rules, inside this model's validation: a ChatRequest holds chatlab.types
-objects (`Message`, `ToolSpec`, `ToolChoice`, `ResponseFormat`), not a second definition of
-them. Its OpenAPI schema is the OpenAI wire shape (chatlab.types.wire). Every refusal is a
-ChatlabError whose `param` names the field (`messages[0].role`, `temperature`).
+a number, `true` is not an integer. The sampling ranges come from chatlab.generate.limits, which
+SamplingParams reads too. The chat domain is parsed by chatlab.types inside this model's
+validation, so a ChatRequest holds chatlab.types objects; its OpenAPI schema is the wire shape
+(chatlab.types.wire). Every refusal is a ChatlabError whose `param` names the field.
 `top_k`, `repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
 """
 from __future__ import annotations
@@ -17,8 +13,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, TypeVar, overload
 
 from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
-                      WithJsonSchema, field_validator, model_validator)
-
+                      ValidationInfo, WithJsonSchema, field_validator, model_validator)
 from pydantic.json_schema import SkipJsonSchema
 
 from chatlab._thirdparty import Jsonable, PydanticField
@@ -42,22 +37,9 @@ class StreamOptions(_Strict):
     include_usage: bool = False
 
 
-def _short_id(value: str | None, field: str) -> str | None:
-    if value is not None and len(value) > MAX_NAME_CHARS:
-        raise ValueError(f"{field} is {len(value):,} characters, over the limit of "
-                         f"{MAX_NAME_CHARS}; send a shorter {field}")
-    return value
-
-
 def _ranged(rng: limits.Range) -> PydanticField:
     """An optional field bounded by one of the shared limits (the OpenAPI schema shows them)."""
     return Field(default=None, **rng.field())
-
-
-def _domain(schema: dict[str, Jsonable]) -> WithJsonSchema:
-    """A field that holds chatlab.types objects (parsed by `_parse_chat`), documented as the
-    OpenAI wire shape it is parsed from."""
-    return WithJsonSchema(schema)
 
 
 class SamplingFields(_Strict):
@@ -89,15 +71,13 @@ class SamplingFields(_Strict):
             data = {k: v for k, v in data.items() if not (v is None and k in cls.nullable)}
         return data
 
-    @field_validator("model")
+    @field_validator("model", "user")
     @classmethod
-    def _model(cls, v: str | None) -> str | None:
-        return _short_id(v, "model")
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, v: str | None) -> str | None:
-        return _short_id(v, "user")
+    def _short_id(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and len(v) > MAX_NAME_CHARS:
+            raise ValueError(f"{info.field_name} is {len(v):,} characters, over the limit of "
+                             f"{MAX_NAME_CHARS}; send a shorter {info.field_name}")
+        return v
 
     @field_validator("temperature")
     @classmethod
@@ -146,11 +126,13 @@ class SamplingFields(_Strict):
 class ChatRequest(SamplingFields):
     nullable = ("n", "stream", "logprobs")
 
-    messages: Annotated[tuple[Message, ...], SkipValidation, _domain(wire.MESSAGES)]
-    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, _domain(wire.TOOLS)] = ()
-    tool_choice: Annotated[ToolChoice, SkipValidation, _domain(wire.TOOL_CHOICE)] = ToolChoice("auto")
+    # chatlab.types objects (parsed by `_parse_chat`), documented as the wire shape they come from
+    messages: Annotated[tuple[Message, ...], SkipValidation, WithJsonSchema(wire.MESSAGES)]
+    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, WithJsonSchema(wire.TOOLS)] = ()
+    tool_choice: Annotated[ToolChoice, SkipValidation,
+                           WithJsonSchema(wire.TOOL_CHOICE)] = ToolChoice("auto")
     response_format: Annotated[ResponseFormat | None, SkipValidation,
-                               _domain(wire.RESPONSE_FORMAT)] = None
+                               WithJsonSchema(wire.RESPONSE_FORMAT)] = None
     # the legacy shapes, folded into tools / tool_choice while parsing (then always None)
     functions: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTIONS)] = None
     function_call: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL)] = None

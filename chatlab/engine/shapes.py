@@ -1,9 +1,7 @@
 """OpenAI's response shapes, built in one place so the CLI and the server cannot drift apart.
 
-Subtle wire details that real clients depend on (reference §4): the last choice chunk has an
-empty delta and the finish_reason; the optional usage chunk has `choices: []`. The deltas
-themselves (a tool call's id and name once, then argument pieces) are chatlab.engine.accumulate's.
-The shapes' types are chatlab.types.responses'.
+Wire details real clients depend on: the last choice chunk has an empty delta and the
+finish_reason; the optional usage chunk has `choices: []`.
 """
 from __future__ import annotations
 

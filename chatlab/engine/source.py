@@ -1,9 +1,7 @@
-"""What an engine drains: a token source. ChatEngine plans a request and turns events into
-OpenAI's shapes; the source is what produces the events for one sequence — chatlab's loop over
-a step backend under a lease (LoopSource, here), or openvino-genai's batched pipeline
-(chatlab.engine.batched.GenaiSource). The engine picks one from what its backend is and holds
-it (composition), so a new way of producing tokens is a new source, not a subclass that
-overrides the engine's insides.
+"""What an engine drains: a token source, which produces the events for one sequence —
+chatlab's loop over a step backend under a lease (LoopSource, here), or openvino-genai's batched
+pipeline (chatlab.engine.batched.GenaiSource). The engine holds one (composition), so a new way
+of producing tokens is a new source, not an engine subclass.
 """
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ if TYPE_CHECKING:
     from chatlab.engine.request import ChatRequest, CompletionRequest
     from chatlab.engine.prefix import PrefixCache
     from chatlab.generate import Event, SamplingParams, Speculation, StopFn
-
 
 
 class TokenSource(Protocol):
@@ -45,9 +42,8 @@ class TokenSource(Protocol):
 
 
 def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_prefix: bool) -> None:
-    """The one rule for a backend that schedules its own tokens: speculation and prefix reuse
-    are chatlab's loop's, so they are refused (by name, before a model loads, when the
-    registry says the backend batches)."""
+    """Speculation and prefix reuse are chatlab's loop's: refused for a backend that schedules
+    its own tokens."""
     if speculate is not None or reuse_prefix:
         raise ChatlabError(f"speculate and reuse_prefix drive chatlab's own loop; the {backend} "
                            "backend batches and schedules its own tokens. Use --backend openvino "
@@ -57,12 +53,9 @@ def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_pref
 
 class LoopSource:
     """chatlab's own loop over a step backend, one sequence at a time under a lease
-    (chatlab.engine.lease): a stream left unread is taken over, never deadlocked.
-
-    `speculate` turns on prompt-lookup speculative decoding (chatlab.generate.speculate) for
-    every reply; `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix) so
-    that a client resending the conversation prefills only the new tokens. Both need a backend
-    that can roll back (torch, openvino paged), checked here, before any request."""
+    (chatlab.engine.lease). `speculate` turns on prompt-lookup speculative decoding for every
+    reply; `reuse_prefix` keeps the KV cache of earlier turns (chatlab.engine.prefix). Both need
+    a backend that can roll back, checked here, before any request."""
 
     max_concurrency = 1
 

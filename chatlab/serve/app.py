@@ -1,16 +1,12 @@
 """The OpenAI-compatible HTTP surface: routes, auth, limits. Generation is the engine's job.
 
 Every route checks everything checkable first — the body (middleware.BodyLimit), the wire
-shape (chatlab.engine.request), then `engine.check`, which parses, renders and compiles the
-request into a plan — so a bad request is a 400 before it costs a place in the queue. The checks
-that render or compile run on a worker thread, off the event loop, so `/health` and other
-clients are not stalled by one large request. Only then is the plan handed to the fair queue
-(serve.jobs), which cancels it whenever its client leaves.
+shape (chatlab.engine.request), then `engine.check` (render, compile: on a worker thread, off
+the event loop) — so a bad request is a 400 before it costs a place in the fair queue.
 
-Model names follow RTP-LLM, not vLLM: with one model served, a request naming any model is
-answered by it, and the response names the model that answered (clients such as langchain's
-`ChatOpenAI(model="anything-you-like")` just work), and `GET /v1/models/{id}` follows the same
-rule (the card of the served model). `strict_model_name=True` restores vLLM's 404 on both.
+Model names follow RTP-LLM, not vLLM: a request naming any model is answered by the one served,
+and the response names it (langchain's `ChatOpenAI(model="anything-you-like")` just works);
+`GET /v1/models/{id}` follows the same rule. `strict_model_name=True` restores vLLM's 404.
 """
 from __future__ import annotations
 
@@ -62,17 +58,12 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
     install_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.add_middleware(CatchAll)  # outermost: whatever escapes below ends here
-    # an engine that batches sequences itself says how many it runs at once; the loop runs one
     queue = FairQueue(max_waiting=max_waiting, workers=int(engine.max_concurrency))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
-    # The routes below reach the engine through app.state, never a closure over `engine`:
-    # FastAPI keeps every endpoint it has classified in module-level lru_caches (4,096 entries,
-    # fastapi.dependencies.models), so a route closing over the engine would keep it, and its
-    # model's memory, alive for the life of the process. On shutdown the app lets go of it, so
-    # a notebook that stops a server and drops its engine gets the memory back and can load a
-    # second model within Binder's 2 GB (part of the memory leaves the process at once, the rest
-    # stays with the allocator for the next model to reuse).
+    # The routes reach the engine through app.state, never a closure over `engine`: FastAPI
+    # keeps classified endpoints in module-level lru_caches, so a closure would keep the model's
+    # memory alive for the life of the process. On shutdown the app lets go of it.
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> Engine:

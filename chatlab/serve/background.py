@@ -1,8 +1,5 @@
-"""Start the server from Python, e.g. inside a running notebook.
-
-`uvicorn.run()` fails in a notebook (an event loop is already running there), so the server runs
-in a daemon thread with its own loop; `stop()` asks it to exit and waits. The handle is a context
-manager, and `start_server` returns only once the port accepts connections.
+"""Start the server from Python, e.g. inside a running notebook, where `uvicorn.run()` fails (an
+event loop is already running): the server runs in a daemon thread with its own loop.
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""How close the server comes to its engine's own batching gain: the honest serving number.
+"""How close the server comes to its engine's own batching gain.
 
-On a small machine, N clients at once cannot get N times one client's tokens: the cores are
-shared, and the engine itself gains only what batching its steps buys there (the serving
-bench measures that ceiling by feeding the same prompts straight to the engine, no server).
-So the server is judged against the ceiling measured beside it, not against a ratio from other
-hardware: it should keep at least `TARGET` of the engine's gain, the rest being what HTTP,
-the SSE framing and the client processes cost on the same cores.
+N clients at once cannot get N times one client's tokens on shared cores, so the server is
+judged against the ceiling measured beside it (the same prompts fed straight to the engine):
+it should keep at least `TARGET` of the engine's gain, the rest being what HTTP, the SSE
+framing and the client processes cost on the same cores.
 """
 from __future__ import annotations
 

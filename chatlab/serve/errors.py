@@ -1,11 +1,8 @@
 """OpenAI's error body for every failure, and the handlers that make sure nothing else leaks.
 
 `{"error": {"message", "type", "param", "code"}}`. A bad request is a 400 (never a 422, never a
-500) whose `param` names the field when one is to blame (ChatlabError.param, set where the
-check ran); ChatlabError messages name the fix. An
-unexpected exception is answered by middleware.CatchAll, not by a handler here: Starlette
-re-raises after running an `Exception` handler, and uvicorn then drops the kept-alive connection
-under the client's next request.
+500) whose `param` names the field when one is to blame (ChatlabError.param). An unexpected
+exception is answered by middleware.CatchAll, not by a handler here.
 """
 from __future__ import annotations
 
@@ -23,6 +20,7 @@ from chatlab.types.responses import ErrorBody
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
          500: "server_error", 503: "server_error"}
+
 
 class APIError(Exception):
     """An error with its HTTP status, raised by routes and the queue."""
@@ -69,7 +67,6 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ChatlabError)
     async def _chatlab(_: Request, exc: ChatlabError) -> JSONResponse:
-        # the check that refused the request named the field, as data (ChatlabError.param)
         return error_response(400, str(exc), exc.param, exc.code)
 
     @app.exception_handler(StarletteHTTPException)

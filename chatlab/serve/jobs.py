@@ -1,10 +1,8 @@
 """One request's generation: queued, driven on the worker thread, cancelled when the client leaves.
 
 A streamed request's client leaving is heard by sse-starlette, which closes the event generator
-(and so the job). A non-streamed request has no such listener: without one, an abandoned request
-ran to completion, and 32 gone clients filled the queue. Here a watcher task waits for the
-connection's `http.disconnect` while the answer is awaited and cancels the job — which leaves
-the queue at once if it was waiting, or stops at the next token if it was running.
+(and so the job). A non-streamed request has no such listener, so a watcher task waits for the
+connection's `http.disconnect` while the answer is awaited and cancels the job.
 """
 from __future__ import annotations
 
@@ -27,12 +25,9 @@ Work = Callable[[StopFn], Iterator[Chunk] | Answer]  # should_stop -> an answer 
 CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
 
 
-def client_of(request: Request, user: str | None) -> str:
-    return user or (request.client.host if request.client else "anonymous")
-
-
 async def run(request: Request, queue: FairQueue, req: SamplingFields, work: Work) -> Response:
-    job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled), client_of(request, req.user))
+    client = req.user or (request.client.host if request.client else "anonymous")
+    job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled), client)
     if req.stream:
         return EventSourceResponse(_events(job), sep="\n", ping=600)
     watcher = asyncio.create_task(_cancel_when_gone(request, job))

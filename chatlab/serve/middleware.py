@@ -1,14 +1,12 @@
 """Two ASGI middlewares that sit between uvicorn and the routes.
 
 BodyLimit reads the whole body itself, counting bytes as they arrive (Content-Length or
-chunked), and answers 413 past the limit. It must read the body itself: a limit enforced inside
-the route's `receive` is swallowed by FastAPI's body parsing, which turns any error there into
-"400 There was an error parsing the body" (what a chunked 3 MB body got).
+chunked), and answers 413 past the limit: a limit enforced inside the route's `receive` is
+swallowed by FastAPI's body parsing ("400 There was an error parsing the body").
 
 CatchAll turns an unexpected exception into a 500 with `Connection: close`, and does not
-re-raise it. Starlette's own `Exception` handler re-raises after answering; uvicorn then closes
-the transport *after* the response went out on a kept-alive connection, so a client that reuses
-the connection for its next request has it cut under it (6 requests in 10 failed that way).
+re-raise it: after Starlette's own `Exception` handler re-raises, uvicorn closes a kept-alive
+connection under the client's next request.
 """
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""A bounded, fair queue in front of the one model.
+"""A bounded, fair queue in front of the model.
 
-A loop backend holds one KV cache, so generations run one at a time on a worker thread while
-the event loop keeps accepting requests. An engine that batches sequences itself (openvino-genai's
-continuous batching) runs `workers` jobs at once, one thread each; fairness decides who gets
-the next free worker. Waiting jobs are grouped by client (the request's `user`,
+Jobs run on `workers` threads (one for chatlab's loop, more for an engine that batches) while the
+event loop keeps accepting requests. Waiting jobs are grouped by client (the request's `user`,
 else its address) and taken round-robin, so one client sending twenty requests cannot starve
-another who sent one. When `max_waiting` jobs wait, new ones get 429 at once instead of
-piling up, with a `Retry-After` of about one job's duration (when the next place frees up).
-A job's results travel to its request through an asyncio queue. A request that goes away
-(client disconnect, streamed or not) cancels its job: a waiting job leaves the queue at once, so
-abandoned requests cannot fill it; a running one sees its cancel flag, checked per token.
+another who sent one. When `max_waiting` jobs wait, new ones get 429 at once, with a
+`Retry-After` of about one job's duration. A cancelled job (its client left) leaves the queue at
+once if waiting; a running one sees its cancel flag, checked per token.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Checks on client strings and JSON that every parse rule shares, with the limits they enforce.
-
-Limits are part of parsing: a request that would make the server do unbounded work (a 100k
-character tool name, a schema nested 120 levels) is refused with the limit in the message.
+"""Checks on client strings and JSON that every parse rule shares, with the limits they enforce:
+a request that would make the server do unbounded work is refused with the limit in the message.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The chat domain as frozen objects: what every layer below the edge takes.
-
-Kinds are `Literal`s, so a misspelt mode is a type error, not a silent branch.
-"""
+"""The chat domain as frozen objects: what every layer below the edge takes. Kinds are
+`Literal`s, so a misspelt mode is a type error, not a silent branch."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,9 +1,5 @@
-"""The one set of parse rules: OpenAI-shaped dicts in, chat domain objects out.
-
-Everything a client sends is turned into chatlab.types objects here (by the server's request
-path, the CLI, a notebook passing plain dicts); renderers, constrainers and parsers take the
-objects and never re-check them.
-"""
+"""The one set of parse rules: OpenAI-shaped dicts in, chat domain objects out (for the server's
+request path, the CLI, a notebook passing plain dicts); nothing below re-checks them."""
 from __future__ import annotations
 
 from chatlab._thirdparty import Jsonable
@@ -185,10 +181,10 @@ def parse_response_format(fmt: Jsonable) -> ResponseFormat | None:
     if not isinstance(fmt, dict):
         raise ChatlabError("response_format must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}",
                            param="response_format")
-    if fmt.get("type", "text") not in ("text", "json_object", "json_schema"):
+    kind = fmt.get("type", "text")
+    if kind not in ("text", "json_object", "json_schema"):
         raise ChatlabError("response_format.type must be \"text\", \"json_object\" or \"json_schema\", "
                            f"not {str(fmt.get('type'))[:40]!r}", param="response_format.type")
-    kind = fmt.get("type", "text")
     if kind == "text":
         return None
     if kind == "json_object":

@@ -1,9 +1,6 @@
-"""OpenAI's response shapes as chatlab sends them, typed once: what the engine builds
-(chatlab.engine.shapes, chatlab.engine.accumulate, chatlab.generate.logprobs) and what the
-server, the CLI and the tests read back.
-
-These types describe; they check nothing at run time (the server hands the dicts to the JSON
-encoder as they are). `NotRequired` marks a key chatlab leaves out rather than sends as null.
+"""OpenAI's response shapes as chatlab sends them, typed once: what the engine builds and the
+server, the CLI and the tests read back. They check nothing at run time. `NotRequired` marks a
+key chatlab leaves out rather than sends as null.
 """
 # No `from __future__ import annotations` here: Python 3.11 reads NotRequired in a TypedDict
 # only from evaluated annotations, and __required_keys__ must be right at run time (the tests
@@ -26,12 +23,9 @@ class TopLogprobEntry(TypedDict):
     bytes: list[int]
 
 
-class LogprobEntry(TypedDict):
+class LogprobEntry(TopLogprobEntry):
     """One generated token in a chat `logprobs.content` list."""
 
-    token: str
-    logprob: float
-    bytes: list[int]
     top_logprobs: list[TopLogprobEntry]
 
 

@@ -1,10 +1,6 @@
-"""The OpenAI wire shape of the chat domain: typed once, as TypedDicts, from which both the
-parse rules' constants (the roles, the tool limit, the name pattern, the stop limits) and the
-JSON Schema of /openapi.json are made (pydantic's TypeAdapter, nested definitions inlined so
-that each schema stands alone inside the request model's document).
-
-chatlab.types.parse enforces these shapes and more (sizes, depth, a tool result's call id);
-the TypedDicts say what a client may send, the parse rules decide what it means.
+"""The OpenAI wire shape of the chat domain, typed once as TypedDicts: the source of the parse
+rules' constants and of /openapi.json's schemas (each standing alone, its definitions inlined).
+The TypedDicts say what a client may send; chatlab.types.parse decides what it means.
 """
 from __future__ import annotations
 
