@@ -1,6 +1,6 @@
 """Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
-    chatlab bench speculate            # ~9 minutes on a quiet 2-core machine
+    chatlab bench speculate
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
     chatlab bench speculate --fast --out data/bench/fast-run.json   # the moonshot
 
@@ -153,8 +153,8 @@ def recorded_replies() -> dict[str, list[dict[str, list[int]]]] | None:
 
 
 def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Jsonable]:
-    from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat
     from chatlab.engine import load_engine
+    from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 
     genai_chat = GenaiChatMode(model, precision)
     engines: dict[str, Turnable] = {
@@ -163,9 +163,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
     growing_chat(engines, 1, 4, start=turns)  # warm-up on another conversation, not timed
     genai_chat.restart()  # a new chat; chatlab's reuse engine also starts one
     result = growing_chat(engines, turns, tokens)
-    for row in result["turns"]:
-        row["reuse/plain"] = row["reuse_ttft_ms"] / row["plain_ttft_ms"]
-        row["reuse/genai-chat"] = row["reuse_ttft_ms"] / row["genai-chat_ttft_ms"]
+    ratios(result, [("reuse", "plain"), ("reuse", "genai-chat")])
     return result
 
 
