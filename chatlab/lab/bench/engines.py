@@ -302,7 +302,6 @@ def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None
     return LlamaCpp(model, precision)
 
 
-# One loader per runtime of the registry's rows: the loop backends and the references.
 LOADERS: dict[str, Callable[[EngineRow, str, str, Drafts | None], BenchEngine]] = {
     "torch": _chatlab_loop, "openvino": _chatlab_loop,
     "hf-generate": lambda row, model, precision, _: HFGenerate(model, None, precision),

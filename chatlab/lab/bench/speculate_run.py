@@ -246,14 +246,13 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
     write the JSON; the result returned. Bad sizes are refused before anything loads."""
     from chatlab.backends.precision import check_precision, cpu_info
     from chatlab.errors import ChatlabError
+    from chatlab.generate.speculate import Speculation
     from chatlab.lab.bench.sidebyside import run_tasks
-    from chatlab.lab.bench.stored import write_json
+    from chatlab.lab.bench.stored import label, write_json
     from chatlab.lab.evals import measured_on
 
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
-    from chatlab.generate.speculate import Speculation
-
     drafts = None  # each row's own default
     if args.draft_tokens is not None or args.ngram is not None:
         spec = Speculation(  # validates k and n; an option left out keeps its default
@@ -261,10 +260,10 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
             ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
-    names = list(args.engines) if args.engines else FAST_ENGINES if args.fast else SIDE_BY_SIDE
-    tasks = run_tasks(args.model, [e for e in names if e], TASKS, args.rounds,
-                      args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
-    tasks["engines_asked"] = [e for e in names if e]
+    names = [e for e in (args.engines or (FAST_ENGINES if args.fast else SIDE_BY_SIDE)) if e]
+    tasks = run_tasks(args.model, names, TASKS, args.rounds, args.tokens, precision, drafts,
+                      stop_at_eos=not args.ignore_eos)
+    tasks["engines_asked"] = names
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": args.command,
@@ -272,8 +271,6 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
                               "oracle": oracle_bounds(tasks, recorded_replies())}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
     if args.machine:
-        from chatlab.lab.bench.stored import label
-
         result = label(result, result["command"], args.machine)
     print(format_report(result))
     print(f"measured on {result['measured_on']}; written to {write_json(result, args.out)}")
