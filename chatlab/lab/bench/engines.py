@@ -5,11 +5,9 @@ one cannot run here (llama.cpp without its package), so the bench skips it with 
 Every engine gets the same rendered prompt ids and must produce exactly `n` new tokens (eos is
 ignored), greedily, at the same arithmetic precision (f32 unless `--precision bf16`): left to
 its default, OpenVINO computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table
-would compare different arithmetic. Time to first token is measured from the call to the moment the first new
-token exists (a streamer callback, or chatlab's loop's own clock); decode speed is the tokens
-after the first divided by the time from the first token to the last, counting the tokens each
-callback delivered (genai's prompt lookup writes several at once), never the callbacks. chatlab's loop is timed with its full
-per-token work (detokenization and stop checks included); the others only record a timestamp.
+would compare different arithmetic. Timing is chatlab.lab.bench.timing's. chatlab's loop is
+timed with its full per-token work (detokenization and stop checks included); the others only
+record a timestamp.
 """
 from __future__ import annotations
 
@@ -20,19 +18,18 @@ from chatlab.backends.engines import LLAMA_CPP, EngineRow, engine_names, get_eng
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
-from chatlab.generate.speculate import Speculation
+from chatlab.generate.speculate import Speculation, prepare
 
 if TYPE_CHECKING:
     import torch
 
     from chatlab.lab.bench.llamacpp import LlamaCpp
 
-# The names, their runtimes, weight formats and options are the registry's rows
-# (chatlab.backends.engines); this module holds one loader per runtime.
+# The names are the registry's rows (chatlab.backends.engines); this module holds one loader
+# per runtime.
 ENGINES = engine_names("default")
 BASELINE = "genai-int8"
 SPECULATIVE_ENGINES = engine_names("speculative")  # what --speculate alone adds
-INT4_ENGINES = engine_names("int4")
 # the fast profile's rows, genai's first (the anchor of their pairs), then llama.cpp at q4_1
 FAST_ENGINES = ["genai-fast", "chatlab-fast", "chatlab-fast-pl", LLAMA_CPP]
 EXTRA_ENGINES = engine_names("extra", "speculative", "int4", "fast")
@@ -43,8 +40,7 @@ class BenchEngine(Protocol):
 
     def load(self) -> None: ...
     def facts(self) -> dict[str, Jsonable]: ...
-    # n new tokens; with `stop_at_eos` at most n: the reply ends at the model's end token, as
-    # when served (the speculation bench's task shapes), else exactly n (the eos is ignored)
+    # exactly n new tokens; with `stop_at_eos` at most n, ending at the model's end token
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing: ...
 
 
@@ -68,8 +64,6 @@ class ChatlabLoop:
                  precision: str = DEFAULT_PRECISION, attention: str | None = None,
                  speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None,
                  fast: bool = False) -> None:
-        from chatlab.generate.speculate import Speculation
-
         self.args = (model, backend, weight_format)
         # the fast profile picks its own arithmetic (bf16 where the CPU has it)
         self.precision: str | None = None if fast else precision
@@ -91,12 +85,9 @@ class ChatlabLoop:
             options = speculation_options(self.args[1], options)
         self.backend = load_step_backend(*self.args, precision=self.precision, **options)
         if self.speculate is not None:
-            from chatlab.generate.speculate import prepare
-
             prepare(self.backend, self.speculate)  # at load, not inside a timed reply
 
     def facts(self) -> dict[str, Jsonable]:
-        # read back from the runtime (the compiled model's property, torch's dtype)
         facts = {"precision": self.backend.precision, "threads": self.backend.threads}
         notes = "".join(f"; {n}" for n in getattr(self.backend, "compute_notes", []))
         if hasattr(self.backend, "compiled"):
@@ -220,11 +211,10 @@ class GenAI:
                                                  dynamic_quantization=self.dynamic_quantization)
         if self.attention:
             options["ATTENTION_BACKEND"] = self.attention
-        # Left to itself, LLMPipeline on its paged-attention path keeps the KV blocks of earlier
-        # prompts (prefix caching) and skips the prefill of a prompt it has seen: measured here,
-        # the 1,029-token prompt repeated came back in 20-50 ms instead of ~2.2 s. The bench runs
-        # the same prompts every round and chatlab's loop caches nothing across requests, so the
-        # scheduler is given its latency settings (no cap on the prefill batch) without the cache.
+        # Left to itself, LLMPipeline keeps the KV blocks of earlier prompts (prefix caching) and
+        # skips the prefill of a prompt it has seen. The bench runs the same prompts every round
+        # and chatlab's loop caches nothing across requests, so the scheduler is given its
+        # latency settings (no cap on the prefill batch) without the cache.
         scheduler = genai.SchedulerConfig()
         scheduler.enable_prefix_caching = False
         scheduler.max_num_batched_tokens = 2**31 - 1
@@ -235,8 +225,7 @@ class GenAI:
                                       **options)
 
     def facts(self) -> dict[str, Jsonable]:
-        # LLMPipeline does not expose its compiled model: this is the property it was given,
-        # on top of the same CPU plugin defaults as the other OpenVINO engines.
+        # LLMPipeline does not expose its compiled model: this is what it was given.
         lookup = "" if self.prompt_lookup is None else (
             f"; prompt lookup, {self.prompt_lookup['draft_tokens']} tokens per draft, "
             f"n-grams up to {self.prompt_lookup['ngram']}")
@@ -290,9 +279,8 @@ def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
 
 
 Drafts = dict[str, int]
-# Drafts when the run names none. chatlab's loop: its own defaults (guesses of up to 3 tokens,
-# each OpenVINO pass padded to 1+3, chatlab.generate.speculate). genai's prompt lookup drafts
-# a fixed number per pass: 4, what its rows ran with in every stored run.
+# Drafts when the run names none: chatlab's loop's own defaults; genai's, what its rows ran with
+# in every stored run.
 CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation.draft_tokens, "ngram": Speculation.ngram}
 GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
 
@@ -301,14 +289,6 @@ def _chatlab_loop(row: EngineRow, model: str, precision: str, drafts: Drafts | N
     return ChatlabLoop(model, row.runtime, row.weight_format, precision, attention=row.options.get("attention"),
                        speculate=drafts, dynamic_quantization=row.options.get("dynamic_quantization"),
                        fast=bool(row.options.get("fast")))
-
-
-def _hf_generate(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
-    return HFGenerate(model, None, precision)
-
-
-def _optimum(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> HFGenerate:
-    return HFGenerate(model, row.weight_format, precision)
 
 
 def _genai_pipeline(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> GenAI:
@@ -322,10 +302,11 @@ def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None
     return LlamaCpp(model, precision)
 
 
-# One loader per runtime of the registry's rows: the loop backends and the references.
 LOADERS: dict[str, Callable[[EngineRow, str, str, Drafts | None], BenchEngine]] = {
-    "torch": _chatlab_loop, "openvino": _chatlab_loop, "hf-generate": _hf_generate,
-    "optimum": _optimum, "genai-pipeline": _genai_pipeline, "llama.cpp": _llama_cpp}
+    "torch": _chatlab_loop, "openvino": _chatlab_loop,
+    "hf-generate": lambda row, model, precision, _: HFGenerate(model, None, precision),
+    "optimum": lambda row, model, precision, _: HFGenerate(model, row.weight_format, precision),
+    "genai-pipeline": _genai_pipeline, "llama.cpp": _llama_cpp}
 
 
 def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,

@@ -22,8 +22,6 @@ from chatlab.backends.engines import LLAMA_CPP
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 
 ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
-PACKAGE = "llama-cpp-python"
-INSTALL = "pip install -e '.[llamacpp]'"
 # What the table says about this engine's arithmetic (see the module docstring).
 COMPUTE = "q4_1 weights x q8_1 activations (int dot products), f32 elsewhere, f32 KV cache"
 N_CTX = 2048  # the ~1,000-token prompt plus new tokens, with room to spare
@@ -41,7 +39,8 @@ def unavailable(precision: str) -> str | None:
     """Why this engine cannot run here (None when it can): the package or the GGUF is missing,
     or a precision llama.cpp does not compute in."""
     if not installed():
-        return f"{PACKAGE} is not installed; install it with {INSTALL} (compiles llama.cpp)"
+        return ("llama-cpp-python is not installed; install it with pip install -e '.[llamacpp]' "
+                "(compiles llama.cpp)")
     if precision != "f32":
         return f"llama.cpp has no {precision} compute for Q4_1 weights; run it with --precision f32"
     if gguf_path() is None:
@@ -65,10 +64,9 @@ PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n
 
 def extra_buffers_run(path: Path) -> bool:
     """Whether llama.cpp's extra buffer types run here. On an AMX CPU ggml puts the quantized
-    matmuls on its AMX kernels; on this project's AMX Xeon VM their tile loads stop the process
-    with SIGILL (measured: `tileloadd` in ggml_backend_amx_mul_mat, with the kernel's AMX
-    permission granted), so a three-token run in a child process decides. Where it fails, the
-    engine loads with `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
+    matmuls on its AMX kernels, whose tile loads can stop the process with SIGILL, so a
+    three-token run in a child process decides. Where it fails, the engine loads with
+    `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
     import subprocess
     import sys
 

@@ -3,16 +3,15 @@
 With greedy decoding, speculation changes nothing but the number of model passes: the reply is
 token for token the plain one (chatlab.generate.speculate). So whether a guess would have been
 accepted is known exactly from the recorded plain reply, and the only thing left to model is
-what a pass costs. A pass over 1 + k tokens costs about `PASS_COST[k]` decode steps, measured
-once (notebook 05, section 7); plain decoding is one step per token. Replaying a reply through
-`PromptLookup` then gives the speed-up a policy would have had, without the noise of timing it
-on a shared 2-core machine, over every case of every task in a second.
+what a pass costs. A pass over 1 + k tokens costs about `PASS_COST[k]` decode steps; plain
+decoding is one step per token. Replaying a reply through `PromptLookup` then gives the
+speed-up a policy would have had, without the noise of timing it on a shared machine.
 
 That is how the draft schedule of `Speculation` was chosen (see its module docstring); the timed
 side-by-side run (`chatlab bench speculate`, chatlab.lab.bench.speculate_run) then checks the
 choice against real clocks.
 
-    chatlab bench replay --record   # greedy replies of every bench task case (~3 min)
+    chatlab bench replay --record   # greedy replies of every bench task case
     chatlab bench replay            # modelled speed of a few policies, per task
 """
 from __future__ import annotations
@@ -25,12 +24,10 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 from chatlab.generate.speculate import PromptLookup, Speculation
 
-# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32,
-# 2 cores (AMD EPYC, AVX-512), 2026-12-02, medians of 41 at unchanged shapes (notebook 05's first
-# table; two runs averaged). Between measured k the cost is interpolated; past 12 it grows by the
-# 8->12 slope. The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take another matmul
-# kernel. In the loop a pass costs ~0.1-0.2 steps more (the Python around it, and on one graph the
-# re-planning that chatlab.backends.paged's verify graph avoids), which the replay leaves out.
+# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32
+# (notebook 05's first table). Between measured k the cost is interpolated, past the last k
+# extrapolated (`pass_cost`). The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take
+# another matmul kernel. The Python around each pass in the loop is left out.
 PASS_COST = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.4, 4: 2.1, 8: 2.5, 12: 2.85}
 REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
 # SmolLM2's end tokens (<|endoftext|>, <|im_end|>): the recorded replies run 64 tokens past them

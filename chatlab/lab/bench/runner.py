@@ -1,15 +1,13 @@
 """Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
 
-At most two engine processes are alive at once: each engine is paired with the baseline
-(openvino-genai int8) and the pairs run one after the other (see `plan_groups`). Within a pair
-the engines take turns (never two on the same cores), in an order that rotates every round, so
-a slow stretch of the machine (other processes, thermal limits) hits both instead of
-penalizing whichever came last; each ratio is taken against the baseline's runs in its own pair. Each round times a short chat prompt (time to first
+At most two engine processes are alive at once (see `plan_groups`). Within a pair the engines
+take turns (never two on the same cores), in an order that rotates every round, so a slow
+stretch of the machine hits both instead of penalizing whichever came last; each ratio is taken
+against the baseline's runs in its own pair. Each round times a short chat prompt (time to first
 token and decode speed over `tokens` new tokens) and a ~1,000-token prompt (time to first
-token). Medians are reported with the min–max range, and ratios to openvino-genai int8.
-Every engine runs at the one precision of the config (f32 by default), and the result says
-what each engine actually ran at, on which CPU (model, bf16/AMX flags) and with how many threads:
-a number without those is not comparable across machines.
+token). Every engine runs at the one precision of the config, and the result says what each
+engine actually ran at, on which CPU and with how many threads: a number without those is not
+comparable across machines.
 """
 from __future__ import annotations
 
@@ -60,10 +58,9 @@ class BenchConfig:
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
+        from chatlab.backends.engines import get_engine
         from chatlab.lab.bench.engines import FAST_ENGINES, SPECULATIVE_ENGINES
         from chatlab.lab.bench.tasks import TASKS
-
-        from chatlab.backends.engines import get_engine
 
         for e in engines or []:
             get_engine(e)  # an UnknownNameError listing the registry's rows
@@ -102,10 +99,9 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
 
 
 def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """`bench_prompts` run in a short-lived process. Rendering loads transformers' tokenizer,
-    which imports torch (~500 MB) into whichever process calls it, and keeps it there; the
-    parent of the engine workers only needs the ids. In a notebook that parent is the kernel,
-    whose memory counts against Binder's 2 GB next to the two workers'."""
+    """`bench_prompts` run in a short-lived process: rendering imports torch into whichever
+    process calls it and keeps it there, while the parent of the workers (in a notebook, the
+    kernel) only needs the ids."""
     code = ("import json, sys; from chatlab.lab.bench.runner import bench_prompts; "
             "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
     return json_from_child(code, [model, task or ""], f"rendering the benchmark prompts for {model!r}")
@@ -119,6 +115,15 @@ def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ChatlabError(f"{what} failed: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def start_worker(make_worker: "Callable[..., Worker] | None", engine: str, model: str,
+                 precision: str, speculate: dict[str, int] | None) -> "Worker":
+    """A worker for `engine` (`make_worker`, default a real one); drafts if its row takes them."""
+    from chatlab.backends.engines import get_engine
+
+    takes = speculate is not None and get_engine(engine).takes_drafts
+    return (make_worker or Worker)(engine, model, precision, *([speculate] if takes else []))
 
 
 class Worker:
@@ -162,19 +167,13 @@ class Worker:
             self.proc.wait()
 
 
-def summarize(values: list[float]) -> tuple[float, float, float]:
-    return statistics.median(values), min(values), max(values)
-
-
 def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
     """Which engines are alive together: each engine in a pair with the anchor (the baseline,
     or the first engine when the baseline is not benchmarked), one pair at a time.
 
-    Why pairs with the anchor rather than all engines at once or one at a time: memory stays at
-    two engines (Binder gives 2 GB; eight loaded engines peaked at 7.5 GB), while every ratio the
-    table reports is still taken between two engines measured interleaved, round by round, in
-    the same stretch of machine time. One engine at a time would either reload it every round
-    (loads take seconds and disturb the caches) or compare numbers taken minutes apart."""
+    Pairs keep memory at two engines (Binder gives 2 GB) while every ratio is still taken
+    between two engines measured interleaved in the same stretch of machine time; one engine
+    at a time would reload it every round or compare numbers taken minutes apart."""
     if len(engines) <= 1:
         return [list(engines)]
     anchor = baseline if baseline in engines else engines[0]
@@ -194,12 +193,17 @@ class Samples:
             if key is None:
                 continue
             s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
-            s["decode_tok_s"].append(short["decode_tok_s"])
-            s["ttft_ms"].append(short["ttft_s"] * 1000)
+            add_answer(s, short)
             s["ttft_long_ms"].append(long["ttft_s"] * 1000)
-            if short.get("spec"):  # a speculative engine: tokens per model pass, accepted
-                s.setdefault("tokens_per_step", []).append(short["spec"]["tokens_per_step"])
-                s.setdefault("acceptance", []).append(short["spec"]["acceptance"])
+
+
+def add_answer(s: dict[str, list[float]], answer: dict[str, Jsonable]) -> None:
+    """One timed reply into `s`: decode speed, TTFT, and a speculative engine's passes."""
+    s["decode_tok_s"].append(answer["decode_tok_s"])
+    s["ttft_ms"].append(answer["ttft_s"] * 1000)
+    if answer.get("spec"):  # tokens per model pass, share of drafted tokens accepted
+        s.setdefault("tokens_per_step", []).append(answer["spec"]["tokens_per_step"])
+        s.setdefault("acceptance", []).append(answer["spec"]["acceptance"])
 
 
 def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable],
@@ -207,15 +211,11 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
               make_worker: "Callable[..., Worker] | None" = None) -> int:
     """Load the group's workers, run the interleaved rounds, close them; returns how many
     workers were alive at once (the test of the memory bound reads it)."""
-    make_worker = make_worker or Worker
     workers: dict[str, Worker] = {}
     try:
-        from chatlab.backends.engines import get_engine
-
         for e in group:
-            takes = config.speculate is not None and get_engine(e).takes_drafts
-            extra = [config.speculate] if takes else []
-            workers[e] = make_worker(e, config.model, config.precision, *extra)
+            workers[e] = start_worker(make_worker, e, config.model, config.precision,
+                                      config.speculate)
             # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
             # paged graphs' cache blocks grow to the long prompt)
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
@@ -271,8 +271,8 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     for e in engines:
         row: dict[str, Jsonable] = {"name": e}
         for metric, values in samples.all[e].items():
-            med, lo, hi = summarize(values)
-            row[metric], row[f"{metric}_range"] = med, (lo, hi)
+            row[metric] = statistics.median(values)
+            row[f"{metric}_range"] = (min(values), max(values))
         if e in samples.paired:  # the anchor's medians in this engine's own pair
             row["paired_anchor"] = {m: statistics.median(v) for m, v in samples.paired[e].items()
                                     if m in ("decode_tok_s", "ttft_ms", "ttft_long_ms")}

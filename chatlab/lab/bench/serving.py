@@ -18,8 +18,7 @@ compares K greedy replies token by token: chatlab's OpenVINO loop at f32 vs the 
 On the genai backend each round also runs the same plans through the engine's token source at
 once, without the server (`engine_*`): the batching gain the engine itself gets on this machine,
 so the server's ratio can be read against that ceiling rather than against a number from other
-hardware. Everything runs through the engine (its plans, its token source), never the loop or
-the pipeline on the side.
+hardware.
 """
 from __future__ import annotations
 
@@ -29,12 +28,12 @@ import statistics
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import httpx
 
-from chatlab._thirdparty import Jsonable
+from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.precision import cpu_info
-from chatlab._thirdparty import LoaderOption
 from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
@@ -87,16 +86,24 @@ def raw_rate(engine: ChatEngine, tokens: int) -> float:
     return (sum(n for _, n in stamps) - 1) / (stamps[-1][0] - stamps[0][0])
 
 
-def http_rate(url: str, model: str, tokens: int) -> float:
-    body = {"model": model, "messages": PROMPT, "max_tokens": tokens, "temperature": 0,
+def stream_reply(url: str, model: str, messages: list[dict[str, str]], tokens: int,
+                 clock: Callable[[], float], timeout: float) -> tuple[list[float], int]:
+    """One streamed greedy reply of exactly `tokens`: when each chunk with content arrived (by
+    `clock`), and the usage chunk's completion tokens."""
+    body = {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     stamps, used = [], 0
-    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=300) as r:
+    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=timeout) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and '"content": "' in line and '"content": ""' not in line:
-                stamps.append(time.perf_counter())
+                stamps.append(clock())
             if line.startswith("data: {") and '"usage": {' in line:
                 used = json.loads(line[6:])["usage"]["completion_tokens"]
+    return stamps, used
+
+
+def http_rate(url: str, model: str, tokens: int) -> float:
+    stamps, used = stream_reply(url, model, PROMPT, tokens, time.perf_counter, 300)
     # a chunk may carry several tokens: the usage's count, not the chunks, over the same span
     return (used - 1) / (stamps[-1] - stamps[0])
 
@@ -109,29 +116,18 @@ PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bic
 
 def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, float]:
     """One streamed greedy reply: when it was sent, its first content, its end; its tokens."""
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
-            "temperature": 0, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}
-    t0, first, used = time.time(), 0.0, 0  # wall clock: comparable across client processes
-    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=600) as r:
-        for line in r.iter_lines():
-            if not first and line.startswith("data: ") and '"content": "' in line \
-                    and '"content": ""' not in line:
-                first = time.time()
-            if line.startswith("data: {") and '"usage": {' in line:
-                used = json.loads(line[6:])["usage"]["completion_tokens"]
-    return {"start": t0, "ttft": first - t0, "end": time.time(), "tokens": used}
-
-
-def _client(job: tuple[str, str, str, int]) -> dict[str, float]:
-    return one_client(*job)
+    t0 = time.time()  # wall clock: comparable across client processes
+    stamps, used = stream_reply(url, model, [{"role": "user", "content": prompt}], tokens,
+                                time.time, 600)
+    return {"start": t0, "ttft": (stamps[0] if stamps else 0.0) - t0, "end": time.time(),
+            "tokens": used}
 
 
 def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:
     """`clients` streams at once, each in its own process: client threads in the server's
     process would compete with it for the GIL and measure Python, not the server."""
-    runs = list(pool.map(_client, [(url, model, PROMPTS[i % len(PROMPTS)], tokens)
-                                   for i in range(clients)]))
+    runs = list(pool.map(one_client, [url] * clients, [model] * clients,
+                         [PROMPTS[i % len(PROMPTS)] for i in range(clients)], [tokens] * clients))
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
     return {"tok_s": sum(r["tokens"] for r in runs) / wall, "ttft": [r["ttft"] for r in runs]}
 
@@ -157,6 +153,7 @@ def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
 def greedy_equality(engine: ChatEngine, args: ServingRun) -> dict[str, Jsonable]:
     """K prompts, greedy, `tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
     from chatlab.generate import Finished
+    from chatlab.lab.finetune import first_difference
 
     loop = load_engine(args.model, "openvino", args.weight_format, precision="f32")
     same, firsts = 0, []
@@ -165,10 +162,7 @@ def greedy_equality(engine: ChatEngine, args: ServingRun) -> dict[str, Jsonable]
         ours = token_events(loop, chat_plan(loop, body))[-1]
         served = token_events(engine, chat_plan(engine, body))[-1]
         assert isinstance(ours, Finished) and isinstance(served, Finished)
-        a, b = ours.token_ids, served.token_ids
-        diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-        if diff is None and len(a) != len(b):
-            diff = min(len(a), len(b))
+        diff = first_difference(ours.token_ids, served.token_ids)
         same += diff is None
         firsts.append(diff)
     return {"prompts": args.equal, "identical": same, "first_difference": firsts}

@@ -20,7 +20,8 @@ from typing import Callable
 from chatlab._thirdparty import Jsonable
 
 from chatlab.lab.bench.engines import BASELINE
-from chatlab.lab.bench.runner import Bar, Worker, json_from_child, plan_groups
+from chatlab.lab.bench.runner import (Bar, Worker, add_answer, json_from_child, plan_groups,
+                                      start_worker)
 from chatlab.errors import ChatlabError
 
 METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
@@ -53,13 +54,9 @@ class TaskSamples:
         self.anchor: dict[str, dict[str, dict[str, list[float]]]] = {}
         self.tokens: dict[str, dict[str, dict[int, list[int]]]] = {}  # each case's reply, once
 
-    def add(self, store: dict[str, dict[str, dict[str, list[float]]]], engine: str, task: str, answer: dict[str, Jsonable]) -> None:
-        s = store.setdefault(engine, {}).setdefault(task, {m: [] for m in METRICS})
-        s["decode_tok_s"].append(answer["decode_tok_s"])
-        s["ttft_ms"].append(answer["ttft_s"] * 1000)
-        if answer.get("spec"):  # a speculative engine: model passes and acceptance
-            s["tokens_per_step"].append(answer["spec"]["tokens_per_step"])
-            s["acceptance"].append(answer["spec"]["acceptance"])
+    def add(self, store: dict[str, dict[str, dict[str, list[float]]]], engine: str, task: str,
+            answer: dict[str, Jsonable]) -> None:
+        add_answer(store.setdefault(engine, {}).setdefault(task, {m: [] for m in METRICS}), answer)
 
 
 def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], rounds: int,
@@ -67,17 +64,12 @@ def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], ro
              info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None,
              stop_at_eos: bool = False) -> None:
     """One pair (the baseline first): load both, warm up on every task, run the rounds."""
-    from chatlab.backends.engines import get_engine
-
-    make_worker = make_worker or Worker
     workers: dict[str, Worker] = {}
     current = group[0]
     try:
         for e in group:
             current = e
-            takes = speculate is not None and get_engine(e).takes_drafts  # as in runner.run_group
-            extra = [speculate] if takes else []
-            workers[e] = make_worker(e, model, precision, *extra)
+            workers[e] = start_worker(make_worker, e, model, precision, speculate)
             for task_cases_ in cases.values():  # warm-up, not timed: first-shape allocations
                 workers[e].ask({"ids": max(task_cases_, key=len), "tokens": 4})
             info[e] = {"load_s": workers[e].load_s, "precision": workers[e].precision,

@@ -1,6 +1,6 @@
 """Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
-    chatlab bench speculate            # ~9 minutes on a quiet 2-core machine
+    chatlab bench speculate
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
     chatlab bench speculate --fast --out data/bench/fast-run.json   # the moonshot
 
@@ -153,8 +153,8 @@ def recorded_replies() -> dict[str, list[dict[str, list[int]]]] | None:
 
 
 def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Jsonable]:
-    from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat
     from chatlab.engine import load_engine
+    from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 
     genai_chat = GenaiChatMode(model, precision)
     engines: dict[str, Turnable] = {
@@ -163,9 +163,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
     growing_chat(engines, 1, 4, start=turns)  # warm-up on another conversation, not timed
     genai_chat.restart()  # a new chat; chatlab's reuse engine also starts one
     result = growing_chat(engines, turns, tokens)
-    for row in result["turns"]:
-        row["reuse/plain"] = row["reuse_ttft_ms"] / row["plain_ttft_ms"]
-        row["reuse/genai-chat"] = row["reuse_ttft_ms"] / row["genai-chat_ttft_ms"]
+    ratios(result, [("reuse", "plain"), ("reuse", "genai-chat")])
     return result
 
 
@@ -248,14 +246,13 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
     write the JSON; the result returned. Bad sizes are refused before anything loads."""
     from chatlab.backends.precision import check_precision, cpu_info
     from chatlab.errors import ChatlabError
+    from chatlab.generate.speculate import Speculation
     from chatlab.lab.bench.sidebyside import run_tasks
-    from chatlab.lab.bench.stored import write_json
+    from chatlab.lab.bench.stored import label, write_json
     from chatlab.lab.evals import measured_on
 
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
-    from chatlab.generate.speculate import Speculation
-
     drafts = None  # each row's own default
     if args.draft_tokens is not None or args.ngram is not None:
         spec = Speculation(  # validates k and n; an option left out keeps its default
@@ -263,10 +260,10 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
             ngram=Speculation.ngram if args.ngram is None else args.ngram)
         drafts = {"draft_tokens": spec.draft_tokens, "ngram": spec.ngram}
     precision = check_precision(args.precision)
-    names = list(args.engines) if args.engines else FAST_ENGINES if args.fast else SIDE_BY_SIDE
-    tasks = run_tasks(args.model, [e for e in names if e], TASKS, args.rounds,
-                      args.tokens, precision, drafts, stop_at_eos=not args.ignore_eos)
-    tasks["engines_asked"] = [e for e in names if e]
+    names = [e for e in (args.engines or (FAST_ENGINES if args.fast else SIDE_BY_SIDE)) if e]
+    tasks = run_tasks(args.model, names, TASKS, args.rounds, args.tokens, precision, drafts,
+                      stop_at_eos=not args.ignore_eos)
+    tasks["engines_asked"] = names
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
                               "command": args.command,
@@ -274,8 +271,6 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
                               "oracle": oracle_bounds(tasks, recorded_replies())}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
     if args.machine:
-        from chatlab.lab.bench.stored import label
-
         result = label(result, result["command"], args.machine)
     print(format_report(result))
     print(f"measured on {result['measured_on']}; written to {write_json(result, args.out)}")

@@ -1,7 +1,7 @@
 """Stored benchmark results: a full run kept in `data/bench/`, labelled with where it came from.
 
-A notebook cannot run the full benchmark (seven engines, minutes each, gigabytes of memory on a
-2 GB Binder), and a number without its machine is not a result. So a full run is stored once, as
+A notebook cannot run the full benchmark (minutes per engine, more memory than Binder has), and
+a number without its machine is not a result. So a full run is stored once, as
 the JSON that `chatlab bench --json` or `chatlab bench serving --clients 8 --json` prints, plus
 a `run` record: the date, the command, a line about the machine (quiet or shared), and its CPU
 (model, bf16/AMX flags, threads). Notebooks load it through `chatlab.data_path` and print the

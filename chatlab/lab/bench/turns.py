@@ -3,7 +3,7 @@
 A client resends the whole conversation every turn, so without reuse turn N prefills all N
 turns again and its TTFT grows with the conversation; with reuse (chatlab.engine.prefix) it
 prefills only the new user message. Each turn adds a retrieved passage and a question from
-notebook 08's set, so the prompt grows by ~150-200 tokens a turn.
+notebook 08's set.
 
 The engines are timed interleaved, turn by turn, in one process (on a loaded machine only
 ratios measured side by side mean anything). TTFT is what a client sees: from the call to the

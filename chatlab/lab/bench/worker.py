@@ -1,11 +1,11 @@
 """One benchmark engine in its own process, so that its memory can be measured on its own.
 
-Protocol (JSON lines): `python -m chatlab.lab.bench.worker ENGINE MODEL PRECISION` loads its engine
-and prints {"ready": true, "load_s": …, "precision": …, "threads": …} (as the runtime reports them);
-then, for each request {"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s",
-"tokens"} (and "spec", speculation's counts, from a speculative engine; an optional fourth
-argument, JSON {"draft_tokens": k, "ngram": n}, sets its drafts); on {"quit": true} it prints {"rss_mb": peak resident memory} and exits. Its stdout
-carries nothing else: library chatter is redirected to stderr.
+Protocol (JSON lines): `python -m chatlab.lab.bench.worker ENGINE MODEL PRECISION [DRAFTS]`
+loads its engine (DRAFTS: JSON {"draft_tokens": k, "ngram": n}) and prints {"ready": true,
+"load_s", "precision", "threads"} (as the runtime reports them); then, for each request
+{"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s", "tokens"} (and "spec",
+speculation's counts, from a speculative engine); on {"quit": true} it prints {"rss_mb": peak
+resident memory} and exits. Its stdout carries nothing else: library chatter goes to stderr.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     engine_name, model, precision = sys.argv[1], sys.argv[2], sys.argv[3]
-    speculate = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None  # {"draft_tokens", "ngram"}
+    speculate = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
     from chatlab.lab.bench.engines import make_engine
