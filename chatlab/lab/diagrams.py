@@ -1,10 +1,8 @@
 """The notebooks' diagrams: Mermaid source in data/diagrams/, drawn here as SVG.
 
-JupyterLab renders a ```mermaid block, but GitHub's notebook viewer and Colab show it as code.
-Both show an SVG output, so each notebook's diagram cell calls `show(name)`, which reads
-`data/diagrams/<name>.mmd` and draws it. The SVG carries its text as text, so the viewer's own
-fonts render it (Chinese included, which matplotlib's bundled font cannot), and the Mermaid file
-stays the one source: paste it into mermaid.live to edit it with Mermaid's own layout.
+GitHub's notebook viewer and Colab show a ```mermaid block as code but show an SVG output, so
+each diagram cell calls `show(name)`, which draws `data/diagrams/<name>.mmd`. The SVG carries its
+text as text, so the viewer's own fonts render it (Chinese included).
 
 Only the flowchart subset the notebooks use is understood, and anything else is an error that
 names the line: `flowchart LR`, nodes `A["label"]` (a box) and `A{"label"}` (a decision),

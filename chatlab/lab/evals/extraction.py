@@ -2,10 +2,8 @@
 `name` and `color` (a pydantic model, a dict, or anything with those attributes).
 
 Scoring is strict on purpose: the name must equal the gold name and the color the gold color
-(or an accepted spelling) after normalising case, spaces, hyphens and a leading article. A
-reply such as color="brown beagle" is wrong: a caller who asked for a color and got a breed
-has to clean it up by hand, which is what structured output was supposed to save.
-A method that raises counts as wrong for that sentence, and the error is kept.
+(or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
+color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
 """
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from typing import Callable, Iterable
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import DogCase
 
-__all__ = ["Outcome", "MethodScore", "normalize", "score_dog", "evaluate", "markdown_table"]
 
 Method = Callable[[str], object]  # a sentence -> what the method extracted (a dict, a model, ...)
 

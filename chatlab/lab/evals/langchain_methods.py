@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import Runnable
 
-__all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted", "streamed_call"]
 
 # The RTP-LLM article's prompt for create_structured_output_chain, as it wrote it.
 ARTICLE_SYSTEM = "You are a world class algorithm for extracting information in structured formats."

@@ -1,10 +1,8 @@
 """Retrieval and answer checks over data/docs for the question set.
 
-The documents are short notes, four paragraphs each. With one node per file, top-3 of four
-files is nearly always a "hit" and says little; so the index is built from passages (one per
-paragraph, the file's heading kept as metadata) and a question's hit is the passage holding its
-gold quote. `hit_at_k` takes any `retrieve(question, k) -> list of texts`, so it scores a
-llama-index retriever, a plain embedding search or a fake in a test alike.
+The documents are short notes; a hit per file would say little, so the index is built from
+passages (one per paragraph, the file's heading kept as metadata) and a question's hit is the
+passage holding its gold quote. `hit_at_k` takes any `retrieve(question, k) -> list of texts`.
 """
 from __future__ import annotations
 
@@ -16,8 +14,6 @@ from typing import Callable, Iterable, Sequence
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import Question
 
-__all__ = ["Passage", "split_passages", "contains", "hit_at_k", "hits", "answer_has_key",
-           "trim_repeats"]
 
 Retrieve = Callable[[str, int], Sequence[str]]
 

@@ -1,19 +1,13 @@
 """Exercises a learner writes, and the checks that grade them.
 
-A notebook exercise is three cells: the task (markdown), an *attempt* cell holding a stub
-(`def f(...): raise NotImplementedError`), and a *check* cell, `check("nb03.stop_matcher", f)`.
-The check calls the learner's function on the exercise's cases and compares each result with
-the reference (for the build-it-yourself exercises, the package's own implementation), then
-prints one short verdict:
+A notebook exercise is the task, an attempt cell holding a stub (`def f(...): raise
+NotImplementedError`) and a check cell, `check("nb03.stop_matcher", f)`, which calls the
+learner's function on the exercise's cases, compares each result with the reference, and prints
+one short verdict: "not attempted yet" while the stub still raises (so Run All goes through), how
+many cases pass with the first failure, or ✓ once every case passes.
 
-* "not attempted yet" while the stub still raises NotImplementedError, so Run All on a fresh
-  notebook goes through;
-* otherwise how many cases pass, with the first failure's input, expected and actual value;
-* a line starting with ✓ once every case passes.
-
-The cases live here, one module per notebook (`chatlab.lab.exercises.nb03` registers every `nb03.*`
-exercise); a name's prefix says which module to import, so a notebook's module is loaded only
-when one of its exercises is checked. `run` returns the same verdict as a `Report` for tests.
+One module per notebook registers its exercises (`nb03` every `nb03.*`); a name's prefix says
+which module to import. `run` returns the same verdict as a `Report`.
 """
 from __future__ import annotations
 
@@ -23,8 +17,6 @@ from typing import Callable
 
 from chatlab._thirdparty import Graded
 from chatlab.errors import ChatlabError
-
-__all__ = ["Case", "Exercise", "Report", "check", "register", "run", "exercise_names"]
 
 
 @dataclass(frozen=True)
