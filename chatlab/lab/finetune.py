@@ -10,11 +10,11 @@ import copy
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from chatlab._thirdparty import HFModel, HFTokenizer, Jsonable
+from chatlab._thirdparty import HFModel, HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.protocols import StepBackend
 from chatlab.render.resolve import ChatMessages, Resolution, as_messages
@@ -42,7 +42,6 @@ class TrainReport:
     trainable: int
     total: int
     threads: int
-    extra: dict[str, Jsonable] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return (f"{self.steps} steps, loss {self.losses[0]:.3f} -> {self.losses[-1]:.3f}, "

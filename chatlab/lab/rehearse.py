@@ -17,6 +17,7 @@ Colab replica (chatlab.lab.rehearse_colab).
 """
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -25,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol
 
 import nbformat
@@ -262,13 +264,18 @@ class LocalRunner:
                 group.remove()  # type: ignore[attr-defined]
 
 
+def _tests_module(name: str) -> ModuleType:
+    """A helper module of the test suite (tests/ or tests/colab/)."""
+    for folder in (REPO / "tests" / "colab", REPO / "tests"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    return importlib.import_module(name)
+
+
 def _cgroup_kernel(folder: Path) -> tuple[object, str]:
     """A 2 GB memory cgroup and a kernel spec that starts this Python's kernel inside it
     (tests/kernel_cgroup.py); exits with the reason where none can be made."""
-    import importlib
-
-    sys.path.insert(0, str(REPO / "tests"))
-    made = importlib.import_module("kernel_cgroup").make("rehearse")
+    made = _tests_module("kernel_cgroup").make("rehearse")
     if isinstance(made, str):
         raise SystemExit(f"rehearse --cgroup: {made}")
     name = made.kernel_spec(folder, sys.executable)

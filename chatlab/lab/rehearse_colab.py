@@ -14,29 +14,20 @@ model. With --cgroup the install runs under INSTALL_LIMIT, then Binder's 2 GB fr
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 
-from chatlab.lab.rehearse import (REPO, Row, RouteError, _stderr_or_error, book_cell, fresh_copy,
-                                  kernel_sampler, kill_children, oom_problem, restore_env)
+from chatlab.lab.rehearse import (REPO, Row, RouteError, _stderr_or_error, _tests_module, book_cell,
+                                  fresh_copy, kernel_sampler, kill_children, oom_problem, restore_env)
 
 INSTALL_LIMIT = 8_000_000_000  # the install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"
-
-
-def _tests_module(name: str) -> ModuleType:
-    for folder in (REPO / "tests" / "colab", REPO / "tests"):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    return importlib.import_module(name)
 
 
 def first_code_cell(cells: list[nbformat.NotebookNode]) -> int:

@@ -25,8 +25,6 @@ class ChatWidget:
         import ipywidgets as w
 
         self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
-        self.backend = self.engine.backend
-        self.resolution = self.engine.resolution
         self.history: list[dict[str, Jsonable]] = []
         self.last: Finished | None = None
         self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))

@@ -73,11 +73,6 @@ class OracleBackend(ScriptedBackend):
         return super().prefill(ids)
 
 
-def dog_gold(case: DogCase) -> str:
-    """The JSON a perfect extractor returns for a case, in the schema's field order."""
-    return json.dumps({"name": case.name, "color": case.color})
-
-
 def hermes_call(name: str, arguments: str) -> str:
     """One call in the Hermes format (SmolLM2's and Qwen2.5's), exactly as its grammar forces it."""
     from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
@@ -113,7 +108,8 @@ def dog_call(prompt: str, gold: str) -> str | None:
 def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
     """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
     lists a tool (langchain's functions, tools and bind_tools ways)."""
-    return OracleBackend(tokenizer, {c.text: dog_gold(c) for c in cases}, as_call=dog_call)
+    gold = {c.text: json.dumps({"name": c.name, "color": c.color}) for c in cases}  # the schema's order
+    return OracleBackend(tokenizer, gold, as_call=dog_call)
 
 
 def rag_gold(question: Question) -> str:
