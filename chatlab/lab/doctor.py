@@ -138,9 +138,9 @@ def find_problems(report: dict[str, Jsonable]) -> list[dict[str, str]]:
     from chatlab.models.assets import get_asset
 
     for row in report["models"]:
-        asset = get_asset(row["name"])
         if not row["available"] and not row["optional"]:
-            found.append(problem(f"{row['name']} is not available offline", asset.install_hint))
+            found.append(problem(f"{row['name']} is not available offline",
+                                 get_asset(row["name"]).install_hint))
         if row["state"] in ("damaged", "unchecked"):
             found.append(problem(f"{row['name']}: " + "; ".join(row["problems"]),
                                  f"chatlab models --build {row['name']}"))

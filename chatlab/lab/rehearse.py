@@ -67,10 +67,8 @@ def plan(stops: tuple[Stop, ...], everything: bool) -> list[tuple[str, list[int]
     for number in numbers:
         cells = nbformat.read(route.notebook_path(number), as_version=4).cells
         setup, _ = route.sections(cells)
-        if everything:
-            chosen = list(range(len(cells)))
-        else:
-            chosen = route.route_cells(next(s for s in stops if s.notebook == number), cells)
+        chosen = (list(range(len(cells))) if everything
+                  else route.route_cells(next(s for s in stops if s.notebook == number), cells))
         out.append((number, chosen, len(setup)))
     return out
 

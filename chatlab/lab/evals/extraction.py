@@ -150,18 +150,15 @@ def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
             methods += [s.method for s in col if s.method not in methods]
     if not methods:
         raise ChatlabError("controls_table needs at least one column of scores")
+
+    def cell(col: list[MethodScore] | str, method: str) -> str:
+        if isinstance(col, str):
+            return col
+        found = next((s for s in col if s.method == method), None)
+        n = len(found.outcomes) if found else 0
+        return "-" if found is None else f"{round(found.accuracy * n)}/{n}"
+
     lines = ["| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for m in methods:
-        cells = []
-        for col in columns.values():
-            if isinstance(col, str):
-                cells.append(col)
-                continue
-            found = [s for s in col if s.method == m]
-            if not found:
-                cells.append("-")
-            else:
-                n = len(found[0].outcomes)
-                cells.append(f"{round(found[0].accuracy * n)}/{n}")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m} | " + " | ".join(cell(col, m) for col in columns.values()) + " |")
     return "\n".join(lines)

@@ -1,9 +1,7 @@
 """Extraction methods for `evaluate`, built on langchain: each is a function text -> object.
 
-Only what would otherwise be boilerplate in a notebook cell lives here: the article's legacy
-chain (with its own prompt, and langchain's deprecation warning silenced for that one call), and
-a prompt-then-model pipeline wrapped to take plain text. The notebook builds the modern methods
-itself (`llm.with_structured_output(...)`), because those calls are what it teaches.
+Only what would be boilerplate in a notebook cell lives here; the notebook builds the modern
+methods itself (`llm.with_structured_output(...)`), because those calls are what it teaches.
 """
 from __future__ import annotations
 

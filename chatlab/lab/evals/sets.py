@@ -1,15 +1,8 @@
 """The evaluation sets in data/eval/, read into small typed records.
 
-The sets, all written for this project (data/eval/README.md says how):
-- dogs.jsonl: sentences with the gold `Dog(name, color)` they describe (notebook 07);
-- questions.jsonl: questions about data/docs, each with the file, a quote that identifies the
-  passage answering it, and key phrases a right answer contains (notebook 08);
-- facts.jsonl: short general-knowledge questions with key phrases (notebooks 01-03: the split
-  role markers and the missing stop, measured);
-- weather_requests.jsonl: weather questions naming one city (notebook 04: streamed calls).
-
-A malformed row is a ChatlabError naming the file, the line and the field, so that a typo in a
-hand-edited set fails here and not as a confusing score later.
+The sets (data/eval/README.md describes them) back notebook 07 (dogs), 08 (questions), 01-03
+(facts) and 04 (weather_requests). A malformed row is a ChatlabError naming the file, the line and
+the field, so that a typo in a hand-edited set fails here and not as a confusing score later.
 """
 from __future__ import annotations
 

@@ -76,7 +76,8 @@ def _fourth_token_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
     return [Case((kv, ids), f"prompt {i + 1} ({len(ids)} tokens)") for i, ids in enumerate(prompts)]
 
 
-register(Exercise("nb03.fourth_token", _fourth_token_cases, reference=lambda kv, prompt: kv.greedy(prompt, 4, stop_ids=[])[3],
+register(Exercise("nb03.fourth_token", _fourth_token_cases,
+                  reference=lambda kv, prompt: kv.greedy(prompt, 4, stop_ids=[])[3],
                   same=lambda got, expected: int(got) == int(expected)))
 
 
