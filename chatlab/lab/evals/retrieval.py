@@ -70,13 +70,9 @@ def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int
     if not questions or not ks:
         raise ChatlabError("hit_at_k needs questions and at least one k; pass load_questions() "
                            "and e.g. ks=(1, 3, 5)")
-    top = max(ks)
-    ranked = [list(retrieve(q.question, top)) for q in questions]
-    out = {}
-    for k in sorted(ks):
-        got = [any(contains(t, q.quote) for t in r[:k]) for q, r in zip(questions, ranked)]
-        out[k] = sum(got) / len(got)
-    return out
+    ranked = [list(retrieve(q.question, max(ks))) for q in questions]
+    return {k: sum(any(contains(t, q.quote) for t in r[:k]) for q, r in zip(questions, ranked)) / len(questions)
+            for k in sorted(ks)}
 
 
 def answer_has_key(answer: str, question: Question) -> bool:
