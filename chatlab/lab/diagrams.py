@@ -1,10 +1,8 @@
 """The notebooks' diagrams: Mermaid source in data/diagrams/, drawn here as SVG.
 
-JupyterLab renders a ```mermaid block, but GitHub's notebook viewer and Colab show it as code.
-Both show an SVG output, so each notebook's diagram cell calls `show(name)`, which reads
-`data/diagrams/<name>.mmd` and draws it. The SVG carries its text as text, so the viewer's own
-fonts render it (Chinese included, which matplotlib's bundled font cannot), and the Mermaid file
-stays the one source: paste it into mermaid.live to edit it with Mermaid's own layout.
+GitHub's notebook viewer and Colab show a ```mermaid block as code but show an SVG output, so
+each diagram cell calls `show(name)`, which draws `data/diagrams/<name>.mmd`. The SVG carries its
+text as text, so the viewer's own fonts render it (Chinese included).
 
 Only the flowchart subset the notebooks use is understood, and anything else is an error that
 names the line: `flowchart LR`, nodes `A["label"]` (a box) and `A{"label"}` (a decision),
@@ -107,8 +105,6 @@ def _layers(chart: Flowchart) -> tuple[dict[str, int], set[tuple[str, str]]]:
 def to_svg(chart: Flowchart) -> str:
     layer, back = _layers(chart)
     size: dict[str, tuple[float, float]] = {}
-    w: float
-    h: float  # a node's box; the layout below reuses the names for scaled (float) boxes
     for v, label in chart.labels.items():
         rows = _lines(label)
         bw, bh = max(_width(r) for r in rows) + 2.0 * PAD, len(rows) * LINE + 2.0 * PAD
@@ -142,20 +138,19 @@ def to_svg(chart: Flowchart) -> str:
     for a, b, lab in chart.edges:
         ax, ay, aw, ah = pos[a]
         bx, by, bw, bh = pos[b]
+        # a cubic curve from (x1, y1) to (x2, y2) through control points c1, c2; the label at mid
         if a == b:   # a self-loop: an arc over the node's top
-            x1, x2, y0 = ax + aw * 0.35, ax + aw * 0.65, ay
-            path, mid = f"M {x1:.1f} {y0:.1f} C {x1:.1f} {y0 - 28:.1f} {x2:.1f} {y0 - 28:.1f} {x2:.1f} {y0:.1f}", \
-                ((x1 + x2) / 2, y0 - 24)
+            x1, y1, x2, y2 = ax + aw * 0.35, ay, ax + aw * 0.65, ay
+            c1, c2, mid = (x1, ay - 28), (x2, ay - 28), ((x1 + x2) / 2, ay - 24)
         elif (a, b) in back or layer[b] <= layer[a]:   # back to an earlier column: an arc below
             x1, y1, x2, y2 = ax + aw / 2, ay + ah, bx + bw / 2, by + bh
             low = max(y1, y2) + 40
-            path, mid = f"M {x1:.1f} {y1:.1f} C {x1:.1f} {low:.1f} {x2:.1f} {low:.1f} {x2:.1f} {y2:.1f}", \
-                ((x1 + x2) / 2, low - 8)
+            c1, c2, mid = (x1, low), (x2, low), ((x1 + x2) / 2, low - 8)
         else:
             x1, y1, x2, y2 = ax + aw, ay + ah / 2, bx, by + bh / 2
             cx = (x1 + x2) / 2
-            path, mid = f"M {x1:.1f} {y1:.1f} C {cx:.1f} {y1:.1f} {cx:.1f} {y2:.1f} {x2:.1f} {y2:.1f}", \
-                (cx, (y1 + y2) / 2)
+            c1, c2, mid = (cx, y1), (cx, y2), (cx, (y1 + y2) / 2)
+        path = f"M {x1:.1f} {y1:.1f} C {c1[0]:.1f} {c1[1]:.1f} {c2[0]:.1f} {c2[1]:.1f} {x2:.1f} {y2:.1f}"
         out.append(f'<path d="{path}" fill="none" stroke="#444" stroke-width="1.3" marker-end="url(#arrow)"/>')
         if lab:
             rows = _lines(lab)

@@ -1,10 +1,7 @@
 """`chatlab doctor`: what this machine has, what it means for chatlab, and how to fix problems.
 
-It reports versions (from package metadata: nothing heavy is imported except OpenVINO, which is
-asked for its real default precision), the CPU's flags and what they mean for OpenVINO,
-memory, the model store (what is available offline, what is built, exported or damaged in the
-cache) and a list of problems, each with its fix. `--json` prints the same as one object; the
-exit status is 1 when there are problems, so scripts can gate on it.
+Versions come from package metadata: nothing heavy is imported except OpenVINO, which is asked
+for its real default precision. Every problem found comes with its fix.
 """
 from __future__ import annotations
 
@@ -23,8 +20,8 @@ PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", 
             "jsonschema"]
 FLAGS = ["sse4_2", "avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
          "amx_tile", "amx_bf16", "amx_int8"]
-MIN_FREE_MEMORY = 2 * 1024**3  # SmolLM2 in fp32 with PyTorch peaks near 1.2 GB
-MIN_FREE_DISK = 1 * 1024**3  # one conversion (~0.7 GB) with room to spare
+MIN_FREE_MEMORY = 2 * 1024**3
+MIN_FREE_DISK = 1 * 1024**3
 
 
 def problem(what: str, fix: str) -> dict[str, str]:
@@ -103,13 +100,6 @@ def _same_version(have: str, want: str) -> bool:
         return have == want
 
 
-def memory() -> dict[str, int]:
-    import psutil
-
-    vm = psutil.virtual_memory()
-    return {"total_bytes": vm.total, "available_bytes": vm.available}
-
-
 def cache_report() -> dict[str, Jsonable]:
     from chatlab.backends.export import WEIGHT_FORMATS, is_exported
     from chatlab.models.atomic import stale_folders
@@ -148,9 +138,9 @@ def find_problems(report: dict[str, Jsonable]) -> list[dict[str, str]]:
     from chatlab.models.assets import get_asset
 
     for row in report["models"]:
-        asset = get_asset(row["name"])
         if not row["available"] and not row["optional"]:
-            found.append(problem(f"{row['name']} is not available offline", asset.install_hint))
+            found.append(problem(f"{row['name']} is not available offline",
+                                 get_asset(row["name"]).install_hint))
         if row["state"] in ("damaged", "unchecked"):
             found.append(problem(f"{row['name']}: " + "; ".join(row["problems"]),
                                  f"chatlab models --build {row['name']}"))
@@ -186,6 +176,8 @@ def machine(cpuinfo: str | None = None) -> dict[str, Jsonable]:
     """The facts a speed or precision result depends on, without the model store or any path
     (safe to print in a notebook): CPU model and flags, what OpenVINO makes of them, the threads
     this process may use, memory, versions."""
+    import psutil
+
     from chatlab.backends.precision import cpu_info
 
     if cpuinfo is None:
@@ -195,7 +187,9 @@ def machine(cpuinfo: str | None = None) -> dict[str, Jsonable]:
             cpuinfo = ""
     cpu = parse_cpuinfo(cpuinfo)
     cpu["openvino"] = {**openvino_meaning(cpu["flags"]), "default_precision": openvino_default_precision()}
-    return {"cpu": cpu, "threads": cpu_info()["threads"], "memory": memory(), "versions": versions()}
+    vm = psutil.virtual_memory()
+    return {"cpu": cpu, "threads": cpu_info()["threads"],
+            "memory": {"total_bytes": vm.total, "available_bytes": vm.available}, "versions": versions()}
 
 
 def machine_lines(facts: dict[str, Jsonable]) -> list[str]:

@@ -1,11 +1,8 @@
 """A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model.
 
-The second article's story needs a real fine-tune: a model trained under one chat template and
-then served under others. Training here uses chatlab's renderer, so the ids the model learns
-from are exactly the ids a server built from the same template would send; the loss covers only
-what the assistant says (its content, then the end-of-turn id that the server stops on), as
-LLaMA-Factory's supervised stage does. Then the helpers the comparison needs: greedy or sampled
-answers under any Resolution, the persona metric, merging the adapter and rounding it to bf16.
+Training uses chatlab's renderer, so the ids the model learns from are exactly the ids a server
+built from the same template would send; the loss covers only what the assistant says (its
+content, then the end-of-turn id the server stops on), as LLaMA-Factory's supervised stage does.
 """
 from __future__ import annotations
 
@@ -13,11 +10,11 @@ import copy
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from chatlab._thirdparty import HFModel, HFTokenizer, Jsonable
+from chatlab._thirdparty import HFModel, HFTokenizer
 from chatlab.errors import ChatlabError
 from chatlab.protocols import StepBackend
 from chatlab.render.resolve import ChatMessages, Resolution, as_messages
@@ -45,7 +42,6 @@ class TrainReport:
     trainable: int
     total: int
     threads: int
-    extra: dict[str, Jsonable] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return (f"{self.steps} steps, loss {self.losses[0]:.3f} -> {self.losses[-1]:.3f}, "
@@ -108,8 +104,7 @@ def add_lora(model: HFModel, rank: int = 8, alpha: int = 16, seed: int = 0, top_
              targets: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> HFModel:
     """A peft LoRA around `model` (changed in place: peft wraps its layers). Dropout is off so
     that training and the comparisons after it are deterministic. `top_layers=n` adapts only
-    the last n decoder layers: backpropagation then stops at the lowest adapted layer, which on
-    a CPU is most of the saving (a style is learned high in the network anyway)."""
+    the last n decoder layers: backpropagation then stops at the lowest adapted layer."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -129,13 +124,10 @@ def train(model: HFModel, examples: Sequence[Example], steps: int = 40, batch_si
           micro_batch: int | None = 2) -> TrainReport:
     """AdamW on the trainable parameters, shuffled batches, right padding masked out.
 
-    Each batch runs as micro-batches of `micro_batch` examples whose gradients add up before
-    the optimizer step (gradient accumulation). The loss is the batch's mean over its trained
-    tokens either way: every micro-batch sums its token losses and divides by the whole
-    batch's count (`num_items_in_batch`), so the step is the one a full batch would take. What
-    changes is memory: the logits, their softmax and its gradient are (examples x tokens x
-    vocabulary) floats, 49,152 wide for SmolLM2, and at 8 examples they took the kernel past
-    Binder's 2 GB. `micro_batch=None` runs each batch whole."""
+    Each batch runs as micro-batches of `micro_batch` examples whose gradients add up before the
+    optimizer step; every micro-batch divides its summed token loss by the whole batch's count
+    (`num_items_in_batch`), so the step is the one a full batch would take, in less memory (the
+    logits are examples x tokens x vocabulary floats). `micro_batch=None` runs batches whole."""
     import torch
 
     if not examples:
@@ -191,12 +183,10 @@ def loss_of(model: HFModel, batch: Sequence[Example], scored: int) -> "torch.Ten
 def answers(model: HFModel, tokenizer: HFTokenizer, resolution: Resolution, chats: Sequence[ChatMessages],
             params: SamplingParams | None = None, max_new_tokens: int = 48,
             backend: StepBackend | None = None) -> list[Finished]:
-    """One Finished (text, token_ids, ...) per chat, as the server would answer it: each chat is
-    a request to a ChatEngine over the model (rendered with `resolution`, whose stop ids and
-    words end the turn; planned and run under the engine's lease). Sampling gets seed
-    `params.seed + i` for chat i, so each answer is reproducible on its own whatever else runs.
-    `backend` replaces the model (a ScriptedBackend replaying gold answers is the positive
-    control of the same path)."""
+    """One Finished per chat, as the server would answer it: each chat is a request to a
+    ChatEngine over the model, rendered with `resolution`. Chat i samples with seed
+    `params.seed + i`, so each answer is reproducible on its own. `backend` replaces the model
+    (a ScriptedBackend replaying gold answers is the positive control of the same path)."""
     from chatlab.backends.torch import TorchBackend
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.generate import Finished, SamplingParams
@@ -231,17 +221,15 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def merged(peft_model: HFModel, copy_weights: bool = True) -> HFModel:
-    """The adapter folded into the base weights (W + BA·alpha/r). By default into a copy, leaving
-    the adapter model as it was; `copy_weights=False` folds it in place (the adapter model is
-    then spent), which keeps one model in memory instead of two: what a 2 GB Binder can hold."""
+    """The adapter folded into the base weights (W + BA·alpha/r), in a copy; `copy_weights=False`
+    folds it in place (the adapter model is then spent), keeping one model in memory, not two."""
     return (copy.deepcopy(peft_model) if copy_weights else peft_model).merge_and_unload()
 
 
 def round_to_bf16(model: HFModel, copy_weights: bool = True) -> HFModel:
     """A copy (`copy_weights=False`: the model itself) whose weights are rounded to bf16, as a
-    merged model is often saved, and kept in fp32 for compute. This isolates what the bf16 checkpoint itself changes, and runs on any
-    CPU (bf16 *compute* needs avx512_bf16/amx_bf16; chatlab refuses to emulate it, see
-    chatlab.backends.precision), so the measurement is the same on every machine."""
+    merged model is often saved, and kept in fp32 for compute: what the bf16 checkpoint itself
+    changes, the same on every CPU (bf16 *compute* needs avx512_bf16/amx_bf16)."""
     import torch
 
     out = copy.deepcopy(model) if copy_weights else model
@@ -252,7 +240,7 @@ def round_to_bf16(model: HFModel, copy_weights: bool = True) -> HFModel:
 
 
 def save_adapter(peft_model: HFModel, folder: str | Path) -> Path:
-    """adapter_config.json + adapter_model.safetensors: megabytes, not the whole model."""
+    """adapter_config.json + adapter_model.safetensors: the adapter, not the whole model."""
     peft_model.save_pretrained(str(folder))
     return Path(folder)
 

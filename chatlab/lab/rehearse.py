@@ -1,28 +1,23 @@
 """Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
 cold, and time them.
 
-`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` calls `main`. The route
-(chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
-needs a name only a skipped cell defines, is an error before any kernel starts. Then each
-notebook's setup cells and route sections run in a fresh kernel (as each notebook opened from
-its badge gets its own Colab runtime), from an empty model store: CHATLAB_HOME is a temporary
-folder, so every model the route needs is converted and exported on the way, and the folder is
-removed afterwards, also when the rehearsal is interrupted (no half-built model is left).
+`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` calls `main`. The route is validated
+first, before any kernel starts. Then each notebook's setup cells and route sections run in a
+fresh kernel (as each notebook opened from its badge gets its own Colab runtime), from an empty
+model store: CHATLAB_HOME is a temporary folder, removed afterwards, also when the rehearsal is
+interrupted (no half-built model is left).
 
-It prints one row per notebook: the setup seconds (kernel start and the cells before the first
-section), the route cells' seconds, the kernel's peak working set (sampled resident memory of
-the kernel and every process it started; the cgroup's own peak counts page cache up to its
-limit, so it says little) and the total; with --cgroup, an out-of-memory kill is a failure. Any cell error or any stderr output fails the rehearsal
-(exit status 1).
-
-chatlab's own one-time build notices on stderr ("chatlab: exporting ...", "chatlab: building the
-export environment ...") are what a cold store prints and do not count as stderr output.
+It prints one row per notebook: setup seconds, route seconds, the kernel's peak working set
+(sampled resident memory of the kernel and its processes: the cgroup's own peak counts page
+cache) and the total. Any cell error or stderr output fails the rehearsal (exit status 1), except
+chatlab's one-time build notices (BUILD_NOTICES); with --cgroup, so does an out-of-memory kill.
 
 --all runs every cell of every notebook instead of the route. --colab runs each notebook on the
-Colab replica instead of this Python (chatlab.lab.rehearse_colab: a `Runner` of its own).
+Colab replica (chatlab.lab.rehearse_colab).
 """
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -31,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol
 
 import nbformat
@@ -71,10 +67,8 @@ def plan(stops: tuple[Stop, ...], everything: bool) -> list[tuple[str, list[int]
     for number in numbers:
         cells = nbformat.read(route.notebook_path(number), as_version=4).cells
         setup, _ = route.sections(cells)
-        if everything:
-            chosen = list(range(len(cells)))
-        else:
-            chosen = route.route_cells(next(s for s in stops if s.notebook == number), cells)
+        chosen = (list(range(len(cells))) if everything
+                  else route.route_cells(next(s for s in stops if s.notebook == number), cells))
         out.append((number, chosen, len(setup)))
     return out
 
@@ -125,6 +119,28 @@ def kill_children(pid: int) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(children, timeout=10)
+
+
+def kernel_sampler(client: object, number: str) -> _Peak:
+    """A _Peak sampling the kernel's local process."""
+    pid = getattr(getattr(getattr(client, "km", None), "provisioner", None), "pid", None)
+    if not isinstance(pid, int):
+        raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
+    return _Peak(pid)
+
+
+def restore_env(saved: dict[str, str | None]) -> None:
+    """Put back the environment variables `saved` (None: it was not set)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def oom_problem(row: Row, cgroup: object | None) -> None:
+    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
+        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
 
 
 def _stderr_or_error(cell: nbformat.NotebookNode) -> str:
@@ -184,10 +200,7 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                             resources={"metadata": {"path": str(route.NOTEBOOKS)}})
     start = time.perf_counter()
     with client.setup_kernel():
-        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-        if not isinstance(pid, int):
-            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
-        sampler = _Peak(pid)
+        sampler = kernel_sampler(client, number)
         try:
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
@@ -196,9 +209,8 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                     break
         finally:
             row.peak_mb = sampler.stop() / 1e6
-            kill_children(pid)
-    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
-        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
+            kill_children(sampler.pid)
+    oom_problem(row, cgroup)
     return row
 
 
@@ -250,13 +262,18 @@ class LocalRunner:
                 group.remove()  # type: ignore[attr-defined]
 
 
+def _tests_module(name: str) -> ModuleType:
+    """A helper module of the test suite (tests/ or tests/colab/)."""
+    for folder in (REPO / "tests" / "colab", REPO / "tests"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    return importlib.import_module(name)
+
+
 def _cgroup_kernel(folder: Path) -> tuple[object, str]:
     """A 2 GB memory cgroup and a kernel spec that starts this Python's kernel inside it
     (tests/kernel_cgroup.py); exits with the reason where none can be made."""
-    import importlib
-
-    sys.path.insert(0, str(REPO / "tests"))
-    made = importlib.import_module("kernel_cgroup").make("rehearse")
+    made = _tests_module("kernel_cgroup").make("rehearse")
     if isinstance(made, str):
         raise SystemExit(f"rehearse --cgroup: {made}")
     name = made.kernel_spec(folder, sys.executable)
@@ -302,11 +319,7 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
                   file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        restore_env(saved)
     print(table(rows))
     if report is not None:
         write_report(report, rows, type(runner).__name__, everything, cgroup)

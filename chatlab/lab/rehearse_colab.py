@@ -1,48 +1,33 @@
 """The rehearsal on the Colab replica (`./run.sh rehearse --colab`): each notebook as a learner
 opens it from its Colab badge, on a cold runtime.
 
-The replica is tests/colab/replica.py's Python 3.13 venv of Colab's own package list (built once
-into .venv313-colab, or the venv CHATLAB_COLAB_VENV names). Per notebook:
+The replica is tests/colab/replica.py's Python 3.13 venv of Colab's own package list (.venv313-colab,
+or the venv CHATLAB_COLAB_VENV names). Per notebook: the replica goes back to its packages as built;
+a copy of this working tree takes the clone's place, with an empty CHATLAB_HOME; a kernel of the
+replica (told it is on Colab) runs the first cell, the install (`install` seconds), and where it
+asks for a restart, restarts and runs it again (`restart` seconds); then the other setup cells and
+the route cells run as in the plain rehearsal.
 
-1. the replica goes back to its packages as built (what the previous notebook's first cell
-   installed is removed: a new Colab runtime has none of it; not counted, Colab has no such step);
-2. a copy of this working tree takes the clone's place, and a fresh, empty CHATLAB_HOME;
-3. a kernel of the replica starts (told it is on Colab) and runs the first cell: the install
-   (`install` seconds). Where it asks for a restart, the kernel restarts and the first cell runs
-   again (`restart` seconds: restart and the second run);
-4. the other setup cells and the route cells run as in the plain rehearsal.
-
-The export environment's build (`env`) and the OpenVINO exports (`export`) are read from what
-they leave in CHATLAB_HOME (the environment's files' times, each export's recorded seconds);
-they are part of whichever cell asked for the model, so they sit inside the setup or the route
-seconds. With --cgroup the kernel runs in a memory cgroup: 8 GB for the install (pip, on Colab's
-12 GB), then Binder's 2 GB from the restart on.
+The export environment's build (`env`) and the OpenVINO exports (`export`) are read from what they
+leave in CHATLAB_HOME; they sit inside the setup or route seconds of the cell that asked for the
+model. With --cgroup the install runs under INSTALL_LIMIT, then Binder's 2 GB from the restart on.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 
-from chatlab.lab.rehearse import (REPO, Row, RouteError, _Peak, _stderr_or_error, book_cell, fresh_copy,
-                                  kill_children)
+from chatlab.lab.rehearse import (REPO, Row, RouteError, _stderr_or_error, _tests_module, book_cell,
+                                  fresh_copy, kernel_sampler, kill_children, oom_problem, restore_env)
 
 INSTALL_LIMIT = 8_000_000_000  # the install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"
-
-
-def _tests_module(name: str) -> ModuleType:
-    for folder in (REPO / "tests" / "colab", REPO / "tests"):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    return importlib.import_module(name)
 
 
 def first_code_cell(cells: list[nbformat.NotebookNode]) -> int:
@@ -133,11 +118,7 @@ class ColabRunner:
         finally:
             if group is not None:
                 group.remove()  # type: ignore[attr-defined]
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            restore_env(saved)
             shutil.rmtree(runtime, ignore_errors=True)
 
 
@@ -154,15 +135,8 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
                             resources={"metadata": {"path": str(cwd)}})
     peak = 0
     start = time.perf_counter()
-
-    def sampler() -> _Peak:
-        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-        if not isinstance(pid, int):
-            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
-        return _Peak(pid)
-
     with client.setup_kernel():
-        sample = sampler()
+        sample = kernel_sampler(client, number)
         try:
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
@@ -178,7 +152,7 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
                         # the async manager and client nbclient made (typed as their sync bases)
                         run_sync(getattr(client.km, "restart_kernel"))(now=True)
                         run_sync(getattr(client.kc, "wait_for_ready"))(timeout=120)
-                        sample = sampler()
+                        sample = kernel_sampler(client, number)
                         cell.outputs = []
                         client.execute_cell(cell, k)
                         row.parts["restart"] = time.perf_counter() - t
@@ -191,6 +165,5 @@ def run_on_replica(number: str, chosen: list[int], n_setup: int, kernel_name: st
             peak = max(peak, sample.stop())
             row.peak_mb = peak / 1e6
             kill_children(sample.pid)
-    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
-        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
+    oom_problem(row, cgroup)
     return row

@@ -1,19 +1,11 @@
 """The 2-hour class's route through the notebooks, defined once.
 
-`ROUTE` names, for each notebook the class visits, the sections it runs (by their markdown
-heading text) and the minutes they take; `MINUTES` gives every notebook's whole time, class and
-home. The README's "A 2-hour class" table, notebook 01's route table and each notebook's time
-line under its title are rendered from here (`route_table`, `time_line`), and a test holds them
-equal.
+`ROUTE` names, for each notebook the class visits, the sections it runs (by their heading text)
+and the minutes they take; `MINUTES` gives every notebook's whole time, class and home. The
+README's route table, notebook 01's and each notebook's time line are rendered from here.
 
-A notebook's *sections*: its cells before the first `##` heading are its setup (always run);
-each `##` or `###` heading cell starts a section that runs up to the next heading of the same
-or a higher level, so a `##` section holds its `###` subsections. A route runs the setup, then
-the named sections in notebook order.
-
-`validate` checks a route against the notebooks before anything runs: every named section
-exists, and no route cell uses a name that only a skipped section defines (a static reading of
-the code cells with `ast`: names each cell loads against the names earlier run cells bind).
+A notebook's cells before the first `##` heading are its setup (always run); each `##` or `###`
+heading starts a section that runs up to the next heading of the same or a higher level.
 """
 from __future__ import annotations
 

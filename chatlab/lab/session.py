@@ -1,10 +1,8 @@
 """The first cell of every notebook: set up whatever session it runs in, or say what to fix.
 
-Locally (`./run.sh lab`) and on Binder (`postBuild`) chatlab is already installed, so `setup()`
-only checks and prints. On Colab the cell clones the repository first (chatlab cannot be
-imported before that), then `setup()` installs into Colab's Python (colab.py) and says when
-the kernel must be restarted. The checks — a supported Python, the asset packages, a notebook
-run against its own checkout — each end in one message that names the fix.
+Locally and on Binder chatlab is already installed, so `setup()` only checks and prints. On Colab
+the cell gets the code first, then `setup()` installs into Colab's Python (colab.py) and says
+when the kernel must be restarted. Each failed check ends in one message that names the fix.
 
 This module must import on any Python the cell may meet (it runs before the version check),
 so it imports nothing heavy at module level.
@@ -12,7 +10,6 @@ so it imports nothing heavy at module level.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as md
 import os
 import sys
 from pathlib import Path
@@ -20,17 +17,13 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 from chatlab.lab import PYTHONS
 
-# The repository's public address: the default clone source of the first cell (CHATLAB_REPO
-# overrides it) and the target of the README's and notebooks' badges, which work once the
-# repository is published there.
+# The default clone source of the first cell (CHATLAB_REPO overrides it) and the badges' target.
 REPO_URL = "https://github.com/chatlab-course/chatlab"
 COLAB_CLONE = "/content/chatlab"
 
-# The notebooks' first code cell, verbatim (tests/test_notebooks.py checks every notebook has it).
-# On Colab it gets the code before chatlab can be imported: a checkout already at CLONE (a second
-# run, or a folder the learner uploaded), else a zip of the repository uploaded beside it
-# (unpacked into CLONE), else a clone of REPO. A failed clone is one message naming the URL it
-# tried and the other way in; nothing is left at CLONE for the next run to trip over.
+# The notebooks' first code cell, verbatim. On Colab it gets the code before chatlab can be
+# imported: a checkout already at CLONE, else an uploaded zip of the repository, else a clone of
+# REPO; a failed clone leaves nothing at CLONE for the next run to trip over.
 BOOTSTRAP = f'''\
 # Set up this session: nothing to install locally or on Binder; on Colab this gets the code (a clone of
 # CHATLAB_REPO, or a folder or zip of the repository uploaded to the session) and installs what Colab
@@ -153,36 +146,21 @@ def folder_problem(cwd: Path, package: Path) -> str | None:
             f"start Jupyter with {mine}/run.sh lab (or pip install -e {mine}) so they match")
 
 
-def _versions() -> str:
-    found = []
-    for name in ("torch", "transformers"):
-        try:
-            found.append(f"{name} {md.version(name)}")
-        except md.PackageNotFoundError:
-            found.append(f"{name} missing")
-    return ", ".join(found)
-
-
-def _restart_pending() -> bool:
-    # Set after an install replaced loaded packages; a restart is a new process (a new pid).
-    return os.environ.get("CHATLAB_RESTART_PENDING") == str(os.getpid())
-
-
 def setup(install: object = None) -> str:
     """Check (and on Colab, install); print one status line. Returns where it runs.
     `install` replaces colab.install in tests."""
     import chatlab
+    from chatlab.lab import colab
 
     place = where()
-    if _restart_pending():
+    # set after an install replaced loaded packages; a restart is a new process (a new pid)
+    if os.environ.get("CHATLAB_RESTART_PENDING") == str(os.getpid()):
         raise SetupError("packages were replaced after this kernel imported them: restart the "
                          "session (Runtime → Restart session), then run this cell again")
     if (problem := python_problem(place=place)) is not None:
         raise SetupError(problem)
     package = Path(chatlab.__file__).resolve().parent
     if place == "colab":
-        from chatlab.lab import colab
-
         try:
             done, replaced = (install or colab.install)(package.parent)  # type: ignore[operator]
         except SetupError:
@@ -202,8 +180,9 @@ def setup(install: object = None) -> str:
     from chatlab.data import data_dir
 
     data_dir()  # raises, naming the fix, when chatlab came without its data
+    versions = colab.installed_versions(["torch", "transformers"])
     print(f"chatlab {chatlab.__version__} ({place}), Python {sys.version.split()[0]}, "
-          f"{_versions()}")
+          + ", ".join(f"{name} {v or 'missing'}" for name, v in versions.items()))
     if (problem := folder_problem(Path.cwd(), package)) is not None:
         print(f"chatlab setup: warning: {problem}")
     return place

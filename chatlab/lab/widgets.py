@@ -1,12 +1,8 @@
 """A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article.
 
-System prompt, max tokens, top-k, top-p and temperature; the reply streams into the page token by
-token as the loop yields text. The conversation is kept as OpenAI-style messages and rendered
-with the model's resolved template on every turn. Each turn is a request to a ChatEngine —
-parsed, planned and run under the engine's lease, as `chatlab complete` and the server run it —
-so what the model sees is exactly what they would send. `chat.send("...")` drives it from code
-(it also prints the stream, so an executed notebook shows the reply even where widgets do not
-render).
+Each turn is a request to a ChatEngine, as `chatlab complete` and the server run it, so what the
+model sees is exactly what they would send; the reply streams into the page. `chat.send("...")`
+drives it from code and also prints the stream, for where widgets do not render.
 """
 from __future__ import annotations
 
@@ -29,8 +25,6 @@ class ChatWidget:
         import ipywidgets as w
 
         self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
-        self.backend = self.engine.backend
-        self.resolution = self.engine.resolution
         self.history: list[dict[str, Jsonable]] = []
         self.last: Finished | None = None
         self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))

@@ -1,16 +1,11 @@
-"""The headline bugs, measured on a live model over an eval set, beside their fixes.
+"""The headline bugs, measured on a live model over an eval set, beside their fixes (greedy, so a
+rerun gives the same counts on the same build):
 
-Three bites, each a pair of columns over the same prompts (greedy, so a rerun gives the same
-counts on the same build; the OpenVINO loop computes in f32):
-
-* split role markers (notebook 01, fixed in 02): ChatGLM3's bug reproduced on SmolLM2. The chat
-  is rendered to text and every control token in it (`<|im_start|>`, `<|im_end|>`) is encoded as
-  ordinary text pieces, as ChatGLM3's tokenizer does with `<|user|>`; against the id-level prompt
-  and, as the positive control, the tokenizer's own chat_template encoded with its control tokens
-  whole. Each reply gets a verdict on what its text shows (`verdict`).
-* a missing stop (notebook 03): the reply served with only `<|endoftext|>` as its stop id, the
-  tokenizer's end of text (what Qwen's tokenizer reports as eos and llama.cpp stopped on), not
-  the template's end of turn `<|im_end|>`; against the template's stop ids.
+* split role markers (notebook 01, fixed in 02): ChatGLM3's bug reproduced on SmolLM2: every
+  control token of the rendered chat encoded as ordinary text pieces, against the id-level prompt
+  and, as the positive control, the tokenizer's own chat_template with its control tokens whole.
+* a missing stop (notebook 03): only `<|endoftext|>` as the stop id, not the template's end of
+  turn `<|im_end|>`; against the template's stop ids.
 * streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
 """
 from __future__ import annotations
@@ -31,9 +26,6 @@ MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assist
 
 # what one reply's text shows, in the order `verdict` checks them
 VERDICTS = ("new turn", "never ends", "goes on", "ends")
-
-__all__ = ["Reply", "Column", "VERDICTS", "verdict", "split_marker_ids", "template_ids", "ask", "split_markers_bite",
-           "missing_stop_bite", "table"]
 
 
 def verdict(shown: str, finish_reason: str) -> str:
@@ -210,10 +202,8 @@ def table(columns: Sequence[Column], rows: Sequence[tuple[str, str]], max_tokens
     (label, what): what is a Reply field counted over the set, "length", "tokens",
     "wasted" or "seconds"."""
     def cell(c: Column, what: str) -> str:
-        if what == "tokens":
-            return f"{c.tokens}"
-        if what == "wasted":
-            return f"{c.wasted}"
+        if what in ("tokens", "wasted"):
+            return str(getattr(c, what))
         if what == "seconds":
             return f"{c.seconds:.1f} s"
         return f"{c.count(what)}/{c.n}"

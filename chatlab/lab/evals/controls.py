@@ -1,17 +1,13 @@
 """Positive controls for the eval tables: gold answers replayed through the very same path.
 
-A low score on a 135M model says either "the model cannot do this" or "the plumbing is broken"
-(the template, the grammar, the parser, the client library, the scorer). A control tells the two
-apart: `OracleBackend` is a ScriptedBackend that answers every prompt with the gold answer of
-the eval case it recognises in that prompt, so the request goes through the real renderer,
-loop, constrained decoding, parser, server, langchain / llama-index and score. If the control
-scores 100%, everything but the model works; whatever the model loses, the model loses.
+A low score says either "the model cannot do this" or "the plumbing is broken". `OracleBackend`
+tells the two apart: a ScriptedBackend that answers every prompt with the gold answer of the eval
+case it finds in that prompt, through the real renderer, loop, grammar, parser, server, client
+library and score. If the control scores 100%, whatever the model loses, the model loses.
 
-The case is found by its text (a dog sentence, a question) inside the decoded prompt. The last
-occurrence wins: few-shot turns and retrieved passages come before the question being asked.
-A request that lists tools needs the answer written as the model would write a call (Hermes
-`<tool_call>` markup for SmolLM2 and Qwen2.5): `as_call(prompt, gold)` writes it, or returns
-None for a prompt without tools; the server's parser, not the oracle, then makes the call.
+The case is found by its text inside the decoded prompt; the last occurrence wins (few-shot turns
+and retrieved passages come before the question). For a request that lists tools, `as_call(prompt,
+gold)` writes the answer as the model would write a call (None for a prompt without tools).
 """
 from __future__ import annotations
 
@@ -77,11 +73,6 @@ class OracleBackend(ScriptedBackend):
         return super().prefill(ids)
 
 
-def dog_gold(case: DogCase) -> str:
-    """The JSON a perfect extractor returns for a case, in the schema's field order."""
-    return json.dumps({"name": case.name, "color": case.color})
-
-
 def hermes_call(name: str, arguments: str) -> str:
     """One call in the Hermes format (SmolLM2's and Qwen2.5's), exactly as its grammar forces it."""
     from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
@@ -117,7 +108,8 @@ def dog_call(prompt: str, gold: str) -> str | None:
 def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
     """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
     lists a tool (langchain's functions, tools and bind_tools ways)."""
-    return OracleBackend(tokenizer, {c.text: dog_gold(c) for c in cases}, as_call=dog_call)
+    gold = {c.text: json.dumps({"name": c.name, "color": c.color}) for c in cases}  # the schema's order
+    return OracleBackend(tokenizer, gold, as_call=dog_call)
 
 
 def rag_gold(question: Question) -> str:
@@ -133,10 +125,7 @@ def rag_oracle(tokenizer: HFTokenizer, questions: Iterable[Question]) -> OracleB
     return OracleBackend(tokenizer, {q.question: rag_gold(q) for q in questions})
 
 
-# What the optional column adds to a session, measured on this project's 2-core machine: its
-# int8 export loaded by ChatEngine and one request served (RSS increment, weights' file pages
-# included: 1.28-1.40 GB), and building that export on first use (the export process's peak
-# RSS: 3.85 GB). A Binder session (2 GB, about 0.9 GB of it already used by notebook 08) has less.
+# The memory the optional column needs: to run its int8 export, and to build that export first.
 OPTIONAL_RUN_BYTES = 1_400_000_000
 OPTIONAL_BUILD_BYTES = 3_900_000_000
 

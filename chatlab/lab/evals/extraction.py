@@ -2,10 +2,8 @@
 `name` and `color` (a pydantic model, a dict, or anything with those attributes).
 
 Scoring is strict on purpose: the name must equal the gold name and the color the gold color
-(or an accepted spelling) after normalising case, spaces, hyphens and a leading article. A
-reply such as color="brown beagle" is wrong: a caller who asked for a color and got a breed
-has to clean it up by hand, which is what structured output was supposed to save.
-A method that raises counts as wrong for that sentence, and the error is kept.
+(or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
+color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
 """
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from typing import Callable, Iterable
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import DogCase
 
-__all__ = ["Outcome", "MethodScore", "normalize", "score_dog", "evaluate", "markdown_table"]
 
 Method = Callable[[str], object]  # a sentence -> what the method extracted (a dict, a model, ...)
 
@@ -153,18 +150,15 @@ def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
             methods += [s.method for s in col if s.method not in methods]
     if not methods:
         raise ChatlabError("controls_table needs at least one column of scores")
+
+    def cell(col: list[MethodScore] | str, method: str) -> str:
+        if isinstance(col, str):
+            return col
+        found = next((s for s in col if s.method == method), None)
+        n = len(found.outcomes) if found else 0
+        return "-" if found is None else f"{round(found.accuracy * n)}/{n}"
+
     lines = ["| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for m in methods:
-        cells = []
-        for col in columns.values():
-            if isinstance(col, str):
-                cells.append(col)
-                continue
-            found = [s for s in col if s.method == m]
-            if not found:
-                cells.append("-")
-            else:
-                n = len(found[0].outcomes)
-                cells.append(f"{round(found[0].accuracy * n)}/{n}")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m} | " + " | ".join(cell(col, m) for col in columns.values()) + " |")
     return "\n".join(lines)

@@ -1,6 +1,5 @@
 """Factual accuracy for notebook 09: the persona rate says *how* a model answers, not whether
-the answer is right. A fine-tune can reach 100% "ends with Arr!" while saying a bicycle has
-eight wheels, so the held-out questions carry the facts a right answer names.
+the answer is right, so the held-out questions carry the facts a right answer names.
 
 `data/finetune/heldout.jsonl` rows hold `instruction` (the question), `facts` (phrases, any one
 of which a right answer contains; empty for a question of taste, which is left out of the rate)

@@ -1,9 +1,7 @@
 """Extraction methods for `evaluate`, built on langchain: each is a function text -> object.
 
-Only what would otherwise be boilerplate in a notebook cell lives here: the article's legacy
-chain (with its own prompt, and langchain's deprecation warning silenced for that one call), and
-a prompt-then-model pipeline wrapped to take plain text. The notebook builds the modern methods
-itself (`llm.with_structured_output(...)`), because those calls are what it teaches.
+Only what would be boilerplate in a notebook cell lives here; the notebook builds the modern
+methods itself (`llm.with_structured_output(...)`), because those calls are what it teaches.
 """
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ if TYPE_CHECKING:
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import Runnable
 
-__all__ = ["ARTICLE_SYSTEM", "ARTICLE_HUMAN", "article_chain", "prompted", "streamed_call"]
 
 # The RTP-LLM article's prompt for create_structured_output_chain, as it wrote it.
 ARTICLE_SYSTEM = "You are a world class algorithm for extracting information in structured formats."

@@ -1,19 +1,11 @@
 """Streamed function calls, measured: a naive relay against the buffered parser (notebook 04).
 
-Both read the same live text deltas of a model forced to call (a named `tool_choice`: the
-grammar makes every reply a Hermes `<tool_call>`), so only the relay differs:
-
-* the naive relay is the shortcut many servers took when function calls "only worked without
-  streaming": forward each delta as `content` unless the delta itself starts with the opening
-  tag, in which case collect the rest and parse it at the end. It works when the tag arrives as
-  one token (Qwen2.5 has `<tool_call>` as a single id) and leaks when the tag is split over
-  several tokens (SmolLM2 spells it `<`, `tool`, `_`, `call`, `>`): the markup goes out as text
-  and the call is lost;
-* the buffered parser is chatlab's (`chatlab.tools.get_parser`, what the engine streams through):
-  it holds back only what could still become the tag.
-
-The positive control replays gold calls (ScriptedBackend) through the same path: it proves the
-plumbing, so a bad live column is the model's or the relay's, not the harness's.
+Both read the same live text deltas of a model forced to call (a named `tool_choice`), so only
+the relay differs. The naive relay forwards each delta as `content` unless the delta itself
+starts with the opening tag: it works when the tag is one token (Qwen2.5) and leaks the markup,
+losing the call, when the tag is split over several (SmolLM2). The buffered parser
+(`chatlab.tools.get_parser`, what the engine streams through) holds back only what could still
+become the tag. The positive control replays gold calls through the same path.
 """
 from __future__ import annotations
 
@@ -27,8 +19,6 @@ from chatlab.lab.evals.sets import WeatherRequest
 if TYPE_CHECKING:
     from chatlab.engine import ChatEngine
 
-__all__ = ["TOOLS", "Stream", "RelayColumn", "live_deltas", "naive_relay", "buffered_relay", "relay_bite",
-           "gold_reply", "relay_table"]
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_current_weather",

@@ -1,10 +1,8 @@
 """Retrieval and answer checks over data/docs for the question set.
 
-The documents are short notes, four paragraphs each. With one node per file, top-3 of four
-files is nearly always a "hit" and says little; so the index is built from passages (one per
-paragraph, the file's heading kept as metadata) and a question's hit is the passage holding its
-gold quote. `hit_at_k` takes any `retrieve(question, k) -> list of texts`, so it scores a
-llama-index retriever, a plain embedding search or a fake in a test alike.
+The documents are short notes; a hit per file would say little, so the index is built from
+passages (one per paragraph, the file's heading kept as metadata) and a question's hit is the
+passage holding its gold quote. `hit_at_k` takes any `retrieve(question, k) -> list of texts`.
 """
 from __future__ import annotations
 
@@ -16,8 +14,6 @@ from typing import Callable, Iterable, Sequence
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import Question
 
-__all__ = ["Passage", "split_passages", "contains", "hit_at_k", "hits", "answer_has_key",
-           "trim_repeats"]
 
 Retrieve = Callable[[str, int], Sequence[str]]
 
@@ -74,13 +70,9 @@ def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int
     if not questions or not ks:
         raise ChatlabError("hit_at_k needs questions and at least one k; pass load_questions() "
                            "and e.g. ks=(1, 3, 5)")
-    top = max(ks)
-    ranked = [list(retrieve(q.question, top)) for q in questions]
-    out = {}
-    for k in sorted(ks):
-        got = [any(contains(t, q.quote) for t in r[:k]) for q, r in zip(questions, ranked)]
-        out[k] = sum(got) / len(got)
-    return out
+    ranked = [list(retrieve(q.question, max(ks))) for q in questions]
+    return {k: sum(any(contains(t, q.quote) for t in r[:k]) for q, r in zip(questions, ranked)) / len(questions)
+            for k in sorted(ks)}
 
 
 def answer_has_key(answer: str, question: Question) -> bool:

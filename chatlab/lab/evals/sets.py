@@ -1,28 +1,22 @@
 """The evaluation sets in data/eval/, read into small typed records.
 
-The sets, all written for this project (data/eval/README.md says how):
-- dogs.jsonl: sentences with the gold `Dog(name, color)` they describe (notebook 07);
-- questions.jsonl: questions about data/docs, each with the file, a quote that identifies the
-  passage answering it, and key phrases a right answer contains (notebook 08);
-- facts.jsonl: short general-knowledge questions with key phrases (notebooks 01-03: the split
-  role markers and the missing stop, measured);
-- weather_requests.jsonl: weather questions naming one city (notebook 04: streamed calls).
-
-A malformed row is a ChatlabError naming the file, the line and the field, so that a typo in a
-hand-edited set fails here and not as a confusing score later.
+The sets (data/eval/README.md describes them) back notebook 07 (dogs), 08 (questions), 01-03
+(facts) and 04 (weather_requests). A malformed row is a ChatlabError naming the file, the line and
+the field, so that a typo in a hand-edited set fails here and not as a confusing score later.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from chatlab._thirdparty import Jsonable
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
 
-__all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_questions", "load_facts",
-           "load_weather_requests"]
+
+_Row = TypeVar("_Row", "DogCase", "Question", "Fact", "WeatherRequest")
 
 
 @dataclass(frozen=True)
@@ -105,61 +99,42 @@ def _texts(row: dict[str, Jsonable], key: str, where: str, required: bool) -> tu
     return tuple(value)
 
 
-def _unique(ids: list[str], name: str) -> None:
+def _load(path: Path, make: Callable[[dict[str, Jsonable], str], _Row]) -> list[_Row]:
+    """`make(row, where)` for every row of `path`; every row's id must be its own."""
+    items = [make(row, f"{path.name} line {n}") for n, row in _rows(path)]
     seen = set()
-    for i in ids:
-        if i in seen:
-            raise ChatlabError(f"{name}: the id {i!r} appears twice; give every row its own id")
-        seen.add(i)
+    for item in items:
+        if item.id in seen:
+            raise ChatlabError(f"{path.name}: the id {item.id!r} appears twice; give every row its own id")
+        seen.add(item.id)
+    return items
 
 
 def load_dogs(path: Path | None = None) -> list[DogCase]:
     """The extraction set (default data/eval/dogs.jsonl)."""
-    path = path or data_path("eval", "dogs.jsonl")
-    cases = []
-    for n, row in _rows(path):
-        where = f"{path.name} line {n}"
-        cases.append(DogCase(
-            id=_text(row, "id", where), text=_text(row, "text", where), name=_text(row, "name", where),
-            color=_text(row, "color", where), accept_color=_texts(row, "accept_color", where, False),
-            note=str(row.get("note", "")), source=str(row.get("source", "chatlab"))))
-    _unique([c.id for c in cases], path.name)
-    return cases
+    return _load(path or data_path("eval", "dogs.jsonl"), lambda row, where: DogCase(
+        id=_text(row, "id", where), text=_text(row, "text", where), name=_text(row, "name", where),
+        color=_text(row, "color", where), accept_color=_texts(row, "accept_color", where, False),
+        note=str(row.get("note", "")), source=str(row.get("source", "chatlab"))))
 
 
 def load_questions(path: Path | None = None) -> list[Question]:
     """The retrieval/answer set (default data/eval/questions.jsonl)."""
-    path = path or data_path("eval", "questions.jsonl")
-    questions = []
-    for n, row in _rows(path):
-        where = f"{path.name} line {n}"
-        questions.append(Question(
-            id=_text(row, "id", where), question=_text(row, "question", where),
-            file=_text(row, "file", where), quote=_text(row, "quote", where),
-            answer=_texts(row, "answer", where, True)))
-    _unique([q.id for q in questions], path.name)
-    return questions
+    return _load(path or data_path("eval", "questions.jsonl"), lambda row, where: Question(
+        id=_text(row, "id", where), question=_text(row, "question", where),
+        file=_text(row, "file", where), quote=_text(row, "quote", where),
+        answer=_texts(row, "answer", where, True)))
 
 
 def load_facts(path: Path | None = None) -> list[Fact]:
     """The general-knowledge set (default data/eval/facts.jsonl)."""
-    path = path or data_path("eval", "facts.jsonl")
-    facts = []
-    for n, row in _rows(path):
-        where = f"{path.name} line {n}"
-        facts.append(Fact(id=_text(row, "id", where), question=_text(row, "question", where),
-                          answer=_texts(row, "answer", where, True)))
-    _unique([f.id for f in facts], path.name)
-    return facts
+    return _load(path or data_path("eval", "facts.jsonl"), lambda row, where: Fact(
+        id=_text(row, "id", where), question=_text(row, "question", where),
+        answer=_texts(row, "answer", where, True)))
 
 
 def load_weather_requests(path: Path | None = None) -> list[WeatherRequest]:
     """The tool-call set (default data/eval/weather_requests.jsonl)."""
-    path = path or data_path("eval", "weather_requests.jsonl")
-    requests = []
-    for n, row in _rows(path):
-        where = f"{path.name} line {n}"
-        requests.append(WeatherRequest(id=_text(row, "id", where), request=_text(row, "request", where),
-                                       location=_text(row, "location", where)))
-    _unique([r.id for r in requests], path.name)
-    return requests
+    return _load(path or data_path("eval", "weather_requests.jsonl"), lambda row, where: WeatherRequest(
+        id=_text(row, "id", where), request=_text(row, "request", where),
+        location=_text(row, "location", where)))

@@ -13,7 +13,6 @@ import re
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
-__all__ = ["capitalised_words", "word_runs", "span_schema"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 

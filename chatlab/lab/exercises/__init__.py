@@ -1,19 +1,13 @@
 """Exercises a learner writes, and the checks that grade them.
 
-A notebook exercise is three cells: the task (markdown), an *attempt* cell holding a stub
-(`def f(...): raise NotImplementedError`), and a *check* cell, `check("nb03.stop_matcher", f)`.
-The check calls the learner's function on the exercise's cases and compares each result with
-the reference (for the build-it-yourself exercises, the package's own implementation), then
-prints one short verdict:
+A notebook exercise is the task, an attempt cell holding a stub (`def f(...): raise
+NotImplementedError`) and a check cell, `check("nb03.stop_matcher", f)`, which calls the
+learner's function on the exercise's cases, compares each result with the reference, and prints
+one short verdict: "not attempted yet" while the stub still raises (so Run All goes through), how
+many cases pass with the first failure, or ✓ once every case passes.
 
-* "not attempted yet" while the stub still raises NotImplementedError, so Run All on a fresh
-  notebook goes through;
-* otherwise how many cases pass, with the first failure's input, expected and actual value;
-* a line starting with ✓ once every case passes.
-
-The cases live here, one module per notebook (`chatlab.lab.exercises.nb03` registers every `nb03.*`
-exercise); a name's prefix says which module to import, so a notebook's module is loaded only
-when one of its exercises is checked. `run` returns the same verdict as a `Report` for tests.
+One module per notebook registers its exercises (`nb03` every `nb03.*`); a name's prefix says
+which module to import. `run` returns the same verdict as a `Report`.
 """
 from __future__ import annotations
 
@@ -23,8 +17,6 @@ from typing import Callable
 
 from chatlab._thirdparty import Graded
 from chatlab.errors import ChatlabError
-
-__all__ = ["Case", "Exercise", "Report", "check", "register", "run", "exercise_names"]
 
 
 @dataclass(frozen=True)
@@ -118,24 +110,29 @@ def run(name: str, fn: Callable[..., object], **context: object) -> Report:
     cases = ex.cases(**context)
     passed, failure = 0, None
     for k, case in enumerate(cases, 1):
+        got: object = None
+        raised = ""  # what the learner's function raised instead of returning
         try:
-            got: object = fn(*case.args)
+            got = fn(*case.args)
         except NotImplementedError:
             if k == 1:
                 text = (f"○ {name}: not attempted yet: complete the function in the cell above "
                         "(replace `raise NotImplementedError`), run it, then run this cell again")
                 return Report(name, "not attempted", 0, len(cases), text)
-            got = _Raised("NotImplementedError (part of the function is still a stub)")
+            raised = "NotImplementedError (part of the function is still a stub)"
         except Exception as err:  # the learner's bug is the verdict, not a traceback
-            got = _Raised(f"{type(err).__name__}: {err}")
+            raised = f"{type(err).__name__}: {err}"
         expected = case.expected if case.has_expected else ex.reference(*case.args)  # type: ignore[misc]
-        ok = not isinstance(got, _Raised) and _safe_same(ex.same, got, expected)
+        try:
+            ok = not raised and bool(ex.same(got, expected))
+        except Exception:  # a value of the wrong type that == cannot compare is a failure
+            ok = False
         passed += ok
         if not ok and failure is None:
             args = ", ".join(show(a) for a in case.args)
             failure = (f"  first failure, case {k}{f' ({case.label})' if case.label else ''}:\n"
                        f"    input:    {args}\n    expected: {show(expected)}\n"
-                       f"    got:      {got.text if isinstance(got, _Raised) else show(got)}")
+                       f"    got:      {f'raised {raised}' if raised else show(got)}")
     if failure is None:
         return Report(name, "pass", passed, len(cases), f"✓ {name}: all {len(cases)} cases pass")
     text = f"✗ {name}: {passed} of {len(cases)} cases pass\n{failure}"
@@ -146,17 +143,3 @@ def check(name: str, fn: Callable[..., object], **context: object) -> None:
     """Run the named exercise's cases against `fn` and print the verdict (see the module doc).
     `context` hands the cases objects the notebook already holds (a loaded model)."""
     print(run(name, fn, **context).text)
-
-
-class _Raised:
-    """What a case holds when the learner's function raised instead of returning."""
-
-    def __init__(self, error: str) -> None:
-        self.text = f"raised {error}"
-
-
-def _safe_same(same: Callable[[Graded, Graded], bool], got: object, expected: object) -> bool:
-    try:
-        return bool(same(got, expected))
-    except Exception:  # a value of the wrong type that == cannot compare is a failure
-        return False

@@ -71,16 +71,13 @@ register(Exercise("nb03.cache_bytes", _cache_bytes_cases))
 
 # -- one call equals the steps -----------------------------------------------------------------
 
-def _fourth_token_reference(kv: "ExplicitKV", prompt: list[int]) -> int:
-    return kv.greedy(prompt, 4, stop_ids=[])[3]
-
-
 def _fourth_token_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     return [Case((kv, ids), f"prompt {i + 1} ({len(ids)} tokens)") for i, ids in enumerate(prompts)]
 
 
-register(Exercise("nb03.fourth_token", _fourth_token_cases, reference=_fourth_token_reference,
+register(Exercise("nb03.fourth_token", _fourth_token_cases,
+                  reference=lambda kv, prompt: kv.greedy(prompt, 4, stop_ids=[])[3],
                   same=lambda got, expected: int(got) == int(expected)))
 
 
@@ -120,11 +117,6 @@ def _forward_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
             Case((kv, [3575, 282], cache2), "two tokens at once after a longer past")]
 
 
-def _forward_reference(kv: "ExplicitKV", ids: list[int],
-                       past: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    return kv.forward(ids, past)
-
-
 def _same_forward(got: Graded, expected: Graded) -> bool:
     logits, cache = got
     want_logits, want_cache = expected
@@ -146,7 +138,7 @@ def _show_forward(value: Graded) -> str:
     return short(value)
 
 
-register(Exercise("nb03.kv_forward", _forward_cases, reference=_forward_reference,
+register(Exercise("nb03.kv_forward", _forward_cases, reference=lambda kv, ids, past: kv.forward(ids, past),
                   same=_same_forward, show=_show_forward))
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from chatlab._thirdparty import Graded
 from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, defined once
 from chatlab.lab.exercises import Case, Exercise, register
+from chatlab.lab.exercises.nb03 import stop_stream_reference
 
 if TYPE_CHECKING:
     from chatlab.tools.stream import ParserEvent
@@ -43,15 +44,7 @@ register(Exercise("nb04.hermes_content", lambda: [
 # -- a stop string must not cut a word that only starts like it ---------------------------------
 
 def shown_text_reference(text: str, size: int, stops: list[str]) -> str:
-    from chatlab.generate import StopMatcher
-
-    matcher, shown = StopMatcher(stops), ""
-    for piece in chunks(text, size):
-        r = matcher.feed(piece)
-        shown += r.text
-        if r.stop is not None:
-            return shown
-    return shown + matcher.flush()
+    return "".join(stop_stream_reference(chunks(text, size), stops)[0])
 
 
 register(Exercise("nb04.shown_text", lambda: [

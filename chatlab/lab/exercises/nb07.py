@@ -2,31 +2,18 @@
 schema's name candidates (graded against chatlab.lab.evals: score_dog, capitalised_words)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from chatlab.lab.evals import DogCase, load_dogs, score_dog
+from chatlab.lab.evals.extraction import MethodScore, Outcome
+from chatlab.lab.evals.spans import capitalised_words
 from chatlab.lab.exercises import Case, Exercise, register
 
-if TYPE_CHECKING:
-    from chatlab.lab.evals.extraction import MethodScore
-    from chatlab.lab.evals.sets import DogCase
 
-
-def _case(i: int = 0) -> "DogCase":
-    from chatlab.lab.evals import load_dogs
-
-    return load_dogs()[i]
-
-
-def is_right_reference(case: "DogCase", name: str, color: str) -> bool:
-    from chatlab.lab.evals import score_dog
-
+def is_right_reference(case: DogCase, name: str, color: str) -> bool:
     return score_dog(case, {"name": name, "color": color}).ok
 
 
 def _is_right_cases() -> list[Case]:
-    from chatlab.lab.evals import load_dogs
-
-    article = _case(0)
+    article = load_dogs()[0]
     shadow = next(c for c in load_dogs() if c.name == "Shadow")   # a multi-word color, with variants
     return [Case((article, "John", "brown"), "the person's name"),
             Case((article, "Harry", "brown beagle"), "a breed inside the color"),
@@ -39,16 +26,13 @@ def _is_right_cases() -> list[Case]:
 register(Exercise("nb07.is_right", _is_right_cases, reference=is_right_reference))
 
 
-def hard_cases_reference(scores: list["MethodScore"]) -> list[str]:
+def hard_cases_reference(scores: list[MethodScore]) -> list[str]:
     """The ids of the cases every method got wrong, in the set's order."""
     ids = [o.case.id for o in scores[0].outcomes]
     return [i for i in ids if all(not s.outcome(i).ok for s in scores)]
 
 
-def _synthetic_scores() -> list["MethodScore"]:
-    from chatlab.lab.evals import load_dogs
-    from chatlab.lab.evals.extraction import MethodScore, Outcome
-
+def _synthetic_scores() -> list[MethodScore]:
     cases = load_dogs()[:4]
     right = lambda c: Outcome(c, c.name, c.color)   # noqa: E731 - a one-line helper
     wrong = lambda c: Outcome(c, "Rex", "purple")   # noqa: E731
@@ -57,7 +41,7 @@ def _synthetic_scores() -> list["MethodScore"]:
             MethodScore("three", [wrong(cases[0]), wrong(cases[1]), wrong(cases[2]), wrong(cases[3])])]
 
 
-def _hard_cases_cases(scores: list["MethodScore"] | None = None) -> list[Case]:
+def _hard_cases_cases(scores: list[MethodScore] | None = None) -> list[Case]:
     made = _synthetic_scores()
     cases = [Case((made,), "three made-up methods: only the first case beats them all"),
              Case((made[2:],), "one method that gets nothing right")]
@@ -70,15 +54,9 @@ register(Exercise("nb07.hard_cases", _hard_cases_cases, reference=hard_cases_ref
                   same=lambda got, expected: list(got) == list(expected)))
 
 
-def name_candidates_reference(text: str) -> list[str]:
-    from chatlab.lab.evals.spans import capitalised_words
-
-    return capitalised_words(text)
-
-
 register(Exercise("nb07.name_candidates", lambda: [
-    Case((_case(0).text,), "the article's sentence"),
+    Case((load_dogs()[0].text,), "the article's sentence"),
     Case(("Shadow, our black-and-tan dachshund, hides under the sofa.",), "one name"),
     Case(("Tilly's dog Biscuit barks at Tilly.",), "a possessive, and a name twice"),
     Case(("the dog sleeps.",), "no capitalised word"),
-], reference=name_candidates_reference, same=lambda got, expected: list(got) == list(expected)))
+], reference=capitalised_words, same=lambda got, expected: list(got) == list(expected)))

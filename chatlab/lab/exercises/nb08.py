@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+from chatlab.lab.evals import contains
 from chatlab.lab.exercises import Case, Exercise, register
 
 
 def hit_at_k_reference(ranked: list[list[str]], quotes: list[str], k: int) -> float:
     """The share of questions whose gold quote is inside one of their top-k passages."""
-    from chatlab.lab.evals import contains
-
     return sum(any(contains(p, q) for p in r[:k]) for r, q in zip(ranked, quotes)) / len(quotes)
 
 
