@@ -85,6 +85,27 @@ def test_cells_are_booked_as_setup_route_and_bite_and_stderr_stops_the_run() -> 
     assert row.problem == "cell 7: stderr: oops" and 3 <= row.route_s < 4
 
 
+def test_a_refusal_the_stored_notebook_shows_is_expected_other_stderr_is_not() -> None:
+    """04 shows `chatlab complete` refusing an unknown tool_choice: that stored stderr line is the
+    lesson; any other stderr line from the same cell still fails the run."""
+    import time
+
+    import nbformat
+
+    cells = nbformat.read(rh.route.notebook_path("04"), as_version=4).cells
+    shown = next(i for i, c in enumerate(cells) if c.cell_type == "code" and any(
+        o.output_type == "stream" and o.name == "stderr" for o in c.outputs))
+    refusal = next(o.text for o in cells[shown].outputs if o.name == "stderr")
+    assert "unknown tool_choice" in refusal
+    nb, row = rh.fresh_copy("04", [shown])
+    cell, now = nb.cells[0], time.perf_counter()
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text=refusal)]
+    assert rh.book_cell(row, cell, False, now - 2, now - 1, shown) and row.problem == ""
+    cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text="Traceback: boom\n"))
+    assert not rh.book_cell(row, cell, False, now - 2, now - 1, shown)
+    assert row.problem == f"cell {shown}: stderr: Traceback: boom"
+
+
 @pytest.mark.slow
 def test_notebook_02s_route_runs_in_a_fresh_kernel_from_an_empty_store(capsys: pytest.CaptureFixture[str]) -> None:
     assert rh.rehearse(["02"]) == 0, capsys.readouterr()

@@ -5,7 +5,7 @@ import pytest
 from transformers import PreTrainedTokenizerFast
 
 from chatlab.errors import ChatlabError
-from chatlab.render import get_template, resolve
+from chatlab.render import get_template, render_ids, resolve
 from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.tools import HERMES
 from chatlab.types import parse_tools
@@ -20,6 +20,19 @@ def bare():
     tok = PreTrainedTokenizerFast(tokenizer_object=base.backend_tokenizer, eos_token="<|im_end|>")
     tok.chat_template = None
     return tok
+
+
+def test_render_ids_is_resolve_then_render(smollm2_tokenizer, qwen1_tokenizer):
+    """The one-call form renders what the two steps render, naming the template or the model."""
+    chats = [HI, [{"role": "system", "content": "Be brief."}, *HI]]
+    for messages in chats:
+        two_steps = resolve(smollm2_tokenizer, template="chatml").render(messages)
+        assert render_ids(smollm2_tokenizer, messages, template="chatml").ids == two_steps.ids
+        by_model = resolve(qwen1_tokenizer, "qwen1-tokenizer").render(messages, add_generation_prompt=False)
+        assert render_ids(qwen1_tokenizer, messages, add_generation_prompt=False,
+                          model_name="qwen1-tokenizer").ids == by_model.ids
+    assert render_ids(smollm2_tokenizer, HI, template="chatml").ids != render_ids(
+        smollm2_tokenizer, HI, add_generation_prompt=False, template="chatml").ids
 
 
 def test_chain_rules(smollm2_tokenizer, qwen1_tokenizer, bare):

@@ -1,8 +1,8 @@
 """Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
 cold, and time them.
 
-`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` calls `main`. The route is validated
-first, before any kernel starts. Then each notebook's setup cells and route sections run in a
+`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` runs `chatlab rehearse`. The route
+is validated first, before any kernel starts. Then each notebook's setup cells and route sections run in a
 fresh kernel (as each notebook opened from its badge gets its own Colab runtime), from an empty
 model store: CHATLAB_HOME is a temporary folder, removed afterwards, also when the rehearsal is
 interrupted (no half-built model is left).
@@ -10,7 +10,8 @@ interrupted (no half-built model is left).
 It prints one row per notebook: setup seconds, route seconds, the kernel's peak working set
 (sampled resident memory of the kernel and its processes: the cgroup's own peak counts page
 cache) and the total. Any cell error or stderr output fails the rehearsal (exit status 1), except
-chatlab's one-time build notices (BUILD_NOTICES); with --cgroup, so does an out-of-memory kill.
+chatlab's one-time build notices (BUILD_NOTICES) and the stderr a cell's stored output shows (a
+refusal the lesson demonstrates); with --cgroup, so does an out-of-memory kill.
 
 --all runs every cell of every notebook instead of the route. --colab runs each notebook on the
 Colab replica (chatlab.lab.rehearse_colab).
@@ -143,14 +144,23 @@ def oom_problem(row: Row, cgroup: object | None) -> None:
         row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
 
 
+# Where the copy keeps a cell's stored stderr: a cell that shows a refusal on purpose (a CLI
+# call with a bad flag) stores its message, and writing it again is the lesson, not a fault.
+STORED_STDERR = "chatlab_stored_stderr"
+
+
+def _stderr_lines(text: str) -> list[str]:
+    return [line for line in text.strip().splitlines()
+            if line.strip() and not line.startswith(BUILD_NOTICES)]
+
+
 def _stderr_or_error(cell: nbformat.NotebookNode) -> str:
+    expected = set(cell.get("metadata", {}).get(STORED_STDERR, []))
     for out in cell.get("outputs", []):
         if out.output_type == "error":
             return f"{out.ename}: {out.evalue}"
         if out.output_type == "stream" and out.name == "stderr":
-            lines = [line for line in out.text.strip().splitlines() if line.strip()
-                     and not line.startswith(BUILD_NOTICES)]
-            if lines:
+            if lines := [line for line in _stderr_lines(out.text) if line not in expected]:
                 return "stderr: " + lines[-1][:200]
     return ""
 
@@ -161,13 +171,17 @@ def is_bite(cell: nbformat.NotebookNode) -> bool:
 
 
 def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, Row]:
-    """The chosen cells of notebook `number` with their stored outputs cleared, and an empty row
-    for them."""
+    """The chosen cells of notebook `number` with their stored outputs cleared (each cell's stored
+    stderr lines kept in its metadata, as what it is expected to write), and an empty row for
+    them."""
     source = nbformat.read(route.notebook_path(number), as_version=4)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
     nb.cells = [source.cells[i] for i in chosen]
     for cell in nb.cells:
         if cell.cell_type == "code":
+            cell.metadata[STORED_STDERR] = [
+                line for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"
+                for line in _stderr_lines(out.text)]
             cell.outputs, cell.execution_count = [], None
     return nb, Row(number, sum(c.cell_type == "code" for c in nb.cells))
 

@@ -228,6 +228,13 @@ def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
                               "model type: ChatML is the common default")
 
 
+def render_ids(tokenizer: HFTokenizer, messages: Jsonable, tools: Jsonable = None,
+               add_generation_prompt: bool = True, *, template: "TemplateChoice" = None,
+               model_name: str | None = None, **options: Jsonable) -> Rendered:
+    """Resolve, then render: the one-call form."""
+    return resolve(tokenizer, model_name, template).render(messages, tools, add_generation_prompt, **options)
+
+
 def of_loaded(loaded: "LoadedTemplate", tokenizer: HFTokenizer) -> Resolution:
     """A template file chatlab.render.io read, as a Resolution (rule "explicit")."""
     why = f"the template {loaded.name!r} was named explicitly ({loaded.fmt}" + (
