@@ -120,6 +120,11 @@ class GenaiBackend:
             self._cond.notify_all()
         self._thread.join(timeout=30)
 
+    @property
+    def running(self) -> int:
+        """How many requests the scheduler holds (a cancelled one leaves a step later)."""
+        return len(self._active)
+
     def _run(self) -> None:
         """The scheduler thread: the only caller of the pipeline."""
         import openvino as ov
