@@ -98,6 +98,21 @@ def test_stop_string_and_max_tokens_cut_like_plain():
             assert fast[-1].token_ids == plain[-1].token_ids
 
 
+def test_a_halt_on_the_last_allowed_token_finishes_like_plain():
+    """should_stop firing on the very token that reaches max_new_tokens ends both loops the same
+    way (the halt is checked before the length)."""
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        b = random_backend(rng)
+        finals = []
+        for spec in (None, Speculation(draft_tokens=8)):
+            calls = itertools.count(1)
+            *_, fin = generate(b, PROMPT, SamplingParams(max_new_tokens=6, ignore_eos=True),
+                               should_stop=lambda: next(calls) >= 6, speculate=spec)
+            finals.append((fin.finish_reason, fin.token_ids))
+        assert finals[0] == finals[1] and len(finals[0][1]) == 6 and finals[0][0] != "length"
+
+
 def exact_distribution(b: MarkovBackend, prompt, n: int, temperature: float, top_k: int):
     """P(reply) for every n-token reply under plain sampling, from the chain itself."""
     out = {}

@@ -2,12 +2,14 @@
 cold, and time them.
 
 `./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` runs `chatlab rehearse`. The route
-is validated first, before any kernel starts. Then each notebook's setup cells and route sections run in a
-fresh kernel (as each notebook opened from its badge gets its own Colab runtime), from an empty
-model store: CHATLAB_HOME is a temporary folder, removed afterwards, also when the rehearsal is
-interrupted (no half-built model is left).
+(chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
+needs a name only a skipped cell defines, is an error before any kernel starts. Then each
+notebook's setup cells and route sections run in a fresh kernel (as each notebook opened from
+its badge gets its own Colab runtime), from an empty model store: CHATLAB_HOME is a temporary
+folder, removed afterwards, also when the rehearsal is interrupted (no half-built model is left).
 
-It prints one row per notebook: setup seconds, route seconds, the kernel's peak working set
+It prints one row per notebook: setup seconds (kernel start and the cells before the first
+section), route seconds, the kernel's peak working set
 (sampled resident memory of the kernel and its processes: the cgroup's own peak counts page
 cache) and the total. Any cell error or stderr output fails the rehearsal (exit status 1), except
 chatlab's one-time build notices (BUILD_NOTICES) and the stderr a cell's stored output shows (a
