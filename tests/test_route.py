@@ -11,12 +11,12 @@ import nbformat
 import pytest
 
 from chatlab.lab import route
-from chatlab.lab.route import ROUTE, RouteError, Stop
+from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _stop(number: str) -> Stop:
+def _stop(number: str) -> RouteStop:
     return next(s for s in ROUTE if s.notebook == number)
 
 
@@ -74,7 +74,7 @@ def test_sections_nest_and_setup_comes_first() -> None:
     setup, found = route.sections(cells)
     assert setup == (0, 1, 2)
     assert [(s.title, s.cells) for s in found] == [("A", (3, 4, 5, 6)), ("A.1", (5, 6)), ("B", (7, 8))]
-    stop = Stop("xx", 1, ("A.1", "B"))
+    stop = RouteStop("xx", 1, ("A.1", "B"))
     assert route.route_cells(stop, cells) == [0, 1, 2, 5, 6, 7, 8]
     assert re.search(r"cell 6 in section 'A.1' uses 'a', which only section 'A' defines",
                      route.problems(stop, cells)[0])

@@ -79,7 +79,7 @@ def test_the_serving_bench_times_the_engine() -> None:
     backend = ScriptedBackend(scripted_tokenizer(), ["one two three four five six seven eight"] * 4)
     engine = ChatEngine(backend, "scripted")
     assert bench.raw_rate(engine, 4) > 0
-    plan = bench.chat_plan(engine, {"messages": bench.PROMPT, "max_tokens": 3, "temperature": 0})
+    plan = bench.chat_plan(engine, {"messages": bench.STORY_CHAT, "max_tokens": 3, "temperature": 0})
     last = bench.token_events(engine, plan)[-1]
     assert isinstance(last, Finished) and last.completion_tokens == 3
     assert bench.pipeline_rate(engine, [plan]) > 0

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.render.io import TARGETS, TEMPLATE_FORMATS, detect, load_template
+from chatlab.render.io import EXPORT_TARGETS, TEMPLATE_FORMATS, detect, load_template
 
 DEEP = 3000
 
@@ -99,8 +99,8 @@ def test_the_registry_is_what_the_cli_and_detect_use(tmp_path):
     readable = tuple(TEMPLATE_FORMATS)
     assert choices("render", "--template-format") == choices("export-template", "--template-format") == readable
     assert choices("diff-templates", "--template-format-a") == choices("certify", "--template-format") == readable
-    assert choices("export-template", "--format") == tuple(TARGETS)
-    assert set(TARGETS) == {n for n, f in TEMPLATE_FORMATS.items() if f.writer}
+    assert choices("export-template", "--format") == tuple(EXPORT_TARGETS)
+    assert set(EXPORT_TARGETS) == {n for n, f in TEMPLATE_FORMATS.items() if f.writer}
     samples = {"a.jinja": "{{ messages }}", "Modelfile": "FROM x", "x.json": '{"model_name": "m"}',
                "y.json": '{"format_user": ["{{content}}"]}', "tokenizer_config.json": '{"chat_template": "x"}',
                "plain.txt": 'TEMPLATE """{{ .Prompt }}"""'}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 
-from chatlab.render.io.registry import TARGETS, TEMPLATE_FORMATS
+from chatlab.render.io.registry import EXPORT_TARGETS, TEMPLATE_FORMATS
 
 if TYPE_CHECKING:
     from chatlab.render.io import LoadedTemplate
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export-template", help="print a template as a Jinja chat_template, an LMDeploy "
                        "JSON config or an Ollama Modelfile")
     p.add_argument("name", help="a built-in template name or a template file (LMDeploy/LLaMA-Factory JSON)")
-    p.add_argument("--format", choices=TARGETS, default="jinja", help="the output format (default jinja)")
+    p.add_argument("--format", choices=EXPORT_TARGETS, default="jinja", help="the output format (default jinja)")
     p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of NAME when it is a file")
     p.add_argument("--drop-tools", action="store_true",
                    help="export a tool-capable template's chat layout to a format without tool support")

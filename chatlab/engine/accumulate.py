@@ -15,8 +15,8 @@ from chatlab.generate import Finished
 from chatlab.tools.stream import (ContentDelta, ParserEvent, ToolCallArgs, ToolCallEnd, ToolCallError,
                                   ToolCallStart)
 from chatlab.types.responses import (ChatChoice, ChatCompletion, ChatCompletionChunk, ChatLogprobs, Delta,
-                                     FunctionCall, LogprobEntry, Message, TextChoice, TextCompletion,
-                                     TextCompletionChunk, TextLogprobs, ToolCall, Usage)
+                                     AssistantFunctionCall, LogprobEntry, AssistantMessage, TextChoice, TextCompletion,
+                                     TextCompletionChunk, TextLogprobs, AssistantToolCall, Usage)
 
 
 class Accumulator:
@@ -59,10 +59,10 @@ class Accumulator:
         return "function_call" if self.legacy else "tool_calls"
 
 
-def _merge_choice(deltas: Iterable[Delta]) -> Message:
+def _merge_choice(deltas: Iterable[Delta]) -> AssistantMessage:
     text: list[str] = []
-    calls: dict[int, ToolCall] = {}
-    legacy: FunctionCall | None = None
+    calls: dict[int, AssistantToolCall] = {}
+    legacy: AssistantFunctionCall | None = None
     for delta in deltas:
         text.append(delta.get("content") or "")
         for c in delta.get("tool_calls") or []:
@@ -76,7 +76,7 @@ def _merge_choice(deltas: Iterable[Delta]) -> Message:
             legacy["name"] += fc.get("name") or ""
             legacy["arguments"] += fc.get("arguments") or ""
     content = "".join(text)
-    message: Message = {"role": "assistant", "content": None if (calls or legacy) and not content else content,
+    message: AssistantMessage = {"role": "assistant", "content": None if (calls or legacy) and not content else content,
                         "refusal": None}
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]

@@ -19,7 +19,7 @@ from chatlab.errors import ChatlabError
 from chatlab.protocols import DecoderBackend, RollbackBackend, StepBackend
 
 
-R = TypeVar("R")
+_R = TypeVar("_R")
 
 
 class Superseded(ChatlabError):
@@ -77,7 +77,7 @@ class Lease(Wrapper):
     def reset(self) -> None:
         self.backend.reset()
 
-    def _call(self, fn: Callable[..., R], *args: int | list[int]) -> R:
+    def _call(self, fn: Callable[..., _R], *args: int | list[int]) -> _R:
         with self._guard.cond:
             if self.superseded:
                 raise Superseded("this generation sat unread and a newer call on the same engine "

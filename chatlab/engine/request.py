@@ -55,7 +55,7 @@ class SamplingFields(_Strict):
     frequency_penalty: float | None = _ranged(limits.FREQUENCY_PENALTY)
     max_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
     max_completion_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
-    stop: Annotated[tuple[str, ...] | None, WithJsonSchema(wire.STOP)] = None
+    stop: Annotated[tuple[str, ...] | None, WithJsonSchema(wire.STOP_SCHEMA)] = None
     n: int = Field(default=1, ge=1, le=8)
     seed: int | None = None
     stream: bool = False
@@ -127,15 +127,15 @@ class ChatRequest(SamplingFields):
     nullable = ("n", "stream", "logprobs")
 
     # chatlab.types objects (parsed by `_parse_chat`), documented as the wire shape they come from
-    messages: Annotated[tuple[Message, ...], SkipValidation, WithJsonSchema(wire.MESSAGES)]
-    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, WithJsonSchema(wire.TOOLS)] = ()
+    messages: Annotated[tuple[Message, ...], SkipValidation, WithJsonSchema(wire.MESSAGES_SCHEMA)]
+    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, WithJsonSchema(wire.TOOLS_SCHEMA)] = ()
     tool_choice: Annotated[ToolChoice, SkipValidation,
-                           WithJsonSchema(wire.TOOL_CHOICE)] = ToolChoice("auto")
+                           WithJsonSchema(wire.TOOL_CHOICE_SCHEMA)] = ToolChoice("auto")
     response_format: Annotated[ResponseFormat | None, SkipValidation,
-                               WithJsonSchema(wire.RESPONSE_FORMAT)] = None
+                               WithJsonSchema(wire.RESPONSE_FORMAT_SCHEMA)] = None
     # the legacy shapes, folded into tools / tool_choice while parsing (then always None)
-    functions: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTIONS)] = None
-    function_call: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL)] = None
+    functions: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTIONS_SCHEMA)] = None
+    function_call: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL_SCHEMA)] = None
     parallel_tool_calls: bool | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -170,7 +170,7 @@ class ChatRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     nullable = ("n", "stream", "echo")
 
-    prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT)]
+    prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT_SCHEMA)]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives
     # OpenAI fields chatlab does not implement: refused unless they ask for nothing
@@ -221,13 +221,13 @@ class CompletionRequest(SamplingFields):
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
 
-R = TypeVar("R", bound=SamplingFields)
+_R = TypeVar("_R", bound=SamplingFields)
 
 
 @overload
 def parse_request(data: Jsonable) -> ChatRequest: ...
 @overload
-def parse_request(data: Jsonable, cls: type[R]) -> R: ...
+def parse_request(data: Jsonable, cls: type[_R]) -> _R: ...
 def parse_request(data: Jsonable, cls: type[SamplingFields] = ChatRequest) -> SamplingFields:
     """Validate a request body; anything wrong is a ChatlabError whose `param` names the field."""
     if not isinstance(data, dict):

@@ -35,7 +35,7 @@ from typing import Protocol
 import nbformat
 
 from chatlab.lab import route
-from chatlab.lab.route import ROUTE, RouteError, Stop
+from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 REPO = route.NOTEBOOKS.parent
 # stderr lines a cold model store prints once per build: progress, not a problem
@@ -63,7 +63,7 @@ class Row:
         return self.setup_s + self.route_s
 
 
-def plan(stops: tuple[Stop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
+def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
     """(notebook, the cell indices to run, how many of them are setup) per notebook."""
     out = []
     numbers = sorted(route.MINUTES) if everything else [s.notebook for s in stops]
@@ -298,7 +298,7 @@ def _cgroup_kernel(folder: Path) -> tuple[object, str]:
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
-             cgroup: bool = False, stops: tuple[Stop, ...] = ROUTE, runner: Runner | None = None,
+             cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE, runner: Runner | None = None,
              report: Path | None = None) -> int:
     """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong).
     `report`: a JSON file that gets the rows, the machine and the date."""

@@ -22,7 +22,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 @dataclass(frozen=True)
-class Stop:
+class RouteStop:
     """One notebook's part of the class: its number ("01"), the sections run (heading texts),
     the minutes they take, and a note for the teacher (empty for none)."""
 
@@ -32,20 +32,20 @@ class Stop:
     note: str = ""
 
 
-ROUTE: tuple[Stop, ...] = (
-    Stop("01", 25, ("The ChatGLM3 tokenizer", "Step 1 — the template path",
+ROUTE: tuple[RouteStop, ...] = (
+    RouteStop("01", 25, ("The ChatGLM3 tokenizer", "Step 1 — the template path",
                     "Step 2 — why ChatGLM3 refuses to encode role tokens from text",
                     "Step 3 — the bug on a live model, measured")),
-    Stop("02", 15, ("ChatGLM3, rendered at the id level", "Injection: the same chat, two paths")),
-    Stop("03", 25, ("1. A backend is three calls",
+    RouteStop("02", 15, ("ChatGLM3, rendered at the id level", "Injection: the same chat, two paths")),
+    RouteStop("03", 25, ("1. A backend is three calls",
                     "2. The KV cache by hand: `past_key_values` in, `present` out",
                     "5. Stop strings on a live stream", "6. A missing stop, measured")),
-    Stop("04", 20, ("The weather tool", "Streaming: what the parser holds back, and why",
+    RouteStop("04", 20, ("The weather tool", "Streaming: what the parser holds back, and why",
                     "A real call from a live model",
                     "Streaming a forced call: a naive relay against the buffered parser, measured")),
-    Stop("06", 15, ("The path of one request", "The openai client, unchanged", "Streaming",
+    RouteStop("06", 15, ("The path of one request", "The openai client, unchanged", "Streaming",
                     "A tool call")),
-    Stop("09", 20, ("The data and the training template", "Training ids, rendered at the id level",
+    RouteStop("09", 20, ("The data and the training template", "Training ids, rendered at the id level",
                     "A LoRA, two dozen steps on 2 cores", "Served four ways", "Why: `diff_templates`",
                     "The fix: export the training template, load it as `--chat-template` would"),
          note="start the LoRA cell before the break: it trains for a few minutes"),
@@ -131,7 +131,7 @@ def binds_and_needs(source: str) -> tuple[set[str], set[str]]:
     return bound, loaded - bound - set(dir(builtins)) - {"display", "get_ipython"}
 
 
-def route_cells(stop: Stop, cells: list[nbformat.NotebookNode]) -> list[int]:
+def route_cells(stop: RouteStop, cells: list[nbformat.NotebookNode]) -> list[int]:
     """The indices of the cells a stop runs, setup first, in notebook order."""
     setup, found = sections(cells)
     by_title = {s.title: s for s in found}
@@ -148,7 +148,7 @@ def _section_of(index: int, found: list[Section]) -> str:
     return inner[-1].title if inner else "the setup cells"
 
 
-def problems(stop: Stop, cells: list[nbformat.NotebookNode]) -> list[str]:
+def problems(stop: RouteStop, cells: list[nbformat.NotebookNode]) -> list[str]:
     """Every route cell's use of a name that only a skipped cell binds, as sentences."""
     run = route_cells(stop, cells)
     _, found = sections(cells)
@@ -174,7 +174,7 @@ def problems(stop: Stop, cells: list[nbformat.NotebookNode]) -> list[str]:
     return out
 
 
-def validate(route: tuple[Stop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
+def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
     """Raise RouteError naming every problem of `route` against the notebooks in `folder`."""
     found = []
     for stop in route:
@@ -187,7 +187,7 @@ def validate(route: tuple[Stop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
         raise RouteError("the route cannot run as written:\n  " + "\n  ".join(found))
 
 
-def route_table(route: tuple[Stop, ...] = ROUTE) -> str:
+def route_table(route: tuple[RouteStop, ...] = ROUTE) -> str:
     """The route as a markdown table: minutes, then notebook · sections (and the note)."""
     rows = ["| minutes | notebook · sections |", "|---:|---|"]
     for stop in route:

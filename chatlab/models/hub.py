@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from chatlab.errors import ChatlabError, HubUnavailableError
 from chatlab.models.assets import ASSETS
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
@@ -40,7 +40,7 @@ def offline_alternatives(hub_id: str) -> str:
             " (chat models); run `chatlab models` to see what is available here")
 
 
-def from_hub(loader: Callable[..., T], hub_id: str, **kwargs: object) -> T:
+def from_hub(loader: Callable[..., _T], hub_id: str, **kwargs: object) -> _T:
     """Call `loader(hub_id, **kwargs)`: local HF cache first, then the hub if reachable."""
     try:
         return loader(hub_id, local_files_only=True, **kwargs)

@@ -12,7 +12,7 @@ from chatlab.models.assets import ASSETS, get_asset
 from chatlab.models.hub import from_hub
 from chatlab.models.store import asset_path
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def _looks_like_hub_id(name: str) -> bool:
@@ -122,7 +122,7 @@ def load_model(name: str, dtype: str = "float32") -> tuple[HFModel, HFTokenizer]
         return model.eval(), load_tokenizer(name)
 
 
-def _from_folder(loader: Callable[..., T], folder: str, **kwargs: object) -> T:
+def _from_folder(loader: Callable[..., _T], folder: str, **kwargs: object) -> _T:
     """transformers on a local folder; a folder it cannot read is the user's error, in one line."""
     try:
         return loader(folder, **kwargs)

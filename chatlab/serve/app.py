@@ -27,7 +27,7 @@ from chatlab.serve.jobs import run
 from chatlab.serve.middleware import BodyLimit, CatchAll
 from chatlab.serve.queue import FairQueue
 
-R = TypeVar("R", bound=SamplingFields)
+_R = TypeVar("_R", bound=SamplingFields)
 
 
 class AppOptions(TypedDict, total=False):
@@ -40,7 +40,7 @@ class AppOptions(TypedDict, total=False):
     strict_model_name: bool
 
 
-def read_request(raw: bytes, cls: type[R]) -> R:
+def read_request(raw: bytes, cls: type[_R]) -> _R:
     """JSON text to a validated request (on a worker thread: a 2 MB body takes a while)."""
     try:
         data = json.loads(raw)
@@ -92,7 +92,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
         """The one model-name rule, for requests and GET /v1/models/{id} alike."""
         return not strict_model_name or name in (None, "", served().model_name)
 
-    async def accept(request: Request, cls: type[R]) -> R:
+    async def accept(request: Request, cls: type[_R]) -> _R:
         req = await run_in_threadpool(read_request, await request.body(), cls)
         if not serves(req.model):
             raise not_served(req.model)

@@ -44,15 +44,15 @@ class TextLogprobs(TypedDict):
 
 
 # -- tool calls -----------------------------------------------------------------------------
-class FunctionCall(TypedDict):
+class AssistantFunctionCall(TypedDict):
     name: str
     arguments: str  # the arguments as JSON text, as the model wrote them
 
 
-class ToolCall(TypedDict):
+class AssistantToolCall(TypedDict):
     id: str | None  # the id its first streamed delta carried (chatlab's always carries one)
     type: Literal["function"]
-    function: FunctionCall
+    function: AssistantFunctionCall
 
 
 class FunctionCallDelta(TypedDict, total=False):
@@ -79,17 +79,17 @@ class Delta(TypedDict, total=False):
     function_call: FunctionCallDelta  # legacy `functions` requests: one call
 
 
-class Message(TypedDict):
+class AssistantMessage(TypedDict):
     role: Literal["assistant"]
     content: str | None  # None when the reply is only calls
     refusal: None
-    tool_calls: NotRequired[list[ToolCall]]
-    function_call: NotRequired[FunctionCall]
+    tool_calls: NotRequired[list[AssistantToolCall]]
+    function_call: NotRequired[AssistantFunctionCall]
 
 
 class ChatChoice(TypedDict):
     index: int
-    message: Message
+    message: AssistantMessage
     logprobs: ChatLogprobs | None
     finish_reason: str | None  # "stop", "length", "tool_calls" or "function_call"
 

@@ -24,7 +24,7 @@ class TextPart(TypedDict):
     text: str
 
 
-class FunctionCall(TypedDict):
+class WireFunctionCall(TypedDict):
     name: str
     arguments: NotRequired[str | dict[str, Jsonable]]  # JSON text (an object is taken too)
 
@@ -32,7 +32,7 @@ class FunctionCall(TypedDict):
 class WireToolCall(TypedDict):
     id: NotRequired[str]
     type: NotRequired[Literal["function"]]
-    function: FunctionCall
+    function: WireFunctionCall
 
 
 class WireMessage(TypedDict):
@@ -41,7 +41,7 @@ class WireMessage(TypedDict):
     name: NotRequired[str]
     tool_call_id: NotRequired[str]
     tool_calls: NotRequired[list[WireToolCall]]
-    function_call: NotRequired[FunctionCall]
+    function_call: NotRequired[WireFunctionCall]
     reasoning_content: NotRequired[str]
 
 
@@ -80,7 +80,7 @@ Messages = Annotated[list[WireMessage], Field(min_length=1)]
 Tools = Annotated[list[WireTool], Field(max_length=MAX_TOOLS)]
 Functions = Annotated[list[Function], Field(max_length=MAX_TOOLS)]
 WireToolChoice = Literal["auto", "none", "required"] | NamedTool
-WireFunctionCall = Literal["auto", "none"] | NamedFunction
+WireFunctionChoice = Literal["auto", "none"] | NamedFunction
 Stop = str | Annotated[list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOPS)] | None
 Prompt = str | list[str]
 
@@ -105,11 +105,11 @@ def schema_of(shape: TypeAdapter[object], deprecated: bool = False) -> dict[str,
     return {**out, "deprecated": True} if deprecated else out
 
 
-MESSAGES = schema_of(TypeAdapter(Messages))
-TOOLS = schema_of(TypeAdapter(Tools))
-FUNCTIONS = schema_of(TypeAdapter(Functions), deprecated=True)
-TOOL_CHOICE = schema_of(TypeAdapter(WireToolChoice))
-FUNCTION_CALL = schema_of(TypeAdapter(WireFunctionCall), deprecated=True)
-RESPONSE_FORMAT = schema_of(TypeAdapter(WireResponseFormat))
-STOP = schema_of(TypeAdapter(Stop))
-PROMPT = schema_of(TypeAdapter(Prompt))
+MESSAGES_SCHEMA = schema_of(TypeAdapter(Messages))
+TOOLS_SCHEMA = schema_of(TypeAdapter(Tools))
+FUNCTIONS_SCHEMA = schema_of(TypeAdapter(Functions), deprecated=True)
+TOOL_CHOICE_SCHEMA = schema_of(TypeAdapter(WireToolChoice))
+FUNCTION_CALL_SCHEMA = schema_of(TypeAdapter(WireFunctionChoice), deprecated=True)
+RESPONSE_FORMAT_SCHEMA = schema_of(TypeAdapter(WireResponseFormat))
+STOP_SCHEMA = schema_of(TypeAdapter(Stop))
+PROMPT_SCHEMA = schema_of(TypeAdapter(Prompt))

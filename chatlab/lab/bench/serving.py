@@ -41,7 +41,7 @@ from chatlab.generate import Event
 from chatlab.serve import start_server
 from chatlab.serve.ceiling import ceiling_line, cpu_name, kept
 
-PROMPT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+STORY_CHAT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Event]:
 def raw_rate(engine: ChatEngine, tokens: int) -> float:
     from chatlab.generate import TextDelta
 
-    plan = chat_plan(engine, {"messages": PROMPT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
+    plan = chat_plan(engine, {"messages": STORY_CHAT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
     # a delta may carry several tokens (a batched source, speculation): count tokens, not deltas
     stamps = [(time.perf_counter(), len(ev.token_ids)) for ev in engine.events(plan)
               if isinstance(ev, TextDelta) and ev.token_ids]
@@ -103,12 +103,12 @@ def stream_reply(url: str, model: str, messages: list[dict[str, str]], tokens: i
 
 
 def http_rate(url: str, model: str, tokens: int) -> float:
-    stamps, used = stream_reply(url, model, PROMPT, tokens, time.perf_counter, 300)
+    stamps, used = stream_reply(url, model, STORY_CHAT, tokens, time.perf_counter, 300)
     # a chunk may carry several tokens: the usage's count, not the chunks, over the same span
     return (used - 1) / (stamps[-1] - stamps[0])
 
 
-PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bicycle works.",
+STORY_PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how a bicycle works.",
            "Write a poem about the sea at night.", "Describe a day in the life of a baker.",
            "What should I pack for a hiking trip?", "Explain photosynthesis to a child.",
            "Write a letter to a friend about moving to a new city.", "How do airplanes fly?"]
@@ -127,7 +127,7 @@ def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) 
     """`clients` streams at once, each in its own process: client threads in the server's
     process would compete with it for the GIL and measure Python, not the server."""
     runs = list(pool.map(one_client, [url] * clients, [model] * clients,
-                         [PROMPTS[i % len(PROMPTS)] for i in range(clients)], [tokens] * clients))
+                         [STORY_PROMPTS[i % len(STORY_PROMPTS)] for i in range(clients)], [tokens] * clients))
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
     return {"tok_s": sum(r["tokens"] for r in runs) / wall, "ttft": [r["ttft"] for r in runs]}
 
@@ -157,7 +157,7 @@ def greedy_equality(engine: ChatEngine, args: ServingRun) -> dict[str, Jsonable]
 
     loop = load_engine(args.model, "openvino", args.weight_format, precision="f32")
     same, firsts = 0, []
-    for prompt in PROMPTS[:args.equal]:
+    for prompt in STORY_PROMPTS[:args.equal]:
         body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": args.tokens, "temperature": 0}
         ours = token_events(loop, chat_plan(loop, body))[-1]
         served = token_events(engine, chat_plan(engine, body))[-1]
@@ -186,7 +186,7 @@ def load_main(args: ServingRun) -> dict[str, Jsonable]:
     solo, many, ttfts, raw_solo, raw_many = [], [], [], [], []
     plans = [chat_plan(engine, {"messages": [{"role": "user", "content": p}], "max_tokens": args.tokens,
                                 "temperature": 0, "ignore_eos": True})
-             for p in (PROMPTS * args.clients)[:args.clients]]
+             for p in (STORY_PROMPTS * args.clients)[:args.clients]]
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process running OpenVINO threads

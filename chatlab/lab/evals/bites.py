@@ -22,7 +22,7 @@ from chatlab.render import Resolution
 
 # what a reply that lost track of the turn structure writes back: ChatML's role markers spelled
 # out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
-MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
+TEMPLATE_MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
 
 # what one reply's text shows, in the order `verdict` checks them
 VERDICTS = ("new turn", "never ends", "goes on", "ends")
@@ -42,7 +42,7 @@ def verdict(shown: str, finish_reason: str) -> str:
     if finish_reason not in ("stop", "length"):
         raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
     text = shown.strip()
-    if any(m in text for m in MARKUP):
+    if any(m in text for m in TEMPLATE_MARKUP):
         return "new turn"
     if finish_reason == "length":
         return "never ends"
@@ -145,7 +145,7 @@ def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_
                  tokens=len(ids), finish_reason=finished.finish_reason,
                  correct=any(k.lower() in answer.lower() for k in fact.answer),
                  invented_turn=invented, wasted=len(after),
-                 markup=any(m in answer for m in MARKUP), verdict=verdict(shown, finished.finish_reason))
+                 markup=any(m in answer for m in TEMPLATE_MARKUP), verdict=verdict(shown, finished.finish_reason))
 
 
 def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],

@@ -28,7 +28,7 @@ TOOLS = [{"type": "function", "function": {
         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
         "required": ["location", "unit"]}}}]
 OPEN = "<tool_call>"
-MARKUP = ("<tool_call", "tool_call>", '{"name"', "</tool")  # what must never reach `content`
+CALL_MARKUP = ("<tool_call", "tool_call>", '{"name"', "</tool")  # what must never reach `content`
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Stream:
     calls: list[tuple[str, str]]
 
     def leaked(self) -> bool:
-        return any(m in self.content for m in MARKUP)
+        return any(m in self.content for m in CALL_MARKUP)
 
     def location(self) -> str | None:
         if not self.calls:

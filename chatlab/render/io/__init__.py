@@ -10,7 +10,7 @@ from chatlab.render.io.diff import TemplateDiff, diff_templates
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import load_template
 from chatlab.render.io.readers import LoadedTemplate
-from chatlab.render.io.registry import TARGETS, TEMPLATE_FORMATS, detect
+from chatlab.render.io.registry import EXPORT_TARGETS, TEMPLATE_FORMATS, detect
 
-__all__ = ["TARGETS", "TEMPLATE_FORMATS", "LoadedTemplate", "TemplateDiff", "detect", "diff_templates",
+__all__ = ["EXPORT_TARGETS", "TEMPLATE_FORMATS", "LoadedTemplate", "TemplateDiff", "detect", "diff_templates",
            "export_template", "load_template"]

@@ -17,7 +17,7 @@ from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
 from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
-from chatlab.render.io.registry import TARGETS
+from chatlab.render.io.registry import EXPORT_TARGETS
 from chatlab.render.io.verdict import (CANNOT, DIFFERS, EQUAL, EXIT_CODES, NOT_RENDERED, Cell, explain,
                                       overall)
 
@@ -191,7 +191,7 @@ def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
     """Every engine's cells for `template` over `conversations` (default CONVERSATIONS)."""
     source, convs, refs = _references(tokenizer, template, conversations)
     cells: dict[str, dict[str, Cell]] = {}
-    for engine in TARGETS:
+    for engine in EXPORT_TARGETS:
         target: LoadedTemplate | None = source  # the template as that engine reads it
         refusal: CannotExpress | None = None
         tools_refusal: CannotExpress | None = None

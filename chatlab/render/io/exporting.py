@@ -12,14 +12,14 @@ from pathlib import Path
 
 from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.io.loaded import LoadedTemplate, load_template
-from chatlab.render.io.registry import TARGETS, get_format
+from chatlab.render.io.registry import EXPORT_TARGETS, get_format
 
 def export_template(name_or_loaded: "str | Path | LoadedTemplate", fmt: str = "jinja", *,
                     drop_tools: bool = False) -> str:
     """The template as text in `fmt`; `drop_tools` exports a tool-capable template's chat layout
     to a format that has no tool support (its tool calls and results are then not rendered)."""
-    if fmt not in TARGETS:
-        raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(TARGETS)}")
+    if fmt not in EXPORT_TARGETS:
+        raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_TARGETS)}")
     loaded = load_template(name_or_loaded)
     if loaded.template is not None:
         return get_format(fmt).write(loaded.template, drop_tools)

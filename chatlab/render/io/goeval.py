@@ -8,7 +8,7 @@ from __future__ import annotations
 from chatlab._thirdparty import GoValue
 from chatlab.errors import ChatlabError
 from chatlab.render.ids import Piece
-from chatlab.render.io.gotemplate import Node, Val
+from chatlab.render.io.gotemplate import GoNode, Val
 from chatlab.render.io.govalues import GoStruct, go_json, go_print, keys, printf, truth
 from chatlab.render.io.govalues import value_owner
 
@@ -29,7 +29,7 @@ class Evaluator:
         self.root = root
         self.out: list[Piece] = []
 
-    def run(self, nodes: list[Node], dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
+    def run(self, nodes: list[GoNode], dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         scopes = [*scopes, {}]
         for n in nodes:
             if len(self.out) > MAX_PIECES:
@@ -60,7 +60,7 @@ class Evaluator:
             elif n.kind == "continue":
                 raise _Continue
 
-    def range_(self, n: Node, dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
+    def range_(self, n: GoNode, dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         expr, body = n.branches[0]
         items = self.eval(expr, dot, scopes, n.line)
         if isinstance(items, dict) and not isinstance(items, GoStruct):  # a Go map: in key order
@@ -188,7 +188,7 @@ def _sprint(vals: list[GoValue]) -> str:
     return out
 
 
-def mentions(nodes: list[Node], name: str) -> bool:
+def mentions(nodes: list[GoNode], name: str) -> bool:
     """Whether any action refers to the field `name` (Ollama's Vars())."""
     def in_expr(e: tuple) -> bool:
         return (e[0] == "get" and name in e[2]) or (e[0] == "call" and any(in_expr(a) for a in e[2]))
@@ -201,9 +201,9 @@ def mentions(nodes: list[Node], name: str) -> bool:
     return False
 
 
-def cut_after_response(nodes: list[Node]) -> tuple[list[Node], bool]:
+def cut_after_response(nodes: list[GoNode]) -> tuple[list[GoNode], bool]:
     """Ollama's last legacy round: keep the template up to its first printed .Response."""
-    out: list[Node] = []
+    out: list[GoNode] = []
     for n in nodes:
         if n.kind == "out" and mentions([n], "Response"):
             return [*out, n], True
@@ -213,9 +213,9 @@ def cut_after_response(nodes: list[Node]) -> tuple[list[Node], bool]:
                 body, found = cut_after_response(body)
                 branches.append((cond, body))
                 if found:
-                    return [*out, Node(n.kind, n.line, n.value, branches, [], n.names)], True
+                    return [*out, GoNode(n.kind, n.line, n.value, branches, [], n.names)], True
             orelse, found = cut_after_response(n.orelse)
-            out.append(Node(n.kind, n.line, n.value, branches, orelse, n.names))
+            out.append(GoNode(n.kind, n.line, n.value, branches, orelse, n.names))
             if found:
                 return out, True
             continue

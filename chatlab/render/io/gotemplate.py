@@ -47,7 +47,7 @@ class Val(str):
 
 
 @dataclass
-class Node:
+class GoNode:
     kind: str  # "text" | "out" | "if" | "range" | "set"
     line: int
     value: GoValue = None  # text, or the expression (a parsed tuple)
@@ -88,23 +88,23 @@ class Parser:
             raise _err(line, "an unclosed '{{'", "Close every action with }}")
         self.k = 0
 
-    def parse(self) -> list[Node]:
+    def parse(self) -> list[GoNode]:
         body, stop, line = self.block(())
         if stop is not None:
             raise _err(line, f"'{{{{ {stop} }}}}' without a matching if/range", "Remove it or add the opening action")
         return body
 
-    def block(self, stops: tuple[str, ...], depth: int = 1) -> tuple[list[Node], str | None, int]:
+    def block(self, stops: tuple[str, ...], depth: int = 1) -> tuple[list[GoNode], str | None, int]:
         if depth > MAX_DEPTH:
             raise _err(self.items[min(self.k, len(self.items) - 1)][2], f"if/range nested more than {MAX_DEPTH} deep",
                        "Flatten the template; real chat templates nest a few levels")
-        out: list[Node] = []
+        out: list[GoNode] = []
         while self.k < len(self.items):
             kind, body, line = self.items[self.k]
             self.k += 1
             if kind == "text":
                 if body:
-                    out.append(Node("text", line, body))
+                    out.append(GoNode("text", line, body))
                 continue
             if body.startswith("/*") or not body:
                 continue  # a comment
@@ -118,19 +118,19 @@ class Parser:
             elif word == "range":
                 out.append(self.range_(body[5:], line, depth + 1))
             elif word in ("break", "continue") and body == word:
-                out.append(Node(word, line))
+                out.append(GoNode(word, line))
             elif word in ("with", "template", "block", "define"):
                 raise _err(line, f"the '{word}' action")
             elif m := re.fullmatch(r"(\$\w+)\s*(:?=)\s*(.*)", body, re.S):
-                out.append(Node("set", line, Expr(m.group(3), line).parse(), names=m.group(1, 2)))
+                out.append(GoNode("set", line, Expr(m.group(3), line).parse(), names=m.group(1, 2)))
             else:
-                out.append(Node("out", line, Expr(body, line).parse()))
+                out.append(GoNode("out", line, Expr(body, line).parse()))
         if stops:
             raise _err(self.items[-1][2], "an if/range without '{{ end }}'", "Close it with {{ end }}")
         return out, None, 0
 
-    def if_(self, cond: str, line: int, depth: int) -> Node:
-        node = Node("if", line)
+    def if_(self, cond: str, line: int, depth: int) -> GoNode:
+        node = GoNode("if", line)
         while True:
             body, stop, _ = self.block(("end", "else"), depth)
             node.branches.append((Expr(cond, line).parse(), body))
@@ -145,12 +145,12 @@ class Parser:
             node.orelse, stop, _ = self.block(("end",), depth)
             return node
 
-    def range_(self, spec: str, line: int, depth: int) -> Node:
+    def range_(self, spec: str, line: int, depth: int) -> GoNode:
         names: tuple = ()
         m = re.fullmatch(r"\s*(\$\w*)\s*(?:,\s*(\$\w*)\s*)?:=\s*(.*)", spec, re.S)
         if m:
             names, spec = tuple(x for x in m.group(1, 2) if x), m.group(3)
-        node = Node("range", line, names=names)
+        node = GoNode("range", line, names=names)
         body, stop, _ = self.block(("end", "else"), depth)
         node.branches.append((Expr(spec, line).parse(), body))
         if stop != "end":

@@ -22,7 +22,7 @@ from chatlab.render.ids import Piece
 from chatlab.render.io import ollama_tools
 from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
 from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
-from chatlab.render.io.gotemplate import Node, Parser, Val
+from chatlab.render.io.gotemplate import GoNode, Parser, Val
 from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
 from chatlab.render.template import Parts, Template
@@ -37,7 +37,7 @@ class Modelfile:
     system: str | None = None
     stops: list[str] = field(default_factory=list)
     parameters: dict[str, list[str]] = field(default_factory=dict)
-    nodes: list[Node] = field(default_factory=list, repr=False)
+    nodes: list[GoNode] = field(default_factory=list, repr=False)
 
 
 def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
@@ -127,7 +127,7 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
                                 "Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
                                 "IsThinkSet": think is not None}
 
-    def execute(tree: list[Node]) -> None:
+    def execute(tree: list[GoNode]) -> None:
         ev.root = dict(vals)
         ev.run(tree, ev.root, [{"$": ev.root}], -1)
         vals.update(System="", Prompt="", Response="")
@@ -136,7 +136,7 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
         vals.update(System=system, Messages=collated, Tools=go_tools(tools))
         execute(mf.nodes)
         return ev.out
-    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, Node("out", 0, ("get", "", ["Response"]))]
+    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, GoNode("out", 0, ("get", "", ["Response"]))]
 
     for m in collated:  # the legacy loop of Ollama's Template.Execute
         role = m["Role"]

@@ -33,7 +33,7 @@ class Format:
 
     def write(self, template: Template, drop_tools: bool = False) -> str:
         if self.writer is None:
-            raise ChatlabError(f"chatlab does not write {self.what} files; export to one of {', '.join(TARGETS)}")
+            raise ChatlabError(f"chatlab does not write {self.what} files; export to one of {', '.join(EXPORT_TARGETS)}")
         return self.writer(template, drop_tools)
 
 
@@ -58,7 +58,7 @@ _ALL = [
            content=lambda text, data: isinstance(data, dict) and ("format_user" in data or "format_assistant" in data)),
 ]
 TEMPLATE_FORMATS: dict[str, Format] = {f.name: f for f in _ALL}
-TARGETS = tuple(f.name for f in _ALL if f.writer)
+EXPORT_TARGETS = tuple(f.name for f in _ALL if f.writer)
 
 
 def get_format(name: str) -> Format:
