@@ -7,6 +7,8 @@
   PaddedVerifyBackend, SnapshotBackend.
 - BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
   in, a stream of new ids out per request; no prefill/step at all.
+- What any backend may tell about how it computes: ProfiledBackend (a load profile's notes),
+  CompiledBackend (an OpenVINO compiled model to read properties from).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, GenaiConfig, HFTokenizer
+from chatlab._thirdparty import Decoder, GenaiConfig, HFTokenizer, OVCompiled
 
 
 class ModelFacts(Protocol):
@@ -120,6 +122,21 @@ class BatchedBackend(ModelFacts, Protocol):
     def max_seqs(self) -> int: ...
     def submit(self, ids: list[int], config: GenaiConfig) -> IdStream: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ProfiledBackend(Protocol):
+    """A backend that carries its load profile's notes: what `fast=True` turned on or could not
+    turn on here (chatlab.backends.fast); empty after an exact load."""
+
+    compute_notes: tuple[str, ...]
+
+
+@runtime_checkable
+class CompiledBackend(Protocol):
+    """A backend over one OpenVINO compiled model, whose properties say what it computes with."""
+
+    compiled: OVCompiled
 
 
 AnyBackend = StepBackend | BatchedBackend

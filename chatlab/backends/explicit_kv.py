@@ -75,6 +75,8 @@ def f32_cache_ports(model: OVModel) -> OVModel:
 class ExplicitKV:
     """A compiled stateless graph plus the few lines that carry its cache from step to step."""
 
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, threads: int | None = None) -> None:
         import openvino as ov
 

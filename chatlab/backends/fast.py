@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from chatlab._thirdparty import LoaderOption
 from chatlab.backends.precision import compiled_facts, cpu_has_bf16, cpu_info
+from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 KV_CACHE = "u8"
 WEIGHTS = "int4"
@@ -49,15 +50,14 @@ def fast_choices(backend: str, weight_format: str, precision: str | None,
     return precision, out, notes
 
 
-def compute_line(backend: object) -> str:
+def compute_line(backend: AnyBackend) -> str:
     """What a loaded backend really computes with, read back from its runtime where it says
     (an OpenVINO compiled model's properties), and the fast profile's notes."""
-    parts = [f"{getattr(backend, 'name', 'backend')} at {getattr(backend, 'precision', '?')}"]
-    compiled = getattr(backend, "compiled", None)
-    if compiled is not None:
-        facts = compiled_facts(compiled)
+    parts = [f"{backend.name} at {backend.precision}"]
+    if isinstance(backend, CompiledBackend):
+        facts = compiled_facts(backend.compiled)
         group = facts["dynamic_quantization_group"]
         parts.append(f"KV cache {facts['kv_cache'] or '?'}")
         parts.append(f"dynamic activation quantization group {group}" if group else
                      "no dynamic activation quantization")
-    return ", ".join(parts + list(getattr(backend, "compute_notes", [])))
+    return ", ".join(parts + list(backend.compute_notes if isinstance(backend, ProfiledBackend) else ()))

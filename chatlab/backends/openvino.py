@@ -43,6 +43,7 @@ class _Exported:
 
     compiled: OVCompiled
     vocab_size: int
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
 
     def __init__(self, folder: Path, tokenizer: HFTokenizer, model_name: str | None, name: str) -> None:
         self.exported = ExportedModel(folder, model_name, tokenizer)

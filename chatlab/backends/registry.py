@@ -11,7 +11,7 @@ from typing import Callable, Literal
 from chatlab._thirdparty import LoaderOption
 from chatlab.backends.export import WEIGHT_FORMATS
 from chatlab.backends.precision import check_precision
-from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
+from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
 
 Source = Literal["loop", "batched"]
@@ -158,8 +158,8 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
 
     precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
     loaded = spec.loader(model, weight_format, check_precision(precision), **options)
-    # read by the bench's facts and `chatlab complete/serve --fast`'s line
-    setattr(loaded, "compute_notes", ["fast profile", *notes])
+    assert isinstance(loaded, ProfiledBackend)
+    loaded.compute_notes = ("fast profile", *notes)  # read by the bench's facts and `--fast`'s line
     return loaded
 
 

@@ -18,6 +18,8 @@ PEAK = 30.0  # softmax mass on the scripted token: 1 - vocab * e^-30, i.e. 1 at 
 
 
 class ScriptedBackend:
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+
     name, precision, threads = "scripted", "f32", None
 
     def __init__(self, tokenizer: HFTokenizer, replies: Sequence[str | Sequence[int]],

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 
 class TorchBackend:
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+
     def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
                  emulate_bf16: bool = False) -> None:

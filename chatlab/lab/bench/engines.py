@@ -19,6 +19,7 @@ from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_con
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 from chatlab.generate.speculate import Speculation, prepare
+from chatlab.protocols import CompiledBackend, ProfiledBackend
 
 if TYPE_CHECKING:
     import torch
@@ -89,8 +90,10 @@ class ChatlabLoop:
 
     def facts(self) -> dict[str, Jsonable]:
         facts = {"precision": self.backend.precision, "threads": self.backend.threads}
-        notes = "".join(f"; {n}" for n in getattr(self.backend, "compute_notes", []))
-        if hasattr(self.backend, "compiled"):
+        notes = ""
+        if isinstance(self.backend, ProfiledBackend):
+            notes = "".join(f"; {n}" for n in self.backend.compute_notes)
+        if isinstance(self.backend, CompiledBackend):
             facts["compute"] = ov_compute(self.backend.compiled) + notes
         elif notes:
             facts["compute"] = notes[2:]

@@ -164,7 +164,7 @@ class Expr:
     def __init__(self, text: str, line: int) -> None:
         self.line, self.text = line, text.strip()
         self.toks = [(m.lastgroup, m.group(m.lastgroup)) for m in TOKEN.finditer(text) if m.lastgroup]
-        self.k = 0
+        self.k = self.depth = 0  # token index; parentheses open
 
     def parse(self) -> tuple:
         if "|" in self.text.replace('"|"', ""):
@@ -190,7 +190,7 @@ class Expr:
         kind, tok = self.toks[self.k]
         self.k += 1
         if tok == "(":
-            self.depth = getattr(self, "depth", 0) + 1
+            self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise _err(self.line, f"parentheses nested more than {MAX_DEPTH} deep")
             e = self.command()
