@@ -122,6 +122,7 @@ def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -
     from chatlab.backends.scripted import ScriptedBackend
     from chatlab.render import resolve
     from chatlab.render.io import load_template
+    from chatlab.render.resolve import as_messages
 
     data = data_path("finetune")
     res = resolve(smollm2_tokenizer, template=load_template(data / "captain_byte.llamafactory.json", "llamafactory"))
@@ -136,3 +137,7 @@ def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -
     wrong = ft.answers(None, smollm2_tokenizer, res, chats, max_new_tokens=40,
                        backend=ScriptedBackend(smollm2_tokenizer, script))
     assert ft.persona_rate(wrong) == 1.0 and fact_rate(wrong, rows) == (3, 4)
+    # chats given as chatlab Messages are the same requests as the dicts they came from
+    typed = ft.answers(None, smollm2_tokenizer, res, [as_messages(c) for c in chats], max_new_tokens=40,
+                       backend=ScriptedBackend(smollm2_tokenizer, script))
+    assert [a.token_ids for a in typed] == [a.token_ids for a in wrong]

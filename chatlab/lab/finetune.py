@@ -197,7 +197,7 @@ def answers(model: HFModel, tokenizer: HFTokenizer, resolution: Resolution, chat
     out = []
     for i, chat in enumerate(chats):
         plan = engine.check(parse_request({
-            "messages": [m.to_openai() if hasattr(m, "to_openai") else m for m in chat],
+            "messages": list(chat),  # dicts or Messages: the request parser takes both
             "max_tokens": base.max_new_tokens, "temperature": base.temperature, "top_p": base.top_p,
             "top_k": base.top_k, "repetition_penalty": base.repetition_penalty,
             "seed": None if base.seed is None else base.seed + i, "ignore_eos": base.ignore_eos,
