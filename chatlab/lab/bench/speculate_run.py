@@ -70,7 +70,7 @@ def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
 
 
-def verdict(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
+def _judged(target: dict[str, Jsonable], ratio: float | None, why: str | None) -> dict[str, Jsonable]:
     if ratio is None:
         return {**target, "ratio": None, "verdict": f"NOT RUN ({why})"}
     met = ratio >= target["bound"] if target["op"] == ">=" else ratio <= target["bound"]
@@ -88,14 +88,14 @@ def judge_tasks(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
         a, b = rows.get(t["engine"]), rows.get(t["versus"])
         if a is None or b is None:
             missing = t["engine"] if a is None else t["versus"]
-            out.append(verdict(t, None, f"{missing}: {skipped.get(missing, 'not in this run')}"))
+            out.append(_judged(t, None, f"{missing}: {skipped.get(missing, 'not in this run')}"))
             continue
         cell, other = a["tasks"][t["task"]], b["tasks"][t["task"]]
         if t["versus"] == part["baseline"]:
             ratio = cell[f"{t['metric']}_ratio"]
         else:
             ratio = cell[t["metric"]] / other[t["metric"]] if other[t["metric"]] else None
-        out.append(verdict(t, ratio, "a zero denominator"))
+        out.append(_judged(t, ratio, "a zero denominator"))
     return out
 
 
@@ -103,7 +103,7 @@ def judge_turns(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     last = part["turns"][-1]
     target = {"what": f"turn-{last['turn']} TTFT with reuse vs genai chat mode", "task": "growing chat",
               "engine": "reuse", "metric": "ttft_ms", "versus": "genai-chat", "op": "<=", "bound": 1.0}
-    return [verdict(target, last["reuse_ttft_ms"] / last["genai-chat_ttft_ms"], None)]
+    return [_judged(target, last["reuse_ttft_ms"] / last["genai-chat_ttft_ms"], None)]
 
 
 def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
@@ -156,12 +156,10 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
     from chatlab.engine import load_engine
     from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 
-    genai_chat = GenaiChatMode(model, precision)
     engines: dict[str, Turnable] = {
         "reuse": load_engine(model, "openvino", precision=precision, reuse_prefix=True),
-        "plain": load_engine(model, "openvino", precision=precision), "genai-chat": genai_chat}
-    growing_chat(engines, 1, 4, start=turns)  # warm-up on another conversation, not timed
-    genai_chat.restart()  # a new chat; chatlab's reuse engine also starts one
+        "plain": load_engine(model, "openvino", precision=precision),
+        "genai-chat": GenaiChatMode(model, precision)}
     result = growing_chat(engines, turns, tokens)
     ratios(result, [("reuse", "plain"), ("reuse", "genai-chat")])
     return result

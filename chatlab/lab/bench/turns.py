@@ -100,10 +100,25 @@ def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> 
     return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
 
 
+def warm_up(engines: "Mapping[str, Turnable]", start: int) -> None:
+    """One untimed turn per engine on another conversation (question `start` on). The first call
+    in a process pays once for what later calls reuse (the template's compiled renderer, the
+    graph's first inference), and whichever engine went first would be charged for it. Then each
+    engine forgets that turn, so the timed chat's turn 1 has nothing to reuse."""
+    for engine in engines.values():
+        timed_turn(engine, [{"role": "user", "content": user_turns(1, start)[0]}], 4)
+        if isinstance(engine, GenaiChatMode):
+            engine.restart()
+        elif engine.prefix is not None:
+            engine.prefix.reset()
+
+
 def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16,
                  start: int = 0) -> dict[str, Jsonable]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
-    runs before turn t+1 of any, in an order that alternates."""
+    runs before turn t+1 of any, in an order that alternates. A warm-up turn on the question
+    after the chat's last comes first, untimed."""
+    warm_up(engines, start + turns)
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
     rows: list[dict[str, Jsonable]] = []
     names = list(engines)
