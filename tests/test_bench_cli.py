@@ -85,3 +85,11 @@ def test_accuracy_hands_its_options_and_labels_the_run(monkeypatch: pytest.Monke
     assert seen == [("smollm2-135m-instruct", 1, 4)]
     run = json.loads(capsys.readouterr().out)["run"]
     assert run["command"] == " ".join(["chatlab", *argv]) and run["machine"] == "a test run"
+
+
+def test_a_growing_chat_longer_than_the_question_set_is_refused_before_any_turn() -> None:
+    from chatlab.errors import ChatlabError
+    from chatlab.lab.bench import turns
+
+    with pytest.raises(ChatlabError, match=r"too few for 1001 from question 0 \(.*warm-up\): ask for fewer"):
+        turns.growing_chat({}, turns=1000)

@@ -30,10 +30,12 @@ def user_turns(n: int, start: int = 0) -> list[str]:
     for each `start`, so that no cache holds a repeated one)."""
     from chatlab.lab.bench.tasks import questions_with_passages
 
-    pairs = questions_with_passages()[start:start + n]
+    every = questions_with_passages()
+    pairs = every[start:start + n]
     if len(pairs) < n:
-        raise ChatlabError(f"the question set has {len(pairs) + start} questions; "
-                           f"{n} turns from question {start} need more: ask for fewer turns")
+        raise ChatlabError(f"the question set has {len(every)} questions, too few for {n} from question "
+                           f"{start} (a growing chat takes one more than its turns, for its untimed "
+                           "warm-up): ask for fewer turns")
     return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
 
 
@@ -100,13 +102,13 @@ def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> 
     return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
 
 
-def warm_up(engines: "Mapping[str, Turnable]", start: int) -> None:
-    """One untimed turn per engine on another conversation (question `start` on). The first call
+def warm_up(engines: "Mapping[str, Turnable]", message: str) -> None:
+    """One untimed turn per engine on another conversation (`message`). The first call
     in a process pays once for what later calls reuse (the template's compiled renderer, the
     graph's first inference), and whichever engine went first would be charged for it. Then each
     engine forgets that turn, so the timed chat's turn 1 has nothing to reuse."""
     for engine in engines.values():
-        timed_turn(engine, [{"role": "user", "content": user_turns(1, start)[0]}], 4)
+        timed_turn(engine, [{"role": "user", "content": message}], 4)
         if isinstance(engine, GenaiChatMode):
             engine.restart()
         elif engine.prefix is not None:
@@ -118,11 +120,12 @@ def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int 
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
     runs before turn t+1 of any, in an order that alternates. A warm-up turn on the question
     after the chat's last comes first, untimed."""
-    warm_up(engines, start + turns)
+    *messages, warm = user_turns(turns + 1, start)
+    warm_up(engines, warm)
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
     rows: list[dict[str, Jsonable]] = []
     names = list(engines)
-    for t, message in enumerate(user_turns(turns, start), 1):
+    for t, message in enumerate(messages, 1):
         row: dict[str, Jsonable] = {"turn": t}
         for name in (names if t % 2 else names[::-1]):
             history = histories[name]
