@@ -91,5 +91,7 @@ def test_a_growing_chat_longer_than_the_question_set_is_refused_before_any_turn(
     from chatlab.errors import ChatlabError
     from chatlab.lab.bench import turns
 
-    with pytest.raises(ChatlabError, match=r"too few for 1001 from question 0 \(.*warm-up\): ask for fewer"):
-        turns.growing_chat({}, turns=1000)
+    for asked in (1000, 0, -1):
+        with pytest.raises(ChatlabError, match=rf"the question set has 24 questions: ask for 1 to 24 turns "
+                                               rf"from question 0, not {asked}$"):
+            turns.growing_chat({}, turns=asked)

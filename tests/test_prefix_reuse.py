@@ -86,6 +86,20 @@ def test_alternating_conversations_come_back_from_the_lru():
     assert len(cache.saved) == 1  # bounded: the LRU keeps max_entries sequences
 
 
+def test_forget_drops_the_live_sequence_and_the_saved_copies():
+    """reset() keeps the LRU (other conversations stay reusable); forget() starts from nothing."""
+    cache = PrefixCache(backend(), max_entries=2)
+    a, b = [0, 1, 2, 3] * 6, [3, 2, 1, 0] * 6
+    out_a = reply(cache, a)
+    reply(cache, b)  # a saved, b live
+    cache.reset()
+    reply(cache, a + out_a)
+    assert cache.reused == len(a) + len(out_a) - 1  # a came back from the LRU after reset()
+    cache.forget()
+    assert not cache.saved and not cache.live
+    assert reply(cache, b) == reply(backend(), b) and cache.reused == 0
+
+
 def test_conversations_sharing_a_system_prompt_come_back_from_the_lru():
     """Two clients under one system prompt share its ids; the one cut back to them is saved."""
     cache = PrefixCache(backend(), max_entries=2)

@@ -142,10 +142,10 @@ def test_sampled_speculation_on_smollm2_respects_max_tokens_and_stops(ov_backend
     assert short.completion_tokens == 5  # an accepted draft never runs past max_tokens
 
 
-def test_the_growing_chat_warms_each_engine_up_and_its_turn_one_reuses_nothing(smollm2_path):
+def test_the_growing_chat_warms_each_engine_up_and_its_turn_one_reuses_nothing(smollm2_path, monkeypatch):
     """The TTFT table's turn 1 is a full prefill for both engines: each first ran an untimed turn
     of another conversation (so neither pays the process's first-call costs inside the table),
-    and the reuse engine then forgot it, although that turn shares the system prompt and more."""
+    and the reuse engine then forgot it, although that turn shares the template's opening."""
     from chatlab.engine import load_engine
     from chatlab.lab.bench import turns
 
@@ -158,13 +158,12 @@ def test_the_growing_chat_warms_each_engine_up_and_its_turn_one_reuses_nothing(s
         seen.append((next(n for n, e in engines.items() if e is engine), history[0]["content"]))
         return timed(engine, history, tokens)
 
-    turns.timed_turn = spy
-    try:
+    monkeypatch.setattr(turns, "timed_turn", spy)
+    for _ in range(2):  # a second chat on the same engines starts from nothing as well
+        seen.clear()
         chat = turns.growing_chat(engines, turns=2, tokens=4)
-    finally:
-        turns.timed_turn = timed
-    warm = turns.user_turns(1, 2)[0]
-    assert seen[:2] == [("reuse", warm), ("plain", warm)] and all(m != warm for _, m in seen[2:])
-    first, second = chat["turns"]
-    assert first["reuse_reused_tokens"] == 0 and second["reuse_reused_tokens"] >= MIN_REUSE
-    assert chat["replies"]["reuse"] == chat["replies"]["plain"]
+        assert seen[:2] == [("reuse", turns.WARM_UP), ("plain", turns.WARM_UP)]
+        assert all(m != turns.WARM_UP for _, m in seen[2:])
+        first, second = chat["turns"]
+        assert first["reuse_reused_tokens"] == 0 and second["reuse_reused_tokens"] >= MIN_REUSE
+        assert chat["replies"]["reuse"] == chat["replies"]["plain"]

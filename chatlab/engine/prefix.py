@@ -98,6 +98,12 @@ class PrefixCache(Wrapper):
         self.backend.reset()
         self.live = []
 
+    def forget(self) -> None:
+        """Drop the live sequence and every saved copy: the next prompt reuses nothing."""
+        self.reset()
+        self.saved.clear()
+        self.sizes.clear()
+
     def _save_live(self) -> None:
         """Copy the live sequence into the LRU before a prompt that does not extend it."""
         if self.snapshots is None or len(self.live) < MIN_REUSE:

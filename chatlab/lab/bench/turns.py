@@ -32,10 +32,9 @@ def user_turns(n: int, start: int = 0) -> list[str]:
 
     every = questions_with_passages()
     pairs = every[start:start + n]
-    if len(pairs) < n:
-        raise ChatlabError(f"the question set has {len(every)} questions, too few for {n} from question "
-                           f"{start} (a growing chat takes one more than its turns, for its untimed "
-                           "warm-up): ask for fewer turns")
+    if n < 1 or len(pairs) < n:
+        raise ChatlabError(f"the question set has {len(every)} questions: ask for 1 to "
+                           f"{len(every) - start} turns from question {start}, not {n}")
     return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
 
 
@@ -58,7 +57,7 @@ class GenaiChatMode:
         self.prompt_tokens = 0  # genai does not report it; the caller's row says chatlab's count
 
     def restart(self) -> None:
-        """A new conversation (genai's prefix cache keeps the old one's blocks, as chatlab's LRU does)."""
+        """A new conversation (genai's prefix cache keeps the old one's blocks)."""
         self.pipe.finish_chat()
         self.pipe.start_chat()
 
@@ -102,26 +101,29 @@ def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> 
     return (first if first is not None else time.perf_counter() - t0), text, prompt_tokens
 
 
-def warm_up(engines: "Mapping[str, Turnable]", message: str) -> None:
-    """One untimed turn per engine on another conversation (`message`). The first call
-    in a process pays once for what later calls reuse (the template's compiled renderer, the
-    graph's first inference), and whichever engine went first would be charged for it. Then each
-    engine forgets that turn, so the timed chat's turn 1 has nothing to reuse."""
+# A warm-up message outside the question set: it shares only the template's opening with a turn
+WARM_UP = "Passage: This conversation only warms the engine up.\n\nQuestion: What is it for?"
+
+
+def warm_up(engines: "Mapping[str, Turnable]") -> None:
+    """One untimed turn per engine on another conversation. The first call in a process pays
+    once for what later calls reuse (the template's compiled renderer, the graph's first
+    inference), and whichever engine went first would be charged for it. Then chatlab's reuse
+    engines forget every cached sequence and genai's chat mode starts a new chat; genai's prefix
+    cache keeps the warm-up's blocks, of which a turn can share only the template's opening."""
     for engine in engines.values():
-        timed_turn(engine, [{"role": "user", "content": message}], 4)
+        timed_turn(engine, [{"role": "user", "content": WARM_UP}], 4)
         if isinstance(engine, GenaiChatMode):
             engine.restart()
         elif engine.prefix is not None:
-            engine.prefix.reset()
+            engine.prefix.forget()
 
 
-def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16,
-                 start: int = 0) -> dict[str, Jsonable]:
+def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16) -> dict[str, Jsonable]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
-    runs before turn t+1 of any, in an order that alternates. A warm-up turn on the question
-    after the chat's last comes first, untimed."""
-    *messages, warm = user_turns(turns + 1, start)
-    warm_up(engines, warm)
+    runs before turn t+1 of any, in an order that alternates, after an untimed warm-up."""
+    messages = user_turns(turns)
+    warm_up(engines)
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
     rows: list[dict[str, Jsonable]] = []
     names = list(engines)
