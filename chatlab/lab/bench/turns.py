@@ -156,6 +156,7 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
     pipeline with and without its prefix caching); print the JSON and a line per turn."""
     from chatlab.engine import ChatEngine, load_engine
 
+    user_turns(turns)  # a turn count the question set cannot fill is refused before any load
     engines: dict[str, ChatEngine] = {
         "reuse": load_engine(model, "openvino", precision="f32", reuse_prefix=True),
         "plain": load_engine(model, "openvino", precision="f32")}
