@@ -95,7 +95,7 @@ def test_a_refusal_the_stored_notebook_shows_is_expected_other_stderr_is_not() -
     cells = nbformat.read(rh.route.notebook_path("04"), as_version=4).cells
     shown = next(i for i, c in enumerate(cells) if c.cell_type == "code" and any(
         o.output_type == "stream" and o.name == "stderr" for o in c.outputs))
-    refusal = next(o.text for o in cells[shown].outputs if o.name == "stderr")
+    refusal = next(o.text for o in cells[shown].outputs if o.output_type == "stream" and o.name == "stderr")
     assert "unknown tool_choice" in refusal
     nb, row = rh.fresh_copy("04", [shown])
     cell, now = nb.cells[0], time.perf_counter()

@@ -34,21 +34,21 @@ class RouteStop:
 
 ROUTE: tuple[RouteStop, ...] = (
     RouteStop("01", 25, ("The ChatGLM3 tokenizer", "Step 1 — the template path",
-                    "Step 2 — why ChatGLM3 refuses to encode role tokens from text",
-                    "Step 3 — the bug on a live model, measured")),
+                         "Step 2 — why ChatGLM3 refuses to encode role tokens from text",
+                         "Step 3 — the bug on a live model, measured")),
     RouteStop("02", 15, ("ChatGLM3, rendered at the id level", "Injection: the same chat, two paths")),
     RouteStop("03", 25, ("1. A backend is three calls",
-                    "2. The KV cache by hand: `past_key_values` in, `present` out",
-                    "5. Stop strings on a live stream", "6. A missing stop, measured")),
+                         "2. The KV cache by hand: `past_key_values` in, `present` out",
+                         "5. Stop strings on a live stream", "6. A missing stop, measured")),
     RouteStop("04", 20, ("The weather tool", "Streaming: what the parser holds back, and why",
-                    "A real call from a live model",
-                    "Streaming a forced call: a naive relay against the buffered parser, measured")),
+                         "A real call from a live model",
+                         "Streaming a forced call: a naive relay against the buffered parser, measured")),
     RouteStop("06", 15, ("The path of one request", "The openai client, unchanged", "Streaming",
-                    "A tool call")),
+                         "A tool call")),
     RouteStop("09", 20, ("The data and the training template", "Training ids, rendered at the id level",
-                    "A LoRA, two dozen steps on 2 cores", "Served four ways", "Why: `diff_templates`",
-                    "The fix: export the training template, load it as `--chat-template` would"),
-         note="start the LoRA cell before the break: it trains for a few minutes"),
+                         "A LoRA, two dozen steps on 2 cores", "Served four ways", "Why: `diff_templates`",
+                         "The fix: export the training template, load it as `--chat-template` would"),
+              note="start the LoRA cell before the break: it trains for a few minutes"),
 )
 
 # Each notebook's whole time in minutes: (in the class, at home: the rest and the exercises).

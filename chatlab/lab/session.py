@@ -150,7 +150,6 @@ def setup(install: object = None) -> str:
     """Check (and on Colab, install); print one status line. Returns where it runs.
     `install` replaces colab.install in tests."""
     import chatlab
-    from chatlab.lab import colab
 
     place = where()
     # set after an install replaced loaded packages; a restart is a new process (a new pid)
@@ -159,6 +158,8 @@ def setup(install: object = None) -> str:
                          "session (Runtime → Restart session), then run this cell again")
     if (problem := python_problem(place=place)) is not None:
         raise SetupError(problem)
+    from chatlab.lab import colab  # after the version check: it may use what an old Python lacks
+
     package = Path(chatlab.__file__).resolve().parent
     if place == "colab":
         try:

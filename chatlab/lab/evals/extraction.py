@@ -155,8 +155,10 @@ def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
         if isinstance(col, str):
             return col
         found = next((s for s in col if s.method == method), None)
-        n = len(found.outcomes) if found else 0
-        return "-" if found is None else f"{round(found.accuracy * n)}/{n}"
+        if found is None:
+            return "-"
+        n = len(found.outcomes)
+        return f"{round(found.accuracy * n)}/{n}"
 
     lines = ["| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for m in methods:
