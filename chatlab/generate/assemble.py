@@ -121,6 +121,6 @@ class TextAssembler:
         """The pending tokens whose text starts before character `shown` (all if None)."""
         pending = self.pending
         cut = len(pending) if shown is None else sum(1 for _, start, _ in pending if start < shown)
-        taken, self.pending = self.pending[:cut], self.pending[cut:]
+        taken, self.pending = pending[:cut], pending[cut:]
         lps = [lp for _, _, lp in taken if lp is not None] if self.with_logprobs else None
         return [t for t, _, _ in taken], lps

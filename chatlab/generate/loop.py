@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from chatlab.protocols import (DecoderBackend, LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend,
                                TerminatingProcessor)
-from chatlab.generate.assemble import Event, Finished, TextAssembler, TextDelta
+from chatlab.generate.assemble import Event, TextAssembler
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
 from chatlab.generate.speculate import PromptLookup, Speculation, check_backend, prepare

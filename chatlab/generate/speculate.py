@@ -142,8 +142,9 @@ class PromptLookup:
         return []
 
     def result(self, drafted: int, accepted: int) -> None:
-        """Record a verify pass: size the next guess, back off after MISSES empty ones in a row
-        (when adaptive)."""
+        """Record a verify pass: size the next guess (when sized: twice the last one if it was
+        kept whole, else what was kept plus one; at least MIN_DRAFT, at most draft_tokens), and
+        back off after MISSES empty ones in a row (when adaptive)."""
         self.drafts += 1
         self.drafted += drafted
         self.accepted += accepted

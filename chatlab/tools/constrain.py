@@ -70,6 +70,7 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
         else:
             info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
                                                       stop_token_ids=stop_ids or None)
+        # the tokenizer stays alive with its entry, so its id() cannot be reused by another
         _COMPILERS[key] = (tokenizer, xgr.GrammarCompiler(info, max_threads=2))
     return _COMPILERS[key][1]
 
