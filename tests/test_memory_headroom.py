@@ -124,3 +124,53 @@ print(held, kept, release_freed_memory(), _anon_rss())
     held, kept, released, after = map(int, out)
     assert kept > held - 50_000_000, "free() already returned the blocks: the test's premise is gone"
     assert released > 200_000_000 and after < kept - 200_000_000, out
+
+
+def resident_pages(path: Path) -> int:
+    """How many of `path`'s pages are in the page cache (mincore over a fresh mapping, which
+    faults nothing in)."""
+    import ctypes
+    import mmap
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                               ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    finally:
+        os.close(fd)
+    assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    try:
+        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
+        assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        libc.munmap(addr, size)
+
+
+def test_read_weights_leave_the_page_cache_only_under_a_limit(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded model's file pages count against a memory cgroup; under a limit they are dropped
+    (on a laptop they stay, for the next load). tmp_path must be on a disk, not tmpfs."""
+    import os
+
+    weights = tmp_path / "export" / "openvino_model.bin"
+    weights.parent.mkdir()
+    with open(weights, "wb") as fh:
+        fh.write(os.urandom(8 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())  # clean pages: only those can be dropped
+    weights.read_bytes()
+    cached = resident_pages(weights)
+    if cached == 0:
+        pytest.skip(f"{tmp_path} keeps no page cache for its files (tmpfs or similar)")
+    monkeypatch.setattr(memory, "cgroup_memory", lambda: None)
+    assert memory.drop_page_cache(tmp_path) == 0 and resident_pages(weights) == cached
+    monkeypatch.setattr(memory, "cgroup_memory", lambda: (2 * GB, GB))
+    assert memory.drop_page_cache(tmp_path) == 1
+    assert resident_pages(weights) == 0

@@ -13,6 +13,7 @@ from chatlab.backends.export import WEIGHT_FORMATS
 from chatlab.backends.precision import check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.models.memory import drop_page_cache
 
 Source = Literal["loop", "batched"]
 
@@ -153,13 +154,15 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
     what it could not turn on here, are the backend's `compute_notes`."""
     spec, weight_format = check_choice(backend, weight_format, options)
     if not options.pop("fast", False):
-        return spec.loader(model, weight_format, check_precision(precision), **options)
-    from chatlab.backends.fast import fast_choices
+        loaded = spec.loader(model, weight_format, check_precision(precision), **options)
+    else:
+        from chatlab.backends.fast import fast_choices
 
-    precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
-    loaded = spec.loader(model, weight_format, check_precision(precision), **options)
-    assert isinstance(loaded, ProfiledBackend)
-    loaded.compute_notes = ("fast profile", *notes)  # read by the bench's facts and `--fast`'s line
+        precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
+        loaded = spec.loader(model, weight_format, check_precision(precision), **options)
+        assert isinstance(loaded, ProfiledBackend)
+        loaded.compute_notes = ("fast profile", *notes)  # read by the bench's facts and `--fast`'s line
+    drop_page_cache()  # the weights are in the model now; under a limit their file cache counts
     return loaded
 
 

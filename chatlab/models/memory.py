@@ -91,18 +91,53 @@ def _anon_rss() -> int:
     return 0
 
 
+def drop_page_cache(folder: Path | None = None) -> int:
+    """Under a memory limit, ask the kernel to drop the cached pages of the files under `folder`
+    (chatlab's home by default); the number of files advised (0 where no limit is set).
+
+    A memory cgroup charges the page cache of the files its processes read. Loading a model
+    reads its weights into the compiled model, and the file's pages then count against the
+    session's limit beside the model itself; the working set keeps the pages read twice (a
+    second load of one export), although nothing reads them until the next load. The kernel
+    drops them only when it must, so they are dropped here. Pages a loaded model still maps
+    are kept (the advice passes over them). Without a limit (a laptop, Colab's VM) nothing is
+    done: there the cache makes the next load faster."""
+    import os
+
+    from chatlab.models.home import chatlab_home
+
+    if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
+        return 0
+    advised = 0
+    for path in (folder or chatlab_home()).rglob("*"):
+        try:
+            if not path.is_file():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # removed or unreadable meanwhile: nothing of it to drop
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            advised += 1
+        finally:
+            os.close(fd)
+    return advised
+
+
 def release_freed_memory() -> int:
-    """Give the memory of deleted objects back to the system; the bytes returned.
+    """Give the memory of deleted objects back to the system; the bytes of heap returned.
 
     `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks, so
     the session's memory cgroup still counts them under every model loaded afterwards by a
     library with an allocator of its own (OpenVINO). `malloc_trim(0)` hands back every free page
-    of the heap. 0 where the C library is not glibc (macOS, musl)."""
+    of the heap (0 where the C library is not glibc: macOS, musl). Under a memory limit the
+    page cache of the deleted model's files goes too (`drop_page_cache`)."""
     import ctypes
     import ctypes.util
     import gc
 
     gc.collect()  # objects in reference cycles are freed first
+    drop_page_cache()
     name = ctypes.util.find_library("c")
     try:
         trim = ctypes.CDLL(name).malloc_trim if name else None
