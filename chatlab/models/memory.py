@@ -10,7 +10,10 @@ Where no limit is set (a laptop, Colab's VM) the host's available memory is the 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from chatlab.models.home import chatlab_home
 
 V1_ROOT, V2_ROOT = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -102,17 +105,13 @@ def drop_page_cache(folder: Path | None = None) -> int:
     drops them only when it must, so they are dropped here. Pages a loaded model still maps
     are kept (the advice passes over them). Without a limit (a laptop, Colab's VM) nothing is
     done: there the cache makes the next load faster."""
-    import os
-
-    from chatlab.models.home import chatlab_home
-
     if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
         return 0
     advised = 0
     for path in (folder or chatlab_home()).rglob("*"):
+        if not path.is_file():
+            continue
         try:
-            if not path.is_file():
-                continue
             fd = os.open(path, os.O_RDONLY)
         except OSError:  # removed or unreadable meanwhile: nothing of it to drop
             continue
