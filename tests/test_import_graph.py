@@ -22,7 +22,7 @@ FLOORS = [
     ["render", "backends", "generate"],
     ["engine"],
     ["serve"],
-    ["lab", "lab.diagrams", "lab.colab", "lab.route"],
+    ["lab", "lab.diagrams", "lab.colab", "lab.route", "lab.explicit_kv"],
     ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.evals"],
     ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
     ["lab.exercises"],   # graded against the package's own code, evals and finetune included

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
-from chatlab.lab.bench.engines import BASELINE, ENGINES
+from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULATIVE_ENGINES, get_engine,
+                                       unavailable)
 from chatlab.errors import ChatlabError, UnknownNameError
 
 if TYPE_CHECKING:
@@ -58,8 +59,6 @@ class BenchConfig:
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
-        from chatlab.backends.engines import get_engine
-        from chatlab.lab.bench.engines import FAST_ENGINES, SPECULATIVE_ENGINES
         from chatlab.lab.bench.tasks import TASKS
 
         for e in engines or []:
@@ -120,8 +119,6 @@ def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
 def start_worker(make_worker: "Callable[..., Worker] | None", engine: str, model: str,
                  precision: str, speculate: dict[str, int] | None) -> "Worker":
     """A worker for `engine` (`make_worker`, default a real one); drafts if its row takes them."""
-    from chatlab.backends.engines import get_engine
-
     takes = speculate is not None and get_engine(engine).takes_drafts
     return (make_worker or Worker)(engine, model, precision, *([speculate] if takes else []))
 
@@ -249,7 +246,6 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     Engines that cannot run here (an optional package missing) are listed under `skipped`."""
     from tqdm.auto import tqdm
 
-    from chatlab.lab.bench.engines import unavailable
     from chatlab.lab.bench.report import add_ratios
 
     skipped = [{"name": e, "reason": why} for e in config.engines
