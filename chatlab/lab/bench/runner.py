@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
@@ -27,6 +27,9 @@ from chatlab.errors import ChatlabError, UnknownNameError
 
 if TYPE_CHECKING:
     from chatlab.generate.speculate import Speculation
+
+
+T = TypeVar("T")  # what a function run in a child returns
 
 
 class Bar(Protocol):
@@ -101,15 +104,18 @@ def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]
     """`bench_prompts` run in a short-lived process: rendering imports torch into whichever
     process calls it and keeps it there, while the parent of the workers (in a notebook, the
     kernel) only needs the ids."""
-    code = ("import json, sys; from chatlab.lab.bench.runner import bench_prompts; "
-            "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
-    return json_from_child(code, [model, task or ""], f"rendering the benchmark prompts for {model!r}")
+    return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 
-def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
-    """Run `python -c code *args` and read the JSON its last stdout line holds; a failure is a
-    ChatlabError naming `what` and the child's last stderr line."""
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
+    """`function(*args)` in a short-lived Python process, so that what it imports stays there: the
+    function goes by its module and name, the arguments and the result as JSON (the result on the
+    child's last stdout line: lists come back for tuples). A failure is a ChatlabError naming
+    `what` and the child's last stderr line."""
+    code = ("import importlib, json, sys; f = getattr(importlib.import_module(sys.argv[1]), sys.argv[2]); "
+            "print(json.dumps(f(*json.loads(sys.argv[3]))))")
+    done = subprocess.run([sys.executable, "-c", code, function.__module__, function.__qualname__,
+                           json.dumps(args)], capture_output=True, text=True)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ChatlabError(f"{what} failed: {last}")
