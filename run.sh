@@ -12,7 +12,7 @@
 #                    each notebook in a fresh kernel from an empty model store and print setup, route
 #                    and memory per notebook (chatlab/lab/rehearse.py; --all: every cell of every
 #                    notebook; --colab: on a cold runtime of the Colab replica, the first cell's
-#                    install and restart included, chatlab/lab/rehearse_colab.py)
+#                    install and restart included; --json FILE: the table as JSON, with the machine)
 #   ./run.sh colab   install into the running Python (no venv) as the notebooks' first cell does
 #                    on Colab: only what is missing, every installed package kept (chatlab/lab/colab.py)
 # Python: PYTHON=python3.12 (or python3.13) ./run.sh test uses that Python (default python3.11).

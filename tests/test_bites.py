@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine
 from chatlab.lab.evals import load_facts, load_weather_requests
 from chatlab.lab.evals.bites import (VERDICTS, Column, missing_stop_bite, split_marker_ids, split_markers_bite, table,
                                      template_ids, verdict)
+from chatlab.lab.evals.controls import ScriptedBackend
 from chatlab.lab.evals.relay import buffered_relay, gold_reply, naive_relay, relay_bite, relay_table
 from chatlab.models import load_tokenizer
 from chatlab.render import resolve

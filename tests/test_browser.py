@@ -213,7 +213,7 @@ def _screenshot(page: Any, tmp_path: Path, name: str) -> Path:
 
 def test_widget_has_the_classes_the_browser_test_finds() -> None:
     """The contract below relies on: stable classes, and one transcript update per delta."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.lab.widgets import ChatWidget

@@ -128,7 +128,7 @@ def test_chatlab_imports_and_the_widget_builds_with_ipywidgets_7(session: dict[s
                                                                  first_cell: dict[str, object]) -> None:
     code = ("import ipywidgets, chatlab, chatlab.lab.widgets as w; from chatlab.lab.widgets import ChatWidget; "
             "print(ipywidgets.__version__, chatlab.__file__); "
-            "from chatlab.backends.scripted import ScriptedBackend; "
+            "from chatlab.lab.evals.controls import ScriptedBackend; "
             "from chatlab.models import load_tokenizer; "
             "b = ScriptedBackend(load_tokenizer('smollm2-135m-instruct'), ['Hi there.']); "
             "c = ChatWidget(b, 'smollm2-135m-instruct'); print(repr(c.send('hello', echo=False))); "

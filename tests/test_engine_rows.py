@@ -1,4 +1,4 @@
-"""One registry of names: the bench's engines are rows of chatlab.backends.engines (each a
+"""One registry of names: the bench's engines are rows of chatlab.lab.bench.engines (each a
 REGISTRY backend with that backend's options, or a named reference runtime), and the bench,
 the CLI and the server resolve every name through it and through REGISTRY. No model loads."""
 from __future__ import annotations
@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from chatlab.backends import engines as rows
-from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, EngineRow, engine_names, get_engine
 from chatlab.backends.registry import REGISTRY
 from chatlab.lab.bench import engines as bench_engines
+from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, EngineRow, engine_names, get_engine
 from chatlab.cli.bench import engine_table
 from chatlab.lab.bench.runner import BenchConfig
 from chatlab.cli import build_parser, main
@@ -50,15 +49,15 @@ def test_a_row_is_built_from_its_registry_settings() -> None:
 
 def test_a_row_cannot_carry_what_the_registry_refuses() -> None:
     with pytest.raises(ChatlabError, match="takes no option max_seqs"):
-        rows._row("x", "openvino", "int8", max_seqs=2)
+        bench_engines._row("x", "openvino", "int8", max_seqs=2)
     with pytest.raises(UnknownNameError, match="valid choices: paged, sdpa"):
-        rows._row("x", "openvino", "int8", attention="flash")
+        bench_engines._row("x", "openvino", "int8", attention="flash")
     with pytest.raises(UnknownNameError, match="weight format for the torch backend"):
-        rows._row("x", "torch", "int8")
+        bench_engines._row("x", "torch", "int8")
     with pytest.raises(UnknownNameError, match="engine runtime 'vllm'"):
-        rows._row("x", "vllm", "fp32")
+        bench_engines._row("x", "vllm", "fp32")
     with pytest.raises(UnknownNameError, match="weight format for llama.cpp"):
-        rows._row("x", "llama.cpp", "int8")
+        bench_engines._row("x", "llama.cpp", "int8")
 
 
 def test_a_new_row_is_taken_everywhere_the_bench_reads_names(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine, parse_request
 from chatlab.errors import ChatlabError
 from chatlab.engine.accumulate import merge_chunks
 from chatlab.engine.lease import Superseded
+from chatlab.lab.evals.controls import ScriptedBackend
 
 WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",

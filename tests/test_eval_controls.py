@@ -119,7 +119,7 @@ def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -
     """Notebook 09's ceiling: gold answers through ft.answers (the loop, the training template's
     stop ids) score 100% on persona and facts; a wrong answer in the script lowers the facts."""
     from chatlab.lab import finetune as ft
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.render import resolve
     from chatlab.render.io import load_template
     from chatlab.render.resolve import as_messages

@@ -110,7 +110,7 @@ def test_evaluate_on_the_real_server_through_langchain() -> None:
     backend, whose replies are the model's; the score reflects what came back."""
     from langchain_openai import ChatOpenAI
 
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for
@@ -184,7 +184,7 @@ def test_load_embedding_refuses_a_chat_model_by_name() -> None:
 def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.WarningsRecorder) -> None:
     from langchain_openai import ChatOpenAI
 
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.lab.evals.langchain_methods import ARTICLE_SYSTEM, article_chain, prompted
     from chatlab.render import get_template

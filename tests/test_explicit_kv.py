@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chatlab.backends import explicit_kv, export, load_backend
+from chatlab.backends import export, load_backend
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
+from chatlab.lab import explicit_kv
 
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ["What is the capital of France?", "Explain what a KV cache is in one sentence."]

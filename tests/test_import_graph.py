@@ -22,12 +22,11 @@ FLOORS = [
     ["render", "backends", "generate"],
     ["engine"],
     ["serve"],
-    ["lab", "lab.diagrams", "lab.colab", "lab.route"],
+    ["lab", "lab.diagrams", "lab.colab", "lab.route", "lab.explicit_kv"],
     ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.evals"],
     ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
     ["lab.exercises"],   # graded against the package's own code, evals and finetune included
-    ["lab.rehearse"],    # runs the notebooks' route cells in fresh kernels
-    ["lab.rehearse_colab"],  # the same, on the Colab replica's kernels
+    ["lab.rehearse"],    # runs the notebooks' route cells in fresh kernels, here or on the Colab replica
     ["cli"],
 ]
 CORE = {"errors", "_thirdparty", "data", "types", "protocols", "models", "tools", "__init__",
@@ -163,3 +162,21 @@ def test_the_core_never_imports_the_lab_or_the_cli() -> None:
         if room(target) not in CORE
     )
     assert up == []
+
+
+def test_the_core_holds_no_module_only_the_lab_uses() -> None:
+    """A core module that no other core module imports is there for a command of its own, so
+    the CLI imports it and nothing else does; a module only the lab, the tests or the notebooks
+    use (a bench table, a test double, a notebook picture) belongs in the lab."""
+    importers: dict[str, set[str]] = defaultdict(set)
+    for source, targets in import_graph().items():
+        for target in targets:
+            importers[target].add(source)
+    stray = sorted(
+        f"{module} <- {', '.join(sorted(importers[module])) or 'nothing'}"
+        for module, (_, is_package) in module_names().items()
+        if room(module) in CORE and not is_package
+        and not any(room(m) in CORE for m in importers[module] - {module})
+        and (not importers[module] or any(room(m) != "cli" for m in importers[module]))
+    )
+    assert stray == []

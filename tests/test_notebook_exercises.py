@@ -57,7 +57,7 @@ def _prelude(notebook: str) -> dict[str, Any]:
         ns.update(get_template=get_template, resolve=resolve, export_template=export_template,
                   tokenizer_for=tokenizer_for)
     if notebook.startswith("03"):
-        from chatlab.backends import explicit_kv
+        from chatlab.lab import explicit_kv
         ns["explicit_kv"] = explicit_kv
     if notebook.startswith("04"):
         from chatlab.lab.exercises.nb04 import TOOLS

@@ -12,10 +12,10 @@ import pytest
 from chatlab.backends import registry
 from chatlab.backends.registry import REGISTRY, BackendSpec, check_choice, load_step_backend
 from chatlab.cli.args import options_from_args
-from chatlab.backends.scripted import ScriptedBackend
 from chatlab.cli import build_parser
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.lab.evals.controls import ScriptedBackend
 from chatlab.protocols import BatchedBackend, StepBackend
 
 REPLY = "Paris is the capital of France."

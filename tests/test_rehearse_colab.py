@@ -1,25 +1,30 @@
-"""`./run.sh rehearse --colab` (chatlab/lab/rehearse_colab.py): the runner's pieces with fakes
-(a wrong route refused before the replica is touched, the first cell's restart recognised, the
-export times read from a store, each runtime's folder and environment gone afterwards, also on
-an interrupt), and (slow) notebook 01's route on a cold runtime of the replica."""
+"""`./run.sh rehearse --colab` (ColabRunner in chatlab/lab/rehearse.py): the runner's pieces
+with fakes (a wrong route refused before the replica is touched, the first cell's restart
+recognised and run through the one notebook runner, the export times read from a store, each
+runtime's folder and environment gone afterwards, also on an interrupt), and (slow) notebook
+01's route on a cold runtime of the replica."""
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import nbclient
 import nbformat
 import pytest
 
 from chatlab.cli import main
 from chatlab.lab import rehearse as rh
-from chatlab.lab import rehearse_colab as rc
 from chatlab.lab.route import ROUTE
 
 
-class Refused(rc.ColabRunner):
+class Refused(rh.ColabRunner):
     def prepare(self) -> None:
         raise AssertionError("the replica was prepared for a route that does not validate")
 
@@ -60,10 +65,10 @@ def test_the_restart_request_is_told_from_a_failure_and_build_notices_from_stder
                                 {"output_type": "error", "ename": "SetupError", "traceback": [],
                                  "evalue": "installed new versions of setuptools ...: restart the session "
                                            "(Runtime → Restart session), then run this cell again"}])
-    assert rc.asks_restart(restart)
+    assert rh.asks_restart(restart)
     broken = _cell("setup()", [{"output_type": "error", "ename": "SetupError", "traceback": [],
                                 "evalue": "the install stopped in `pip install -q` ..."}])
-    assert not rc.asks_restart(broken)
+    assert not rh.asks_restart(broken)
     notice = _cell("load()", [{"output_type": "stream", "name": "stderr",
                                "text": "chatlab: exporting smol to OpenVINO int8 (once; ...)\n"
                                        "chatlab: building the export environment /x (once: ...)\n"}])
@@ -77,9 +82,72 @@ def test_the_restart_request_is_told_from_a_failure_and_build_notices_from_stder
 
 def test_a_notebook_without_the_set_up_cell_first_is_refused() -> None:
     with pytest.raises(rh.RouteError, match="first code cell is not the set-up cell"):
-        rc.first_code_cell([nbformat.v4.new_markdown_cell("# x"), _cell("print(1)", [])])
-    assert rc.first_code_cell([nbformat.v4.new_markdown_cell("# x"),
+        rh.first_code_cell([nbformat.v4.new_markdown_cell("# x"), _cell("print(1)", [])])
+    assert rh.first_code_cell([nbformat.v4.new_markdown_cell("# x"),
                                _cell("from chatlab.lab.session import setup\nsetup()", [])]) == 1
+
+
+class FakeClient:
+    """nbclient's NotebookClient as run_notebook drives it: a sleeping process stands in for the
+    kernel, and the set-up cell asks for one restart, then reports its session (`SESSION`)."""
+
+    made: list["FakeClient"] = []
+    SESSION = "chatlab setup: ready (colab), Python 3.13\n"
+
+    def __init__(self, nb: nbformat.NotebookNode, **options: object) -> None:
+        self.path = options["resources"]["metadata"]["path"]  # type: ignore[index]
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        self.km = SimpleNamespace(provisioner=SimpleNamespace(pid=self.proc.pid), restart_kernel=self.restart)
+        self.kc = SimpleNamespace(wait_for_ready=self.ready)
+        self.restarts = 0
+        self.ran: list[int] = []  # the indices of the cells run, in order
+        FakeClient.made.append(self)
+
+    @contextmanager
+    def setup_kernel(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+
+    async def restart(self, now: bool = False) -> None:
+        self.restarts += 1
+
+    async def ready(self, timeout: float | None = None) -> None:
+        pass
+
+    def execute_cell(self, cell: nbformat.NotebookNode, index: int) -> None:
+        self.ran.append(index)
+        if "from chatlab.lab.session import setup" not in cell.source:
+            cell.outputs = []
+        elif self.restarts == 0:
+            cell.outputs = [nbformat.from_dict({
+                "output_type": "error", "ename": "SetupError", "traceback": [],
+                "evalue": "installed new versions of numpy: restart the session, then run this cell again"})]
+        else:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=self.SESSION)]
+
+
+def test_one_runner_runs_a_notebook_here_or_on_colab_with_the_restart(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    monkeypatch.setattr(nbclient, "NotebookClient", FakeClient)
+    FakeClient.made.clear()
+    row = rh.run_notebook("01", [1, 4, 6], 2, "colab-replica", None, tmp_path / "content")
+    client = FakeClient.made[-1]
+    assert client.path == str(tmp_path / "content") and client.restarts == 1
+    assert client.ran == [0, 0, 1, 2]  # the set-up cell again after the restart, then the rest
+    assert row.problem == "" and set(row.parts) == {"install", "restart"} and row.cells == 3
+    # this Python's kernel: the set-up cell is an ordinary cell, its error a failure
+    row = rh.run_notebook("01", [1, 4, 6], 2)
+    client = FakeClient.made[-1]
+    assert client.path == str(rh.route.NOTEBOOKS) and client.restarts == 0 and client.ran == [0]
+    assert row.problem.startswith("cell 1: SetupError: installed new versions") and row.parts == {}
+    # a set-up cell that does not report a Colab session stops the run there
+    monkeypatch.setattr(FakeClient, "SESSION", "chatlab setup: ready (local), Python 3.11\n")
+    row = rh.run_notebook("01", [1, 4, 6], 2, "colab-replica", None, tmp_path / "content")
+    assert row.problem == "cell 1: the set-up cell did not report a Colab session"
+    assert FakeClient.made[-1].ran == [0, 0]
 
 
 def test_build_seconds_come_from_the_store(tmp_path: Path) -> None:
@@ -92,8 +160,8 @@ def test_build_seconds_come_from_the_store(tmp_path: Path) -> None:
     for fmt, seconds in (("int8", 30.5), ("int4", 12.0)):
         (tmp_path / "openvino" / "smol" / fmt).mkdir(parents=True)
         (tmp_path / "openvino" / "smol" / fmt / "chatlab-export.json").write_text(json.dumps({"seconds": seconds}))
-    assert rc.build_seconds(tmp_path) == {"env": 63.5, "export": 42.5}
-    assert rc.build_seconds(tmp_path / "empty") == {}
+    assert rh.build_seconds(tmp_path) == {"env": 63.5, "export": 42.5}
+    assert rh.build_seconds(tmp_path / "empty") == {}
 
 
 def test_the_table_shows_the_setup_parts_and_the_bite() -> None:
@@ -107,7 +175,7 @@ def test_the_table_shows_the_setup_parts_and_the_bite() -> None:
     assert lines[3].split() == ["total", "15", "380.0", "105.0", "1500", "485.0", "310.0", "35.0", "30.0"]
 
 
-class Fake(rc.ColabRunner):
+class Fake(rh.ColabRunner):
     """The replica's steps recorded, no venv touched; the notebook run replaced by `run`."""
 
     def __init__(self, tmp: Path) -> None:
@@ -123,12 +191,12 @@ class Fake(rc.ColabRunner):
 
 def test_each_runtime_is_fresh_and_removed_also_on_an_interrupt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    replica = rc._tests_module("replica")
+    replica = rh._tests_module("replica")
     monkeypatch.setenv("PYTHONPATH", "/somewhere")
     runner = Fake(tmp_path)
     seen: list[dict[str, object]] = []
 
-    def fake_run(number: str, cells: list[int], n_setup: int, kernel: str, cwd: Path, group: object) -> rh.Row:
+    def fake_run(number: str, cells: list[int], n_setup: int, kernel: str, group: object, cwd: Path) -> rh.Row:
         spec = json.loads((Path(os.environ["JUPYTER_PATH"]) / "kernels" / kernel / "kernel.json").read_text())
         home = Path(os.environ["CHATLAB_HOME"])
         seen.append({"clone": (cwd / "chatlab" / "chatlab" / "__init__.py").is_file(),
@@ -141,7 +209,7 @@ def test_each_runtime_is_fresh_and_removed_also_on_an_interrupt(monkeypatch: pyt
             raise KeyboardInterrupt
         return rh.Row(number, len(cells), 10.0, 5.0, 800.0, parts={"install": 8.0})
 
-    monkeypatch.setattr(rc, "run_on_replica", fake_run)
+    monkeypatch.setattr(rh, "run_notebook", fake_run)
     with pytest.raises(KeyboardInterrupt):
         rh.rehearse(["01", "02"], runner=runner, report=tmp_path / "r.json")
     assert runner.calls == ["prepare", "reset venv", "reset venv"]
@@ -159,14 +227,14 @@ def test_a_finished_run_reports_its_parts_in_json(monkeypatch: pytest.MonkeyPatc
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     runner = Fake(tmp_path)
 
-    def fake_run(number: str, cells: list[int], n_setup: int, kernel: str, cwd: Path, group: object) -> rh.Row:
+    def fake_run(number: str, cells: list[int], n_setup: int, kernel: str, group: object, cwd: Path) -> rh.Row:
         home = Path(os.environ["CHATLAB_HOME"])
         (home / "openvino" / "smol" / "int8").mkdir(parents=True)
         (home / "openvino" / "smol" / "int8" / "chatlab-export.json").write_text('{"seconds": 7.0}')
         problem = "cell 18: ModuleNotFoundError: No module named 'x'" if number == "02" else ""
         return rh.Row(number, len(cells), 10.0, 5.0, 800.0, problem, parts={"install": 8.0}, bite_s=12.0)
 
-    monkeypatch.setattr(rc, "run_on_replica", fake_run)
+    monkeypatch.setattr(rh, "run_notebook", fake_run)
     assert rh.rehearse(["01", "02"], runner=runner, report=tmp_path / "r.json") == 1
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["runner"] == "Fake" and data["cells"] == "route" and data["machine"]["cores"] == os.cpu_count()
@@ -178,12 +246,12 @@ def test_a_finished_run_reports_its_parts_in_json(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 def test_notebook_01s_route_runs_on_a_cold_colab_runtime(capsys: pytest.CaptureFixture[str]) -> None:
-    replica = rc._tests_module("replica")
+    replica = rh._tests_module("replica")
     if replica.python313() is None and not (rh.REPO / ".venv313-colab" / "bin" / "python").is_file():
         if os.environ.get("CI") == "true":
             pytest.fail("no Python 3.13 for the Colab replica (python3.13, or pyenv's 3.13.x)")
         pytest.skip("no Python 3.13 for the Colab replica (python3.13, or pyenv's 3.13.x)")
-    assert rh.rehearse(["01"], runner=rc.ColabRunner()) == 0, capsys.readouterr()
+    assert rh.rehearse(["01"], runner=rh.ColabRunner()) == 0, capsys.readouterr()
     out = capsys.readouterr().out
     header, row = out.splitlines()[0].split(), next(line.split() for line in out.splitlines() if line.startswith("01 "))
     assert "install" in header and row[-1] == "-"

@@ -84,7 +84,7 @@ def test_render_tools_matches_the_server_render(capsys, tmp_path):
     """`chatlab render --tools` and /v1/chat/render run one render step (Resolution.render_request):
     tools and the assistant's tool call are rendered the same, id for id (issue 20: the CLI
     once dropped them with SmolLM2's tool-less GGUF template, 28 ids against the server's 232)."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.models import load_tokenizer
 

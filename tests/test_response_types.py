@@ -10,9 +10,9 @@ from typing import Any, Iterator, Literal, Union, get_args, get_origin, get_type
 import httpx
 import pytest
 
-from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine, CompletionRequest, parse_request
 from chatlab.errors import ChatlabError
+from chatlab.lab.evals.controls import ScriptedBackend
 from chatlab.serve import start_server
 from chatlab.types import responses
 from fake_engine import FakeEngine

@@ -157,7 +157,7 @@ def test_penalties_in_the_loop_change_a_repeating_reply() -> None:
 def test_the_plans_params_are_not_checked_again_by_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan validates against the model once and its params say so; generate() checks only
     params it was handed unchecked (a direct caller's), or changed since the check."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.generate import generate
     from chatlab.render import get_template

@@ -23,7 +23,7 @@ HI = [{"role": "user", "content": "hi"}]
 @pytest.fixture(scope="module")
 def engine() -> Any:
     """The real engine, scripted: every reply is 'Hello there.' unless a test scripts another."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for
@@ -576,7 +576,7 @@ def test_server_rss_flat_over_malformed_and_oversized_requests(engine: Any) -> N
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = ("import sys, uvicorn\n"
-              "from chatlab.backends.scripted import ScriptedBackend\n"
+              "from chatlab.lab.evals.controls import ScriptedBackend\n"
               "from chatlab.engine import ChatEngine\n"
               "from chatlab.render import get_template\n"
               "from chatlab.render.io.jinja_writer import tokenizer_for\n"

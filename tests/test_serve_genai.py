@@ -147,7 +147,7 @@ def check_stream(chunks: list[dict[str, Any]]) -> str:
 
 @pytest.mark.slow
 def test_chat_answers_with_the_loop_paths_shape(server: Any) -> None:
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine, parse_request
 
     r = post(server, messages=FRANCE, max_tokens=40)

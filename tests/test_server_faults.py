@@ -38,7 +38,7 @@ def error_of(r: httpx.Response, status: int = 400) -> dict[str, Any]:
 # -- chatlab's loop, scripted ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for
@@ -250,7 +250,7 @@ def rss_mb() -> float:
 def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engine: Any) -> None:
     """1.5 MB of emoji and CJK is few characters but many bytes: the byte bound refuses it
     before the tokenizer sees it, so fifty such requests leave the server's memory where it was."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
 
     wide = ChatEngine(ScriptedBackend(engine.tokenizer, ["Hello."], context_length=8192), "served",
@@ -386,7 +386,7 @@ def closer(tokenizer: Any) -> Any:
     grammar-led reply finishes: the grammar masks what it forbids, the highest allowed wins."""
     import numpy as np
 
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
 
     class Closer(ScriptedBackend):
         def _row(self) -> Any:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chatlab.backends.scripted import ScriptedBackend
 from chatlab.engine import ChatEngine, parse_request
+from chatlab.lab.evals.controls import ScriptedBackend
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 # Who may call the loop itself: the engine's loop source; `chatlab bench`'s chatlab-loop engine,

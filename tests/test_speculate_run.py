@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from chatlab.errors import ChatlabError
 from chatlab.lab.bench import engines, sidebyside, speculate_run
 from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.lab.bench.runner import call_in_child, plan_groups
 
 # decode tok/s per engine on copy-heavy tasks; the story copies nothing, so prompt lookup
 # gains nothing there (and here costs 2%)
@@ -224,3 +226,12 @@ def test_the_fast_run_is_judged_against_llama_cpp_and_genai_with_the_same_settin
               "turns": None, "identical": {}, "targets": speculate_run.judge_tasks(part)}
     report = speculate_run.format_report(result)
     assert "CPU: Test CPU 9000" in report and "skipped llama.cpp-q4_1: not installed here" in report
+
+
+def test_a_function_runs_in_a_child_with_its_arguments_and_result_as_json() -> None:
+    """The bench renders its prompts in a short-lived child (call_in_child): lists, None and
+    numbers cross both ways, and a failure names what was being done and the child's error."""
+    assert call_in_child(plan_groups, ["a", "b", "c"], "b", what="planning") == [["b", "a"], ["b", "c"]]
+    assert call_in_child(plan_groups, ["a", "b"], None, what="planning") == [["a", "b"]]
+    with pytest.raises(ChatlabError, match="planning failed: TypeError: .*plan_groups"):
+        call_in_child(plan_groups, what="planning")

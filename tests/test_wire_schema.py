@@ -23,7 +23,7 @@ WRONG = {"number": "0.5", "integer": 1.5, "boolean": "true", "string": 3}  # a v
 
 @pytest.fixture(scope="module")
 def doc() -> dict[str, Jsonable]:
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for

@@ -13,7 +13,7 @@ chatlab.backends.export_env) that dies with chatlab. chatlab adds the cache disc
   resolved path and its files' sizes and times, so two folders called `model` never share one;
   a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
 * `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
-  inputs and outputs (chatlab.backends.explicit_kv), in a cache entry of its own.
+  inputs and outputs (what chatlab.lab.explicit_kv drives), in a cache entry of its own.
 """
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Callable
 
-from chatlab.backends.engines import ENGINE_ROWS, REFERENCES, engine_names
 from chatlab.backends.registry import REGISTRY
 from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_args, speculation_from_args
 from chatlab.errors import ChatlabError
+from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:

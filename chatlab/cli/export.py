@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
     p.add_argument("--stateless", action="store_true",
                    help="the graph without state, its KV cache as inputs and outputs (what "
-                        "chatlab.backends.explicit_kv and notebook 03 drive)")
+                        "chatlab.lab.explicit_kv and notebook 03 drive)")
     p.add_argument("--force", action="store_true", help="export again even when cached")
     p.set_defaults(func=run_export_model)
 

@@ -23,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.lab.rehearse import rehearse
-    from chatlab.lab.rehearse_colab import ColabRunner
+    from chatlab.lab.rehearse import ColabRunner, rehearse
 
     runner = ColabRunner() if args.colab else None
     return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)

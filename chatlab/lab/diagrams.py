@@ -1,4 +1,4 @@
-"""The notebooks' diagrams: Mermaid source in data/diagrams/, drawn here as SVG.
+"""The notebooks' pictures: diagrams drawn from Mermaid source as SVG, and the token inspector.
 
 GitHub's notebook viewer and Colab show a ```mermaid block as code but show an SVG output, so
 each diagram cell calls `show(name)`, which draws `data/diagrams/<name>.mmd`. The SVG carries its
@@ -9,6 +9,11 @@ names the line: `flowchart LR`, nodes `A["label"]` (a box) and `A{"label"}` (a d
 edges `A --> B`, `A -->|"label"| B` and `A -- "label" --> B`, `<br/>` and `#lt;`/`#gt;`/`#quot;`
 inside labels. The layout is layered left to right: a node sits one column right of its
 furthest predecessor; an edge back to an earlier column (a loop) is drawn as an arc below.
+
+The token inspector, `to_html(rendered)`, returns a self-contained HTML fragment (a notebook
+displays it with `IPython.display.HTML`): every id as a coloured span, one colour per message,
+grouped by slot; each token shows its visible text (spaces and newlines made visible), its id
+on hover, and its message/slot; control ids are boxed so split role tokens stand out.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from chatlab.errors import ChatlabError
+from chatlab.render.ids import Rendered
 
 if TYPE_CHECKING:
     from IPython.display import SVG
@@ -191,3 +197,36 @@ def show(name: str) -> "SVG":
     from IPython.display import SVG
 
     return SVG(to_svg(parse(source(name), f"data/diagrams/{name}.mmd")))
+
+
+# the token inspector's backgrounds: one per message, cycling; the template's own prefix in grey
+PALETTE = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#f1f5f9"]
+PREFIX_COLOUR = "#e5e7eb"
+
+
+def _visible(token: str) -> str:
+    return (token.replace("\u2581", "·").replace("\u0120", "·").replace("\u010a", "↵")
+            .replace(" ", "·").replace("\n", "↵"))
+
+
+def to_html(rendered: Rendered, title: str = "") -> str:
+    """The token inspector's HTML fragment for `rendered` (see the module docstring)."""
+    tokens = rendered.tokens
+    specials = set(rendered.encoder.special_text) if rendered.encoder else set()
+    out = ['<div style="font-family:monospace;line-height:2.1;font-size:13px">']
+    if title:
+        out.append(f"<div><b>{html.escape(title)}</b></div>")
+    for span in rendered.slots:
+        colour = PREFIX_COLOUR if span.message_index < 0 else PALETTE[span.message_index % len(PALETTE)]
+        label = f"message {span.message_index}, {span.slot}" if span.message_index >= 0 else span.slot
+        out.append(f'<span title="{html.escape(label)}" style="background:{colour};padding:2px 0;'
+                   f'margin-right:3px;border-bottom:2px solid #94a3b8">')
+        for pos in range(span.start, span.end):
+            tid = rendered.ids[pos]
+            border = "border:1.5px solid #dc2626;" if tid in specials else ""
+            out.append(f'<span title="#{pos} id {tid} ({html.escape(label)})" style="{border}'
+                       f'padding:0 2px;margin:0 1px;border-radius:3px">{html.escape(_visible(tokens[pos]))}</span>')
+        out.append("</span>")
+    out.append(f'<div style="color:#64748b">{len(rendered.ids)} tokens; template {html.escape(rendered.template)} '
+               f"(rule {html.escape(rendered.rule)}); boxed: control ids; hover for id and slot</div></div>")
+    return "".join(out)

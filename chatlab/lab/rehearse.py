@@ -1,7 +1,8 @@
 """Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
 cold, and time them.
 
-`./run.sh rehearse [--all] [--dry-run] [--cgroup] [NN ...]` runs `chatlab rehearse`. The route
+`./run.sh rehearse [--all] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN ...]` runs
+`chatlab rehearse`. The route
 (chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
 needs a name only a skipped cell defines, is an error before any kernel starts. Then each
 notebook's setup cells and route sections run in a fresh kernel (as each notebook opened from
@@ -15,12 +16,23 @@ cache) and the total. Any cell error or stderr output fails the rehearsal (exit 
 chatlab's one-time build notices (BUILD_NOTICES) and the stderr a cell's stored output shows (a
 refusal the lesson demonstrates); with --cgroup, so does an out-of-memory kill.
 
---all runs every cell of every notebook instead of the route. --colab runs each notebook on the
-Colab replica (chatlab.lab.rehearse_colab).
+--all runs every cell of every notebook instead of the route.
+
+--colab runs each notebook as a learner opens it from its Colab badge, on a cold runtime of the
+Colab replica: tests/colab/replica.py's Python 3.13 venv of Colab's own package list
+(.venv313-colab, or the venv CHATLAB_COLAB_VENV names). Per notebook the replica goes back to
+its packages as built; a copy of this working tree takes the clone's place, with an empty
+CHATLAB_HOME; a kernel of the replica (told it is on Colab) runs the first cell, the install
+(`install` seconds), and where it asks for a restart, restarts and runs it again (`restart`
+seconds); then the other setup cells and the route cells run as above. The export
+environment's build (`env`) and the OpenVINO exports (`export`) are read from what they leave in
+CHATLAB_HOME; they sit inside the setup or route seconds of the cell that asked for the model.
+With --cgroup the install runs under INSTALL_LIMIT, then Binder's 2 GB from the restart on.
 """
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -30,12 +42,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import nbformat
 
 from chatlab.lab import route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
+
+if TYPE_CHECKING:
+    from nbclient import NotebookClient
 
 REPO = route.NOTEBOOKS.parent
 # stderr lines a cold model store prints once per build: progress, not a problem
@@ -43,6 +58,8 @@ BUILD_NOTICES = ("chatlab: exporting ", "chatlab: building the export environmen
 # the parts of a Colab setup the table shows, in order (the notebook's other setup cells and the
 # route make up the rest of the total)
 PARTS = ("install", "restart", "env", "export")
+INSTALL_LIMIT = 8_000_000_000  # the Colab install's pip runs on Colab's memory, not Binder's
+RESTART_ASKED = "restart the session"  # in the SetupError of a Colab set-up cell that needs one
 
 
 @dataclass
@@ -206,14 +223,37 @@ def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, 
     return True
 
 
+def first_code_cell(cells: list[nbformat.NotebookNode]) -> int:
+    """The index of the set-up cell (the first code cell), among the chosen cells."""
+    found = next((k for k, c in enumerate(cells) if c.cell_type == "code"), None)
+    if found is None or "from chatlab.lab.session import setup" not in cells[found].source:
+        raise RouteError("rehearse --colab: the notebook's first code cell is not the set-up cell")
+    return found
+
+
+def outputs_text(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n" for o in cell.get("outputs", []))
+
+
+def asks_restart(cell: nbformat.NotebookNode) -> bool:
+    """The Colab set-up cell stopped only to ask for the restart after replacing a loaded package."""
+    errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+    return len(errors) == 1 and errors[0].ename == "SetupError" and RESTART_ASKED in errors[0].evalue
+
+
 def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
-                 cgroup: object | None = None) -> Row:
-    """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure."""
+                 cgroup: object | None = None, colab: Path | None = None) -> Row:
+    """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure.
+    `colab`: the kernel is the Colab replica's and this is its working folder (Colab's /content,
+    the clone inside); the first cell's install is timed, and run again after the restart it
+    asks for."""
     from nbclient import NotebookClient
 
     nb, row = fresh_copy(number, chosen)
+    first = first_code_cell(nb.cells) if colab is not None else -1
     client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
-                            resources={"metadata": {"path": str(route.NOTEBOOKS)}})
+                            resources={"metadata": {"path": str(colab or route.NOTEBOOKS)}})
+    peak = 0
     start = time.perf_counter()
     with client.setup_kernel():
         sampler = kernel_sampler(client, number)
@@ -221,13 +261,41 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
                 client.execute_cell(cell, k)
+                if k == first:
+                    row.parts["install"] = time.perf_counter() - start
+                    if asks_restart(cell):
+                        peak = max(peak, sampler.stop())
+                        t = time.perf_counter()
+                        sampler = restart_and_rerun(client, cell, k, number, cgroup)
+                        row.parts["restart"] = time.perf_counter() - t
+                    if "(colab), Python 3.13" not in outputs_text(cell) and not _stderr_or_error(cell):
+                        row.problem = f"cell {chosen[k]}: the set-up cell did not report a Colab session"
+                        break
                 if not book_cell(row, cell, k < n_setup, start, t, chosen[k]):
                     break
         finally:
-            row.peak_mb = sampler.stop() / 1e6
+            row.peak_mb = max(peak, sampler.stop()) / 1e6
             kill_children(sampler.pid)
     oom_problem(row, cgroup)
     return row
+
+
+def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index: int, number: str,
+                      cgroup: object | None) -> _Peak:
+    """Restart the kernel, as the set-up cell asked, and run that cell again (in a cgroup,
+    under Binder's limit from here on); a sampler of the new kernel."""
+    from nbclient.util import run_sync
+
+    if cgroup is not None:
+        limit = str(_tests_module("kernel_cgroup").LIMIT_BYTES)
+        (cgroup.path / "memory.limit_in_bytes").write_text(limit)  # type: ignore[attr-defined]
+    # the async manager and client nbclient made (typed as their sync bases)
+    run_sync(getattr(client.km, "restart_kernel"))(now=True)
+    run_sync(getattr(client.kc, "wait_for_ready"))(timeout=120)
+    sampler = kernel_sampler(client, number)
+    cell.outputs = []
+    client.execute_cell(cell, index)
+    return sampler
 
 
 def table(rows: list[Row]) -> str:
@@ -254,7 +322,7 @@ def table(rows: list[Row]) -> str:
 
 class Runner(Protocol):
     """Runs one notebook's chosen cells in a fresh kernel: this Python's (`LocalRunner`), or the
-    Colab replica's (chatlab.lab.rehearse_colab)."""
+    Colab replica's (`ColabRunner`)."""
 
     def prepare(self) -> None:
         """Made ready once, after the route validated and before the first notebook."""
@@ -270,7 +338,7 @@ class LocalRunner:
         pass
 
     def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
-        group, kernel = _cgroup_kernel(home / "jupyter") if cgroup else (None, "python3")
+        group, kernel = cgroup_kernel(home / "jupyter", "rehearse") if cgroup else (None, "python3")
         try:
             return run_notebook(number, cells, n_setup, kernel, group)
         finally:
@@ -286,15 +354,90 @@ def _tests_module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def _cgroup_kernel(folder: Path) -> tuple[object, str]:
-    """A 2 GB memory cgroup and a kernel spec that starts this Python's kernel inside it
+def cgroup_kernel(folder: Path, tag: str, python: str = sys.executable, limit: int | None = None,
+                  extra: tuple[str, ...] = ()) -> tuple[object, str]:
+    """A fresh memory cgroup (Binder's 2 GB, or `limit` bytes) and a kernel spec under `folder`,
+    put on JUPYTER_PATH, that starts `python`'s kernel inside it with `extra` arguments
     (tests/kernel_cgroup.py); exits with the reason where none can be made."""
-    made = _tests_module("kernel_cgroup").make("rehearse")
+    cgroups = _tests_module("kernel_cgroup")
+    made = cgroups.make(tag, limit or cgroups.LIMIT_BYTES)
     if isinstance(made, str):
         raise SystemExit(f"rehearse --cgroup: {made}")
-    name = made.kernel_spec(folder, sys.executable)
+    name = made.kernel_spec(folder, python, extra=extra)
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("JUPYTER_PATH")]))
     return made, name
+
+
+def build_seconds(home: Path) -> dict[str, float]:
+    """`env`: the export environment's build (its stamp's time less its first file's), `export`:
+    the exports' own recorded seconds, summed; each only where it happened."""
+    found: dict[str, float] = {}
+    for env in (home / "export-env").glob("py*"):
+        stamp = env / ".chatlab-export-env"
+        if stamp.is_file() and (env / "pyvenv.cfg").is_file():
+            found["env"] = found.get("env", 0.0) + stamp.stat().st_mtime - (env / "pyvenv.cfg").stat().st_mtime
+    for manifest in home.glob("**/chatlab-export.json"):
+        try:
+            seconds = json.loads(manifest.read_text()).get("seconds")
+        except (OSError, ValueError):
+            continue
+        if isinstance(seconds, (int, float)):
+            found["export"] = found.get("export", 0.0) + float(seconds)
+    return found
+
+
+class ColabRunner:
+    """Each notebook on a cold runtime of the Colab replica (see the module docstring)."""
+
+    def __init__(self, venv: Path | None = None) -> None:
+        self.venv = venv or Path(os.environ.get("CHATLAB_COLAB_VENV") or REPO / ".venv313-colab")
+        self.replica = _tests_module("replica")
+        self.python = self.venv / "bin" / "python"
+
+    def prepare(self) -> None:
+        """Build the replica where it is missing or stale (minutes, once)."""
+        python = self.replica.python313()
+        if python is None and not self.python.is_file():
+            raise SystemExit("rehearse --colab: no Python 3.13 for the Colab replica (python3.13 on PATH, "
+                             "pyenv's 3.13.x, or CHATLAB_COLAB_PYTHON)")
+        self.replica.build(self.venv, python or str(self.python))
+
+    def kernel(self, folder: Path, cgroup: bool) -> tuple[object | None, str]:
+        """A kernel spec of the replica's Python told it is on Colab, in a cgroup when asked."""
+        if cgroup:
+            return cgroup_kernel(folder, "rehearse-colab", str(self.python), INSTALL_LIMIT,
+                                 (self.replica.AS_ON_COLAB,))
+        spec = folder / "kernels" / "colab-replica"
+        spec.mkdir(parents=True, exist_ok=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     self.replica.AS_ON_COLAB], "display_name": "Colab replica", "language": "python"}))
+        return None, "colab-replica"
+
+    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
+        t = time.perf_counter()
+        self.replica.reset(self.venv)
+        print(f"rehearse: {number}: the replica reset to Colab's packages in {time.perf_counter() - t:.0f} s",
+              file=sys.stderr, flush=True)
+        runtime = home / f"runtime-{number}"
+        content, store = runtime / "content", runtime / "chatlab-home"
+        shutil.copytree(REPO, content / "chatlab", ignore=shutil.ignore_patterns(*self.replica.NOT_CLONED))
+        saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "CHATLAB_CLONE", "CHATLAB_REPO", "PYTHONPATH",
+                                                "JUPYTER_PATH")}
+        os.environ.update(CHATLAB_HOME=str(store), CHATLAB_CLONE=str(content / "chatlab"),
+                          CHATLAB_REPO="https://invalid.example/not-cloned",  # the copy is the clone
+                          JUPYTER_PATH=str(runtime / "jupyter"))
+        os.environ.pop("PYTHONPATH", None)  # the kernel imports chatlab from the clone, as on Colab
+        group, kernel = self.kernel(runtime / "jupyter", cgroup)
+        try:
+            row = run_notebook(number, cells, n_setup, kernel, group, content)
+            row.parts.update(build_seconds(store))
+            return row
+        finally:
+            if group is not None:
+                group.remove()  # type: ignore[attr-defined]
+            restore_env(saved)
+            shutil.rmtree(runtime, ignore_errors=True)
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
-from chatlab.backends.engines import LLAMA_CPP
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 
-ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
+ENGINE = "llama.cpp-q4_1"  # its row in chatlab.lab.bench.engines
 # What the table says about this engine's arithmetic (see the module docstring).
 COMPUTE = "q4_1 weights x q8_1 activations (int dot products), f32 elsewhere, f32 KV cache"
 N_CTX = 2048  # the ~1,000-token prompt plus new tokens, with room to spare

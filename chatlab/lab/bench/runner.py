@@ -17,15 +17,19 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
-from chatlab.lab.bench.engines import BASELINE, ENGINES
+from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULATIVE_ENGINES, get_engine,
+                                       unavailable)
 from chatlab.errors import ChatlabError, UnknownNameError
 
 if TYPE_CHECKING:
     from chatlab.generate.speculate import Speculation
+
+
+T = TypeVar("T")  # what a function run in a child returns
 
 
 class Bar(Protocol):
@@ -58,8 +62,6 @@ class BenchConfig:
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
-        from chatlab.backends.engines import get_engine
-        from chatlab.lab.bench.engines import FAST_ENGINES, SPECULATIVE_ENGINES
         from chatlab.lab.bench.tasks import TASKS
 
         for e in engines or []:
@@ -102,15 +104,18 @@ def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]
     """`bench_prompts` run in a short-lived process: rendering imports torch into whichever
     process calls it and keeps it there, while the parent of the workers (in a notebook, the
     kernel) only needs the ids."""
-    code = ("import json, sys; from chatlab.lab.bench.runner import bench_prompts; "
-            "print(json.dumps(bench_prompts(sys.argv[1], sys.argv[2] or None)))")
-    return json_from_child(code, [model, task or ""], f"rendering the benchmark prompts for {model!r}")
+    return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 
-def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
-    """Run `python -c code *args` and read the JSON its last stdout line holds; a failure is a
-    ChatlabError naming `what` and the child's last stderr line."""
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
+    """`function(*args)` in a short-lived Python process, so that what it imports stays there: the
+    function goes by its module and name, the arguments and the result as JSON (the result on the
+    child's last stdout line: lists come back for tuples). A failure is a ChatlabError naming
+    `what` and the child's last stderr line."""
+    code = ("import importlib, json, sys; f = getattr(importlib.import_module(sys.argv[1]), sys.argv[2]); "
+            "print(json.dumps(f(*json.loads(sys.argv[3]))))")
+    done = subprocess.run([sys.executable, "-c", code, function.__module__, function.__qualname__,
+                           json.dumps(args)], capture_output=True, text=True)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ChatlabError(f"{what} failed: {last}")
@@ -120,8 +125,6 @@ def json_from_child(code: str, args: list[str], what: str) -> Jsonable:
 def start_worker(make_worker: "Callable[..., Worker] | None", engine: str, model: str,
                  precision: str, speculate: dict[str, int] | None) -> "Worker":
     """A worker for `engine` (`make_worker`, default a real one); drafts if its row takes them."""
-    from chatlab.backends.engines import get_engine
-
     takes = speculate is not None and get_engine(engine).takes_drafts
     return (make_worker or Worker)(engine, model, precision, *([speculate] if takes else []))
 
@@ -249,7 +252,6 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     Engines that cannot run here (an optional package missing) are listed under `skipped`."""
     from tqdm.auto import tqdm
 
-    from chatlab.lab.bench.engines import unavailable
     from chatlab.lab.bench.report import add_ratios
 
     skipped = [{"name": e, "reason": why} for e in config.engines

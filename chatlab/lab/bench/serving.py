@@ -38,8 +38,8 @@ from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event
+from chatlab.lab.bench.stored import ceiling_line, cpu_name, kept
 from chatlab.serve import start_server
-from chatlab.serve.ceiling import ceiling_line, cpu_name, kept
 
 STORY_CHAT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 

@@ -20,8 +20,7 @@ from typing import Callable
 from chatlab._thirdparty import Jsonable
 
 from chatlab.lab.bench.engines import BASELINE
-from chatlab.lab.bench.runner import (Bar, Worker, add_answer, json_from_child, plan_groups,
-                                      start_worker)
+from chatlab.lab.bench.runner import Bar, Worker, add_answer, call_in_child, plan_groups, start_worker
 from chatlab.errors import ChatlabError
 
 METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
@@ -39,11 +38,7 @@ def task_cases(model: str, tasks: list[str], limit: int) -> dict[str, list[list[
 
 def task_cases_in_child(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
     """`task_cases` in a short-lived process (rendering imports torch; the parent needs ids only)."""
-    code = ("import json, sys; from chatlab.lab.bench.sidebyside import task_cases; "
-            "print(json.dumps(task_cases(sys.argv[1], sys.argv[2].split(','), int(sys.argv[3]))))")
-    result: dict[str, list[list[int]]] = json_from_child(
-        code, [model, ",".join(tasks), str(limit)], f"rendering the task prompts for {model!r}")
-    return result
+    return call_in_child(task_cases, model, list(tasks), limit, what=f"rendering the task prompts for {model!r}")
 
 
 class TaskSamples:

@@ -9,6 +9,11 @@ label above the table. To store or refresh one (`chatlab bench store`):
 
     chatlab bench --json --plot '' | chatlab bench store full-run.json \\
         --command "chatlab bench --json" --machine "a quiet 2-core VM"
+
+A serving run's N-clients-vs-one ratio is read against its ceiling, the engine's own batching
+gain measured beside it (the same prompts fed straight to the engine): N clients cannot get N
+times one client's tokens on shared cores, and the server should keep CEILING_TARGET of the
+engine's gain, the rest being what HTTP, the SSE framing and the client processes cost.
 """
 from __future__ import annotations
 
@@ -20,10 +25,10 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
-from chatlab.serve.ceiling import ceiling_line, cpu_name
 
 FOLDER = "bench"  # inside chatlab's data folder
 RUN_KEYS = ("date", "command", "machine", "cpu")
+CEILING_TARGET = 0.90  # share of the engine's own batching gain the server should keep
 
 
 def label(result: dict[str, Jsonable], command: str, machine: str,
@@ -85,6 +90,34 @@ def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
     from chatlab.lab.bench.report import format_table
 
     return run_label(result) + "\n" + format_table(result, targets=targets)
+
+
+def kept(result: dict[str, Jsonable]) -> float | None:
+    """The server's N-vs-1 ratio over the engine's (None when the run has no engine ratio)."""
+    engine = result.get("engine_ratio")
+    return float(result["ratio"]) / float(engine) if engine else None
+
+
+def cpu_name(cpu: dict[str, Jsonable] | None) -> str | None:
+    """'AMD EPYC, 2 threads' from a run's `cpu` record (chatlab.backends.precision.cpu_info)."""
+    if not cpu:
+        return None
+    return f"{cpu.get('model') or 'an unnamed CPU'}, {cpu.get('threads')} threads"
+
+
+def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:
+    """One line: the two ratios, the share kept, whether that reaches CEILING_TARGET, the CPU."""
+    share = kept(result)
+    where = f" on {cpu}" if cpu else ""
+    if share is None:
+        return (f"server {float(result['ratio']):.2f}x{where}; no engine ceiling measured (the "
+                "engine runs one sequence at a time): nothing to compare it with")
+    keep = CEILING_TARGET
+    verdict = (f"at least the {keep:.0%} it should keep" if share >= keep
+               else f"less than the {keep:.0%} it should keep ({(keep - share) * 100:.0f} points short)")
+    return (f"{result['clients']} clients vs 1: server {float(result['ratio']):.2f}x, engine alone "
+            f"{float(result['engine_ratio']):.2f}x (its batching ceiling){where}; the server keeps "
+            f"{share:.0%} of it, {verdict}")
 
 
 def serving_table(result: dict[str, Jsonable]) -> str:

@@ -1,7 +1,7 @@
 """Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand.
 
 The build-it-yourself ones are graded against the package's own implementation:
-`nb03.kv_forward` against `ExplicitKV.forward` (chatlab/backends/explicit_kv.py) and
+`nb03.kv_forward` against `ExplicitKV.forward` (chatlab/lab/explicit_kv.py) and
 `nb03.stop_matcher` against `StopMatcher` (chatlab/generate/stops.py). The cache exercises need
 the stateless export; the notebook passes the one it loaded (`check(..., kv=kv)`), otherwise the
 cases load it (minutes the first time, then cached).
@@ -9,15 +9,12 @@ cases load it (minutes the first time, then cached).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chatlab._thirdparty import Graded
 from chatlab.lab.exercises import Case, Exercise, register, short
-
-if TYPE_CHECKING:
-    from chatlab.backends.explicit_kv import ExplicitKV
+from chatlab.lab.explicit_kv import ExplicitKV, load as load_stateless
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."}],
@@ -25,11 +22,10 @@ PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."
 
 
 @lru_cache(maxsize=1)
-def _default_kv() -> "ExplicitKV":
-    from chatlab.backends import explicit_kv
+def _default_kv() -> ExplicitKV:
     from chatlab.models import default_model
 
-    return explicit_kv.load(default_model())
+    return load_stateless(default_model())
 
 
 @lru_cache(maxsize=1)
@@ -42,14 +38,14 @@ def _prompt_ids() -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(res.render(chat).ids) for chat in PROMPTS)
 
 
-def _kv_and_prompts(kv: "ExplicitKV | None" = None) -> tuple["ExplicitKV", list[list[int]]]:
+def _kv_and_prompts(kv: ExplicitKV | None = None) -> tuple[ExplicitKV, list[list[int]]]:
     kv = kv if kv is not None else _default_kv()
     return kv, [list(ids) for ids in _prompt_ids()]
 
 
 # -- cache size --------------------------------------------------------------------------------
 
-def _cache_bytes_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
+def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     cases = []
     for ids in prompts[:2]:
@@ -71,7 +67,7 @@ register(Exercise("nb03.cache_bytes", _cache_bytes_cases))
 
 # -- one call equals the steps -----------------------------------------------------------------
 
-def _fourth_token_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
+def _fourth_token_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     return [Case((kv, ids), f"prompt {i + 1} ({len(ids)} tokens)") for i, ids in enumerate(prompts)]
 
@@ -106,7 +102,7 @@ register(Exercise("nb03.top_p", _top_p_cases, reference=_top_p_reference,
 
 # -- build it yourself: the stateless forward ---------------------------------------------------
 
-def _forward_cases(kv: "ExplicitKV | None" = None) -> list[Case]:
+def _forward_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     france = prompts[0]
     logits, cache = kv.forward(france, kv.empty_cache())

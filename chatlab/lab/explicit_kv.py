@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from chatlab._thirdparty import OVModel
+from chatlab.backends.export import export_dir, export_model, is_exported
 from chatlab.backends.facts import eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
@@ -176,8 +177,6 @@ def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECI
     """The stateless export of `model` (exported once, then cached); int8 by default, as
     chatlab's OpenVINO loop. `quiet` keeps the export's own messages out of the output and says
     in one line instead that the first run exports."""
-    from chatlab.backends.export import export_dir, export_model, is_exported
-
     precision = check_precision(precision)  # before a first-use export of minutes
     if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)
