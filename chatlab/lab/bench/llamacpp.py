@@ -13,12 +13,12 @@ without it the benchmark prints a skip line instead of failing.
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.engines import LLAMA_CPP
+from chatlab.backends.precision import cpu
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 
 ENGINE = LLAMA_CPP  # its row in chatlab.backends.engines
@@ -86,10 +86,7 @@ class LlamaCpp:
         path = gguf_path(self.model_name)
         if path is None:
             raise FileNotFoundError(unavailable(self.precision))
-        try:
-            self.threads = len(os.sched_getaffinity(0))
-        except AttributeError:
-            self.threads = os.cpu_count() or 1
+        self.threads = cpu().threads
         f32 = llama_cpp.GGML_TYPE_F32
         self.extra_buffers = extra_buffers_run(path)
         low = llama_cpp.llama_cpp  # Llama() takes its model parameters from this module's defaults
