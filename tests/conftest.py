@@ -2,10 +2,13 @@
 ($CHATLAB_HOME, default ~/.cache/chatlab) and loaded once per test session."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from chatlab.backends import precision
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
@@ -106,3 +109,44 @@ def torch_backend(smollm2: tuple[Any, Any], smollm2_path: Path) -> Any:
 
     model, tok = smollm2
     return TorchBackend(model, tok, smollm2_path)
+
+
+# The CPU every test sees unless marked `real_cpu` (or run with --real-cpu): a 2-core AMD EPYC
+# with AVX2 and no AVX-512 or bf16, as most laptops and many Colab runtimes are, so that a test
+# leaning on this machine's bf16 fails here too. Subprocesses (the CLI, bench workers, notebook
+# kernels) read the real CPU: what they are tested for runs at f32, which every CPU computes.
+AVX2_FLAGS = frozenset("fpu sse4_2 avx avx2 fma f16c bmi2".split())
+BF16_EXTRA = frozenset({"avx512f", "avx512_vnni", "avx512_bf16"})
+
+
+@pytest.fixture
+def fake_cpu() -> Iterator[Callable[..., precision.CPU]]:
+    """`fake_cpu(bf16=..., flags=..., model=..., threads=...)` makes chatlab see that CPU for the
+    rest of the test, through `precision.cpu()`, the one place chatlab reads it. Flags default
+    to AVX2, plus AVX-512 bf16 when `bf16`; OpenVINO's default precision follows `bf16`."""
+    real = precision.read_cpu
+
+    def fake(bf16: bool = False, flags: frozenset[str] | set[str] | None = None,
+             model: str = "AMD EPYC 7B13 (faked by tests/conftest.py)", threads: int = 2) -> precision.CPU:
+        if flags is None:
+            flags = AVX2_FLAGS | BF16_EXTRA if bf16 else AVX2_FLAGS
+        made = precision.CPU(model, frozenset(flags), threads, bf16, "bf16" if bf16 else "f32")
+        precision.read_cpu = lambda: made  # type: ignore[assignment]
+        precision.cpu.cache_clear()
+        return made
+
+    yield fake
+    precision.read_cpu = real  # type: ignore[assignment]
+    precision.cpu.cache_clear()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--real-cpu", action="store_true",
+                     help="every test sees the CPU at hand, not the faked AVX2-only one")
+
+
+@pytest.fixture(autouse=True)
+def cpu_without_bf16(request: pytest.FixtureRequest, fake_cpu: Callable[..., precision.CPU]) -> None:
+    """Every test runs on the faked AVX2-only CPU, unless marked `real_cpu` or run with --real-cpu."""
+    if request.node.get_closest_marker("real_cpu") is None and not request.config.getoption("--real-cpu"):
+        fake_cpu(bf16=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chatlab.backends import load_backend
+from chatlab.backends import load_backend, precision
 from chatlab.backends.torch import TorchBackend
 from chatlab.errors import UnknownNameError
 from chatlab.generate import SamplingParams, generate
@@ -99,19 +99,13 @@ def test_default_precision_is_f32_as_compiled():
     assert b.precision == "f32" and b.threads and b.threads >= 1
 
 
-def bf16_cpu() -> bool:
-    try:
-        flags = open("/proc/cpuinfo").read().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-@pytest.mark.skipif(not bf16_cpu(), reason="this CPU has neither avx512_bf16 nor amx_bf16: "
-                    "OpenVINO cannot compute in bf16 here, so there is no drift to show")
+@pytest.mark.real_cpu
 def test_bf16_drifts_from_f32(torch_backend):
     """Why f32 is the default: at bf16 the greedy tokens leave PyTorch's within a few dozen
     (reference §8: int8 stops answering "Paris"), while f32 keeps them."""
+    if not precision.cpu_has_bf16():
+        pytest.skip("this CPU has neither avx512_bf16 nor amx_bf16: OpenVINO cannot compute in "
+                    "bf16 here, so there is no drift to show")
     f32 = load_backend(MODEL, "openvino", "int8", precision="f32")
     bf16 = load_backend(MODEL, "openvino", "int8", precision="bf16")
     assert bf16.precision == "bf16" and f32.precision == "f32"

@@ -39,6 +39,18 @@ def test_ratios_and_targets_are_computed_against_the_baseline():
     assert torch_t["versus"] == "hf-generate" and torch_t["met"] is False  # 100 < 110
 
 
+def test_the_cpu_line_takes_bf16_from_the_record_and_old_records_from_their_flags():
+    """A record says bf16 itself (OpenVINO's capability list, which can know bf16 where the
+    reported x86 flags do not, as on ARM); a stored result from before that field has its flags."""
+    from chatlab.lab.bench.report import cpu_line
+
+    arm = {"model": "Neoverse-V1", "flags": [], "threads": 2, "bf16": True}
+    assert cpu_line(arm) == "CPU: Neoverse-V1; flags: none of note (bf16 native); 2 threads available"
+    assert "(no bf16)" in cpu_line({**arm, "bf16": False, "flags": ["avx512_bf16"]})
+    assert "(bf16 native)" in cpu_line({"model": "Old", "flags": ["amx_bf16"], "threads": 2})
+    assert "(no bf16)" in cpu_line({"model": "Old", "flags": ["avx512f"], "threads": 2})
+
+
 def test_table_and_plot(tmp_path):
     result = fake_result()
     table = format_table(result)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from chatlab.backends.precision import parse_cpuinfo
 from chatlab.lab import doctor
 
 # Trimmed /proc/cpuinfo texts (first processor only matters).
@@ -28,16 +29,21 @@ flags\t\t: fpu sse4_2 avx2 fma
 OLD = "processor\t: 0\nmodel name\t: Old CPU\nflags\t\t: sse4_2\n"
 
 
+def flags_of(text: str) -> dict[str, bool]:
+    """Doctor's flags, as it reports them for a CPU whose /proc/cpuinfo reads `text`."""
+    return {f: f in parse_cpuinfo(text)[1] for f in doctor.FLAGS}
+
+
 def test_flags_are_parsed_from_cpuinfo() -> None:
-    cpu = doctor.parse_cpuinfo(EPYC_BF16)
-    assert cpu["model"] == "AMD EPYC 9654 96-Core Processor"
-    on = {f for f, v in cpu["flags"].items() if v}
-    assert on == {"sse4_2", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"}
-    amx = doctor.parse_cpuinfo(SAPPHIRE_AMX)["flags"]
+    model, flags = parse_cpuinfo(EPYC_BF16)
+    assert model == "AMD EPYC 9654 96-Core Processor"
+    assert flags == {"fpu", "sse4_2", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"}
+    amx = flags_of(SAPPHIRE_AMX)
     assert amx["amx_tile"] and amx["amx_bf16"] and amx["amx_int8"] and amx["avx_vnni"]
     # "avx512f" must not match inside "avx512fp16"-like names, nor "avx2" inside others.
-    assert doctor.parse_cpuinfo("flags : avx512fx avx2x")["flags"]["avx512f"] is False
-    assert doctor.parse_cpuinfo("")["model"] == "unknown"
+    assert flags_of("flags : avx512fx avx2x")["avx512f"] is False
+    assert parse_cpuinfo("") == (None, frozenset())
+    assert parse_cpuinfo("Features\t: fp asimd bf16")[1] == {"fp", "asimd", "bf16"}  # ARM's name
 
 
 @pytest.mark.parametrize("text, precision, words", [
@@ -47,7 +53,7 @@ def test_flags_are_parsed_from_cpuinfo() -> None:
     (OLD, "f32", ["SSE4.2", "slow"]),
 ])
 def test_flags_say_what_they_mean_for_openvino(text: str, precision: str, words: list[str]) -> None:
-    meaning = doctor.openvino_meaning(doctor.parse_cpuinfo(text)["flags"])
+    meaning = doctor.openvino_meaning(flags_of(text))
     assert meaning["expected_default_precision"] == precision
     assert all(w in meaning["meaning"] for w in words)
 
@@ -103,7 +109,7 @@ def test_damage_stale_folders_and_wrong_versions_are_problems(
         "python": "3.10.4", "torch": "2.13.0+cpu", "transformers": "4.57.0", "openvino": None})
     monkeypatch.setattr(doctor, "pinned", lambda: {
         "torch": "2.13.0", "transformers": "5.5.4", "openvino": "2026.4.1"})
-    found = {p["problem"]: p["fix"] for p in doctor.collect(cpuinfo=AVX2_ONLY)["problems"]}
+    found = {p["problem"]: p["fix"] for p in doctor.collect()["problems"]}
     assert found["Python 3.10.4 is not supported"].startswith("use Python 3.11, 3.12 or 3.13")
     assert found["transformers 4.57.0 is installed; chatlab pins 5.5.4"] == "pip install transformers==5.5.4"
     assert "pip install openvino==2026.4.1" in found["openvino is not installed"]
@@ -111,13 +117,14 @@ def test_damage_stale_folders_and_wrong_versions_are_problems(
     assert found[f"a killed build left {stale}"].startswith(f"rm -r {stale}")
 
 
-def test_machine_facts_for_a_notebook_name_the_cpu_and_no_path() -> None:
+def test_machine_facts_for_a_notebook_name_the_cpu_and_no_path(fake_cpu) -> None:  # noqa: ANN001
     """What notebook 05 prints beside its numbers: the CPU, its flags' meaning, threads; no path."""
     from chatlab.lab.doctor import machine, machine_lines
 
-    text = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: sse4_2 avx2 avx512f avx512_bf16 amx_tile amx_bf16\n"
-    facts = machine(text)
-    assert facts["cpu"]["flags"]["amx_bf16"] and facts["threads"] >= 1
+    fake_cpu(bf16=True, model="Intel(R) Xeon(R) Platinum 8480+", threads=4,
+             flags={"sse4_2", "avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"})
+    facts = machine()
+    assert facts["cpu"]["flags"]["amx_bf16"] and facts["cpu"]["bf16"] and facts["threads"] == 4
     lines = machine_lines(facts)
     assert lines[0].startswith("cpu: Intel(R) Xeon(R) Platinum 8480+") and "avx512_bf16 amx_tile amx_bf16" in lines[0]
     assert "expected from the flags: bf16" in lines[1] and "precision='f32'" in lines[2]

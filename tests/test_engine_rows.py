@@ -82,10 +82,8 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
         load_engine(**engine_options(args))  # refused by the registry before anything loads
 
 
-def test_the_fast_rows_carry_the_fast_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatlab.backends import fast
-
-    monkeypatch.setattr(fast, "cpu_has_bf16", lambda: False)  # the fallback, said in the facts
+def test_the_fast_rows_carry_the_fast_profile(monkeypatch: pytest.MonkeyPatch, fake_cpu: Any) -> None:
+    fake_cpu(bf16=False)  # the fallback, said in the facts
     loop = bench_engines.make_engine("chatlab-fast", "m")
     assert isinstance(loop, bench_engines.ChatlabLoop) and loop.fast and loop.precision is None
     assert loop.args == ("m", "openvino", "int4")

@@ -28,11 +28,11 @@ def test_openvino_type_names_are_chatlab_names() -> None:
     assert precision.type_name(ov.Type.f16) == "f16"  # reported as is, never asked for
 
 
-def test_bf16_without_cpu_support_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+def test_bf16_without_cpu_support_is_a_clear_error(fake_cpu) -> None:  # noqa: ANN001
+    here = fake_cpu(bf16=False)
     with pytest.raises(ChatlabError, match="avx512_bf16 or amx_bf16") as err:
         precision.check_precision("bf16")
-    assert "--precision f32" in str(err.value)  # the fix
+    assert "--precision f32" in str(err.value) and here.model in str(err.value)  # the fix, the CPU
     assert precision.check_precision("f32") == "f32"
     # refused before any model is loaded or exported (no such model exists)
     for backend in ("openvino", "torch"):
@@ -40,17 +40,45 @@ def test_bf16_without_cpu_support_is_a_clear_error(monkeypatch: pytest.MonkeyPat
             load_backend("no-such-model", backend, precision="bf16")
 
 
-def test_bf16_accepted_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+def test_bf16_accepted_where_the_cpu_has_it(fake_cpu) -> None:  # noqa: ANN001
+    fake_cpu(bf16=True)
     assert precision.check_precision("bfloat16") == "bf16"
 
 
+@pytest.mark.real_cpu
 def test_cpu_capability_agrees_with_proc_cpuinfo() -> None:
-    """OpenVINO's own capability list and the kernel's flags tell the same story."""
-    info = precision.cpu_info()
-    assert info["model"] and info["threads"] >= 1
-    flagged = any(f in info["flags"] for f in precision.BF16_FLAGS)
-    assert precision.cpu_has_bf16() == flagged
+    """OpenVINO's own capability list and the kernel's flags tell the same story, and the
+    plugin's default precision follows them."""
+    here = precision.cpu()
+    assert here.model and here.threads >= 1 and here.flags
+    assert here.bf16 == precision.flags_say_bf16(here.flags)
+    assert here.default_precision == ("bf16" if here.bf16 else "f32")
+    assert precision.cpu_info() == {"model": here.model, "threads": here.threads, "bf16": here.bf16,
+                                    "flags": [f for f in precision.REPORTED_FLAGS if f in here.flags]}
+
+
+def test_every_reader_sees_the_one_cpu(fake_cpu) -> None:  # noqa: ANN001
+    """The fast profile, the precision check, doctor, the bench's record and the notebooks'
+    "measured on" line all read the CPU through precision.cpu(), so one fake reaches them all."""
+    from chatlab.backends.fast import fast_choices
+    from chatlab.lab.bench.report import cpu_line
+    from chatlab.lab.doctor import machine
+    from chatlab.lab.evals.where import measured_on
+
+    for bf16 in (False, True):
+        here = fake_cpu(bf16=bf16, model=f"CPU {bf16}", threads=3)
+        assert fast_choices("openvino", "int4", None, {})[0] == ("bf16" if bf16 else "f32")
+        if bf16:
+            assert precision.check_precision("bf16") == "bf16"
+        else:
+            with pytest.raises(ChatlabError, match=here.model):
+                precision.check_precision("bf16")
+        facts = machine()
+        assert facts["cpu"]["model"] == here.model and facts["cpu"]["bf16"] is bf16 and facts["threads"] == 3
+        assert facts["cpu"]["openvino"]["default_precision"] == ("bf16" if bf16 else "f32")
+        assert cpu_line(precision.cpu_info()).startswith(f"CPU: {here.model}; ")
+        assert f"({'bf16 native' if bf16 else 'no bf16'}); 3 threads" in cpu_line(precision.cpu_info())
+        assert measured_on().startswith(f"3 cores, {here.model}, ")
 
 
 def test_cli_defaults_are_the_fast_exact_path() -> None:
@@ -80,7 +108,7 @@ def test_default_weight_format_follows_the_backend(monkeypatch: pytest.MonkeyPat
 
 
 def test_cli_rejects_bad_precision_and_backend(tmp_path, capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+                                               fake_cpu) -> None:  # noqa: ANN001
     msgs = tmp_path / "m.json"
     msgs.write_text(json.dumps([{"role": "user", "content": "hi"}]))
     assert main(["complete", "--messages", str(msgs), "--precision", "f64"]) == 2
@@ -89,7 +117,7 @@ def test_cli_rejects_bad_precision_and_backend(tmp_path, capsys: pytest.CaptureF
     assert "unknown backend 'tensorrt'; valid choices: torch, openvino, genai" in capsys.readouterr().err
     assert main(["bench", "--precision", "half"]) == 2
     assert "valid choices: f32, bf16" in capsys.readouterr().err
-    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    fake_cpu(bf16=False)
     assert main(["bench", "--precision", "bf16"]) == 2
     assert "--precision f32" in capsys.readouterr().err
 

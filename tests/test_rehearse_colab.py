@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import nbclient
 import nbformat
@@ -224,7 +225,8 @@ def test_each_runtime_is_fresh_and_removed_also_on_an_interrupt(monkeypatch: pyt
 
 
 def test_a_finished_run_reports_its_parts_in_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                  capsys: pytest.CaptureFixture[str], fake_cpu: Any) -> None:
+    here = fake_cpu(model="Colab's CPU", threads=3)
     runner = Fake(tmp_path)
 
     def fake_run(number: str, cells: list[int], n_setup: int, kernel: str, group: object, cwd: Path) -> rh.Row:
@@ -237,7 +239,8 @@ def test_a_finished_run_reports_its_parts_in_json(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(rh, "run_notebook", fake_run)
     assert rh.rehearse(["01", "02"], runner=runner, report=tmp_path / "r.json") == 1
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["runner"] == "Fake" and data["cells"] == "route" and data["machine"]["cores"] == os.cpu_count()
+    assert data["runner"] == "Fake" and data["cells"] == "route" and data["machine"]["cores"] == 3
+    assert data["machine"]["cpu"] == here.model
     assert data["pip_cache"] is (os.environ.get("PIP_NO_CACHE_DIR") is None)
     assert data["rows"][0]["parts_s"] == {"install": 8.0, "export": 7.0} and data["rows"][0]["bite_s"] == 12.0
     assert data["rows"][1]["problem"].startswith("cell 18: ModuleNotFoundError") and data["total_s"] == 30.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from chatlab.backends import precision
 from chatlab.errors import ChatlabError
 
 
@@ -18,12 +17,12 @@ def tiny_model():  # a 2-layer Llama with random weights: the backend, not a lan
     return LlamaForCausalLM(config).eval()
 
 
-def test_bf16_is_refused_without_cpu_support_unless_emulated(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bf16_is_refused_without_cpu_support_unless_emulated(fake_cpu) -> None:  # noqa: ANN001
     import torch
 
     from chatlab.backends.torch import TorchBackend
 
-    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    fake_cpu(bf16=False)
     with pytest.raises(ChatlabError, match="avx512_bf16"):
         TorchBackend(tiny_model(), tokenizer=None, precision="bf16")
     backend = TorchBackend(tiny_model(), tokenizer=None, precision="bfloat16", emulate_bf16=True)

@@ -12,7 +12,7 @@ is measured by `chatlab bench accuracy`.
 from __future__ import annotations
 
 from chatlab._thirdparty import LoaderOption
-from chatlab.backends.precision import compiled_facts, cpu_has_bf16, cpu_info
+from chatlab.backends.precision import compiled_facts, cpu
 from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 KV_CACHE = "u8"
@@ -32,10 +32,11 @@ def fast_choices(backend: str, weight_format: str, precision: str | None,
     it could not turn on here and why. `options` given explicitly are kept."""
     notes: list[str] = []
     if precision is None:
-        precision = "bf16" if cpu_has_bf16() else "f32"
-        if precision == "f32":
+        here = cpu()
+        precision = "bf16" if here.bf16 else "f32"
+        if not here.bf16:
             notes.append(f"bf16 is not among the CPU plugin's OPTIMIZATION_CAPABILITIES on "
-                         f"{cpu_info()['model']}, so the arithmetic stays f32")
+                         f"{here.model}, so the arithmetic stays f32")
     out = dict(options)
     if backend in OPENVINO_BACKENDS:
         out.setdefault("kv_cache_precision", KV_CACHE)

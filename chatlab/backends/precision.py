@@ -3,11 +3,17 @@
 OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions, and
 greedy answers then drift from PyTorch's fp32. So chatlab always passes the precision it wants:
 f32 unless the caller asks for bf16, which is only accepted on a CPU that computes it natively.
+What the CPU offers (model, flags, threads, native bf16) is read here too, in one place: `cpu()`.
 """
 from __future__ import annotations
 
 import os
+import platform
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from chatlab._thirdparty import Jsonable, OVCompiled
 from chatlab.errors import ChatlabError, UnknownNameError
@@ -17,8 +23,9 @@ DEFAULT_PRECISION = "f32"
 # Spellings people use for the same thing (`fp32` is also chatlab's weight-format name).
 ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32",
            "bf16": "bf16", "bfloat16": "bf16"}
-# The /proc/cpuinfo flags that decide bf16 speed and OpenVINO's default precision.
-BF16_FLAGS = ["avx512_bf16", "amx_bf16"]
+# The kernel flags of a CPU that computes bf16 natively; OpenVINO's CPU plugin follows them.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# The flags a stored result records beside its numbers (they decide bf16 and int8 speed).
 REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16",
                   "amx_int8"]
 
@@ -33,40 +40,77 @@ def normalize_precision(precision: str | None) -> str:
     return name
 
 
-@lru_cache(maxsize=1)
-def cpu_info() -> dict[str, Jsonable]:
-    """This CPU's model name, the bf16/AMX/VNNI flags it has, and the threads we may use."""
-    model, flags = "unknown CPU", set[str]()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:  # not Linux: report what we can, OpenVINO still knows the capabilities
-        import platform
+@dataclass(frozen=True)
+class CPU:
+    """What the CPU offers chatlab: its model name, its kernel flags, the threads this process
+    may run on, whether it computes bf16 natively, and the precision OpenVINO's CPU plugin picks
+    by default here (None without OpenVINO). Read once per process by `cpu()`; everything in
+    chatlab that depends on the CPU asks `cpu()`, so a test fakes the CPU in one place."""
+    model: str
+    flags: frozenset[str]
+    threads: int
+    bf16: bool
+    default_precision: str | None = None
 
-        model = platform.processor() or model
+    def record(self) -> dict[str, Jsonable]:
+        """The JSON a stored result keeps beside its numbers."""
+        return {"model": self.model, "flags": [f for f in REPORTED_FLAGS if f in self.flags],
+                "threads": self.threads, "bf16": self.bf16}
+
+
+def flags_say_bf16(flags: Iterable[str]) -> bool:
+    """Whether kernel flags (all of them, or a stored result's REPORTED_FLAGS) include bf16 compute."""
+    return not set(BF16_FLAGS).isdisjoint(flags)
+
+
+def parse_cpuinfo(text: str) -> tuple[str | None, frozenset[str]]:
+    """The model name and flags of the first processor in /proc/cpuinfo's text ("Features" is
+    the flags line's name on ARM); None for a model the text does not name."""
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
+    return (model.group(1).strip() if model else None,
+            frozenset(flags.group(1).split()) if flags else frozenset())
+
+
+def read_cpu() -> CPU:
+    """Read what this CPU offers now: /proc/cpuinfo for the model and flags, the scheduler for
+    the threads, and OpenVINO's CPU plugin for bf16 (its OPTIMIZATION_CAPABILITIES) and its
+    default precision; without OpenVINO, bf16 follows the kernel's flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: the platform names the CPU, OpenVINO still knows bf16
+        text = ""
+    model, flags = parse_cpuinfo(text)
     try:
         threads = len(os.sched_getaffinity(0))  # the cores this process may run on
     except AttributeError:
         threads = os.cpu_count() or 1
-    return {"model": model, "flags": [f for f in REPORTED_FLAGS if f in flags], "threads": threads}
-
-
-@lru_cache(maxsize=1)
-def cpu_has_bf16() -> bool:
-    """Whether OpenVINO's CPU plugin can compute in bf16 here (its own capability list, which
-    follows the avx512_bf16 / amx_bf16 flags)."""
     try:
         import openvino as ov
 
-        return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-    except Exception:  # noqa: BLE001 - no OpenVINO: fall back to the kernel's flags
-        return any(f in cpu_info()["flags"] for f in BF16_FLAGS)
+        core = ov.Core()
+        bf16 = "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        default: str | None = type_name(core.get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    except Exception:  # noqa: BLE001 - no OpenVINO or no CPU plugin: the kernel's flags say it
+        bf16, default = flags_say_bf16(flags), None
+    return CPU(model or platform.processor() or "unknown CPU", flags, threads, bf16, default)
+
+
+@lru_cache(maxsize=1)
+def cpu() -> CPU:
+    """This CPU, read once per process (the one place chatlab reads it)."""
+    return read_cpu()
+
+
+def cpu_info() -> dict[str, Jsonable]:
+    """This CPU as a stored result records it: model, the bf16/AMX/VNNI flags, threads, bf16."""
+    return cpu().record()
+
+
+def cpu_has_bf16() -> bool:
+    """Whether OpenVINO's CPU plugin can compute in bf16 here (its own capability list, which
+    follows the avx512_bf16 / amx_bf16 flags)."""
+    return cpu().bf16
 
 
 def check_precision(precision: str | None) -> str:
@@ -74,10 +118,9 @@ def check_precision(precision: str | None) -> str:
     which would make benchmarks lie)."""
     name = normalize_precision(precision)
     if name == "bf16" and not cpu_has_bf16():
-        info = cpu_info()
         raise ChatlabError(
             f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
-            f"({info['model']}) has neither, so bf16 would only be emulated. Use --precision f32 "
+            f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision f32 "
             "(the default) here, or run on a CPU with bf16 support.")
     return name
 

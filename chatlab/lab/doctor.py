@@ -1,19 +1,18 @@
 """`chatlab doctor`: what this machine has, what it means for chatlab, and how to fix problems.
 
-Versions come from package metadata: nothing heavy is imported except OpenVINO, which is asked
-for its real default precision. Every problem found comes with its fix.
+Versions come from package metadata; the CPU (its flags, native bf16, OpenVINO's default
+precision) from chatlab.backends.precision.cpu. Every problem found comes with its fix.
 """
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import os
 import re
 import shutil
 import sys
-from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import BF16_FLAGS, cpu
 from chatlab.lab import PYTHONS
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",
@@ -28,18 +27,18 @@ def problem(what: str, fix: str) -> dict[str, str]:
     return {"problem": what, "fix": fix}
 
 
-def parse_cpuinfo(text: str) -> dict[str, Jsonable]:
-    """Model name and the flags that matter (of the first processor listed)."""
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    flags_line = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
-    flags = set(flags_line.group(1).split()) if flags_line else set()
-    return {"model": model.group(1).strip() if model else "unknown",
-            "flags": {f: f in flags for f in FLAGS}}
+def cpu_report() -> dict[str, Jsonable]:
+    """The CPU's model, the flags that matter, whether it computes bf16 natively, and what that
+    means for OpenVINO, beside the precision its CPU plugin really defaults to here."""
+    here = cpu()
+    flags = {f: f in here.flags for f in FLAGS}
+    return {"model": here.model, "flags": flags, "bf16": here.bf16,
+            "openvino": {**openvino_meaning(flags), "default_precision": here.default_precision}}
 
 
 def openvino_meaning(flags: dict[str, bool]) -> dict[str, str]:
     """What the flags mean for OpenVINO's CPU plugin, which picks its precision from them."""
-    if flags.get("avx512_bf16") or flags.get("amx_bf16"):
+    if any(flags.get(f) for f in BF16_FLAGS):
         return {"expected_default_precision": "bf16", "meaning": (
             "OpenVINO computes in bf16 by default on this CPU: faster, but greedy answers drift "
             "from PyTorch fp32 after some tokens (a SmolLM2 int8 export answered the Paris "
@@ -57,17 +56,6 @@ def openvino_meaning(flags: dict[str, bool]) -> dict[str, str]:
             "still help" + (" (AVX-VNNI speeds them up)" if flags.get("avx_vnni") else ""))}
     return {"expected_default_precision": "f32", "meaning": (
         "no AVX2: OpenVINO falls back to slow SSE4.2 kernels; expect several times lower speed")}
-
-
-def openvino_default_precision() -> str | None:
-    """The CPU plugin's own default INFERENCE_PRECISION_HINT (None when OpenVINO is missing)."""
-    try:
-        import openvino as ov
-
-        value = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
-    except Exception:  # not installed, or no CPU plugin: reported through the versions
-        return None
-    return str(value.get_type_name()) if hasattr(value, "get_type_name") else str(value)
 
 
 def versions() -> dict[str, str | None]:
@@ -160,8 +148,8 @@ def find_problems(report: dict[str, Jsonable]) -> list[dict[str, str]]:
     return found
 
 
-def collect(cpuinfo: str | None = None) -> dict[str, Jsonable]:
-    facts = machine(cpuinfo)
+def collect() -> dict[str, Jsonable]:
+    facts = machine()
     report: dict[str, Jsonable] = {
         "versions": facts["versions"], "pins": {k: v for k, v in pinned().items() if k in PACKAGES},
         "cpu": facts["cpu"], "memory": facts["memory"],
@@ -172,23 +160,14 @@ def collect(cpuinfo: str | None = None) -> dict[str, Jsonable]:
     return report
 
 
-def machine(cpuinfo: str | None = None) -> dict[str, Jsonable]:
+def machine() -> dict[str, Jsonable]:
     """The facts a speed or precision result depends on, without the model store or any path
     (safe to print in a notebook): CPU model and flags, what OpenVINO makes of them, the threads
     this process may use, memory, versions."""
     import psutil
 
-    from chatlab.backends.precision import cpu_info
-
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:  # not Linux
-            cpuinfo = ""
-    cpu = parse_cpuinfo(cpuinfo)
-    cpu["openvino"] = {**openvino_meaning(cpu["flags"]), "default_precision": openvino_default_precision()}
     vm = psutil.virtual_memory()
-    return {"cpu": cpu, "threads": cpu_info()["threads"],
+    return {"cpu": cpu_report(), "threads": cpu().threads,
             "memory": {"total_bytes": vm.total, "available_bytes": vm.available}, "versions": versions()}
 
 

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import nbformat
 
+from chatlab.backends.precision import cpu
 from chatlab.lab import route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
@@ -493,15 +494,12 @@ def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgr
 
     import psutil
 
-    info = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (info.read_text() if info.is_file() else "").splitlines()
-             if line.startswith("model name")]
-    cpu = names[0] if names else platform.processor()
+    here = cpu()
     data = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "runner": runner,
             "cells": "all" if everything else "route", "cgroup_2gb": cgroup,
             # pip's wheel cache makes an install download nothing; a fresh Colab runtime has none
             "pip_cache": os.environ.get("PIP_NO_CACHE_DIR", "").lower() not in ("1", "true", "yes", "on"),
-            "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+            "machine": {"cpu": here.model, "cores": here.threads, "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
                         "python": platform.python_version()},
             "rows": [{"notebook": r.notebook, "cells": r.cells, "setup_s": round(r.setup_s, 1),
                       "route_s": round(r.route_s, 1), "total_s": round(r.total_s, 1), "peak_mb": round(r.peak_mb),

@@ -13,11 +13,11 @@ without it the benchmark prints a skip line instead of failing.
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import cpu
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 
 ENGINE = "llama.cpp-q4_1"  # its row in chatlab.lab.bench.engines
@@ -85,10 +85,7 @@ class LlamaCpp:
         path = gguf_path(self.model_name)
         if path is None:
             raise FileNotFoundError(unavailable(self.precision))
-        try:
-            self.threads = len(os.sched_getaffinity(0))
-        except AttributeError:
-            self.threads = os.cpu_count() or 1
+        self.threads = cpu().threads
         f32 = llama_cpp.GGML_TYPE_F32
         self.extra_buffers = extra_buffers_run(path)
         low = llama_cpp.llama_cpp  # Llama() takes its model parameters from this module's defaults

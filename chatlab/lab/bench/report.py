@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import flags_say_bf16
 from chatlab.lab.bench.engines import BASELINE
 
 if TYPE_CHECKING:
@@ -78,11 +79,13 @@ def add_ratios(result: dict[str, Jsonable]) -> None:
 
 def cpu_line(cpu: dict[str, Jsonable] | None) -> str:
     """The CPU line of the table: model, notable flags, threads. bf16 support decides
-    OpenVINO's speed at bf16 and whether bf16 can be asked for at all."""
+    OpenVINO's speed at bf16 and whether bf16 can be asked for at all: the record says it
+    (`CPU.record`), or its flags do where a stored result predates that field."""
     if not cpu:
         return "CPU: not recorded"
     flags = cpu.get("flags") or []
-    bf16 = "bf16 native" if {"avx512_bf16", "amx_bf16"} & set(flags) else "no bf16"
+    native = cpu["bf16"] if "bf16" in cpu else flags_say_bf16(flags)
+    bf16 = "bf16 native" if native else "no bf16"
     return (f"CPU: {cpu.get('model')}; flags: {' '.join(flags) or 'none of note'} ({bf16}); "
             f"{cpu.get('threads')} threads available")
 
