@@ -425,6 +425,8 @@ def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
         err = error_of(post(server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(schema)}))
         assert err["param"] == "response_format.json_schema.schema" + at, err
         assert f"uses {keyword!r}, which constrained decoding cannot enforce" in err["message"]
+        if schema["type"] != "object":  # a tool's parameters are an object: the schema goes in one
+            schema, at = {"type": "object", "properties": {"x": schema}}, ".properties.x" + at
         tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
         err = error_of(post(server, {"messages": HI, "max_tokens": 8, "tools": [tool]}))
         assert err["param"] == "tools[0].function.parameters" + at and keyword in err["message"]
