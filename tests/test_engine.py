@@ -88,6 +88,33 @@ def test_named_tool_choice_gives_a_valid_call(chat_engine: Any) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_named_call_cut_after_its_name_is_the_call(chat_engine: Any) -> None:
+    """The real model, seed 5: max_tokens ending the forced call one token before its name is
+    complete is an error naming max_tokens; ending it once the name is complete gives the call,
+    finish_reason "length", its arguments as far as they got, the same streamed."""
+    from chatlab.engine.accumulate import merge_chunks
+
+    body = dict(messages=[{"role": "user", "content": "What's the weather in Paris?"}], tools=WEATHER,
+                tool_choice={"type": "function", "function": {"name": "get_weather"}}, seed=5, temperature=1)
+    text, done = "", 0
+    for n, ev in enumerate(chat_engine.events(chat_engine.check(parse_request({**body, "max_tokens": 64}))), 1):
+        text += getattr(ev, "text", "")
+        if '"get_weather"' in text:
+            done = n
+            break
+    assert done, text
+    with pytest.raises(ChatlabError, match=f"max_tokens={done - 1} ended the reply") as err:
+        ask(chat_engine, **body, max_tokens=done - 1)
+    assert err.value.param == "max_tokens"
+    out = ask(chat_engine, **body, max_tokens=done)["choices"][0]
+    assert out["finish_reason"] == "length" and out["message"]["content"] is None, out
+    (call,) = out["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and text.endswith(call["function"]["arguments"])
+    merged = merge_chunks(stream(chat_engine, **body, max_tokens=done))["choices"][0]
+    assert merged["finish_reason"] == "length"
+    assert [c["function"] for c in merged["message"]["tool_calls"]] == [call["function"]]
+
+
 def test_legacy_functions_answer_in_legacy_shape(chat_engine: Any) -> None:
     fn = WEATHER[0]["function"]
     out = ask(chat_engine, messages=[{"role": "user", "content": "Weather in Rome?"}],

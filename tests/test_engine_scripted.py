@@ -63,26 +63,47 @@ def both_ways(engine: ChatEngine, body: dict[str, Any]) -> tuple[dict[str, Any],
     return whole, merge_chunks(chunks), chunks
 
 
-@pytest.mark.parametrize("max_tokens", [3, 8, 14, 20])
-def test_forced_call_cut_by_length_is_the_same_both_ways(max_tokens: int) -> None:
-    """A named tool_choice cut off by max_tokens, temperature 0: before the name is complete
-    there is no call, which is an error naming max_tokens; after it, the call as far as it got."""
-    engine = engine_for("hermes", [FORMATS["hermes"][1]])
-    body = {"messages": ASK, "tools": WEATHER, "temperature": 0, "max_tokens": max_tokens,
-            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-    if max_tokens < 20:  # cut before the call's name is complete: no call to return
-        with pytest.raises(ChatlabError, match=f"max_tokens={max_tokens} ended the reply") as err:
-            both_ways(engine, body)
-        assert err.value.param == "max_tokens"
-        return
-    whole, merged, chunks = both_ways(engine, body)
-    assert normalized(whole) == normalized(merged)
-    choice = whole["choices"][0]
-    assert choice["finish_reason"] == "length"
-    assert "<tool_call>" not in (choice["message"]["content"] or "")
-    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    assert "<tool_call>" not in streamed
-    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+# format -> (a forced call as its grammar writes it, the text that completes the call's name)
+FORCED = {
+    "hermes": (FORMATS["hermes"][1], '"get_weather"'),
+    "json": (FORMATS["json"][1], '"get_weather"'),
+    "react": ('Action: get_weather\nAction Input: {"city": "Paris"}\nObservation:', "get_weather\n"),
+    "chatglm3": (FORMATS["chatglm3"][1], "get_weather\n"),
+}
+
+
+@pytest.mark.parametrize("fmt", list(FORCED))
+def test_forced_call_cut_by_length_is_a_call_once_its_name_is_complete(fmt: str) -> None:
+    """A named tool_choice cut off by max_tokens after every token, temperature 0. Before the
+    name is complete there is no call to return: an error naming max_tokens. From then on it is
+    the call, as OpenAI returns a call cut short: finish_reason "length", no markup in content,
+    the arguments as far as they got (ChatGLM3's Python call converts only whole: none until
+    then), the same streamed and not."""
+    reply, name_done = FORCED[fmt]
+    engine = engine_for(fmt, [reply])
+    ids = engine.tokenizer.encode(reply, add_special_tokens=False)
+    complete = '{"city": "Paris"}'
+    for max_tokens in range(1, len(ids) + 1):
+        body = {"messages": ASK, "tools": WEATHER, "temperature": 0, "max_tokens": max_tokens,
+                "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+        if name_done not in engine.tokenizer.decode(ids[:max_tokens]):
+            with pytest.raises(ChatlabError, match=f"max_tokens={max_tokens} ended the reply") as err:
+                both_ways(engine, body)
+            assert err.value.param == "max_tokens"
+            continue
+        whole, merged, chunks = both_ways(engine, body)
+        assert normalized(whole) == normalized(merged), max_tokens
+        choice = whole["choices"][0]
+        # all of ReAct's reply ends at its stop word: the loop stops there, no cut
+        cut = max_tokens < len(ids) or fmt != "react"
+        assert choice["finish_reason"] == ("length" if cut else "tool_calls")
+        assert chunks[-2]["choices"][0]["finish_reason"] == choice["finish_reason"]
+        assert choice["message"]["content"] is None, (max_tokens, choice)
+        (call,) = choice["message"]["tool_calls"]
+        arguments = call["function"]["arguments"]
+        assert call["function"]["name"] == "get_weather" and complete.startswith(arguments), (max_tokens, call)
+        assert fmt != "chatglm3" or arguments in ("", complete)
+        assert max_tokens < len(ids) or arguments == complete
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))

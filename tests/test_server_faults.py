@@ -223,6 +223,99 @@ def test_forced_call_cut_before_its_name_is_a_400_naming_max_tokens(server: Any,
     assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
 
+def test_a_client_error_in_a_stream_is_typed_as_when_unstreamed(server: Any, engine: Any,
+                                                                monkeypatch: Any) -> None:
+    """max_tokens cutting a forced call before its name is the client's choice: the error event
+    in a stream is the 400's own body (invalid_request_error, message, param, code). A failure
+    of the server's own stays a server_error that tells nothing of its insides."""
+    script(engine, CALL)
+    body = {"messages": HI, "tools": WEATHER, "tool_choice": "required", "max_tokens": 5, "temperature": 0}
+    unstreamed = error_of(post(server, body))
+    engine.backend.calls = 0
+    _, names, errors = streamed(server, body)
+    assert unstreamed["type"] == "invalid_request_error" and errors == [unstreamed], errors
+    assert not names
+
+    def broken(token_id: int) -> Any:
+        raise RuntimeError("the backend's secret state")
+
+    monkeypatch.setattr(engine.backend, "step", broken)
+    _, _, errors = streamed(server, {"messages": HI, "max_tokens": 8})
+    assert [e["type"] for e in errors] == ["server_error"] and "secret" not in errors[0]["message"]
+
+
+def name_done_after(engine: Any, body: dict[str, Any], name: str) -> int:
+    """How many tokens the engine's reply to `body` (temperature 0) takes to complete the forced
+    call's name: the length limit at which that call is first returned."""
+    from chatlab.engine import parse_request
+
+    text = ""
+    for n, ev in enumerate(engine.events(engine.check(parse_request(body))), 1):
+        text += getattr(ev, "text", "")
+        if f'"{name}"' in text:
+            return n
+    raise AssertionError(f"the reply never named {name}: {text!r}")
+
+
+def check_cut_after_the_name(srv: Any, engine: Any) -> None:
+    """One token short of the name: a 400 naming max_tokens, streamed or not. With the name
+    complete: the call, finish_reason "length", its arguments as far as they got."""
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": WEATHER,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "temperature": 0}
+    n = name_done_after(engine, {**body, "max_tokens": 64}, "get_weather")
+    err = error_of(post(srv, {**body, "max_tokens": n - 1}))
+    assert err["param"] == "max_tokens" and err["type"] == "invalid_request_error"
+    assert streamed(srv, {**body, "max_tokens": n - 1})[2] == [err]
+    choice = post(srv, {**body, "max_tokens": n}).json()["choices"][0]
+    assert choice["finish_reason"] == "length" and choice["message"]["content"] is None, choice
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and call["function"]["arguments"][:1] in ("", "{")
+    assert streamed(srv, {**body, "max_tokens": n}) == ("", ["get_weather"], [])
+
+
+@pytest.mark.slow
+def test_genai_forced_call_cut_after_its_name_is_a_call(genai_server: Any) -> None:
+    check_cut_after_the_name(genai_server, genai_server.engine)
+
+
+# a schema of anything but an object: a call's arguments could never match it
+NOT_OBJECTS = {"array": {"type": "array", "items": {"type": "integer"}}, "root-enum": {"enum": ["a", "b"]},
+               "string": {"type": "string"}, "untyped": {"properties": {"city": {"type": "string"}}},
+               "nullable": {"type": ["object", "null"]}}
+
+
+def refuses_parameters_that_are_no_object(srv: Any, parameters: dict[str, Any]) -> None:
+    tools = [*WEATHER, {"type": "function", "function": {"name": "f", "parameters": parameters}}]
+    for choice in ({"type": "function", "function": {"name": "f"}}, "required", "auto"):
+        err = error_of(post(srv, {"messages": HI, "tools": tools, "tool_choice": choice, "max_tokens": 8}))
+        assert err["param"] == "tools[1].function.parameters" and '"type": "object"' in err["message"], err
+    err = error_of(post(srv, {"messages": HI, "functions": [{"name": "f", "parameters": parameters}]}))
+    assert err["param"] == "functions[0].parameters", err
+
+
+@pytest.mark.parametrize("parameters", list(NOT_OBJECTS.values()), ids=list(NOT_OBJECTS))
+def test_a_tool_whose_parameters_are_no_object_is_a_400_naming_them(server: Any, engine: Any,
+                                                                    parameters: dict[str, Any]) -> None:
+    refuses_parameters_that_are_no_object(server, parameters)
+    # no parameters, sent as nothing or as {}: a model that tries to pass an array is held to an
+    # object by the grammar, and the forced call comes back as a call
+    script(engine, '<tool_call>\n{"name": "f", "arguments": [1]}\n</tool_call>')
+    for fn in ({"name": "f"}, {"name": "f", "parameters": {}}):
+        engine.backend.calls = 0
+        r = post(server, {"messages": HI, "tools": [{"type": "function", "function": fn}],
+                          "tool_choice": {"type": "function", "function": {"name": "f"}}, "temperature": 0,
+                          "max_tokens": 40})
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "tool_calls", r.text
+        assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == {}
+
+
+@pytest.mark.slow
+def test_genai_tool_whose_parameters_are_no_object_is_a_400_naming_them(genai_server: Any) -> None:
+    for parameters in NOT_OBJECTS.values():
+        refuses_parameters_that_are_no_object(genai_server, parameters)
+
+
 def test_top_k_past_the_vocabulary_cuts_nothing() -> None:
     from chatlab.engine.batched import generation_config
     from chatlab.generate import SamplingParams
@@ -334,6 +427,8 @@ def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
         err = error_of(post(server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(schema)}))
         assert err["param"] == "response_format.json_schema.schema" + at, err
         assert f"uses {keyword!r}, which constrained decoding cannot enforce" in err["message"]
+        if schema["type"] != "object":  # a tool's parameters are an object: the schema goes in one
+            schema, at = {"type": "object", "properties": {"x": schema}}, ".properties.x" + at
         tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
         err = error_of(post(server, {"messages": HI, "max_tokens": 8, "tools": [tool]}))
         assert err["param"] == "tools[0].function.parameters" + at and keyword in err["message"]

@@ -106,8 +106,10 @@ class ChatEngine:
 
         fmt = plan.tool_format
         parser = fmt.parser(plan.tools) if fmt is not None else None
+        cut = False  # the length limit ended the reply: a call whose name is complete stays one
         for ev in self._generate(plan.prompt_ids, params, self._constraint(plan), should_stop):
             if isinstance(ev, Finished):
+                cut = ev.finish_reason == "length"
                 yield ev
                 continue
             if ev.logprobs:
@@ -117,7 +119,7 @@ class ChatEngine:
             elif ev.text:
                 yield ContentDelta(ev.text)
         if parser is not None:
-            yield from parser.finish()
+            yield from parser.finish(cut)
 
     def _chunks(self, plan: ChatPlan, should_stop: StopFn | None, usage: bool) -> Iterator[ChatCompletionChunk]:
         from chatlab.generate import Finished

@@ -38,11 +38,28 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> ErrorBody:
+    """OpenAI's error object for a failure answered with `status`: the same body whether it is
+    the response (unstreamed) or an error event inside a stream, so its `type` depends on what
+    went wrong, never on `stream`."""
+    return {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
+                      "param": None if param is None else _encodable(param), "code": code}}
+
+
+def exception_body(err: BaseException) -> ErrorBody:
+    """The error event for an exception raised while a stream was already answering: a client
+    error (ChatlabError, APIError) keeps its status's type, param and code; anything else is the
+    server's, with no details leaked."""
+    if isinstance(err, ChatlabError):
+        return error_body(400, str(err), err.param, err.code)
+    if isinstance(err, APIError):
+        return error_body(err.status, err.message, err.param, err.code)
+    return error_body(500, "internal error while generating")
+
+
 def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
                    headers: Mapping[str, str] | None = None) -> JSONResponse:
-    body: ErrorBody = {"error": {"message": _encodable(message),
-                                 "type": TYPES.get(status, "invalid_request_error"),
-                                 "param": None if param is None else _encodable(param), "code": code}}
+    body = error_body(status, message, param, code)
     extra = dict(headers or {})
     if status == 401:
         extra["WWW-Authenticate"] = "Bearer"

@@ -15,11 +15,10 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
 from chatlab.engine.request import SamplingFields
-from chatlab.errors import ChatlabError
 from chatlab.generate import StopFn
-from chatlab.serve.errors import APIError
+from chatlab.serve.errors import APIError, exception_body
 from chatlab.serve.queue import FairQueue, Job
-from chatlab.types.responses import Answer, Chunk, ErrorBody
+from chatlab.types.responses import Answer, Chunk
 
 Work = Callable[[StopFn], Iterator[Chunk] | Answer]  # should_stop -> an answer or its chunks
 CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
@@ -53,12 +52,7 @@ async def _events(job: Job) -> AsyncIterator[str]:
         async for chunk in job:
             yield json.dumps(chunk, ensure_ascii=False)
     except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
-        known = isinstance(err, ChatlabError)
-        body: ErrorBody = {"error": {"message": str(err) if known else "internal error while generating",
-                                     "type": "server_error",
-                                     "param": err.param if isinstance(err, ChatlabError) else None,
-                                     "code": None}}
-        yield json.dumps(body)
+        yield json.dumps(exception_body(err), ensure_ascii=False)
     yield "[DONE]"
 
 

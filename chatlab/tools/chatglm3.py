@@ -90,6 +90,9 @@ class ChatGLM3Parser(StreamParser):
         arguments, error = parse_call_body(original[original.find("\n") + 1:], FUNC, FENCE)
         if error is None and self.name not in self.names:
             error = self.unknown_tool(self.name)
+        if error is not None and self.cut and self.name in self.names:
+            # the length limit ended the body; its Python is converted only whole: no arguments
+            return self._cut_short(self.name, "", original)
         if error is not None or arguments is None:
             return self._reject(None, error or "the tool call has no arguments", original)
         self._call(self.name, arguments)

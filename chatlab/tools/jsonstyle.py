@@ -52,22 +52,27 @@ class JsonCall:
             self._stream()
         return used
 
+    def known_name(self) -> str | None:
+        """The call's name once its string is complete and names one of the tools, else None."""
+        raw = self.scan.value_text("name")
+        if self.name is None and raw is not None:
+            try:
+                name = json.loads(raw)
+            except ValueError:
+                name = None
+            self.name = name if isinstance(name, str) else ""
+        return self.name if self.name and self.name in self.parser.names else None
+
     def _stream(self) -> None:
         scan, key = self.scan, self.args_key
         if self.index is None:
-            raw = scan.value_text("name")
-            if self.name is None and raw is not None:
-                try:
-                    name = json.loads(raw)
-                except ValueError:
-                    name = None
-                self.name = name if isinstance(name, str) else ""
-            if not self.name or self.name not in self.parser.names or key is None:
+            name = self.known_name()
+            if name is None or key is None:
                 return
             start = scan.spans[key][0]
             if scan.length <= start or scan.slice(start, start + 1) != "{":
                 return   # a stringified arguments value is decoded at the end instead
-            self.index, self.sent = self.parser._start(self.name), start
+            self.index, self.sent = self.parser._start(name), start
         assert key is not None  # a call streams (has an index) only once its arguments began
         end = scan.spans[key][1] or scan.length
         if end > self.sent:
@@ -115,6 +120,20 @@ class JsonCall:
 
     def reject(self, error: str, suffix: str = "") -> None:
         self.parser._reject(self.index, error, self.prefix + self.scan.text() + suffix)
+
+    def cut_short(self, suffix: str) -> bool:
+        """After the parser's last text: True when the length limit ended the output inside this
+        object after its name was complete and known. The call then stands: streamed already,
+        or announced now with no arguments (its arguments object had not begun; a stringified
+        value is no object yet)."""
+        name = self.known_name()
+        if not self.parser.cut or self.scan.done or self.scan.state == "invalid" or name is None:
+            return False
+        if self.index is None:
+            self.parser._cut_short(name, "", self.prefix + self.scan.text() + suffix)
+        else:
+            self.reject("the output was cut off by the length limit inside the tool call", suffix)
+        return True
 
 
 class JsonCallParser(StreamParser):
@@ -191,7 +210,9 @@ class JsonCallParser(StreamParser):
         scan = call.scan
         if not (scan.done or scan.state == "invalid" or final):
             return
-        if not call.committed:         # a JSON object (or its start) that is not a call: content
+        if final and call.cut_short(self.pending):
+            self.pending, self.state = "", "content"
+        elif not call.committed:       # a JSON object (or its start) that is not a call: content
             self._content(call.prefix + scan.text())
             self.state, self.after_call = "content", False
         elif scan.done and call.tagged:  # a valid call is final now; the close tag is then eaten

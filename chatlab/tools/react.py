@@ -22,6 +22,7 @@ from typing import Sequence
 from chatlab.errors import ChatlabError
 from chatlab.tools.format import (JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps,
                                   jinja_format, lit, schema_grammar, text)
+from chatlab.tools.jsonscan import JsonObjectScanner
 from chatlab.tools.stream import StreamParser, find_marker, split_safe
 from chatlab.types import ToolCall, ToolSpec
 
@@ -151,11 +152,14 @@ class ReActParser(StreamParser):
         stop = body.find(self.OBSERVATION)   # a hallucinated observation is not the call's
         body = body if stop < 0 else body[:stop]
         name_at, input_at = body.rfind(self.ACTION), body.rfind(self.INPUT)
+        if self.cut and self._kept_when_cut(body, name_at, input_at, original):
+            return
         if input_at < name_at:
             why = f"the model wrote `{self.ACTION.strip()}` without `{self.INPUT.strip()}`"
             return self._reject(None, why, original)
         name = body[name_at + len(self.ACTION):input_at].strip()
-        arguments = body[input_at + len(self.INPUT):].strip()
+        # the start of a stop word that the output ended in is markup too
+        arguments = split_safe(body[input_at + len(self.INPUT):], (self.OBSERVATION,))[0].strip()
         if name not in self.names:
             return self._reject(None, self.unknown_tool(name), original)
         try:
@@ -164,9 +168,31 @@ class ReActParser(StreamParser):
             ok = False
         if not ok:
             return self._reject(None, f"`{self.INPUT.strip()}` is not a JSON object: {arguments[:80]!r}", original)
+        self._say_thought()
+        self._call(name, arguments)
+
+    def _say_thought(self) -> None:
         if self.thought is not None:
             self._content(self.thought[len(self.THOUGHT):].strip())
-        self._call(name, arguments)
+
+    def _kept_when_cut(self, body: str, name_at: int, input_at: int, original: str) -> bool:
+        """The length limit ended the output inside the call: True when its name line was
+        complete and names a tool and its input, if begun, is still the start of a JSON object;
+        the call then stands, that input as its arguments."""
+        after = name_at + len(self.ACTION)
+        if input_at > name_at:
+            name, arguments = body[after:input_at].strip(), body[input_at + len(self.INPUT):].lstrip()
+        elif "\n" in body[after:]:
+            name, arguments = body[after:body.index("\n", after)].strip(), ""
+        else:
+            return False           # the name may still have been growing
+        scan = JsonObjectScanner()
+        scan.feed(arguments)
+        if name not in self.names or scan.done or scan.state == "invalid":
+            return False
+        self._say_thought()
+        self._cut_short(name, arguments, original)
+        return True
 
 
 def instruction(tools: Sequence[ToolSpec]) -> str:

@@ -132,6 +132,7 @@ class StreamParser(ABC):
         self._history: list[ParserEvent] = []
         self._next_index = 0
         self._finished = False
+        self.cut = False  # set by finish(): the length limit ended the output, not the model
 
     # -- the public surface -------------------------------------------------------------
     def feed(self, delta: str) -> list[ParserEvent]:
@@ -141,9 +142,13 @@ class StreamParser(ABC):
             self._consume(delta, final=False)
         return self._drain()
 
-    def finish(self) -> list[ParserEvent]:
+    def finish(self, cut: bool = False) -> list[ParserEvent]:
+        """The output has ended. `cut`: the length limit ended it inside whatever it was writing;
+        a call it ended inside whose name was complete is then still a call (announced, with the
+        arguments it has, and withdrawn as unfinished), as OpenAI returns a call cut short by
+        max_tokens. Without `cut` an unfinished call is only text the model stopped in."""
         if not self._finished:
-            self._finished = True
+            self._finished, self.cut = True, cut
             self._consume("", final=True)
         return self._drain()
 
@@ -192,6 +197,14 @@ class StreamParser(ABC):
 
     def _reject(self, index: int | None, error: str, text: str) -> None:
         self._events.append(ToolCallError(index, error, text))
+
+    def _cut_short(self, name: str, arguments: str, text: str) -> None:
+        """A call the length limit ended after its name: announced with the arguments as far
+        as they got (JSON text that may be unfinished), then withdrawn as unterminated, so the
+        accumulator keeps it as sent and `fold` gives its text back."""
+        index = self._start(name)
+        self._args(index, arguments)
+        self._reject(index, "the output was cut off by the length limit inside the tool call", text)
 
     def unknown_tool(self, name: str) -> str:
         known = ", ".join(sorted(self.names)) or "(no tools were given)"

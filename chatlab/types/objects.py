@@ -53,8 +53,9 @@ class ToolSpec:
 
     @property
     def schema(self) -> dict[str, Jsonable]:
-        """The arguments' JSON schema (an empty object when the tool takes no parameters)."""
-        return self.parameters if self.parameters is not None else {"type": "object", "properties": {}}
+        """The arguments' JSON schema (an empty object when the tool declares no parameters:
+        none sent, or `{}`, which alone would let a grammar write any JSON value)."""
+        return self.parameters if self.parameters else {"type": "object", "properties": {}}
 
     def to_openai(self) -> dict[str, Jsonable]:
         fn: dict[str, Jsonable] = {"name": self.name}

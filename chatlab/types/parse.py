@@ -2,6 +2,8 @@
 request path, the CLI, a notebook passing plain dicts); nothing below re-checks them."""
 from __future__ import annotations
 
+import json
+
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.types.checks import check_json, check_name, check_schema, check_text
@@ -124,7 +126,21 @@ def _tool(label: str, i: int, tool: Jsonable, legacy: bool) -> ToolSpec:
                            param=f"{label}[{i}].function.description")
     params = fn.get("parameters")
     where = f"{label}[{i}].function.parameters" if not legacy else f"{label}[{i}].parameters"
-    return ToolSpec(name, desc, None if params is None else check_schema(params, where))
+    return ToolSpec(name, desc, None if params is None else _arguments_schema(check_schema(params, where), where))
+
+
+def _arguments_schema(schema: dict[str, Jsonable], where: str) -> dict[str, Jsonable]:
+    """A tool's parameters: the schema of its arguments object ("type": "object"), or `{}` for a
+    tool that declares none. A call's arguments are always a JSON object, so a schema of anything
+    else (an array, a string, a root enum, no type at all) describes no call a model can make:
+    the forced grammar would write a value that no parser can return as a call."""
+    if not schema or schema.get("type") == "object":
+        return schema
+    root = f'"type": {json.dumps(schema["type"])}' if "type" in schema else 'no "type"'
+    raise ChatlabError(f'{where} must be the JSON schema of an object ("type": "object"), not one with '
+                       f"{root}: a tool's arguments are always a JSON object. Put the value in a "
+                       'property instead, e.g. {"type": "object", "properties": {"value": <this schema>}, '
+                       '"required": ["value"]}', param=where)
 
 
 def parse_tools(tools: Jsonable = None, functions: Jsonable = None) -> list[ToolSpec]:
