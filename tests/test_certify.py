@@ -76,7 +76,7 @@ def test_cannot_express_is_apart_from_differs():
     assert cert.cells["ollama"]["tool call + result"].verdict == "id-equal"
     # nothing that rendered differs: not a difference (1), not a pass (0) either
     assert cert.verdict == "cannot express" and cert.exit_code == 3 and not cert.ok
-    assert cert.format().startswith("certificate for 'chatml': CANNOT EXPRESS in 7 cell(s) (LMDeploy)")
+    assert cert.format().startswith("certificate for 'chatml': CANNOT EXPRESS in 8 cell(s) (LMDeploy)")
     # a tool format the Modelfile export does not write: the chat layout is certified, the tool
     # conversations cannot be expressed, with the reason
     cert = certify(tokenizer_for(get_template("llama3")), "llama3")
