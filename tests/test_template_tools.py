@@ -364,3 +364,23 @@ def test_certify_renders_what_render_and_serve_send(monkeypatch: pytest.MonkeyPa
     refused = certify(tokenizer("deepseek-r1-distill-qwen"), load_template(DEEPSEEK_R1_DISTILL, "jinja"))
     cell = refused.cells["jinja"]["tools"]
     assert cell.verdict == "not rendered" and "has no tool section" in cell.reason
+
+
+def test_a_modelfile_that_writes_hermes_calls_has_them_parsed() -> None:
+    """An Ollama template is asked about its call format as a Jinja one is: chatlab's Hermes
+    export (Qwen2.5's <tool_call>) is parsed as Hermes, so tool_choice auto is served."""
+    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.engine import ChatEngine, parse_request
+    from chatlab.render.io import export_template
+    from chatlab.render.io.jinja_writer import tokenizer_for
+    from chatlab.render import get_template
+    from chatlab.tools import HERMES
+
+    tok = tokenizer_for(get_template("qwen2.5"))
+    modelfile = load_template(export_template("qwen2.5", "ollama"), "ollama")
+    assert resolve(tok, template=modelfile).tool_format is HERMES
+    reply = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    engine = ChatEngine(ScriptedBackend(tok, [reply]), "qwen-modelfile", template=modelfile)
+    answer = engine.chat(engine.check(parse_request({"messages": ASK, "tools": WEATHER})))
+    call = answer["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}
