@@ -49,7 +49,10 @@ class HubUnavailableError(ChatlabError):
 class CannotExpress(ChatlabError):
     """A template construct the target format has no way to write (a converter's refusal): the
     template is fine, the format is too small for it. `construct` names the part, `target` the
-    format, so a certificate can tell this apart from a render that differs."""
+    format, so a certificate can tell this apart from a render that differs. Not bad input, so
+    not exit 2: every command exits 3 for it (`export-template`, and `certify`'s verdict)."""
+
+    exit_code = 3
 
     def __init__(self, message: str, construct: str, target: str) -> None:
         super().__init__(message)

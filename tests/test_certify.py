@@ -47,6 +47,19 @@ def test_certify_equal_everywhere_for_a_chatml_slot_template():
     assert cert.verdict == "id-equal" and cert.exit_code == 0
 
 
+def test_certify_has_a_tool_result_as_lmdeploy_writes_it():
+    """The set holds a tool result with no tool_call_id, as LMDeploy takes it: an LMDeploy config
+    without tool/eotool fields writes its bare content after the assistant turn, and the Jinja
+    and Modelfile exports of that config write the same ids."""
+    msgs, tools = CONVERSATIONS["tool result"]
+    assert msgs[-1]["role"] == "tool" and "tool_call_id" not in msgs[-1] and tools is None
+    tok = tok_with("<|im_start|>", "<|im_end|>")
+    cert = certify(tok, DATA + "chatml-assistant.lmdeploy.json")
+    assert {e: row["tool result"].verdict for e, row in cert.cells.items()} == dict.fromkeys(cert.cells, "id-equal")
+    r = resolve(tok, template=DATA + "chatml-assistant.lmdeploy.json").render_request(msgs)[1]
+    assert r.text.endswith("Checking.<|im_end|>\n18 degrees<|im_start|>assistant\n")
+
+
 def test_certify_names_the_bos_an_engine_would_not_add(tmp_path):
     path = tmp_path / "bos.llamafactory.json"
     path.write_text(json.dumps(BOS_SLOTS), encoding="utf-8")
@@ -76,7 +89,7 @@ def test_cannot_express_is_apart_from_differs():
     assert cert.cells["ollama"]["tool call + result"].verdict == "id-equal"
     # nothing that rendered differs: not a difference (1), not a pass (0) either
     assert cert.verdict == "cannot express" and cert.exit_code == 3 and not cert.ok
-    assert cert.format().startswith("certificate for 'chatml': CANNOT EXPRESS in 7 cell(s) (LMDeploy)")
+    assert cert.format().startswith("certificate for 'chatml': CANNOT EXPRESS in 8 cell(s) (LMDeploy)")
     # a tool format the Modelfile export does not write: the chat layout is certified, the tool
     # conversations cannot be expressed, with the reason
     cert = certify(tokenizer_for(get_template("llama3")), "llama3")
@@ -175,3 +188,17 @@ def test_cli_certify_help_documents_the_exit_codes(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "0 at least one cell rendered" in text and "1 some cell differs" in text
     assert "3 nothing differs, but some cell cannot be expressed" in text and "2 bad input" in text
+
+
+def test_export_template_help_and_readme_give_cannot_express_certifys_code(capsys):
+    """One condition, one code: export-template's help and the README's command line say 3 for a
+    format that cannot express the template, the code certify's help gives it."""
+    from pathlib import Path
+
+    with pytest.raises(SystemExit):
+        main(["export-template", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "3 the format cannot express the template" in text and "2 bad input" in text
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("chatlab export-template NAME|FILE --format lmdeploy"))
+    assert "exit 3 when the format cannot express the template" in line

@@ -88,8 +88,6 @@ def test_cli_export_formats(capsys, tmp_path):
       "--template-format", "jinja"], "--template-format needs a file"),
     (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{raises}"], "roles must alternate"),
     (["render", "--model", "smollm2-135m-instruct", "--messages", "{m}", "--template", "{go}"], "line 1: the 'with' action"),
-    (["export-template", "llama3", "--format", "ollama"], "--drop-tools"),
-    (["export-template", "chatml", "--format", "lmdeploy", "--drop-tools"], "no default system prompt"),
 ])
 def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):
     files = {"{m}": msgs, "{bad}": tmp_path / "notes.txt", "{raises}": tmp_path / "strict.jinja",
@@ -99,6 +97,20 @@ def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):
     files["{go}"].write_text('TEMPLATE """{{ with .System }}{{ . }}{{ end }}"""')
     code, _, err = run(capsys, *[str(files.get(a, a)) for a in argv])
     assert code == 2 and fragment in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["export-template", "llama3", "--format", "ollama"], "--drop-tools"),
+    (["export-template", "chatml", "--format", "lmdeploy", "--drop-tools"], "no default system prompt"),
+])
+def test_cli_export_the_format_cannot_express_exits_3_as_certify_does(capsys, argv, fragment):
+    """Not bad input (2): the template is fine and the format too small for it, which certify
+    reports as "cannot express" with exit 3; export-template says it with the same code."""
+    from chatlab.render.io.verdict import CANNOT, EXIT_CODES
+
+    code, out, err = run(capsys, *argv)
+    assert code == 3 == EXIT_CODES[CANNOT] and out == "" and fragment in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_unknown_template_format_is_refused(capsys, msgs):

@@ -38,6 +38,10 @@ CHATS = {
     "multi": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"},
               {"role": "user", "content": "2+2? 你好"}],
     "empty": [{"role": "system", "content": ""}, {"role": "user", "content": ""}],
+    # a tool result as LMDeploy takes it (no tool_call_id): {tool}{content}{eotool}, so without
+    # tool fields the bare content right after the assistant turn
+    "tool result": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "Checking."},
+                    {"role": "tool", "content": "18 degrees"}],
 }
 
 

@@ -55,7 +55,7 @@ def reserved(tmp_path):
 def test_an_engine_that_adds_a_bos_is_refused_at_token_0(capsys, bos_folder, reserved, fmt, engine):
     code, out, err = run(capsys, "export-template", str(reserved), "--format", fmt, "--model", str(bos_folder))
     assert code == 1 and out == ""
-    assert f"{engine} renders other ids than the template with {bos_folder} in 5 of 7 probe conversations" in err
+    assert f"{engine} renders other ids than the template with {bos_folder} in 6 of 8 probe conversations" in err
     assert f"first: 'no system' at token 0: template (nothing) | {engine} '<s>' [bos: {engine} adds one the " \
            "template does not write]" in err and "--force" in err
     code, out, err = run(capsys, "export-template", str(reserved), "--format", fmt, "--model", str(bos_folder),
@@ -90,7 +90,7 @@ def test_a_tokenizer_that_splits_a_role_token_is_refused_for_jinja(capsys, tmp_p
     path.write_text(json.dumps(ROLE_IDS), encoding="utf-8")
     code, out, err = run(capsys, "export-template", str(path), "--model", "chatglm3-6b")
     assert code == 1 and out == ""
-    assert "vLLM / transformers renders other ids than the template with chatglm3-6b in 5 of 7 probe conversations" in err
+    assert "vLLM / transformers renders other ids than the template with chatglm3-6b in 6 of 8 probe conversations" in err
     assert "first: 'no system' at token 2: template '<|user|>'" in err and "[special token split]" in err
     tok = load_standin(ASSETS["chatglm3-6b"])
     text = export_template(path, "jinja")
@@ -110,7 +110,7 @@ def test_an_export_that_renders_the_templates_ids_is_written_and_said_checked(ca
     for fmt in ("jinja", "lmdeploy", "ollama"):
         code, out, err = run(capsys, "export-template", str(path), "--format", fmt, "--model", str(folder))
         assert code == 0 and out.rstrip("\n") == export_template(path, fmt).rstrip("\n"), fmt
-        assert f"checked with {folder}: 5 id-equal, 2 not rendered of 7 probe conversations" in err
+        assert f"checked with {folder}: 6 id-equal, 2 not rendered of 8 probe conversations" in err
 
 
 def test_without_a_tokenizer_the_export_is_unchecked(capsys):
@@ -123,7 +123,7 @@ def test_tools_dropped_on_export_are_not_a_difference(capsys):
     code, out, err = run(capsys, "export-template", "smollm2", "--format", "lmdeploy", "--drop-tools",
                          "--model", "smollm2-135m-instruct")
     assert code == 0 and json.loads(out)["meta_instruction"].startswith("You are a helpful AI")
-    assert "5 id-equal, 2 cannot express of 7 probe conversations" in err
+    assert "5 id-equal, 3 cannot express of 8 probe conversations" in err
 
 
 def test_a_tokenizer_without_the_special_tokens_is_bad_input(capsys, reserved):

@@ -131,14 +131,26 @@ def test_typed_values_render_as_dicts_do_and_functions_must_be_tools(smollm2_tok
         res.render(dicts, functions=[{"name": "f"}])
 
 
-def test_for_tools_falls_back_to_a_tool_aware_builtin(smollm2_tokenizer) -> None:  # noqa: ANN001
+def test_for_tools_takes_only_the_builtin_the_store_names(smollm2_tokenizer) -> None:  # noqa: ANN001
+    """SmolLM2's GGUF chat_template has no tool section: the store names the `smollm2` built-in
+    (same ChatML layout, Hermes tools) for its tool requests. The same tokenizer under any other
+    name gets no template picked from its name: the request is refused, naming the template."""
     from chatlab.render import resolve
 
     res = resolve(smollm2_tokenizer, model_name="smollm2-135m-instruct")
-    assert res.rule == "tokenizer-template" and res.tool_format is None  # the GGUF template ignores tools
+    assert res.rule == "tokenizer-template" and res.tool_format is None and not res.writes_tools
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    assert "get_weather" not in res.render([{"role": "user", "content": "hi"}], tools=tools).text
+    chat = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ChatlabError, match="has no tool section") as err:
+        res.render(chat, tools=tools)  # the template itself would drop the tools: refused, not dropped
+    assert err.value.param == "tools" and "smollm2-135m-instruct" in str(err.value) and "/" not in str(err.value)
     fallback = res.for_tools()
     assert (fallback.rule, fallback.name, fallback.tool_format) == ("tools-fallback", "smollm2", HERMES)
-    assert "get_weather" in fallback.render([{"role": "user", "content": "hi"}], tools=tools).text
+    assert "model store" in fallback.reason
+    assert "get_weather" in fallback.render(chat, tools=tools).text
     assert fallback.for_tools() is fallback
+    for other in (None, "my-smollm2-finetune"):  # "smollm" in a name is no reason to change template
+        unnamed = resolve(smollm2_tokenizer, model_name=other)
+        assert unnamed.for_tools() is unnamed
+        with pytest.raises(ChatlabError, match="has no tool section"):
+            unnamed.render_request(chat, tools)

@@ -124,5 +124,6 @@ def test_bad_tools(smollm2_tokenizer, tools, fragment):
 
 
 def test_tools_on_template_without_format(smollm2_tokenizer):
-    with pytest.raises(ChatlabError, match="no tool-call format"):
+    with pytest.raises(ChatlabError, match="template 'yi' has no tool format") as err:
         resolve(smollm2_tokenizer, template="yi").render([{"role": "user", "content": "x"}], tools=TOOLS)
+    assert err.value.param == "tools"

@@ -157,7 +157,8 @@ def test_get_model_follows_the_request_rule(server: Any, engine: Any) -> None:
     ({"messages": [{"role": "user"}]}, "messages[0].content", "has no content"),
     ({"messages": [{"role": "system"}, {"role": "user", "content": "x"}]}, "messages[0].content",
      "has no content"),
-    ({"messages": [*HI, {"role": "tool", "content": "18C"}]}, "messages[1].tool_call_id", "tool_call_id"),
+    ({"messages": [*HI, {"role": "tool", "tool_call_id": "", "content": "18C"}]}, "messages[1].tool_call_id",
+     "non-empty string"),
     ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role", "unknown role"),
     ({"messages": []}, "messages", "non-empty"),
     ({"tools": {"name": "f"}}, "tools", "must be a list"),
@@ -173,6 +174,18 @@ def test_validation_errors_are_400_with_param(server: Any, extra: dict, param: s
     err = error_of(post(server, {"model": SERVED, "messages": HI, **extra}), 400)
     assert err["param"] == param and needle in err["message"], err
     assert err["type"] == "invalid_request_error"
+
+
+def test_a_tool_result_without_its_call_id_is_answered(server: Any, engine: Any) -> None:
+    """vLLM and LMDeploy take a tool message without tool_call_id (no template of chatlab's
+    reads it), so it is rendered, not refused; an id that is there must be a string."""
+    from chatlab.engine import parse_request
+
+    msgs = [*HI, {"role": "assistant", "content": "Checking."}, {"role": "tool", "content": "18C"}]
+    r = post(server, {"model": SERVED, "messages": msgs})
+    assert r.status_code == 200, r.text
+    plan = engine.check(parse_request({"messages": msgs}))
+    assert "<tool_response>\n18C\n</tool_response>" in engine.tokenizer.decode(list(plan.prompt_ids))
 
 
 def test_seed_any_int64_and_tiny_temperature_is_greedy(server: Any) -> None:
@@ -252,7 +265,7 @@ def bad_bodies() -> Iterator[bytes]:
         json.dumps({"messages": HI, "tools": [{"type": "function", "function": {"name": "x" * 100_000}}]}).encode(),
         ('{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
          '"function": {"name": "f", "parameters": ' + deep + '}}]}').encode(),
-        json.dumps({"messages": [{"role": "tool", "content": "x"}]}).encode(),
+        json.dumps({"messages": [{"role": "tool", "tool_call_id": 7, "content": "x"}]}).encode(),
         json.dumps({"prompt": ""}).encode(),
     ]
     for i in range(200):

@@ -41,7 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_audit)
 
     p = sub.add_parser("export-template", help="print a template as a Jinja chat_template, an LMDeploy "
-                       "JSON config or an Ollama Modelfile")
+                       "JSON config or an Ollama Modelfile (exit 3: the format cannot express it)",
+                       description="Exit codes: 0 the export is printed; 1 with --model, the engine would "
+                       "render other ids than the template (nothing printed, unless --force); 3 the format "
+                       "cannot express the template (the construct is named, nothing printed), as "
+                       "`chatlab certify` says 'cannot express' with 3; 2 bad input (an unknown name, a "
+                       "file in no known format).")
     p.add_argument("name", help="a built-in template name or a template file (LMDeploy/LLaMA-Factory JSON)")
     p.add_argument("--format", choices=EXPORT_TARGETS, default="jinja", help="the output format (default jinja)")
     p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of NAME when it is a file")
@@ -119,6 +124,9 @@ def run_render(args: argparse.Namespace) -> int:
         print(r.text)
         print(f"--- {len(r.ids)} tokens; {res.explain()}")
         print(f"--- stop words {r.stop_words}, stop ids {r.stop_ids}")
+        if tools and res.tool_format is None:
+            print("--- tools written by the template's own tool section, in a call format chatlab does not "
+                  "parse: the server refuses tool_choice auto, required and named for this template (400)")
     return 0
 
 

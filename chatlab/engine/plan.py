@@ -16,7 +16,7 @@ from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingField
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.tools.constrain import Constraint
-from chatlab.tools import ToolFormat
+from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
@@ -107,6 +107,8 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
     fits_before_tokenizing(engine, sum(map(len, texts)), "messages", sum(map(utf8_len, texts)))
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
     fmt = resolution.tool_format if req.tools else None
+    if req.tools and fmt is None and req.tool_choice.mode != "none":
+        refuse_unparsed_calls(resolution, req.tool_choice)
     constraint = None
     if req.tools or req.response_format is not None:
         from chatlab.tools.constrain import compile_constraint
@@ -123,6 +125,20 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
                     tool_format=fmt if req.response_format is None else None, call_format=fmt,
                     constraint=constraint, legacy=req.legacy, stream=req.stream,
                     include_usage=req.include_usage, user=req.user, rendered=rendered)
+
+
+def refuse_unparsed_calls(resolution: Resolution, choice: ToolChoice) -> None:
+    """Tools that the template writes with its own tool section, in a call format chatlab has no
+    parser for: as vLLM without a --tool-call-parser, "auto" is refused (a call would come back
+    as unparsed text, never as tool_calls), and so are "required" and a named tool (a call in an
+    unknown format cannot be enforced). tool_choice "none" is served as text (without the tools
+    in the prompt: ChatRequest drops them for "none")."""
+    said = "named" if choice.mode == "named" else repr(choice.mode)
+    raise ChatlabError(f"{resolution.label} writes tools in its own format, which is none of the tool-call "
+                       f"formats chatlab parses ({', '.join(TOOL_FORMATS)}), so tool_choice {said} cannot be "
+                       "served: a call would come back as plain text, and a forced one cannot be enforced. "
+                       "Send tool_choice \"none\" (or no tools) for a text reply, or serve a template whose "
+                       "calls chatlab parses", param="tool_choice")
 
 
 def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:

@@ -30,6 +30,10 @@ class Asset:
     optional: bool = False
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # A chat model whose own chat_template has no tool section: the built-in template (same
+    # layout, plus a tool format) that renders its requests with tools, named here, by the store,
+    # so that no request is re-templated on a guess from a model's name.
+    tool_template: str = ""
 
     @property
     def install_hint(self) -> str:
@@ -73,6 +77,7 @@ ASSETS: dict[str, Asset] = {a.name: a for a in [
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         size=98_362_432, build="gguf",
         note="default chat model (ChatML, eos <|im_end|>); Q4_1 GGUF dequantized to fp32",
+        tool_template="smollm2",
     ),
     Asset(
         name="qwen3-tokenizer", kind="tokenizer", hub_id="Qwen/Qwen3-0.6B", licence="MIT",

@@ -26,8 +26,10 @@ class Composer:
             from chatlab.render.builtin import TEMPLATES
 
             with_tools = [n for n, t in TEMPLATES.items() if t.tool_format]
-            raise ChatlabError(f"template {template.name} has no tool-call format; use one of "
-                               f"{', '.join(with_tools)} to send tools")
+            raise ChatlabError(f"template {template.name!r} has no tool format (no way to write tool "
+                               "definitions, calls or results), so the tools would not reach the model; "
+                               "send the request without tools, or use a template with one (a file, or "
+                               f"a built-in: {', '.join(with_tools)})", param="tools")
         self.t, self.enc, self.msgs, self.tools, self.options = template, encoder, messages, tools, options
         self.fmt = template.tool_format if tools else None  # how tool *definitions* are written
         self.call_fmt = template.tool_format  # earlier calls and results are written even without tools

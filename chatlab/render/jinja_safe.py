@@ -23,11 +23,13 @@ from chatlab.render.jinja_marks import ACTIVE, Marks
 if TYPE_CHECKING:
     import jinja2
     import jinja2.parser
+    import jinja2.sandbox
     from jinja2 import nodes
 
 
-@lru_cache(maxsize=32)
-def compile_template(source: str) -> "jinja2.Template":
+@lru_cache(maxsize=1)
+def _environment() -> "jinja2.sandbox.ImmutableSandboxedEnvironment":
+    """The sandbox every chat template runs in, with what Hugging Face templates expect."""
     import jinja2
     from jinja2 import nodes
     from jinja2.ext import Extension, loopcontrols
@@ -61,14 +63,31 @@ def compile_template(source: str) -> "jinja2.Template":
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+@lru_cache(maxsize=32)
+def compile_template(source: str) -> "jinja2.Template":
+    import jinja2
+
     try:
-        return env.from_string(source)
+        return _environment().from_string(source)
     except jinja2.TemplateSyntaxError as err:
         raise ChatlabError(f"the chat template has a syntax error (line {err.lineno}: {err.message}); "
                            "fix it or pick a built-in template with --template") from None
     except RecursionError:
         raise ChatlabError("the chat template nests its blocks thousands deep, past what can be compiled; "
                            "real templates nest a few levels: fix it or pick a built-in template") from None
+
+
+@lru_cache(maxsize=32)
+def template_reads(source: str) -> frozenset[str]:
+    """The context variables a chat template reads (`messages`, `tools`, `bos_token`...), from
+    its syntax tree: whether it has a tool section at all is whether it reads `tools`."""
+    from jinja2 import meta
+
+    compile_template(source)  # a syntax error is reported as compile_template reports it
+    return frozenset(meta.find_undeclared_variables(_environment().parse(source)))
 
 
 def render_string(source: str, context: dict[str, Jsonable]) -> str:

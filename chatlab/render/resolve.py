@@ -8,6 +8,12 @@ Resolution it yields: the rule that chose it, the reason, and its id-level rende
 3. "tokenizer-template": the tokenizer's own chat_template, through the safe Jinja path;
 4. "model-type": a built-in template chosen from the model's type or name;
 5. "chatml-fallback": ChatML.
+
+A request with tools is rendered by the template the chain chose, through its own tool section
+(a Jinja template's, in whatever format it writes) or its tool format; a template that has
+neither refuses the request, naming itself and what it lacks. The one other template a request
+can get is the built-in the model store names for that model ("tools-fallback", `for_tools`),
+never one guessed from a model's name.
 """
 from __future__ import annotations
 
@@ -15,15 +21,17 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, Union
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.models.assets import ASSETS
 from chatlab.render.builtin import TEMPLATES, get_template
 from chatlab.render.compose import Composer
 from chatlab.render.encoder import Encoder, encoder_for
 from chatlab.render.ids import Piece, Rendered, encode_pieces
-from chatlab.render.jinja_safe import jinja_pieces
+from chatlab.render.jinja_safe import jinja_pieces, template_reads
 from chatlab.render.template import Template
 from chatlab.tools import TOOL_FORMATS, ToolFormat, as_tools, format_of_chat_template
 from chatlab.types import Message, ToolSpec, parse_messages
@@ -90,6 +98,27 @@ class Resolution:
     # already starts with one) or "lmdeploy" (its encode drops a doubled one). None: the
     # template writes everything itself (Jinja, built-ins, LLaMA-Factory slots).
     engine_bos: str | None = None
+    # The built-in the model store names for this model's requests with tools, where its own
+    # chat_template has no tool section (Asset.tool_template); None: no other template, ever.
+    tools_template: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The template as an error names it."""
+        if self.rule == "tokenizer-template":  # a folder by its name only: no machine path in errors
+            who = str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
+            if PurePath(who).is_absolute():
+                who = PurePath(who).name
+            return f"the chat_template of the tokenizer {who!r}"
+        return f"template {self.name!r}"
+
+    @property
+    def writes_tools(self) -> bool:
+        """Whether this template writes tool definitions: a tool format, an Ollama template (which
+        renders .Tools or refuses them itself), or a Jinja template with a tool section."""
+        if self.tool_format is not None or self.renderer is not None:
+            return True
+        return self.chat_template is not None and "tools" in template_reads(self.chat_template)
 
     @property
     def encoder(self) -> Encoder:
@@ -121,6 +150,7 @@ class Resolution:
             raise ChatlabError("render() takes legacy `functions` as tools: pass "
                                "tools=chatlab.types.parse_tools(functions=...)")
         msgs, tool_list = as_messages(messages), as_tools(tools)
+        self.check_tools(msgs, bool(tool_list))
         enc = self.encoder
         open_turn = False
         if self.renderer is not None:
@@ -140,12 +170,28 @@ class Resolution:
                         rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
                         open_turn=open_turn)
 
+    def check_tools(self, msgs: Sequence[Message], tools: bool) -> None:
+        """Refuse, naming the template and what it lacks, a request whose tools or earlier calls
+        it would leave out of the prompt (a template without a tool format refuses in Composer)."""
+        if self.chat_template is None:
+            return
+        with_tools = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
+        if tools and not self.writes_tools:
+            raise ChatlabError(f"{self.label} has no tool section (it never reads `tools`), so the tools "
+                               "would not reach the model; send the request without tools, or use a "
+                               f"template that writes them (a file, or a built-in: {with_tools})", param="tools")
+        calls = next((i for i, m in enumerate(msgs) if m.tool_calls), None)
+        if calls is not None and "tool_calls" not in self.chat_template:
+            raise ChatlabError(f"messages[{calls}] has tool calls, but {self.label} never writes "
+                               "`tool_calls`, so they would vanish from the prompt; send them as content, "
+                               f"or use a template that writes calls (a file, or a built-in: {with_tools})",
+                               param=f"messages[{calls}].tool_calls")
+
     def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
                        **options: Jsonable) -> tuple["Resolution", Rendered]:
-        """A request's render, as the server and `chatlab render` both do it: a template that
-        ignores tools would also drop earlier calls and results from the history, so a request
-        with tools, or with tool calls or results in its history, is rendered by the
-        tool-aware template (`for_tools`). Returns the resolution used and its render."""
+        """A request's render, as the server, `chatlab render` and `chatlab certify` all do it: a
+        request with tools, or with tool calls or results in its history, goes to `for_tools`.
+        Returns the resolution used and its render."""
         msgs, tool_list = as_messages(messages), as_tools(tools)
         used = self
         if tool_list or any(m.tool_calls or m.role == "tool" for m in msgs):
@@ -156,23 +202,23 @@ class Resolution:
         return f"{self.name} (rule {self.rule}): {self.reason}"
 
     def for_tools(self) -> "Resolution":
-        """This resolution if it can render tools, else the built-in template for the model's
-        type that can (SmolLM2's GGUF chat_template ignores tools; the `smollm2` built-in renders
-        them Hermes-style in the same ChatML layout), else ChatML."""
-        if self.tool_format is not None or self.renderer is not None:  # an Ollama template decides
-            return self  # itself: it renders .Tools, or refuses tools as Ollama does
-        who = " ".join(filter(None, [self.name, identity_of(self.tokenizer, None)]))
-        name = (by_model_type(who, with_tools=True) or ("", "chatml"))[1]
+        """This resolution, unless the model store names a built-in for the model's tool requests
+        because its own chat_template has no tool section (SmolLM2's GGUF template ignores tools;
+        the `smollm2` built-in is the same ChatML layout with Hermes tools). Nothing else is ever
+        substituted: a template that cannot carry the request refuses it (`check_tools`)."""
+        if self.tools_template is None or self.writes_tools:
+            return self
+        name = self.tools_template
         fmt = get_template(name).tool_format
         return builtin_resolution(self.tokenizer, name, "tools-fallback",
-                                  f"the {self.name!r} template cannot render tools, so the built-in {name!r} "
-                                  f"template renders this request ({fmt.name if fmt else 'no'} tool format)")
+                                  f"the {self.name!r} template has no tool section, and the model store names "
+                                  f"the built-in {name!r} template for this model's tool requests "
+                                  f"({fmt.name if fmt else 'no'} tool format)")
 
 
-def by_model_type(who: str, with_tools: bool = False) -> tuple[str, str] | None:
+def by_model_type(who: str) -> tuple[str, str] | None:
     """(hint, template name) of the most specific model-type hint in `who` ("qwen3" before "qwen")."""
-    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types
-                    if t.tool_format or not with_tools), key=lambda x: -len(x[0]))
+    hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types), key=lambda x: -len(x[0]))
     lowered = who.lower()
     return next(((h, n) for h, n in hints if h in lowered), None)
 
@@ -215,9 +261,11 @@ def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
     if isinstance(source, dict):  # several named templates: the default one
         source = source.get("default")
     if isinstance(source, str) and source.strip():
+        asset = ASSETS.get(model_name or "")
         return Resolution("tokenizer-template", "the tokenizer ships a chat_template; it is rendered in "
                           "the sandbox and encoded so that content never becomes control ids",
-                          "tokenizer", tokenizer, chat_template=source, tool_format=format_of_chat_template(source))
+                          "tokenizer", tokenizer, chat_template=source, tool_format=format_of_chat_template(source),
+                          tools_template=(asset.tool_template or None) if asset else None)
     found = by_model_type(who)
     if found:
         hint, name = found
@@ -249,4 +297,5 @@ def of_loaded(loaded: "LoadedTemplate", tokenizer: HFTokenizer) -> Resolution:
 
     assert loaded.modelfile is not None  # the Ollama reader sets it
     return Resolution("explicit", why, loaded.name, tokenizer, renderer=partial(render_modelfile, loaded.modelfile),
-                      stop_strings=tuple(loaded.stop_words), engine_bos=loaded.engine_bos)
+                      stop_strings=tuple(loaded.stop_words), engine_bos=loaded.engine_bos,
+                      tool_format=format_of_chat_template(loaded.modelfile.template))

@@ -82,10 +82,12 @@ def parse_message(i: int, msg: Jsonable) -> Message:
         raise ChatlabError(f"messages[{i}] (assistant) has neither content nor tool_calls; send one",
                            param=f"messages[{i}].content")
     tool_call_id = name = reasoning = None
-    if role == "tool":
-        if not isinstance(msg.get("tool_call_id"), str) or not msg["tool_call_id"]:
-            raise ChatlabError(f"messages[{i}] (tool) has no tool_call_id; send the id of the "
-                               "assistant's tool call that this message answers",
+    # optional, as vLLM, LMDeploy and Ollama take a result without one (no chatlab renderer reads
+    # it; a template that needs it, such as Mistral's, says so itself)
+    if role == "tool" and msg.get("tool_call_id") is not None:
+        if not isinstance(msg["tool_call_id"], str) or not msg["tool_call_id"]:
+            raise ChatlabError(f"messages[{i}].tool_call_id must be the id (a non-empty string) of the "
+                               "assistant's tool call that this message answers, or left out",
                                param=f"messages[{i}].tool_call_id")
         tool_call_id = check_text(msg["tool_call_id"], f"messages[{i}].tool_call_id")
     if msg.get("name") is not None:  # a participant's or a tool's name: bounded, plain

@@ -20,6 +20,7 @@ from chatlab.render.io.loaded import LoadedTemplate, load_template
 from chatlab.render.io.registry import EXPORT_TARGETS
 from chatlab.render.io.verdict import (CANNOT, DIFFERS, EQUAL, EXIT_CODES, NOT_RENDERED, Cell, explain,
                                       overall)
+from chatlab.render.resolve import of_loaded
 
 if TYPE_CHECKING:
     from chatlab.render.ids import Rendered
@@ -38,6 +39,9 @@ CONVERSATIONS: Conversations = {
     "tool call + result": ([{"role": "user", "content": "Weather in Paris?"},
                             {"role": "assistant", "content": "", "tool_calls": [_CALL]},
                             {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees"}], _TOOLS),
+    # a result without its call, and without tool_call_id, as LMDeploy's messages take it
+    "tool result": ([{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "Checking."},
+                     {"role": "tool", "content": "18 degrees"}], None),
     "unicode": ([{"role": "user", "content": "你好 — ünïcode 🎉"}], None),
     "empty content": ([{"role": "user", "content": ""}], None),
 }
@@ -109,9 +113,8 @@ def name(engine: str) -> str:
 
 def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
             tools: list[dict] | None) -> "Rendered":
-    from chatlab.render.resolve import of_loaded
-
-    return of_loaded(loaded, tokenizer).render(msgs, tools=tools)
+    """The render `chatlab render --template` and the server send for this conversation."""
+    return of_loaded(loaded, tokenizer).render_request(msgs, tools)[1]
 
 
 def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:

@@ -3,12 +3,14 @@
 LMDeploy renders a conversation as
 `{system}{meta_instruction}{eosys}` (only when the first message is not a system message: the
 meta_instruction is the default system prompt), then per message `{box}{content}{eox}` with
-box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool, then `{assistant}` to
-open the reply. An unknown (or null: LMDeploy draws a random one) model_name is registered on
-LMDeploy's BaseChatTemplate; `chat_template()` drops null fields, so BaseChatTemplate's default ''
-fills them, meta_instruction included: a config without one still writes an (empty) system turn,
-and a template with no default system prompt cannot be written. model_path (to_json writes it)
-only matches models.
+box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool (both '' when the config
+has none: the tool's content bare after the assistant turn), then `{assistant}` to open the
+reply. Tool definitions and an assistant's tool_calls are not written at all. An unknown (or
+null: LMDeploy draws a random one) model_name is registered on LMDeploy's BaseChatTemplate;
+`chat_template()` drops null fields, so BaseChatTemplate's default '' fills them,
+meta_instruction included: a config without one still writes an (empty) system turn, and a
+template with no default system prompt cannot be written. model_path (to_json writes it) only
+matches models.
 Both directions go through a chatlab Template, so the import renders at id level.
 """
 from __future__ import annotations
@@ -74,10 +76,10 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
                            "capability 'chat' (or none)")
     words, tokens = stops_of(data, origin)
     f = {k: data.get(k) or "" for k in STRINGS}  # null and missing are BaseChatTemplate's ''
+    # a tool message is {tool}{content}{eotool} like any other: without those fields, its bare
+    # content right after the assistant turn (messages2prompt's box_map and eox_map)
     roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
-             "assistant": turn(f["assistant"], f["eoa"] + f["separator"])}
-    if f["tool"] or f["eotool"]:
-        roles["tool"] = turn(f["tool"], f["eotool"])
+             "assistant": turn(f["assistant"], f["eoa"] + f["separator"]), "tool": turn(f["tool"], f["eotool"])}
     meta = data.get("meta_instruction")
     t = Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
                  default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
@@ -117,6 +119,7 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
                             "no system turn when the chat has no system message", target)
     user, eoh = around(t.turn("user"), "user turn", t, target)
     assistant, end = around(t.turn("assistant"), "assistant turn", t, target)
+    tool, eotool = around(t.turn("tool"), "tool turn", t, target)  # (a user turn, where it has no tool role)
     # eoa is the end-of-turn marker, separator what follows it ("<|im_end|>" + "\n")
     marks = list(re.finditer(r"<[^<>\s]+>", end))
     eoa = end[:marks[-1].end()] if marks else end
@@ -124,5 +127,6 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     name = f"chatlab-{t.name}" if t.name in LMDEPLOY_BUILTINS else t.name
     data = {"model_name": name, "system": system, "meta_instruction": t.default_system or "",
             "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
-            "separator": end[len(eoa):], "capability": "chat", "stop_words": stop_strings(t)}
+            "separator": end[len(eoa):], "tool": tool, "eotool": eotool, "capability": "chat",
+            "stop_words": stop_strings(t)}
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"

@@ -113,7 +113,8 @@ def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message
     .System/.Prompt/.Response one runs once per round, the last only up to its first .Response."""
     if tools and not mentions(mf.nodes, "Tools"):
         raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
-                           "(\"does not support tools\"); send the chat without tools or use a tool template")
+                           "(\"does not support tools\"); send the chat without tools or use a tool template",
+                           param="tools")
     if not add_generation_prompt:
         raise ChatlabError("an Ollama template always decides itself how the reply opens; "
                            "add_generation_prompt=False cannot be honoured, render with a Jinja or built-in template")
@@ -187,7 +188,7 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
                 + '{{ end }}{{ $prev = .Role }}{{ end }}')
     else:
         arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]
-        if "tool" in t.roles and t.tool_format is None:
+        if t.tool_format is None:  # its tool role's turn, or the user turn the template writes results as
             arms.append(branch("tool", t.turn("tool")))
         loop = "{{ range .Messages }}{{ " + "{{ else ".join(arms) + "{{ end }}{{ end }}"
     if t.default_system == "":

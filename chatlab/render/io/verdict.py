@@ -10,8 +10,9 @@
 
 Exit codes (`chatlab certify`, and `export-template --model`'s check): 0 when at least one cell
 rendered and none differs, nor cannot be expressed; 1 when any cell differs; 3 when nothing
-differs but some cell cannot be expressed, or no cell rendered at all (nothing was certified);
-2 is bad input (the CLI's code for a ChatlabError).
+differs but some cell cannot be expressed, or no cell rendered at all (nothing was certified):
+the code `export-template` exits with when its format cannot express the template
+(CannotExpress.exit_code); 2 is bad input (the CLI's code for a ChatlabError).
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from chatlab._thirdparty import Jsonable
+from chatlab.errors import CannotExpress
 from chatlab.render.io.causes import Difference
 
 EQUAL, DIFFERS, CANNOT, NOT_RENDERED = "id-equal", "differs", "cannot express", "not rendered"
-EXIT_CODES = {EQUAL: 0, DIFFERS: 1, CANNOT: 3, NOT_RENDERED: 3}
+EXIT_CODES = {EQUAL: 0, DIFFERS: 1, CANNOT: CannotExpress.exit_code, NOT_RENDERED: 3}
 SHOWN = 3  # tokens of each side shown for a difference
 
 
