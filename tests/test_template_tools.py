@@ -303,7 +303,7 @@ def test_cli_render_tools_without_a_tool_section_exits_2_naming_the_template(fol
 
 
 def engine_on(name: str, reply: str):  # noqa: ANN201 - a ChatEngine on a scripted backend
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
 
     return ChatEngine(ScriptedBackend(tokenizer(name), [reply]), TEMPLATES[name][3])
@@ -369,7 +369,7 @@ def test_certify_renders_what_render_and_serve_send(monkeypatch: pytest.MonkeyPa
 def test_a_modelfile_that_writes_hermes_calls_has_them_parsed() -> None:
     """An Ollama template is asked about its call format as a Jinja one is: chatlab's Hermes
     export (Qwen2.5's <tool_call>) is parsed as Hermes, so tool_choice auto is served."""
-    from chatlab.backends.scripted import ScriptedBackend
+    from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine, parse_request
     from chatlab.render.io import export_template
     from chatlab.render.io.jinja_writer import tokenizer_for
