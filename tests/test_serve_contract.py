@@ -548,7 +548,7 @@ def test_oversized_prompt_is_refused_before_tokenizing(engine: Any, server: Any,
     calls: list[int] = []
     real = engine.tokenizer.encode
     monkeypatch.setattr(engine.tokenizer, "encode", lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k))
-    big = "x" * (engine.max_token_chars * engine.context_length)
+    big = "x" * (engine.token_bound.max_chars * engine.context_length)
     err = error_of(post(server, {"prompt": big}, "/completions"), 400)
     assert err["param"] == "prompt" and "at least" in err["message"] and calls == []
     err = error_of(post(server, {"messages": [{"role": "user", "content": big}]}), 400)
@@ -556,7 +556,7 @@ def test_oversized_prompt_is_refused_before_tokenizing(engine: Any, server: Any,
     # under the bound: tokenized, and refused only if the real count does not fit
     from chatlab.engine.bound import fits_before_tokenizing
 
-    fits_before_tokenizing(engine, engine.max_token_chars * (engine.context_length - 1), "prompt")
+    fits_before_tokenizing(engine, ["x" * (engine.token_bound.max_chars * (engine.context_length - 1))], "prompt")
 
 
 def server_rss_mb(pid: int) -> float:
