@@ -1,23 +1,24 @@
 """A prompt that cannot fit is refused before it is tokenized: tokenizing a huge prompt builds
 work lists worth many times its text, and the allocator keeps that high-water mark after the 400.
 
-Three lower bounds on the tokens of a text, each sound (it never refuses what would fit):
-- characters: no token covers more than `max_chars` characters, so C characters become at least
-  C / max_chars tokens;
-- bytes: no token decodes to more than `max_bytes` bytes, so B bytes of UTF-8 become at least
-  B / max_bytes tokens (dense text such as emoji: one character, four bytes);
-- forced cuts, for byte-level vocabularies (GPT-2's, SmolLM2's, Qwen's, tiktoken's): every
-  tokenization cuts the text's bytes into tokens of the vocabulary, so between two adjacent
-  bytes that no token holds side by side (no token holds a letter and the space after it)
-  there is a token boundary, whatever the tokenizer's pre-tokenizer and merges do. Cut there,
-  the text falls into segments; a segment of L bytes is at least L / max_bytes tokens.
+The bounds are lower bounds on the tokens of a text, so they never refuse what would fit:
+- a byte-level vocabulary (GPT-2's, SmolLM2's, Qwen's, tiktoken's) cuts the text's bytes into
+  tokens, whatever its pre-tokenizer and merges do, so between two adjacent bytes that no token
+  holds side by side (no token holds a letter and the space after it) every tokenization has a
+  boundary. Cut there, the text falls into segments, and a segment of L bytes is at least
+  L / max_bytes tokens (max_bytes: the longest token). A byte without a token of its own is
+  dropped by Hugging Face's BPE (SmolLM2 has none for 0xF1), its neighbours then meeting, or
+  written as the unknown token: either way, leaving such bytes out first counts no more.
+- any other vocabulary (SentencePiece's): no token covers more than max_chars characters or
+  decodes to more than max_bytes bytes, so C characters and B bytes of UTF-8 are at least
+  C / max_chars and B / max_bytes tokens (it assumes the tokenizer deletes no character).
 
-They read the text as the tokenizer does, after its own normalizer (Qwen's NFC composes
-characters); they assume the template writes a message's content verbatim, less whitespace at
-its ends (Jinja templates may trim it, so the bounds read the stripped text). A content sits
-inside template text, and its first or last segment may share a token with a neighbouring
-content through the template text between them: at most one token lost per content after the
-first, which the forced-cut bound subtracts.
+The text is read as the tokenizer reads it, after its own normalizer (Qwen's NFC composes
+characters). A message's content is assumed written verbatim by the template, but for
+whitespace at its ends (Jinja templates may trim it: the bounds read the stripped text). A
+content's first and last segments may share a token with the template text around them and,
+through it, with a neighbouring content: one token lost at most per content after the first,
+which the cut bound subtracts.
 """
 from __future__ import annotations
 
@@ -62,13 +63,16 @@ class WithAddedTokens(Protocol):
 
 class TokenBound:
     """What a tokenizer's vocabulary says about a text's tokens before the text is tokenized:
-    the longest token in characters and in bytes (None: unknown, no bound), and for a byte-level
-    vocabulary which pairs of adjacent bytes some token holds (`joins[a * 256 + b]`)."""
+    the longest token in characters and in bytes (None: unknown, no bound); for a byte-level
+    vocabulary, which pairs of adjacent bytes some token holds (`joins[a * 256 + b]`) and which
+    bytes have a token of their own (`kept`: Hugging Face's BPE drops a byte without one, so
+    its neighbours meet), and the tokenizer's normalizer."""
 
     def __init__(self, max_chars: int | None, max_bytes: int | None,
-                 joins: npt.NDArray[np.bool_] | None = None,
+                 joins: npt.NDArray[np.bool_] | None = None, kept: npt.NDArray[np.bool_] | None = None,
                  normalize: Callable[[str], str] | None = None) -> None:
-        self.max_chars, self.max_bytes, self.joins, self.normalize = max_chars, max_bytes, joins, normalize
+        self.max_chars, self.max_bytes = max_chars, max_bytes
+        self.joins, self.kept, self.normalize = joins, kept, normalize
 
     @classmethod
     def of(cls, tokenizer: HFTokenizer) -> TokenBound:
@@ -80,47 +84,53 @@ class TokenBound:
         inside[np.cumsum([len(t) for t in tokens])[:-1] - 1] = False  # a token's last byte, the next one's first
         joins = np.zeros(1 << 16, dtype=np.bool_)
         joins[(joined[:-1] << 8 | joined[1:])[inside]] = True
+        kept = np.zeros(256, dtype=np.bool_)
+        kept[[t[0] for t in tokens if len(t) == 1]] = True
         normalizer = tokenizer.backend_tokenizer.normalizer if isinstance(tokenizer, RustBacked) else None
-        return cls(max_token_chars(tokenizer), max(map(len, tokens)), joins,
-                   normalizer.normalize_str if normalizer is not None else None)
+        longest = max(map(len, tokens))  # in bytes, so in characters too
+        return cls(longest, longest, joins, kept, normalizer.normalize_str if normalizer is not None else None)
 
     def tokens_at_least(self, texts: Sequence[str], enough: int | None = None) -> tuple[int, str]:
-        """(a lower bound on the tokens `texts` become in one prompt, the size it was read from):
-        the largest of the three bounds, or the first that reaches `enough`. With `enough`,
-        texts of fewer bytes are not read: no bound can reach it (a token holds a byte at least)."""
+        """(a lower bound on the tokens `texts` become in one prompt, the size it was read
+        from). With `enough`, texts of fewer bytes are not read: no bound could reach it."""
         if enough is not None and sum(map(utf8_len, texts)) < enough:
             return 0, ""
         if self.normalize is not None:
             texts = [self.normalize(t) for t in texts]
         texts = [s for s in (t.strip() for t in texts) if s]
-        chars, nbytes = sum(map(len, texts)), sum(map(utf8_len, texts))
+        if not texts:
+            return 0, ""
+        nbytes = sum(map(utf8_len, texts))
+        if self.joins is not None:  # its segments hold at least as much as the bytes bound
+            return max(sum(map(self.cut_bound, texts)) - (len(texts) - 1), 0), f"{nbytes:,} bytes of UTF-8 text"
         best = (0, "")
-        for n, per_token, what in ((chars, self.max_chars, "characters"),
+        for n, per_token, what in ((sum(map(len, texts)), self.max_chars, "characters"),
                                    (nbytes, self.max_bytes, "bytes of UTF-8 text")):
-            if per_token and n and -(-n // per_token) > best[0]:
+            if per_token and -(-n // per_token) > best[0]:
                 best = (-(-n // per_token), f"{n:,} {what}")
-                if enough is not None and best[0] >= enough:
-                    return best
-        if self.joins is not None and self.max_bytes and (enough is None or nbytes >= enough):
-            cut = sum(map(self.segments, texts)) - (len(texts) - 1)
-            if cut > best[0]:
-                best = (cut, f"{nbytes:,} bytes of UTF-8 text")
         return best
 
-    def segments(self, text: str) -> int:
+    def cut_bound(self, text: str) -> int:
         """The forced-cut bound of one text: the sum over its segments of L / max_bytes."""
-        assert self.joins is not None and self.max_bytes
+        assert self.joins is not None and self.kept is not None and self.max_bytes
         data = text.encode("utf-8", "surrogatepass")
-        longest, tokens, start = self.max_bytes, 0, 0  # `start`: first byte of the open segment
-        for at in range(0, len(data) - 1, CHUNK):
-            chunk = np.frombuffer(data, np.uint8, min(CHUNK, len(data) - 1 - at) + 1, at).astype(np.uint16)
-            # byte i of the text ends a segment where the pair (i, i + 1) is in no token
-            ends = at + np.flatnonzero(~self.joins[chunk[:-1] << 8 | chunk[1:]])
+        longest, tokens = self.max_bytes, 0
+        run, last = 0, np.empty(0, np.uint16)  # the open segment: its length, its last kept byte
+        for at in range(0, len(data), CHUNK):
+            chunk = np.frombuffer(data, np.uint8, min(CHUNK, len(data) - at), at)
+            seq = np.concatenate((last, chunk[self.kept[chunk]])).astype(np.uint16, copy=False)
+            if len(seq) == len(last):  # nothing in this chunk the tokenizer keeps
+                continue
+            # the segment ends at byte i of seq where no token holds the pair (i, i + 1)
+            ends = np.flatnonzero(~self.joins[seq[:-1] << 8 | seq[1:]])
             if ends.size:
-                lengths = np.diff(ends, prepend=start - 1)
+                lengths = np.diff(ends, prepend=len(last) - 1 - run)
                 tokens += int(((lengths + longest - 1) // longest).sum())
-                start = int(ends[-1]) + 1
-        return tokens + -(-(len(data) - start) // longest)
+                run = len(seq) - 1 - int(ends[-1])
+            else:
+                run += len(seq) - len(last)
+            last = seq[-1:]
+        return tokens + -(-run // longest)
 
 
 def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
@@ -139,8 +149,9 @@ def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
     added = set(tokenizer.added_tokens_encoder) if isinstance(tokenizer, WithAddedTokens) else set()
     # each character of the table to its byte, any other character below 256 out of Latin-1's
     # reach, so that encoding to Latin-1 fails for a piece that is not byte-level
-    to_bytes = {ord(c): b for c, b in _byte_table().items()}
-    to_bytes.update((b, 0xFFFF) for b in range(256) if chr(b) not in _byte_table())
+    table = _byte_table()
+    to_bytes = {ord(c): b for c, b in table.items()}
+    to_bytes.update((b, 0xFFFF) for b in range(256) if chr(b) not in table)
     try:
         pieces = [piece.translate(to_bytes).encode("latin-1") for piece in vocab if piece not in added]
     except UnicodeEncodeError:

@@ -73,10 +73,9 @@ class CompletionPlan:
 
 
 def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_len: int,
-             context_length: int, vocab_size: int | None, seed_offset: int = 0,
-             where: str = "messages") -> SamplingParams:
-    """The loop's SamplingParams for one choice, checked against the room the prompt (which
-    `overflow` has checked) leaves in the context window."""
+             context_length: int, vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
+    """The loop's SamplingParams for one choice, checked against the room that a prompt of
+    `prompt_len` tokens (shorter than the window: the planners check) leaves in it."""
     room = context_length - prompt_len
     wanted = req.max_new_tokens
     if wanted is not None and wanted > room:
@@ -147,5 +146,5 @@ def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
             raise overflow(prompt_len, engine.context_length, where)
         prompts.append((text, ids))
         params.append(tuple(sampling(req, [], [], len(ids), engine.context_length, engine.vocab_size,
-                                     seed_offset=k, where=where) for k in range(req.n)))
+                                     seed_offset=k) for k in range(req.n)))
     return CompletionPlan(tuple(prompts), tuple(params), req.echo, req.stream, req.include_usage, req.user)
