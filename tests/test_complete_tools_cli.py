@@ -207,12 +207,13 @@ def test_history_calls_survive_tool_choice_none(smollm2_tokenizer: Any) -> None:
     from chatlab.engine import parse_request
     from types import SimpleNamespace
 
+    from chatlab.engine.bound import TokenBound
     from chatlab.engine.plan import plan_chat
     from chatlab.render import resolve
 
     res = resolve(smollm2_tokenizer, "smollm2-135m-instruct")
     engine = SimpleNamespace(resolution=res, tokenizer=smollm2_tokenizer, vocab_size=49152,
-                             context_length=8192, max_token_chars=None, max_token_bytes=None)
+                             context_length=8192, token_bound=TokenBound(None, None))
     call = {"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}
     history = [{"role": "user", "content": "Weather in Paris?"},

@@ -12,6 +12,8 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from chatlab.serve import start_server
 from fake_engine import FakeEngine
@@ -561,7 +563,7 @@ def test_oversized_prompt_is_refused_before_tokenizing(engine: Any, server: Any,
     calls: list[int] = []
     real = engine.tokenizer.encode
     monkeypatch.setattr(engine.tokenizer, "encode", lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k))
-    big = "x" * (engine.max_token_chars * engine.context_length)
+    big = "x" * (engine.token_bound.max_chars * engine.context_length)
     err = error_of(post(server, {"prompt": big}, "/completions"), 400)
     assert err["param"] == "prompt" and "at least" in err["message"] and calls == []
     err = error_of(post(server, {"messages": [{"role": "user", "content": big}]}), 400)
@@ -569,7 +571,90 @@ def test_oversized_prompt_is_refused_before_tokenizing(engine: Any, server: Any,
     # under the bound: tokenized, and refused only if the real count does not fit
     from chatlab.engine.bound import fits_before_tokenizing
 
-    fits_before_tokenizing(engine, engine.max_token_chars * (engine.context_length - 1), "prompt")
+    fits_before_tokenizing(engine, ["x" * (engine.token_bound.max_chars * (engine.context_length - 1))], "prompt")
+
+
+def under_the_size_bounds(engine: Any) -> dict[str, str]:
+    """Prompts one token under the character and byte bounds, too long for the window all the
+    same: each kind of text falls into far more pieces than the longest token suggests."""
+    import random
+    import string
+
+    bound, window = engine.token_bound, engine.context_length
+    chars = bound.max_chars * (window - 1)
+    dense = "😀中文字"
+    return {"words": ("word " * chars)[:chars],
+            "random ASCII": "".join(random.Random(0).choices(string.printable[:95], k=chars)),
+            "emoji/CJK": dense * (bound.max_bytes * (window - 1) // len(dense.encode()))}
+
+
+def test_prompts_under_the_size_bounds_are_refused_from_the_cuts_their_bytes_force(
+        engine: Any, server: Any, monkeypatch: Any) -> None:
+    """A byte pair that no token holds is a token boundary in any tokenization: counted, they
+    refuse these prompts with the tokenizer never called, on both endpoints."""
+    from chatlab.render.encoder import Encoder
+
+    calls: list[int] = []
+    real_encode, real_many = engine.tokenizer.encode, Encoder.encode_many
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda text, *a, **k: calls.append(len(text)) or real_encode(text, *a, **k))
+    monkeypatch.setattr(Encoder, "encode_many", lambda self, texts, *a: calls.append(sum(map(len, texts))) or real_many(self, texts, *a))
+    for kind, text in under_the_size_bounds(engine).items():
+        for body, path, param in (({"prompt": text}, "/completions", "prompt"),
+                                  ({"messages": [{"role": "user", "content": text}]}, "/chat/completions", "messages")):
+            err = error_of(post(server, body, path), 400)
+            assert err["param"] == param and err["code"] == "context_length_exceeded", (kind, err)
+            assert "bytes of UTF-8 text, at least" in err["message"] and calls == [], (kind, err, calls)
+
+
+def test_a_tokenized_prompt_too_long_for_the_window_hands_the_heap_back(engine: Any, server: Any,
+                                                                       monkeypatch: Any) -> None:
+    """One letter repeated: every pair of its bytes is inside some token, so no bound refuses it
+    and it is tokenized; refused then, the heap its tokens grew is trimmed before the 400."""
+    from chatlab.engine import plan
+
+    trims: list[int] = []
+    monkeypatch.setattr(plan, "trim_heap", lambda: trims.append(1) or 0)
+    text = "a" * (engine.token_bound.max_chars * (engine.context_length - 1))
+    for body, path, param in (({"prompt": text}, "/completions", "prompt"),
+                              ({"messages": [{"role": "user", "content": text}]}, "/chat/completions", "messages")):
+        err = error_of(post(server, body, path), 400)
+        assert err["param"] == param and "fills the context window" in err["message"], err
+    assert len(trims) == 2
+    assert post(server, {"messages": HI, "max_tokens": 2}).status_code == 200 and len(trims) == 2
+
+
+ATOMS = st.sampled_from(["word", " ", "  ", "\n", "\n\n", "\t", "the", "a", "7", "2024", ",", "!", "...",
+                         "'s", "é", "e\u0301", "😀", "中文", "字", "<|im_end|>", "<think>", "Ġ", "\u00a0",
+                         "ﬁ", "\r\n"]) | st.text(max_size=3)
+BOUNDS: dict[str, Any] = {}  # TokenBound per tokenizer, built once
+CONTENT = st.tuples(st.lists(ATOMS, max_size=40).map("".join), st.integers(1, 120)).map(lambda t: t[0] * t[1])
+
+
+@settings(max_examples=40, deadline=None)
+@example(contents=["\U000400c0" * 10], which="smollm2")  # SmolLM2 has no token for byte 0xF1: dropped
+@example(contents=["", " "], which="smollm2")
+@example(contents=["e\u0301" * 500], which="qwen3")  # NFC: one character, not two
+@given(contents=st.lists(CONTENT, min_size=1, max_size=3), which=st.sampled_from(["smollm2", "qwen3", "qwen1"]))
+def test_the_bound_never_exceeds_the_real_count(smollm2_tokenizer: Any, qwen3_tokenizer: Any,
+                                                qwen1_tokenizer: Any, contents: list[str], which: str) -> None:
+    """Sound on real vocabularies (byte-level BPE, Qwen3's with NFC, Qwen-1's tiktoken): the
+    bound of a completion prompt is at most its tokens, that of a chat's contents at most the
+    rendered prompt's, so a window one token larger is never refused."""
+    from types import SimpleNamespace
+
+    from chatlab.engine.bound import TokenBound, fits_before_tokenizing
+    from chatlab.render import resolve
+
+    tokenizer, name = {"smollm2": (smollm2_tokenizer, "smollm2-135m-instruct"),
+                       "qwen3": (qwen3_tokenizer, "qwen3-tokenizer"),
+                       "qwen1": (qwen1_tokenizer, "qwen1-tokenizer")}[which]
+    bound = BOUNDS[which] = BOUNDS.get(which) or TokenBound.of(tokenizer)
+    messages = [{"role": role, "content": c} for role, c in zip(["system", "user", "user"], contents)]
+    rendered = resolve(tokenizer, name).render_request(messages)[1]
+    assert bound.tokens_at_least(contents)[0] <= len(rendered.ids), rendered.text[:200]
+    fits_before_tokenizing(SimpleNamespace(context_length=len(rendered.ids) + 1, token_bound=bound), contents, "messages")
+    ids = tokenizer.encode(contents[0], add_special_tokens=False)
+    assert bound.tokens_at_least(contents[:1])[0] <= len(ids)
 
 
 def server_rss_mb(pid: int) -> float:

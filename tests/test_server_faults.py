@@ -6,7 +6,11 @@ The fast tests run the real ChatEngine on ScriptedBackend (no model); the genai 
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import string
+import threading
 import time
 from typing import Any, Iterator
 
@@ -349,7 +353,7 @@ def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engin
     wide = ChatEngine(ScriptedBackend(engine.tokenizer, ["Hello."], context_length=8192), "served",
                       template="qwen2.5")
     dense = "😀中文字" * 110_000  # 440,000 characters, 1,430,000 bytes of UTF-8
-    assert len(dense) // wide.max_token_chars < wide.context_length  # the character bound passes it
+    assert len(dense) // wide.token_bound.max_chars < wide.context_length  # the character bound passes it
     chat = json.dumps({"messages": [{"role": "user", "content": dense}], "max_tokens": 4},
                       ensure_ascii=False).encode()
     text = json.dumps({"prompt": dense, "max_tokens": 4}, ensure_ascii=False).encode()
@@ -370,6 +374,86 @@ def test_dense_prompts_are_refused_before_tokenizing_and_memory_stays_flat(engin
         assert post(srv, {"messages": HI, "max_tokens": 4}).status_code == 200
     print(f"RSS after 50 dense rejected prompts: {start:.0f} MB -> {end:.0f} MB ({end - start:+.0f} MB)")
     assert end - start < 100
+
+
+class PeakRss:
+    """The process's highest RSS in MB over a `with` block: the kernel's own high-water mark
+    (VmHWM), reset on entry by writing 5 to /proc/self/clear_refs; where the kernel refuses the
+    reset, RSS sampled by a thread every 2 ms."""
+
+    def __enter__(self) -> "PeakRss":
+        self.mb, self._stop, self._thread = 0.0, threading.Event(), None
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.mb = max(self.mb, rss_mb())
+            time.sleep(0.002)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            return
+        with open("/proc/self/status") as f:
+            self.mb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+
+
+def near_the_byte_bound(kind: str, nbytes: int) -> str:
+    """A prompt of about `nbytes` UTF-8 bytes, of one kind of text."""
+    if kind == "words":
+        return ("word " * (nbytes // 5 + 1))[:nbytes]
+    if kind == "random ASCII":
+        rng = random.Random(0)
+        return "".join(rng.choices(string.ascii_letters + string.digits + string.punctuation + " ", k=nbytes))
+    if kind == "emoji/CJK":
+        return "😀中文字" * (nbytes // len("😀中文字".encode()))
+    return "a" * nbytes  # one letter: every pair of its bytes is inside some token
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["openvino", "genai"])
+def test_rejected_prompts_near_the_byte_bound_give_their_memory_back(backend: str, request: Any) -> None:
+    """Ten prompts of each kind, each 98% of the bytes that a bound from the longest token alone
+    lets through and too long for the window, on the real model (chatlab's loop, then genai):
+    the server's RSS after them is within 100 MB of its RSS before, kind by kind and over all
+    four. Prints before, peak and after per kind."""
+    from chatlab.engine import load_engine
+
+    if backend == "genai":
+        srv = request.getfixturevalue("genai_server")
+        engine, server = srv.engine, contextlib.nullcontext(srv)
+    else:
+        engine = load_engine(MODEL, "openvino")
+        server = start_server(engine)
+    size = engine.token_bound.max_bytes * engine.context_length * 98 // 100
+    numbers: dict[str, tuple[float, float, float]] = {}
+    with server as srv:
+        assert post(srv, {"messages": HI, "max_tokens": 2}).status_code == 200  # the path is warm
+        for kind in ("words", "random ASCII", "emoji/CJK", "one letter"):
+            body = json.dumps({"messages": [{"role": "user", "content": near_the_byte_bound(kind, size)}]},
+                              ensure_ascii=False).encode()
+            before = rss_mb()
+            with PeakRss() as peak:
+                for _ in range(10):
+                    r = httpx.post(srv.url + "/chat/completions", content=body, timeout=120,
+                                   headers={"content-type": "application/json"})
+                    err = error_of(r)
+                    assert err["code"] == "context_length_exceeded" and err["param"] == "messages", err
+                    assert "the context window" in err["message"], err
+            numbers[kind] = (before, peak.mb, rss_mb())
+            print(f"{backend} {kind}: RSS {before:.0f} MB before, {peak.mb:.0f} MB peak, "
+                  f"{numbers[kind][2]:.0f} MB after ({numbers[kind][2] - before:+.0f} MB)")
+        assert post(srv, {"messages": HI, "max_tokens": 2}).status_code == 200
+    kept = {kind: after - before for kind, (before, _, after) in numbers.items()}
+    kept["all four"] = numbers["one letter"][2] - numbers["words"][0]
+    assert all(mb < 100 for mb in kept.values()), kept
 
 
 def test_openai_error_details(server: Any, engine: Any) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterator, overload
 from chatlab._thirdparty import Jsonable, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
-from chatlab.engine.bound import max_token_bytes, max_token_chars
+from chatlab.engine.bound import TokenBound
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
@@ -52,9 +52,8 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        # the longest token in characters and bytes: bounds a prompt's tokens before tokenizing
-        self.max_token_chars = max_token_chars(self.tokenizer)
-        self.max_token_bytes = max_token_bytes(self.tokenizer)
+        # what the vocabulary says of a prompt's tokens before it is tokenized
+        self.token_bound = TokenBound.of(self.tokenizer)
         self.max_concurrency = self.source.max_concurrency
 
     # -- before the queue ---------------------------------------------------------------------

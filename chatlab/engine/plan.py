@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from chatlab._thirdparty import HFTokenizer, Processor
-from chatlab.engine.bound import ContextWindow, fits_before_tokenizing, utf8_len
+from chatlab.engine.bound import ContextWindow, fits_before_tokenizing
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
+from chatlab.models.memory import trim_heap
 from chatlab.tools.constrain import Constraint
 from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.render import Rendered, Resolution
@@ -72,13 +73,10 @@ class CompletionPlan:
 
 
 def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_len: int,
-             context_length: int, vocab_size: int | None, seed_offset: int = 0,
-             where: str = "messages") -> SamplingParams:
-    """The loop's SamplingParams for one choice, checked against the context window."""
+             context_length: int, vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
+    """The loop's SamplingParams for one choice, checked against the room that a prompt of
+    `prompt_len` tokens (shorter than the window: the planners check) leaves in it."""
     room = context_length - prompt_len
-    if room < 1:
-        raise ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
-                           f"of {context_length}; send fewer or shorter messages", param=where)
     wanted = req.max_new_tokens
     if wanted is not None and wanted > room:
         name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
@@ -101,11 +99,21 @@ def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_l
     return params.validated(context_length, prompt_len, vocab_size)
 
 
+def overflow(prompt_len: int, context_length: int, where: str) -> ContextLengthError:
+    """The error for a tokenized prompt that fills the context window, once the heap that
+    tokenizing it grew is handed back: the caller drops the prompt's ids and render first."""
+    trim_heap()
+    return ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
+                              f"of {context_length}; send fewer or shorter messages", param=where)
+
+
 def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
     # what every template renders verbatim (an assistant's content may lose its <think> part)
-    texts = [m.content for m in req.messages if m.role != "assistant"]
-    fits_before_tokenizing(engine, sum(map(len, texts)), "messages", sum(map(utf8_len, texts)))
+    fits_before_tokenizing(engine, [m.content for m in req.messages if m.role != "assistant"], "messages")
     resolution, rendered = engine.resolution.render_request(req.messages, req.tools)
+    if (prompt_len := len(rendered.ids)) >= engine.context_length:
+        del rendered  # its ids and slot offsets: the heap is trimmed without them
+        raise overflow(prompt_len, engine.context_length, "messages")
     fmt = resolution.tool_format if req.tools else None
     if req.tools and fmt is None and req.tool_choice.mode != "none":
         refuse_unparsed_calls(resolution, req.tool_choice)
@@ -145,11 +153,14 @@ def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
     prompts, params = [], []
     for i, text in enumerate(req.prompts):
         where = f"prompt[{i}]" if not isinstance(req.prompt, str) else "prompt"
-        fits_before_tokenizing(engine, len(text), where, utf8_len(text))
+        fits_before_tokenizing(engine, [text], where)
         ids = tuple(engine.tokenizer.encode(text, add_special_tokens=False))
         if not ids:
             raise ChatlabError(f"{where} is empty; send at least one character of text", param=where)
+        if (prompt_len := len(ids)) >= engine.context_length:
+            del ids
+            raise overflow(prompt_len, engine.context_length, where)
         prompts.append((text, ids))
         params.append(tuple(sampling(req, [], [], len(ids), engine.context_length, engine.vocab_size,
-                                     seed_offset=k, where=where) for k in range(req.n)))
+                                     seed_offset=k) for k in range(req.n)))
     return CompletionPlan(tuple(prompts), tuple(params), req.echo, req.stream, req.include_usage, req.user)

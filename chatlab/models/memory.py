@@ -10,8 +10,10 @@ Where no limit is set (a laptop, Colab's VM) the host's available memory is the 
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import Callable
 
 from chatlab.models.home import chatlab_home
 
@@ -128,20 +130,34 @@ def release_freed_memory() -> int:
 
     `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks, so
     the session's memory cgroup still counts them under every model loaded afterwards by a
-    library with an allocator of its own (OpenVINO). `malloc_trim(0)` hands back every free page
-    of the heap (0 where the C library is not glibc: macOS, musl). Under a memory limit the
-    page cache of the deleted model's files goes too (`drop_page_cache`)."""
-    import ctypes
-    import ctypes.util
+    library with an allocator of its own (OpenVINO). Under a memory limit the page cache of the
+    deleted model's files goes too (`drop_page_cache`)."""
     import gc
 
     gc.collect()  # objects in reference cycles are freed first
     drop_page_cache()
+    return trim_heap()
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library is not glibc (macOS, musl)."""
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
+        return ctypes.CDLL(name).malloc_trim if name else None
     except (OSError, AttributeError):
-        trim = None
+        return None
+
+
+def trim_heap() -> int:
+    """Hand the free pages of the C heap back to the system; the bytes returned. Freed blocks
+    stay with the process otherwise: glibc's malloc keeps them, in every thread's arena, for
+    allocations that may never come (a tokenizer's work lists for a prompt that was refused).
+    `malloc_trim(0)` returns every free page; 0 where the C library is not glibc."""
+    trim = _malloc_trim()
     if trim is None:
         return 0
     before = _anon_rss()
