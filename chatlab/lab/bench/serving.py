@@ -30,8 +30,6 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-import httpx
-
 from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.precision import cpu_info
 from chatlab.backends.registry import DEFAULT_BACKEND
@@ -90,6 +88,8 @@ def stream_reply(url: str, model: str, messages: list[dict[str, str]], tokens: i
                  clock: Callable[[], float], timeout: float) -> tuple[list[float], int]:
     """One streamed greedy reply of exactly `tokens`: when each chunk with content arrived (by
     `clock`), and the usage chunk's completion tokens."""
+    import httpx
+
     body = {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     stamps, used = [], 0
