@@ -10,9 +10,8 @@ from typing import Callable
 from chatlab.backends.registry import REGISTRY
 from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_args, speculation_from_args
 from chatlab.errors import ChatlabError
-from chatlab.lab.bench import (BenchConfig, format_table, replay, run_benchmark, save_plot, serving,
+from chatlab.lab.bench import (BenchConfig, accuracy, format_table, replay, run_benchmark, save_plot, serving,
                                speculate_run, turns)
-from chatlab.lab.bench.accuracy import format_report, measure
 from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
 from chatlab.lab.bench.serving import ServingRun
 from chatlab.lab.bench.speculate_run import SpeculateRun
@@ -184,12 +183,12 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
-    result = measure(args.model, args.limit, args.tokens or 64)
+    result = accuracy.measure(args.model, args.limit, args.tokens or 64)
     if args.machine:
         result = label(result, command_line(args), args.machine)
     if args.out:
         result["written_to"] = str(write_json(result, args.out))
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    print(json.dumps(result, indent=2) if args.json else accuracy.format_report(result))
     return 0
 
 

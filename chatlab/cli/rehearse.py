@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from chatlab.lab.rehearse import ColabRunner, rehearse
+from chatlab.lab import rehearse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,5 +25,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    runner = ColabRunner() if args.colab else None
-    return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)
+    runner = rehearse.ColabRunner() if args.colab else None
+    return rehearse.rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)

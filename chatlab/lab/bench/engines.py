@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Protocol
 
+from chatlab import backends
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
-from chatlab.backends import load_step_backend
 from chatlab.backends.export import export_model
 from chatlab.backends.fast import fast_choices
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
@@ -186,7 +186,7 @@ class ChatlabLoop:
             options["fast"] = True
         if self.speculate is not None:
             options = speculation_options(self.args[1], options)
-        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
+        self.backend = backends.load_step_backend(*self.args, precision=self.precision, **options)
         if self.speculate is not None:
             prepare(self.backend, self.speculate)  # at load, not inside a timed reply
 

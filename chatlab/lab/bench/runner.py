@@ -28,7 +28,6 @@ from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULAT
 from chatlab.lab.bench.report import add_ratios
 from chatlab.lab.bench.tasks import TASKS, task_messages
 from chatlab.models import load_tokenizer
-from chatlab.render import resolve
 
 
 T = TypeVar("T")  # what a function run in a child returns
@@ -84,6 +83,8 @@ class BenchConfig:
 def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
     """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
     a task, its cases too (`cases`, a list of prompts)."""
+    from chatlab.render import resolve  # pydantic at its top: kept out of the workers, which measure their memory
+
     res = resolve(load_tokenizer(model), model)
     short = res.render([{"role": "user", "content": SHORT_QUESTION}]).ids
     text, long = "", short
