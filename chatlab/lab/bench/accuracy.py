@@ -41,7 +41,7 @@ PROFILES = ("exact", "fast")
 OUT = "data/bench/accuracy.json"
 
 
-def load_profile(model: str, profile: str) -> "StepBackend":
+def load_profile(model: str, profile: str) -> StepBackend:
     """chatlab's loop on OpenVINO: the exact default (int8 weights, f32 arithmetic, activations
     and KV cache) or the fast profile (chatlab.backends.fast)."""
     return load_step_backend(model, "openvino", fast=profile == "fast")
@@ -54,7 +54,7 @@ def prompts(limit: int | None) -> dict[str, list[list[dict[str, str]]]]:
     return out
 
 
-def replies(backend: "StepBackend", model: str, sets: dict[str, list[list[dict[str, str]]]],
+def replies(backend: StepBackend, model: str, sets: dict[str, list[list[dict[str, str]]]],
             tokens: int) -> dict[str, list[dict[str, Jsonable]]]:
     """Greedy replies (ending at the end token, at most `tokens`): ids, text, decode speed."""
     res = resolve(backend.tokenizer, model)

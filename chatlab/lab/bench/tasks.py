@@ -58,7 +58,7 @@ def questions_with_passages() -> list[tuple[str, str]]:
     return out
 
 
-def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list["Passage"]:
+def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Passage]:
     """Paragraphs of data/docs long enough to rewrite, short enough for a small model."""
     return [p for p in split_passages(data_path("docs"))
             if min_chars <= len(p.text) <= max_chars and not p.text.lstrip().startswith(("```", "|"))]

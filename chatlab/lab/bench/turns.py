@@ -72,7 +72,7 @@ class GenaiChatMode:
 
 
 # What growing_chat times: a chatlab engine (its stream) or genai's own chat mode
-Turnable = Union["ChatEngine", GenaiChatMode]
+Turnable = Union[ChatEngine, GenaiChatMode]
 
 
 def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:

@@ -12,7 +12,7 @@ from chatlab.render.io.jinja_writer import tokenizer_for
 
 
 @lru_cache(maxsize=1)
-def _glm_resolution() -> "Resolution":
+def _glm_resolution() -> Resolution:
     return resolve(load_tokenizer("chatglm3-6b"), "chatglm3-6b")
 
 
@@ -22,7 +22,7 @@ def checker(template: str) -> HFTokenizer:
     return tokenizer_for(get_template(template))
 
 
-def content_texts_reference(res: "Resolution", chat: list[dict[str, str]]) -> list[str]:
+def content_texts_reference(res: Resolution, chat: list[dict[str, str]]) -> list[str]:
     """Each content slot of `res.render(chat)`, decoded with the resolution's tokenizer."""
     r = res.render(chat)
     return [res.tokenizer.decode(r.ids[s.start:s.end]) for s in r.slots if s.slot == "content"]
