@@ -5,6 +5,9 @@ ones inside functions: a lazy import hides a circle from Python, not from a read
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -123,8 +126,8 @@ def room(module: str) -> str:
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
-    # a lazy import inside a function (chatlab.cli imports the lab's session in main())
-    assert "chatlab.lab.session" in graph["chatlab.cli"]
+    # a lazy import inside a function (`chatlab serve` imports the server's app in its handler)
+    assert "chatlab.serve.app" in graph["chatlab.cli.serve"]
     # a package importing its own submodules
     assert "chatlab.render.resolve" in graph["chatlab.render"]
 
@@ -180,3 +183,60 @@ def test_the_core_holds_no_module_only_the_lab_uses() -> None:
         and (not importers[module] or any(room(m) != "cli" for m in importers[module]))
     )
     assert stray == []
+
+
+# Rooms whose modules import chatlab's own modules at their top, and the modules of those rooms
+# whose function-level imports are still to move.
+TOP_IMPORT_ROOMS = {"lab", "cli", "backends", "generate"}
+INNER_IMPORTS_LEFT = {"chatlab.cli.render", "chatlab.cli.export"}
+
+
+def inner_chatlab_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each chatlab import inside a function of the file."""
+    lines = path.read_text().splitlines()
+    found = set()
+    for node in ast.walk(ast.parse("\n".join(lines), str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if (isinstance(inner, ast.ImportFrom) and (inner.module or "").split(".")[0] == "chatlab"
+                        or isinstance(inner, ast.Import) and any(a.name.split(".")[0] == "chatlab" for a in inner.names)):
+                    found.add((inner.lineno, lines[inner.lineno - 1].strip()))
+    return sorted(found)
+
+
+def test_inner_chatlab_imports_are_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from chatlab.errors import ChatlabError\n\ndef f():\n    def g():\n"
+                      "        import chatlab.data\n    from chatlab import errors  # why\n")
+    assert inner_chatlab_imports(module) == [(5, "import chatlab.data"),
+                                             (6, "from chatlab import errors  # why")]
+
+
+def test_chatlab_imports_sit_at_the_top() -> None:
+    """In these rooms a chatlab import inside a function is allowed only with a comment on its
+    line saying why it cannot sit at the top (the module it imports pulls in a heavy package
+    at its own top, or the importer must load where that module cannot)."""
+    unexplained = sorted(
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
+        for module, (path, _) in module_names().items()
+        if room(module).split(".")[0] in TOP_IMPORT_ROOMS and module not in INNER_IMPORTS_LEFT
+        for line, text in inner_chatlab_imports(path)
+        if "#" not in text
+    )
+    assert unexplained == []
+
+
+# Imported only by the commands that run them: `chatlab --help`, `chatlab templates` and
+# `import chatlab` load none of these.
+HEAVY = ["torch", "transformers", "openvino", "openvino_genai", "optimum", "xgrammar", "llama_cpp",
+         "matplotlib", "ipywidgets", "nbformat", "nbclient", "httpx", "fastapi", "uvicorn"]
+
+
+def test_the_cli_parser_and_the_package_import_nothing_heavy() -> None:
+    code = ("import json, sys; import chatlab; bare = [m for m in {heavy} if m in sys.modules]; "
+            "from chatlab.cli import build_parser; build_parser(); "
+            "print(json.dumps([bare, [m for m in {heavy} if m in sys.modules]]))").format(heavy=HEAVY)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent)
+    bare, cli = json.loads(out.stdout.strip().splitlines()[-1])
+    assert bare == [] and cli == []

@@ -36,6 +36,18 @@ def test_an_unsupported_python_is_one_message_with_the_fix(version: tuple[int, i
     assert "3.11, 3.12 or 3.13" in message and fix in message
 
 
+def test_the_session_module_loads_without_chatlab_models() -> None:
+    """The first cell imports this module before it checks Python, and chatlab.models needs
+    3.11+ (typing.NotRequired): the module and its top-level imports load without it."""
+    import subprocess
+
+    code = ("import sys; sys.modules['chatlab.models'] = None; "
+            "from chatlab.lab import session; print(session.python_problem((3, 10)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "Python 3.10 is not supported" in out.stdout
+
+
 def test_supported_pythons_pass() -> None:
     assert all(session.python_problem(v) is None for v in ((3, 11), (3, 12), (3, 13)))
     assert session.python_problem() is None  # this one

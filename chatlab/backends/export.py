@@ -31,6 +31,9 @@ from pathlib import Path
 from chatlab.backends.child import run_cli
 from chatlab.backends.export_env import export_python
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.models import asset_path, chatlab_home, local_model
+from chatlab.models.assets import ASSETS
+from chatlab.models.load import _exists, _looks_like_hub_id
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
 EXPORT_MANIFEST = "chatlab-export.json"
@@ -39,25 +42,16 @@ PARTIAL = ".partial-"  # prefix of an export being written
 
 
 def _is_store_model(model: str) -> bool:
-    from chatlab.models.assets import ASSETS
-
     return model in ASSETS and ASSETS[model].kind == "chat-model"
 
 
 def source_folder(model: str) -> Path:
     """The HF folder to export: a store asset (converted on first use) or a local folder."""
-    from chatlab.models import asset_path
-    from chatlab.models.assets import ASSETS
-
     if _is_store_model(model):
         return asset_path(model)
-    from chatlab.models.load import _exists, _looks_like_hub_id
-
     if _looks_like_hub_id(model) and not _exists(model):
         # A hub id (CHATLAB_MODEL=org/name): its snapshot folder in the Hugging Face cache,
         # downloaded once when the hub is reachable; offline, only what the cache holds.
-        from chatlab.models import local_model
-
         model = local_model(model)
     if _exists(str(Path(model) / "config.json")):  # OSError-safe: a 100k-character name is no path
         return Path(model).resolve()
@@ -83,8 +77,6 @@ def source_key(model: str) -> str:
 
 
 def export_root() -> Path:
-    from chatlab.models import chatlab_home
-
     return chatlab_home() / "openvino"
 
 

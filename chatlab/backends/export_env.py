@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from chatlab.errors import ChatlabError
+from chatlab.models import chatlab_home
 
 # What the export child imports that the kernel does not need: installed in the venv at the
 # lock's versions. Everything else is resolved against this Python's packages, which pip sees
@@ -77,8 +78,6 @@ def lock_pins() -> dict[str, str]:
 
 
 def env_dir(pins: dict[str, str]) -> Path:
-    from chatlab.models import chatlab_home
-
     digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
     return chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chatlab._thirdparty import Decoder, HFTokenizer
 from chatlab.backends.facts import context_length_from, eos_ids_from
+from chatlab.models import load_tokenizer
 
 
 class ExportedModel:
@@ -27,8 +28,6 @@ class ExportedModel:
         """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
         and torch, which generation itself does not need (see `decoder`)."""
         if self._tokenizer is None:
-            from chatlab.models import load_tokenizer
-
             self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
         return self._tokenizer
 

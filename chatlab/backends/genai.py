@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer
+from chatlab.backends.export import export_model
 from chatlab.backends.exported import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
@@ -217,8 +218,6 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
          max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
          prefix_caching: bool = False, kv_cache_precision: str | None = None,
          dynamic_quantization: bool | None = None) -> GenaiBackend:
-    from chatlab.backends.export import export_model
-
     precision = check_precision(precision)  # before a first-use export of half a minute
     folder = export_model(model_name, weight_format)
     if not (folder / "openvino_tokenizer.xml").is_file():

@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, OVCompiled
+from chatlab.backends.export import export_model
 from chatlab.backends.exported import ExportedModel
+from chatlab.backends.paged import PagedGraph
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
 from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
-
-if TYPE_CHECKING:
-    from chatlab.backends.paged import PagedGraph
-
 
 # How attention runs (see the module's docstring); both give the same greedy tokens (tested).
 ATTENTIONS = ["paged", "sdpa"]
@@ -210,8 +207,6 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
               **ov_config(precision, threads, kv_cache_precision, dynamic_quantization)}
     if attention == "paged":
-        from chatlab.backends.paged import PagedGraph
-
         try:
             graph = PagedGraph(folder, config, slice_logits)
         except (ValueError, RuntimeError) as e:  # a graph OpenVINO cannot rewrite
@@ -226,8 +221,6 @@ def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_
          threads: int | None = None, slice_logits: bool = True,
          kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION,
          dynamic_quantization: bool | None = None) -> PagedBackend | StatefulBackend:
-    from chatlab.backends.export import export_model
-
     precision = check_precision(precision)  # before a first-use export of half a minute
     folder = export_model(model_name, weight_format)
     name = f"openvino-{weight_format}"

@@ -23,9 +23,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import openvino as ov  # this module is imported only when the paged graph is used
 
 from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVRequest, OVTensor
+from chatlab.backends.slicing import slice_last_position
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
@@ -65,9 +65,8 @@ class PagedGraph:
         self._bound = -1  # blocks in the block table bound for decoding; -1: nothing bound
 
     def _compile(self) -> tuple[OVCompiled, bool]:
+        import openvino as ov
         from openvino._offline_transformations import paged_attention_transformation
-
-        from chatlab.backends.slicing import slice_last_position
 
         core = ov.Core()
         model = core.read_model(self.folder / "openvino_model.xml")
@@ -101,6 +100,8 @@ class PagedGraph:
 
     def _ensure(self, tokens: int) -> None:
         """Blocks for at least `tokens` tokens; growing keeps the blocks already filled."""
+        import openvino as ov
+
         need = -(-tokens // self.block)
         if need <= self.blocks:
             return
@@ -193,6 +194,8 @@ class PagedGraph:
         """One token. Its inputs are bound to the request once per prefill and then only written
         to: `infer()` with no arguments skips the per-call conversion of seven arrays. The block
         table is bound again only when the sequence enters a new block."""
+        import openvino as ov
+
         total = self.length + 1
         self._ensure(total)
         used = -(-total // self.block)

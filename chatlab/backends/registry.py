@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from chatlab._thirdparty import LoaderOption
+from chatlab.backends import genai as genai_backend, openvino as openvino_backend, torch as torch_backend
 from chatlab.backends.export import WEIGHT_FORMATS
+from chatlab.backends.fast import fast_choices, fast_weight_format
 from chatlab.backends.precision import check_precision
-from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.memory import drop_page_cache
+from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
 
 Source = Literal["loop", "batched"]
 
@@ -48,21 +50,15 @@ class BackendSpec:
 
 
 def _torch(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
-    from chatlab.backends import torch as torch_backend
-
     return torch_backend.load(model, precision=precision, **options)
 
 
 def _openvino(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
-    from chatlab.backends import openvino
-
-    return openvino.load(model, weight_format, precision=precision, **options)
+    return openvino_backend.load(model, weight_format, precision=precision, **options)
 
 
 def _genai(model: str, weight_format: str, precision: str, **options: LoaderOption) -> BatchedBackend:
-    from chatlab.backends import genai
-
-    return genai.load(model, weight_format, precision=precision, **options)
+    return genai_backend.load(model, weight_format, precision=precision, **options)
 
 
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
@@ -118,8 +114,6 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
     """The backend's spec and weight format, every name and option checked (before any slow load)."""
     spec = get_spec(backend)
     if weight_format is None and options.get("fast"):
-        from chatlab.backends.fast import fast_weight_format
-
         weight_format = fast_weight_format(spec.weight_formats, spec.default_weight_format)
     weight_format = weight_format or spec.default_weight_format
     if weight_format not in WEIGHT_FORMATS:
@@ -156,8 +150,6 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
     if not options.pop("fast", False):
         loaded = spec.loader(model, weight_format, check_precision(precision), **options)
     else:
-        from chatlab.backends.fast import fast_choices
-
         precision, options, notes = fast_choices(spec.name, weight_format, precision, options)
         loaded = spec.loader(model, weight_format, check_precision(precision), **options)
         assert isinstance(loaded, ProfiledBackend)

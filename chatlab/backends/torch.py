@@ -14,6 +14,8 @@ import numpy as np
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
 from chatlab.backends.facts import context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
+from chatlab.models import asset_path, load_model
+from chatlab.models.assets import ASSETS
 
 if TYPE_CHECKING:
     import torch
@@ -116,9 +118,6 @@ class TorchBackend:
 
 def load(model_name: str, threads: int | None = None,
          precision: str = DEFAULT_PRECISION) -> TorchBackend:
-    from chatlab.models import asset_path, load_model
-    from chatlab.models.assets import ASSETS
-
     precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
     folder = asset_path(model_name) if model_name in ASSETS else (

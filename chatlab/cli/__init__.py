@@ -8,6 +8,7 @@ import sys
 
 from chatlab.cli import bench, complete, doctor, export, models, rehearse, render, serve, templates
 from chatlab.errors import ChatlabError
+from chatlab.lab.session import python_problem
 
 # Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
 # `chatlab --help` and `chatlab templates` stay fast.
@@ -29,8 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from chatlab.lab.session import python_problem
-
     # An unsupported Python fails later in confusing ways; doctor still runs, to report it.
     if args.command != "doctor" and (problem := python_problem()) is not None:
         print(f"chatlab {args.command}: error: {problem}", file=sys.stderr)

@@ -10,7 +10,12 @@ from typing import Callable
 from chatlab.backends.registry import REGISTRY
 from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_args, speculation_from_args
 from chatlab.errors import ChatlabError
+from chatlab.lab.bench import (BenchConfig, accuracy, format_table, replay, run_benchmark, save_plot, serving,
+                               speculate_run, turns)
 from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
+from chatlab.lab.bench.serving import ServingRun
+from chatlab.lab.bench.speculate_run import SpeculateRun
+from chatlab.lab.bench.stored import FOLDER, label, store, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -156,8 +161,6 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.engines == "list":
         print(engine_table())
         return 0
-    from chatlab.lab.bench import BenchConfig, format_table, run_benchmark, save_plot
-
     config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
                               engines=[e for e in args.engines.split(",") if e],
                               precision=args.precision, task=args.task,
@@ -180,58 +183,43 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench.accuracy import format_report, measure
-    from chatlab.lab.bench.stored import write_json
-
-    result = measure(args.model, args.limit, args.tokens or 64)
+    result = accuracy.measure(args.model, args.limit, args.tokens or 64)
     if args.machine:
-        from chatlab.lab.bench.stored import label
-
         result = label(result, command_line(args), args.machine)
     if args.out:
         result["written_to"] = str(write_json(result, args.out))
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    print(json.dumps(result, indent=2) if args.json else accuracy.format_report(result))
     return 0
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench import replay
-
     replay.run(args.file, record_first=args.record, past_end=args.past_end)
     return 0
 
 
 def run_turns_bench(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench import turns
-
     turns.run(args.model, args.turns, args.tokens, genai=args.genai)
     return 0
 
 
 def run_speculate(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench.speculate_run import SpeculateRun, run
-
     engines = tuple(e for e in args.engines.split(",") if e) if args.engines else None
-    run(SpeculateRun(model=args.model, rounds=args.rounds, tokens=args.tokens, turns=args.turns,
-                     turn_tokens=args.turn_tokens, draft_tokens=args.draft_tokens, ngram=args.ngram,
-                     ignore_eos=args.ignore_eos, engines=engines, fast=args.fast,
-                     precision=args.precision, out=args.out or SpeculateRun.out,
-                     machine=args.machine, command=command_line(args)))
+    speculate_run.run(SpeculateRun(
+        model=args.model, rounds=args.rounds, tokens=args.tokens, turns=args.turns,
+        turn_tokens=args.turn_tokens, draft_tokens=args.draft_tokens, ngram=args.ngram,
+        ignore_eos=args.ignore_eos, engines=engines, fast=args.fast, precision=args.precision,
+        out=args.out or SpeculateRun.out, machine=args.machine, command=command_line(args)))
     return 0
 
 
 def run_serving(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench.serving import ServingRun, run
-
-    run(ServingRun(model=args.model, backend=args.backend, weight_format=args.weight_format,
-                   precision=args.precision, options=options_from_args(args), tokens=args.tokens,
-                   rounds=args.rounds, clients=args.clients, equal=args.equal, as_json=args.json))
+    serving.run(ServingRun(model=args.model, backend=args.backend, weight_format=args.weight_format,
+                           precision=args.precision, options=options_from_args(args), tokens=args.tokens,
+                           rounds=args.rounds, clients=args.clients, equal=args.equal, as_json=args.json))
     return 0
 
 
 def run_store(args: argparse.Namespace) -> int:
-    from chatlab.lab.bench.stored import FOLDER, store
-
     store(args.name, sys.stdin.read(), args.run_command, args.machine)
     print(f"stored data/{FOLDER}/{args.name}")
     return 0

@@ -5,14 +5,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable, LoaderOption
+from chatlab.backends.fast import compute_line
 from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
+from chatlab.engine import load
+from chatlab.engine.engine import ChatEngine
+from chatlab.engine.plan import ChatPlan
+from chatlab.engine.request import parse_request
 from chatlab.errors import ChatlabError
-
-if TYPE_CHECKING:
-    from chatlab.engine.engine import ChatEngine
+from chatlab.models import default_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,22 +75,15 @@ def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
             "template": args.template, "precision": args.precision, **options, **speedups}
 
 
-def load_cli_engine(args: argparse.Namespace) -> "ChatEngine":
+def load_cli_engine(args: argparse.Namespace) -> ChatEngine:
     """The engine the flags ask for; with --fast, what the fast profile turned on, on stderr."""
-    from chatlab.backends.fast import compute_line
-    from chatlab.engine.load import load_engine
-
-    engine = load_engine(**engine_options(args))
+    engine = load.load_engine(**engine_options(args))
     if args.fast:
         print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
     return engine
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.engine.plan import ChatPlan
-    from chatlab.engine.request import parse_request
-    from chatlab.models import default_model
-
     args.model = args.model or default_model()  # one variable picks the model everywhere
     # parsed once, messages and tools included: a bad request fails before the model loads
     req = parse_request(build_request(args))

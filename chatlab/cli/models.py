@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from chatlab.models.store import all_assets, asset_path, describe, verify_cache
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list the model store's assets")
@@ -22,8 +24,6 @@ def _size(n: object) -> str:
 
 
 def run_verify() -> int:
-    from chatlab.models.store import verify_cache
-
     results = verify_cache()
     for name, problems in results.items():
         if not problems:
@@ -39,8 +39,6 @@ def run_verify() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.models.store import all_assets, asset_path, describe
-
     for name in args.build:
         print(f"{name}: {asset_path(name)}")
     if args.verify:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from chatlab.lab import rehearse
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rehearse", help="run the 2-hour class route, each notebook in a fresh kernel "
@@ -23,7 +25,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chatlab.lab.rehearse import ColabRunner, rehearse
-
-    runner = ColabRunner() if args.colab else None
-    return rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)
+    runner = rehearse.ColabRunner() if args.colab else None
+    return rehearse.rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)

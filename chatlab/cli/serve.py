@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 from chatlab.cli.args import add_model_args, add_speedup_args
+from chatlab.cli.complete import load_cli_engine
+from chatlab.models import default_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,9 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from chatlab.cli.complete import load_cli_engine
-    from chatlab.models import default_model
-    from chatlab.serve.app import create_app
+    from chatlab.serve.app import create_app  # fastapi and uvicorn at its top: kept off the other commands
 
     args.model = args.model or default_model()  # one variable picks the model everywhere
     engine = load_cli_engine(args)

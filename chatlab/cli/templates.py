@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 
 from chatlab.cli.render import _read_json, load_cli_template
+from chatlab.models import load_tokenizer
+from chatlab.render.io import diff_templates
+from chatlab.render.io.certify import certify
 from chatlab.render.io.registry import TEMPLATE_FORMATS
 
 
@@ -45,9 +48,6 @@ def run_diff(args: argparse.Namespace) -> int:
     assert a is not None and b is not None  # A and B are required arguments
     messages = _read_json(args.messages, "messages")
     tools = _read_json(args.tools, "tools") if args.tools else None
-    from chatlab.models import load_tokenizer
-    from chatlab.render.io import diff_templates
-
     d = diff_templates(load_tokenizer(args.model), messages, a, b, tools=tools)
     print(d)
     return 0 if d.equal else 1
@@ -58,9 +58,6 @@ def run_certify(args: argparse.Namespace) -> int:
 
     template = load_cli_template(args.template, args.template_format)
     assert template is not None  # TEMPLATE is a required argument
-    from chatlab.models import load_tokenizer
-    from chatlab.render.io.certify import certify
-
     cert = certify(load_tokenizer(args.model), template)
     print(json.dumps(cert.to_json(), indent=2, ensure_ascii=False) if args.json else cert.format())
     return cert.exit_code

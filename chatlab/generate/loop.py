@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from chatlab.protocols import (DecoderBackend, LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend,
-                               TerminatingProcessor)
+from chatlab.errors import ChatlabError
 from chatlab.generate.assemble import Event, TextAssembler
 from chatlab.generate.logprobs import Recorder
 from chatlab.generate.sampling import Sampler, SamplingParams
 from chatlab.generate.speculate import PromptLookup, Speculation, check_backend, prepare
+from chatlab.protocols import (DecoderBackend, LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend,
+                               TerminatingProcessor)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,8 +83,6 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
     if not params.checked(window, len(prompt_ids), vocab):  # a direct caller's: check it here
         params.validate(window, len(prompt_ids), vocab)
     if not prompt_ids:
-        from chatlab.errors import ChatlabError
-
         raise ChatlabError("the prompt is empty; render at least one message before generating")
     rolling: SpeculativeBackend | None = None  # the backend, checked for speculation
     lookup: PromptLookup | None = None

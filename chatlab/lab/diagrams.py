@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from chatlab.data import data_path
 from chatlab.errors import ChatlabError
 from chatlab.render.ids import Rendered
 
@@ -187,8 +188,6 @@ def _text(rows: list[str], cx: float, cy: float, color: str, italic: bool = Fals
 
 def source(name: str) -> str:
     """The Mermaid source of a notebook's diagram, `data/diagrams/<name>.mmd`."""
-    from chatlab.data import data_path
-
     return data_path("diagrams", f"{name}.mmd").read_text(encoding="utf-8")
 
 

@@ -12,8 +12,13 @@ import shutil
 import sys
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.export import WEIGHT_FORMATS, is_exported
 from chatlab.backends.precision import BF16_FLAGS, cpu
 from chatlab.lab import PYTHONS
+from chatlab.lab.colab import installed_versions
+from chatlab.models.assets import get_asset
+from chatlab.models.atomic import stale_folders
+from chatlab.models.store import all_assets, chatlab_home, describe
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",
             "jsonschema"]
@@ -59,8 +64,6 @@ def openvino_meaning(flags: dict[str, bool]) -> dict[str, str]:
 
 
 def versions() -> dict[str, str | None]:
-    from chatlab.lab.colab import installed_versions
-
     return {"python": sys.version.split()[0], **installed_versions(list(PACKAGES))}
 
 
@@ -89,10 +92,6 @@ def _same_version(have: str, want: str) -> bool:
 
 
 def cache_report() -> dict[str, Jsonable]:
-    from chatlab.backends.export import WEIGHT_FORMATS, is_exported
-    from chatlab.models.atomic import stale_folders
-    from chatlab.models.store import chatlab_home
-
     home = chatlab_home()
     probe = home
     while not probe.exists() and probe != probe.parent:
@@ -105,8 +104,6 @@ def cache_report() -> dict[str, Jsonable]:
 
 
 def models_report() -> list[dict[str, Jsonable]]:
-    from chatlab.models.store import all_assets, describe
-
     keys = ("name", "kind", "available", "state", "problems", "optional", "path", "source")
     return [{k: row[k] for k in keys} for row in map(describe, all_assets())]
 
@@ -123,8 +120,6 @@ def find_problems(report: dict[str, Jsonable]) -> list[dict[str, str]]:
         elif not _same_version(have, want):
             found.append(problem(f"{name} {have} is installed; chatlab pins {want}",
                                  f"pip install {name}=={want}"))
-    from chatlab.models.assets import get_asset
-
     for row in report["models"]:
         if not row["available"] and not row["optional"]:
             found.append(problem(f"{row['name']} is not available offline",

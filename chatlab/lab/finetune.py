@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from chatlab._thirdparty import HFModel, HFTokenizer
+from chatlab.backends.torch import TorchBackend
+from chatlab.engine import ChatEngine, parse_request
 from chatlab.errors import ChatlabError
+from chatlab.generate import Finished, SamplingParams
 from chatlab.protocols import StepBackend
 from chatlab.render.resolve import ChatMessages, Resolution, as_messages
 
 if TYPE_CHECKING:
     import torch
-
-    from chatlab.generate import Finished, SamplingParams
 
 IGNORE = -100  # the label transformers' loss skips
 
@@ -187,10 +188,6 @@ def answers(model: HFModel, tokenizer: HFTokenizer, resolution: Resolution, chat
     ChatEngine over the model, rendered with `resolution`. Chat i samples with seed
     `params.seed + i`, so each answer is reproducible on its own. `backend` replaces the model
     (a ScriptedBackend replaying gold answers is the positive control of the same path)."""
-    from chatlab.backends.torch import TorchBackend
-    from chatlab.engine import ChatEngine, parse_request
-    from chatlab.generate import Finished, SamplingParams
-
     backend = backend if backend is not None else TorchBackend(model, tokenizer)  # f32, as loaded
     engine = ChatEngine(backend, "finetune", template=resolution)
     base = params or SamplingParams(max_new_tokens=max_new_tokens)

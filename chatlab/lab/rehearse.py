@@ -44,13 +44,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
-import nbformat
-
 from chatlab.backends.precision import cpu
 from chatlab.lab import route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 if TYPE_CHECKING:
+    import nbformat
     from nbclient import NotebookClient
 
 REPO = route.NOTEBOOKS.parent
@@ -83,6 +82,8 @@ class Row:
 
 def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
     """(notebook, the cell indices to run, how many of them are setup) per notebook."""
+    import nbformat
+
     out = []
     numbers = sorted(route.MINUTES) if everything else [s.notebook for s in stops]
     for number in numbers:
@@ -194,6 +195,8 @@ def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, R
     """The chosen cells of notebook `number` with their stored outputs cleared (each cell's stored
     stderr lines kept in its metadata, as what it is expected to write), and an empty row for
     them."""
+    import nbformat
+
     source = nbformat.read(route.notebook_path(number), as_version=4)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
     nb.cells = [source.cells[i] for i in chosen]

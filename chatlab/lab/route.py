@@ -13,10 +13,12 @@ import ast
 import builtins
 from dataclasses import dataclass
 from pathlib import Path
-
-import nbformat
+from typing import TYPE_CHECKING
 
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -176,6 +178,8 @@ def problems(stop: RouteStop, cells: list[nbformat.NotebookNode]) -> list[str]:
 
 def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
     """Raise RouteError naming every problem of `route` against the notebooks in `folder`."""
+    import nbformat
+
     found = []
     for stop in route:
         cells = nbformat.read(notebook_path(stop.notebook, folder), as_version=4).cells

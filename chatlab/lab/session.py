@@ -14,8 +14,10 @@ import os
 import sys
 from pathlib import Path
 
+import chatlab
+from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
-from chatlab.lab import PYTHONS
+from chatlab.lab import PYTHONS, colab
 
 # The default clone source of the first cell (CHATLAB_REPO overrides it) and the badges' target.
 REPO_URL = "https://github.com/chatlab-course/chatlab"
@@ -109,7 +111,7 @@ def python_problem(version: tuple[int, int] | None = None, place: str = "local")
 
 def missing_asset_packages() -> list[str]:
     """`name==version` of each required asset package that is not installed (or is damaged)."""
-    from chatlab.models.assets import ASSETS
+    from chatlab.models.assets import ASSETS  # here: chatlab.models needs 3.11+; this module imports on older Pythons
 
     importlib.invalidate_caches()  # a pip install in this process must be seen
     return [f"{a.package}=={a.package_version}" for a in ASSETS.values()
@@ -149,8 +151,6 @@ def folder_problem(cwd: Path, package: Path) -> str | None:
 def setup(install: object = None) -> str:
     """Check (and on Colab, install); print one status line. Returns where it runs.
     `install` replaces colab.install in tests."""
-    import chatlab
-
     place = where()
     # set after an install replaced loaded packages; a restart is a new process (a new pid)
     if os.environ.get("CHATLAB_RESTART_PENDING") == str(os.getpid()):
@@ -158,8 +158,6 @@ def setup(install: object = None) -> str:
                          "session (Runtime → Restart session), then run this cell again")
     if (problem := python_problem(place=place)) is not None:
         raise SetupError(problem)
-    from chatlab.lab import colab  # after the version check: it may use what an old Python lacks
-
     package = Path(chatlab.__file__).resolve().parent
     if place == "colab":
         try:
@@ -178,8 +176,6 @@ def setup(install: object = None) -> str:
                              "then run this cell again (it will not reinstall)")
     if (problem := assets_problem(place)) is not None:
         raise SetupError(problem)
-    from chatlab.data import data_dir
-
     data_dir()  # raises, naming the fix, when chatlab came without its data
     versions = colab.installed_versions(["torch", "transformers"])
     print(f"chatlab {chatlab.__version__} ({place}), Python {sys.version.split()[0]}, "

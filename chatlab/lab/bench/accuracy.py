@@ -23,43 +23,40 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends import load_step_backend
+from chatlab.backends.fast import compute_line
+from chatlab.backends.precision import cpu_info
 from chatlab.errors import ChatlabError
+from chatlab.generate import Finished, SamplingParams, generate
+from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals import (answer_has_key, contains, load_dogs, load_facts, load_questions, measured_on,
+                               score_dog)
 from chatlab.lab.finetune import first_difference
-
-if TYPE_CHECKING:
-    from chatlab.protocols import StepBackend
+from chatlab.protocols import StepBackend
+from chatlab.render import resolve
 
 PROFILES = ("exact", "fast")
 OUT = "data/bench/accuracy.json"
 
 
-def load_profile(model: str, profile: str) -> "StepBackend":
+def load_profile(model: str, profile: str) -> StepBackend:
     """chatlab's loop on OpenVINO: the exact default (int8 weights, f32 arithmetic, activations
     and KV cache) or the fast profile (chatlab.backends.fast)."""
-    from chatlab.backends import load_step_backend
-
     return load_step_backend(model, "openvino", fast=profile == "fast")
 
 
 def prompts(limit: int | None) -> dict[str, list[list[dict[str, str]]]]:
     """The message lists per set: the bench's tasks and 01's facts, the first `limit` of each."""
-    from chatlab.lab.bench.tasks import TASKS, task_messages
-    from chatlab.lab.evals import load_facts
-
     out = {task: task_messages(task)[:limit] for task in TASKS}
     out["facts"] = [[{"role": "user", "content": f.question}] for f in load_facts()[:limit]]
     return out
 
 
-def replies(backend: "StepBackend", model: str, sets: dict[str, list[list[dict[str, str]]]],
+def replies(backend: StepBackend, model: str, sets: dict[str, list[list[dict[str, str]]]],
             tokens: int) -> dict[str, list[dict[str, Jsonable]]]:
     """Greedy replies (ending at the end token, at most `tokens`): ids, text, decode speed."""
-    from chatlab.generate import Finished, SamplingParams, generate
-    from chatlab.render import resolve
-
     res = resolve(backend.tokenizer, model)
     out: dict[str, list[dict[str, Jsonable]]] = {}
     for name, cases in sets.items():
@@ -98,8 +95,6 @@ def first_json(text: str) -> object:
 
 def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict[str, list[int]]:
     """[right, scored] per eval set, from the replies to its cases."""
-    from chatlab.lab.evals import answer_has_key, contains, load_dogs, load_facts, load_questions, score_dog
-
     out: dict[str, list[int]] = {}
     if "extract" in got:
         cases = load_dogs()[:limit]
@@ -119,10 +114,6 @@ def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict
 def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,
             tokens: int = 64) -> dict[str, Jsonable]:
     """Both profiles over the sets (the first `limit` cases of each): agreement, scores, speed."""
-    from chatlab.backends.fast import compute_line
-    from chatlab.backends.precision import cpu_info
-    from chatlab.lab.evals import measured_on
-
     if tokens < 2 or (limit is not None and limit < 1):
         raise ChatlabError("--tokens must be >= 2 and --limit >= 1")
     sets = prompts(limit)

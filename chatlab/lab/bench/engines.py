@@ -21,13 +21,18 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Protocol
 
+from chatlab import backends
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
+from chatlab.backends.export import export_model
+from chatlab.backends.fast import fast_choices
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
-from chatlab.backends.registry import REGISTRY, check_choice
+from chatlab.backends.registry import REGISTRY, check_choice, speculation_options
 from chatlab.errors import UnknownNameError
+from chatlab.generate import Finished, SamplingParams, generate
 from chatlab.generate.speculate import Speculation, prepare
 from chatlab.lab.bench import llamacpp
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
+from chatlab.models import load_model
 from chatlab.protocols import CompiledBackend, ProfiledBackend
 
 if TYPE_CHECKING:
@@ -174,9 +179,6 @@ class ChatlabLoop:
         self.dynamic_quantization = dynamic_quantization  # None: the precision's default (off at f32)
 
     def load(self) -> None:
-        from chatlab.backends import load_step_backend
-        from chatlab.backends.registry import speculation_options
-
         options: dict[str, LoaderOption] = {"attention": self.attention} if self.attention else {}
         if self.dynamic_quantization is not None:
             options["dynamic_quantization"] = self.dynamic_quantization
@@ -184,7 +186,7 @@ class ChatlabLoop:
             options["fast"] = True
         if self.speculate is not None:
             options = speculation_options(self.args[1], options)
-        self.backend = load_step_backend(*self.args, precision=self.precision, **options)
+        self.backend = backends.load_step_backend(*self.args, precision=self.precision, **options)
         if self.speculate is not None:
             prepare(self.backend, self.speculate)  # at load, not inside a timed reply
 
@@ -200,8 +202,6 @@ class ChatlabLoop:
         return facts
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
-        from chatlab.generate import Finished, SamplingParams, generate
-
         # The loop clocks itself: from before prefill to the first sampled token, and to the end.
         fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=not stop_at_eos),
                             speculate=self.speculate))[-1]
@@ -247,14 +247,10 @@ class HFGenerate:
         if self.optimum_format:
             from optimum.intel import OVModelForCausalLM
 
-            from chatlab.backends.export import export_model
-
             self.model = OVModelForCausalLM.from_pretrained(
                 export_model(self.model_name, self.optimum_format), ov_config=ov_config(self.precision))
         else:
             import torch
-
-            from chatlab.models import load_model
 
             self.model, _ = load_model(self.model_name)
             if self.precision == "bf16":
@@ -295,8 +291,6 @@ class GenAI:
         self.dynamic_quantization: bool | None = None
         self.notes: list[str] = []
         if fast:  # the settings chatlab's fast profile gives its own loop (chatlab.backends.fast)
-            from chatlab.backends.fast import fast_choices
-
             options: dict[str, LoaderOption] = {"dynamic_quantization": False} if prompt_lookup else {}
             self.precision, chosen, self.notes = fast_choices("genai", weight_format, None, options)
             self.kv_cache = str(chosen["kv_cache_precision"])
@@ -305,8 +299,6 @@ class GenAI:
 
     def load(self) -> None:
         import openvino_genai as genai
-
-        from chatlab.backends.export import export_model
 
         self.genai = genai
         # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets

@@ -19,6 +19,7 @@ from pathlib import Path
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import cpu
 from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
+from chatlab.models import get_asset
 
 ENGINE = "llama.cpp-q4_1"  # its row in chatlab.lab.bench.engines
 # What the table says about this engine's arithmetic (see the module docstring).
@@ -43,15 +44,11 @@ def unavailable(precision: str) -> str | None:
     if precision != "f32":
         return f"llama.cpp has no {precision} compute for Q4_1 weights; run it with --precision f32"
     if gguf_path() is None:
-        from chatlab.models import get_asset
-
         return f"the Q4_1 GGUF is not installed; {get_asset('smollm2-135m-instruct').install_hint}"
     return None
 
 
 def gguf_path(model: str = "smollm2-135m-instruct") -> Path | None:
-    from chatlab.models import get_asset
-
     files = get_asset(model).source_files()
     return files[0] if files and files[0].name.endswith(".gguf") else None
 

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 
+from chatlab.backends import load_step_backend
+from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
+from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import PromptLookup, Speculation
+from chatlab.lab.bench.stored import write_json
+from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.render import resolve
 
 # Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32
 # (notebook 05's first table). Between measured k the cost is interpolated, past the last k
@@ -131,11 +136,6 @@ def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
 def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
     """Plain greedy replies, `tokens` long (the end token ignored: replay_tasks cuts them there
     unless asked not to), of every case of every bench task, on the int8 paged graph at f32."""
-    from chatlab.backends import load_step_backend
-    from chatlab.lab.bench.tasks import TASKS, task_messages
-    from chatlab.generate import SamplingParams, generate
-    from chatlab.render import resolve
-
     backend = load_step_backend(model, "openvino", "int8", precision="f32")
     res = resolve(backend.tokenizer, model)
     out: dict[str, list[dict[str, list[int]]]] = {}
@@ -163,9 +163,6 @@ def run(file: str | None = None, record_first: bool = False, past_end: bool = Fa
     """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
     replies in `file` (default: the data folder's); `record_first`: record them there first;
     `past_end`: replay all recorded tokens, past each reply's end token."""
-    from chatlab.data import data_dir
-    from chatlab.lab.bench.stored import write_json
-
     path = Path(file) if file else data_dir().joinpath(*REPLIES)
     if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import flags_say_bf16
 from chatlab.lab.bench.engines import BASELINE
+from chatlab.lab.bench.tasks import COPY_TASKS
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -61,8 +62,6 @@ def add_ratios(result: dict[str, Jsonable]) -> None:
         for metric in ("decode_tok_s", "ttft_ms", "ttft_long_ms"):
             ratio = _ratio(by_name, row["name"], metric, result["baseline"])
             row[f"{metric}_ratio"] = 1.0 if row["name"] == result["baseline"] else ratio
-    from chatlab.lab.bench.tasks import COPY_TASKS
-
     targets = []
     task = result.get("task")
     extra = COPY_TARGETS if task in COPY_TASKS else NO_COPY_TARGETS if task == "story" else []

@@ -17,16 +17,17 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, cpu_info
+from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULATIVE_ENGINES, get_engine,
                                        unavailable)
-from chatlab.errors import ChatlabError, UnknownNameError
-
-if TYPE_CHECKING:
-    from chatlab.generate.speculate import Speculation
+from chatlab.lab.bench.report import add_ratios
+from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.models import load_tokenizer
 
 
 T = TypeVar("T")  # what a function run in a child returns
@@ -62,8 +63,6 @@ class BenchConfig:
              tokens: int | None = None, engines: list[str] | None = None,
              precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
-        from chatlab.lab.bench.tasks import TASKS
-
         for e in engines or []:
             get_engine(e)  # an UnknownNameError listing the registry's rows
         if rounds is not None and rounds < 1 or tokens is not None and tokens < 2:
@@ -84,9 +83,7 @@ class BenchConfig:
 def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
     """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
     a task, its cases too (`cases`, a list of prompts)."""
-    from chatlab.lab.bench.tasks import task_messages
-    from chatlab.models import load_tokenizer
-    from chatlab.render import resolve
+    from chatlab.render import resolve  # pydantic at its top: kept out of the workers, which measure their memory
 
     res = resolve(load_tokenizer(model), model)
     short = res.render([{"role": "user", "content": SHORT_QUESTION}]).ids
@@ -251,8 +248,6 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
     Engines that cannot run here (an optional package missing) are listed under `skipped`."""
     from tqdm.auto import tqdm
-
-    from chatlab.lab.bench.report import add_ratios
 
     skipped = [{"name": e, "reason": why} for e in config.engines
                if (why := unavailable(e, config.precision))]

@@ -30,15 +30,15 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-import httpx
-
 from chatlab._thirdparty import Jsonable, LoaderOption
+from chatlab.backends import get_spec
 from chatlab.backends.precision import cpu_info
 from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
-from chatlab.generate import Event
+from chatlab.generate import Event, Finished, TextDelta
 from chatlab.lab.bench.stored import ceiling_line, cpu_name, kept
+from chatlab.lab.finetune import first_difference
 from chatlab.serve import start_server
 
 STORY_CHAT = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
@@ -77,8 +77,6 @@ def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Event]:
 
 
 def raw_rate(engine: ChatEngine, tokens: int) -> float:
-    from chatlab.generate import TextDelta
-
     plan = chat_plan(engine, {"messages": STORY_CHAT, "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
     # a delta may carry several tokens (a batched source, speculation): count tokens, not deltas
     stamps = [(time.perf_counter(), len(ev.token_ids)) for ev in engine.events(plan)
@@ -90,6 +88,8 @@ def stream_reply(url: str, model: str, messages: list[dict[str, str]], tokens: i
                  clock: Callable[[], float], timeout: float) -> tuple[list[float], int]:
     """One streamed greedy reply of exactly `tokens`: when each chunk with content arrived (by
     `clock`), and the usage chunk's completion tokens."""
+    import httpx
+
     body = {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     stamps, used = [], 0
@@ -135,8 +135,6 @@ def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) 
 def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
     """Tokens/s of `plans` run at once through the engine's token source (no HTTP, no SSE): the
     engine's own aggregate rate, the ceiling for the server's."""
-    from chatlab.generate import Finished
-
     def drain(plan: ChatPlan) -> int:
         # one consumer per stream, as the server has: genai's scheduler thread waits after each
         # step until every stream's ids are taken, so draining them one after another would stall it
@@ -152,9 +150,6 @@ def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
 
 def greedy_equality(engine: ChatEngine, args: ServingRun) -> dict[str, Jsonable]:
     """K prompts, greedy, `tokens` each: chatlab's OpenVINO loop at f32 vs the served engine."""
-    from chatlab.generate import Finished
-    from chatlab.lab.finetune import first_difference
-
     loop = load_engine(args.model, "openvino", args.weight_format, precision="f32")
     same, firsts = 0, []
     for prompt in STORY_PROMPTS[:args.equal]:
@@ -175,8 +170,6 @@ def pct(values: list[float], q: float) -> float:
 
 def load_main(args: ServingRun) -> dict[str, Jsonable]:
     """N concurrent clients against one client on one server (and the engine alone beside it)."""
-    from chatlab.backends import get_spec
-
     weight_format = args.weight_format or get_spec(args.backend).default_weight_format
     rounds = args.rounds or 2
     options = dict(args.options)

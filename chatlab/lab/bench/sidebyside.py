@@ -18,20 +18,19 @@ import statistics
 from typing import Callable
 
 from chatlab._thirdparty import Jsonable
-
+from chatlab.errors import ChatlabError
+from chatlab.lab.bench import engines as bench_engines
 from chatlab.lab.bench.engines import BASELINE
 from chatlab.lab.bench.runner import Bar, Worker, add_answer, call_in_child, plan_groups, start_worker
-from chatlab.errors import ChatlabError
+from chatlab.lab.bench.tasks import task_messages
+from chatlab.models import load_tokenizer
+from chatlab.render import resolve
 
 METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
 
 
 def task_cases(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
     """The first `limit` cases of each task, rendered at the id level as the bench renders them."""
-    from chatlab.lab.bench.tasks import task_messages
-    from chatlab.models import load_tokenizer
-    from chatlab.render import resolve
-
     res = resolve(load_tokenizer(model), model)
     return {t: [list(res.render(m).ids) for m in task_messages(t)[:limit]] for t in tasks}
 
@@ -117,9 +116,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
     `stop_at_eos`: each reply ends at the model's end token (at most `tokens`), as served."""
     from tqdm.auto import tqdm
 
-    from chatlab.lab.bench.engines import unavailable
-
-    skipped = [{"name": e, "reason": why} for e in engines if (why := unavailable(e, precision))]
+    skipped = [{"name": e, "reason": why} for e in engines if (why := bench_engines.unavailable(e, precision))]
     runnable = [e for e in engines if e not in {s["name"] for s in skipped}]
     cases = task_cases_in_child(model, tasks, rounds)
     groups = plan_groups(runnable)

@@ -18,13 +18,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
-from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
-from chatlab.lab.bench.report import BOUNDED_TASKS
+from chatlab.backends.precision import check_precision, cpu_info
+from chatlab.data import data_dir
+from chatlab.engine import load_engine
+from chatlab.errors import ChatlabError
+from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import FAST_ENGINES
+from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
+from chatlab.lab.bench.replay import REPLIES, oracle, until_end
+from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
+from chatlab.lab.bench.sidebyside import run_tasks
+from chatlab.lab.bench.stored import label, write_json
 from chatlab.lab.bench.tasks import COPY_TASKS, TASKS
+from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
+from chatlab.lab.evals import measured_on
 
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
@@ -32,8 +41,6 @@ SIDE_BY_SIDE = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
 # --fast: the fast profile (chatlab.backends.fast) on chatlab's loop and on genai, beside llama.cpp
 FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
 OUT = "data/bench/speculate-run.json"
-if TYPE_CHECKING:
-    from chatlab.lab.bench.turns import Turnable
 
 
 def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
@@ -123,8 +130,6 @@ def oracle_bounds(part: dict[str, Jsonable],
     the bound an oracle drafter reaches on the same cases (`replay.oracle` over the recorded
     greedy replies of the cases this run timed, the first `rounds` of each task, cut at their
     end token as the run's replies are). None where a row or the recording is missing."""
-    from chatlab.lab.bench.replay import oracle, until_end
-
     rows = {r["name"]: r for r in part["engines"]}
     out: dict[str, dict[str, Jsonable]] = {}
     for task in part["tasks"]:
@@ -145,17 +150,11 @@ def oracle_bounds(part: dict[str, Jsonable],
 
 def recorded_replies() -> dict[str, list[dict[str, list[int]]]] | None:
     """The greedy replies `chatlab bench replay --record` stored, or None."""
-    from chatlab.data import data_dir
-    from chatlab.lab.bench.replay import REPLIES
-
     path = data_dir().joinpath(*REPLIES)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, Jsonable]:
-    from chatlab.engine import load_engine
-    from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
-
     engines: dict[str, Turnable] = {
         "reuse": load_engine(model, "openvino", precision=precision, reuse_prefix=True),
         "plain": load_engine(model, "openvino", precision=precision),
@@ -168,8 +167,6 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
 def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
     """The run as text: the engines per task, tokens per pass, the growing chat, and (unless
     `targets=False`, as a lesson prints it) each target with its ratio and verdict."""
-    from chatlab.lab.bench.report import cpu_line
-
     tasks = result["tasks"]
     upto = "up to " if tasks.get("stop_at_eos") else ""
     ends = ", each reply ending at its end token" if tasks.get("stop_at_eos") else ", end token ignored"
@@ -242,13 +239,6 @@ class SpeculateRun:
 def run(args: SpeculateRun) -> dict[str, Jsonable]:
     """Time the task shapes and the growing chat, judge each target, print the report and
     write the JSON; the result returned. Bad sizes are refused before anything loads."""
-    from chatlab.backends.precision import check_precision, cpu_info
-    from chatlab.errors import ChatlabError
-    from chatlab.generate.speculate import Speculation
-    from chatlab.lab.bench.sidebyside import run_tasks
-    from chatlab.lab.bench.stored import label, write_json
-    from chatlab.lab.evals import measured_on
-
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
     drafts = None  # each row's own default

@@ -24,7 +24,10 @@ import tempfile
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.precision import cpu_info
+from chatlab.data import data_dir, data_path
 from chatlab.errors import ChatlabError
+from chatlab.lab.bench.report import format_table
 
 FOLDER = "bench"  # inside chatlab's data folder
 RUN_KEYS = ("date", "command", "machine", "cpu")
@@ -34,8 +37,6 @@ CEILING_TARGET = 0.90  # share of the engine's own batching gain the server shou
 def label(result: dict[str, Jsonable], command: str, machine: str,
           date: str | None = None) -> dict[str, Jsonable]:
     """`result` with its `run` record (this machine's CPU, today's date unless given)."""
-    from chatlab.backends.precision import cpu_info
-
     if not command.strip() or not machine.strip():
         raise ChatlabError("a stored result needs the command that made it and a line about the "
                            "machine (e.g. 'a quiet 2-core VM'): pass --command and --machine")
@@ -58,8 +59,6 @@ def write_json(result: dict[str, Jsonable], path: str | Path) -> Path:
 
 def load_stored(name: str) -> dict[str, Jsonable]:
     """A labelled result from `data/bench/NAME`; an unlabelled or unreadable one is an error."""
-    from chatlab.data import data_path
-
     path = data_path(FOLDER, name)
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
@@ -87,8 +86,6 @@ def run_label(result: dict[str, Jsonable]) -> str:
 def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
     """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
     without the speed-target lines, as the notebooks show it)."""
-    from chatlab.lab.bench.report import format_table
-
     return run_label(result) + "\n" + format_table(result, targets=targets)
 
 
@@ -146,8 +143,6 @@ def serving_table(result: dict[str, Jsonable]) -> str:
 
 def store(name: str, text: str, command: str, machine: str) -> Path:
     """`text`, the JSON a bench run printed, labelled (`label`) and written to data/bench/NAME."""
-    from chatlab.data import data_dir
-
     try:
         result = json.loads(text)
     except ValueError as err:

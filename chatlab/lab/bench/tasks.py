@@ -13,13 +13,12 @@ Each task yields chat message lists; `task_prompts` renders them with the model'
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer
+from chatlab.data import data_path
 from chatlab.errors import ChatlabError, UnknownNameError
-
-if TYPE_CHECKING:
-    from chatlab.lab.evals.retrieval import Passage
+from chatlab.lab.evals.retrieval import Passage, contains, split_passages
+from chatlab.lab.evals.sets import load_dogs, load_questions
 
 TASKS = ["extract", "rag", "rewrite", "story"]
 COPY_TASKS = ["extract", "rag", "rewrite"]
@@ -31,8 +30,6 @@ STORY_TOPICS = ["a lighthouse keeper who finds a lost kite", "a robot learning t
 def task_messages(task: str) -> list[list[dict[str, str]]]:
     """The message lists of one task, in a fixed order (every case of its eval set)."""
     if task == "extract":
-        from chatlab.lab.evals.sets import load_dogs
-
         return [[{"role": "user", "content": "Extract the dog's name and colour from this text "
                   "and answer with JSON like {\"name\": ..., \"color\": ...}, then quote the "
                   f"sentence that says so.\n\nText: {case.text}"}] for case in load_dogs()]
@@ -50,10 +47,6 @@ def task_messages(task: str) -> list[list[dict[str, str]]]:
 
 
 def questions_with_passages() -> list[tuple[str, str]]:
-    from chatlab.data import data_path
-    from chatlab.lab.evals.retrieval import contains, split_passages
-    from chatlab.lab.evals.sets import load_questions
-
     passages = split_passages(data_path("docs"))
     out = []
     for q in load_questions():
@@ -65,11 +58,8 @@ def questions_with_passages() -> list[tuple[str, str]]:
     return out
 
 
-def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list["Passage"]:
+def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Passage]:
     """Paragraphs of data/docs long enough to rewrite, short enough for a small model."""
-    from chatlab.data import data_path
-    from chatlab.lab.evals.retrieval import split_passages
-
     return [p for p in split_passages(data_path("docs"))
             if min_chars <= len(p.text) <= max_chars and not p.text.lstrip().startswith(("```", "|"))]
 

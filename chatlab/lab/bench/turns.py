@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Mapping, Union
+from typing import Mapping, Union
 
 from chatlab._thirdparty import Jsonable
+from chatlab.backends.export import export_model
+from chatlab.backends.precision import ov_config
+from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.errors import ChatlabError
-
-if TYPE_CHECKING:
-    from chatlab.engine import ChatEngine
+from chatlab.lab.bench.tasks import questions_with_passages
 
 
 def user_turns(n: int, start: int = 0) -> list[str]:
     """`n` user messages, from question `start` of notebook 08's set on (another conversation
     for each `start`, so that no cache holds a repeated one)."""
-    from chatlab.lab.bench.tasks import questions_with_passages
-
     every = questions_with_passages()
     pairs = every[start:start + n]
     if n < 1 or len(pairs) < n:
@@ -47,9 +46,6 @@ class GenaiChatMode:
 
     def __init__(self, model: str, precision: str = "f32") -> None:
         import openvino_genai as genai
-
-        from chatlab.backends.export import export_model
-        from chatlab.backends.precision import ov_config
 
         self.genai: Jsonable = genai  # openvino_genai: no type information
         self.pipe = genai.LLMPipeline(str(export_model(model, "int8")), "CPU", **ov_config(precision))
@@ -76,13 +72,11 @@ class GenaiChatMode:
 
 
 # What growing_chat times: a chatlab engine (its stream) or genai's own chat mode
-Turnable = Union["ChatEngine", GenaiChatMode]
+Turnable = Union[ChatEngine, GenaiChatMode]
 
 
 def timed_turn(engine: Turnable, history: list[dict[str, str]], tokens: int) -> tuple[float, str, int]:
     """(TTFT in s, reply text, prompt tokens) of one greedy turn through the engine's stream."""
-    from chatlab.engine import parse_request
-
     if isinstance(engine, GenaiChatMode):
         return engine.timed_turn(history, tokens)
 
@@ -154,8 +148,6 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         genai: bool = False) -> dict[str, Jsonable]:
     """Time a growing chat on chatlab's loop with and without prefix reuse (`genai`: and genai's
     pipeline with and without its prefix caching); print the JSON and a line per turn."""
-    from chatlab.engine import ChatEngine, load_engine
-
     user_turns(turns)  # a turn count the question set cannot fill is refused before any load
     engines: dict[str, ChatEngine] = {
         "reuse": load_engine(model, "openvino", precision="f32", reuse_prefix=True),

@@ -15,6 +15,8 @@ import resource
 import sys
 import time
 
+from chatlab.lab.bench.engines import make_engine
+
 
 def peak_rss_mb() -> float:
     """This process's peak resident memory. Not `ru_maxrss`: Linux carries that over `exec`
@@ -35,8 +37,6 @@ def main() -> None:
     speculate = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the protocol
-    from chatlab.lab.bench.engines import make_engine
-
     t0 = time.perf_counter()
     engine = make_engine(engine_name, model, precision, speculate)
     engine.load()

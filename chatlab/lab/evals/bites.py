@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from chatlab._thirdparty import HFTokenizer
+from chatlab.generate import Finished, SamplingParams, generate
 from chatlab.lab.evals.sets import Fact
-from chatlab.generate import Finished
 from chatlab.protocols import StepBackend
 from chatlab.render import Resolution
 
@@ -124,8 +124,6 @@ def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
 def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
     """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
     says exactly what the server stops on). Returns the loop's Finished event."""
-    from chatlab.generate import SamplingParams, generate
-
     params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
     last = list(generate(backend, list(prompt_ids), params))[-1]
     assert isinstance(last, Finished)  # the loop always ends with one

@@ -25,9 +25,13 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab.backends import export
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.retrieval import answer_has_key
 from chatlab.lab.evals.sets import DogCase, Question
+from chatlab.models import memory, store
+from chatlab.models.assets import get_asset
+from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
 
 OPTIONAL_MODEL = "qwen2.5-coder-0.5b-instruct"  # the stronger column, when its asset is installed
 NO_CASE = "(no eval case found in this prompt)"  # what the oracle says to a prompt it cannot place
@@ -136,8 +140,6 @@ class OracleBackend(ScriptedBackend):
 
 def hermes_call(name: str, arguments: str) -> str:
     """One call in the Hermes format (SmolLM2's and Qwen2.5's), exactly as its grammar forces it."""
-    from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
-
     return f"{CALL_HEAD}{name}{CALL_ARGS}{arguments}{CALL_END}"
 
 
@@ -195,16 +197,11 @@ def optional_model(name: str = OPTIONAL_MODEL) -> tuple[str | None, str]:
     """(`name`, "") when its asset is installed here and this session has the memory to run it
     (to build it first, when its export is not cached yet); else (None, why not), a phrase the
     notebooks print in its column ("not installed", or "skipped: needs ... GB free, ...")."""
-    from chatlab.backends.export import export_dir, is_exported
-    from chatlab.models.assets import get_asset
-    from chatlab.models.memory import headroom
-    from chatlab.models.store import is_available
-
-    if not is_available(get_asset(name)):
+    if not store.is_available(get_asset(name)):
         return None, "not installed"
-    built = is_exported(export_dir(name, "int8"))
+    built = export.is_exported(export.export_dir(name, "int8"))
     need = OPTIONAL_RUN_BYTES if built else OPTIONAL_BUILD_BYTES
-    free, where = headroom()
+    free, where = memory.headroom()
     if free < need:
         return None, (f"skipped: needs {need / 1e9:.2f} GB{'' if built else ' to build it'}, "
                       f"{free / 1e9:.2f} GB free ({where})")

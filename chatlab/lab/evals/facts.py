@@ -11,12 +11,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from chatlab.errors import ChatlabError
-
-if TYPE_CHECKING:
-    from chatlab.generate import Finished
+from chatlab.generate import Finished
 
 
 @dataclass(frozen=True)

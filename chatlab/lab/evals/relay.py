@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
+from chatlab.engine import ChatEngine, parse_request
+from chatlab.generate import TextDelta
 from chatlab.lab.evals.sets import WeatherRequest
-
-if TYPE_CHECKING:
-    from chatlab.engine import ChatEngine
+from chatlab.tools import fold, get_parser, parse_tool_calls
 
 
 TOOLS = [{"type": "function", "function": {
@@ -52,9 +52,6 @@ class Stream:
 
 def live_deltas(engine: ChatEngine, request: str, max_tokens: int = 60) -> list[str]:
     """The text deltas the generation loop yields for a forced call, before any parser."""
-    from chatlab.engine import parse_request
-    from chatlab.generate import TextDelta
-
     plan = engine.check(parse_request({
         "messages": [{"role": "user", "content": request}], "tools": TOOLS, "temperature": 0,
         "max_tokens": max_tokens, "tool_choice": {"type": "function", "function": {"name": "get_current_weather"}}}))
@@ -65,8 +62,6 @@ def live_deltas(engine: ChatEngine, request: str, max_tokens: int = 60) -> list[
 
 def naive_relay(deltas: Sequence[str]) -> Stream:
     """Forward text as it arrives; only a delta that itself starts with the tag opens a call."""
-    from chatlab.tools import parse_tool_calls
-
     content, call, collecting = "", "", False
     for d in deltas:
         if collecting:
@@ -85,8 +80,6 @@ def naive_relay(deltas: Sequence[str]) -> Stream:
 
 def buffered_relay(deltas: Sequence[str]) -> Stream:
     """chatlab's streaming parser fed the same deltas (what `engine.chat_stream` sends)."""
-    from chatlab.tools import fold, get_parser
-
     parser = get_parser("hermes", TOOLS)
     events = [e for d in deltas for e in parser.feed(d)] + parser.finish()
     result = fold(events)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from chatlab.backends.precision import cpu_info
+
 
 def measured_on(today: dt.date | None = None) -> str:
     """'2 cores, <CPU model>, YYYY-MM-DD': the cores this process may use, the CPU, the date (UTC)."""
-    from chatlab.backends.precision import cpu_info
-
     info = cpu_info()
     day = today or dt.datetime.now(dt.timezone.utc).date()
     cores = info["threads"]

@@ -9,12 +9,11 @@ from functools import lru_cache
 
 from chatlab._thirdparty import HFTokenizer
 from chatlab.lab.exercises import Case, Exercise, register
+from chatlab.models import load_tokenizer
 
 
 @lru_cache(maxsize=1)
 def _glm() -> HFTokenizer:
-    from chatlab.models import load_tokenizer
-
     return load_tokenizer("chatglm3-6b")
 
 
@@ -56,7 +55,7 @@ register(Exercise("nb01.first_difference", lambda tok=None: [
 def role_ids_reference(tok: HFTokenizer, typed: str) -> tuple[int, int]:
     """How many `<|assistant|>` ids (build_chat_input(typed), the string path with
     encode_special_tokens=True) give for text a user typed."""
-    from chatlab.models.chatglm3 import special_tokens_from_text
+    from chatlab.models.chatglm3 import special_tokens_from_text  # it imports transformers at its top
 
     assistant = tok.get_command("<|assistant|>")
     safe = tok.build_chat_input(typed)["input_ids"][0].tolist()

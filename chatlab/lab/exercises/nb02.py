@@ -3,33 +3,26 @@ the Jinja export checked against the id level. Each runs in a second or two (tok
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer
 from chatlab.lab.exercises import Case, Exercise, register
-
-if TYPE_CHECKING:
-    from chatlab.render import Resolution
+from chatlab.models import load_tokenizer
+from chatlab.render import Resolution, get_template, resolve
+from chatlab.render.io.jinja_writer import tokenizer_for
 
 
 @lru_cache(maxsize=1)
-def _glm_resolution() -> "Resolution":
-    from chatlab.models import load_tokenizer
-    from chatlab.render import resolve
-
+def _glm_resolution() -> Resolution:
     return resolve(load_tokenizer("chatglm3-6b"), "chatglm3-6b")
 
 
 @lru_cache(maxsize=8)
 def checker(template: str) -> HFTokenizer:
     """A tokenizer that knows `template`'s special tokens (chatlab.render.io.jinja_writer.tokenizer_for)."""
-    from chatlab.render import get_template
-    from chatlab.render.io.jinja_writer import tokenizer_for
-
     return tokenizer_for(get_template(template))
 
 
-def content_texts_reference(res: "Resolution", chat: list[dict[str, str]]) -> list[str]:
+def content_texts_reference(res: Resolution, chat: list[dict[str, str]]) -> list[str]:
     """Each content slot of `res.render(chat)`, decoded with the resolution's tokenizer."""
     r = res.render(chat)
     return [res.tokenizer.decode(r.ids[s.start:s.end]) for s in r.slots if s.slot == "content"]
@@ -47,8 +40,6 @@ register(Exercise("nb02.content_texts", lambda res=None: [
 def explicit_rule_reference(template: str) -> tuple[str, str]:
     """(the rule `resolve` names when the template is given explicitly, the first rendered
     token of a one-message chat) on a tokenizer that knows that template's special tokens."""
-    from chatlab.render import resolve
-
     tok = checker(template)
     r = resolve(tok, template=template)
     return r.rule, r.render([{"role": "user", "content": "hi"}]).tokens[0]
@@ -63,8 +54,6 @@ register(Exercise("nb02.explicit_rule", lambda: [
 def via_export_reference(template: str, messages: list[dict[str, str]]) -> list[int]:
     """What the *id level* gives: the exported Jinja, rendered by Hugging Face and encoded,
     must give the same ids (that is what the exercise checks)."""
-    from chatlab.render import resolve
-
     return resolve(checker(template), template=template).render(messages).ids
 
 

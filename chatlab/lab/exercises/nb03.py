@@ -13,8 +13,12 @@ from functools import lru_cache
 import numpy as np
 
 from chatlab._thirdparty import Graded
+from chatlab.generate.sampling import top_p_filter
+from chatlab.generate.stops import StopMatcher
 from chatlab.lab.exercises import Case, Exercise, register, short
 from chatlab.lab.explicit_kv import ExplicitKV, load as load_stateless
+from chatlab.models import default_model, load_tokenizer
+from chatlab.render import resolve
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."}],
@@ -23,16 +27,11 @@ PROMPTS = [FRANCE, [{"role": "user", "content": "Tell me a story about a robot."
 
 @lru_cache(maxsize=1)
 def _default_kv() -> ExplicitKV:
-    from chatlab.models import default_model
-
     return load_stateless(default_model())
 
 
 @lru_cache(maxsize=1)
 def _prompt_ids() -> tuple[tuple[int, ...], ...]:
-    from chatlab.models import default_model, load_tokenizer
-    from chatlab.render import resolve
-
     name = default_model()
     res = resolve(load_tokenizer(name), name)
     return tuple(tuple(res.render(chat).ids) for chat in PROMPTS)
@@ -80,8 +79,6 @@ register(Exercise("nb03.fourth_token", _fourth_token_cases,
 # -- top-p -------------------------------------------------------------------------------------
 
 def _top_p_reference(probs: np.ndarray, p: float) -> int:
-    from chatlab.generate.sampling import top_p_filter
-
     kept, _ = top_p_filter(np.arange(len(probs)), probs, p)
     return len(kept)
 
@@ -143,8 +140,6 @@ register(Exercise("nb03.kv_forward", _forward_cases, reference=lambda kv, ids, p
 def stop_stream_reference(deltas: list[str], stops: list[str]) -> tuple[list[str], str | None]:
     """What a stream shows: one entry per delta fed (until a stop matches); when no stop
     matched, one more entry for the text held back at the end (flushed)."""
-    from chatlab.generate.stops import StopMatcher
-
     matcher, shown = StopMatcher(stops), []
     for delta in deltas:
         r = matcher.feed(delta)

@@ -5,15 +5,14 @@ chatlab/tools/react.py, fed the same chunks). No model: each runs in well under 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Graded
 from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, defined once
 from chatlab.lab.exercises import Case, Exercise, register
 from chatlab.lab.exercises.nb03 import stop_stream_reference
-
-if TYPE_CHECKING:
-    from chatlab.tools.stream import ParserEvent
+from chatlab.tools import fold, get_parser, validate_arguments
+from chatlab.tools.stream import ContentDelta, ParserEvent, ToolCallError
+from chatlab.types import parse_tools
 
 CALL = 'Action: get_current_weather\nAction Input: {"location": "Boston", "unit": "celsius"}'
 
@@ -25,8 +24,6 @@ def chunks(text: str, size: int) -> list[str]:
 # -- Hermes: markup that is not a call ----------------------------------------------------------
 
 def hermes_content_reference(text: str, size: int) -> str | None:
-    from chatlab.tools import fold, get_parser
-
     parser = get_parser("hermes", TOOLS)
     events = [e for piece in chunks(text, size) for e in parser.feed(piece)] + parser.finish()
     return fold(events).content
@@ -57,9 +54,6 @@ register(Exercise("nb04.shown_text", lambda: [
 # -- schema problems ----------------------------------------------------------------------------
 
 def problems_reference(arguments: str) -> list[str]:
-    from chatlab.tools import validate_arguments
-    from chatlab.types import parse_tools
-
     return validate_arguments(arguments, parse_tools(TOOLS), "get_current_weather")
 
 
@@ -76,10 +70,6 @@ register(Exercise("nb04.schema_problems", lambda: [
 def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[list[str], tuple[str, dict] | None]:
     """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what
     it sent at the end, and the call (name, arguments as a dict) or None."""
-    from chatlab.tools import get_parser
-    from chatlab.tools.stream import ContentDelta, ToolCallError
-    from chatlab.types import parse_tools
-
     def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too
         return "".join(e.text for e in events if isinstance(e, (ContentDelta, ToolCallError)))
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from chatlab._thirdparty import Jsonable
+from chatlab.lab.bench.stored import load_stored
 from chatlab.lab.exercises import Case, Exercise, register
 
 
 def _stored(name: str) -> dict[str, Jsonable]:
-    from chatlab.lab.bench.stored import load_stored
-
     return load_stored(name)
 
 
