@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from chatlab.backends.export import export_dir, export_model, is_exported
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
@@ -18,8 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export_model(args: argparse.Namespace) -> int:
-    from chatlab.backends.export import export_dir, export_model, is_exported
-
     stateful = not args.stateless
     cached = is_exported(export_dir(args.model, args.weight_format, stateful)) and not args.force
     folder = export_model(args.model, args.weight_format, force=args.force, stateful=stateful)

@@ -5,15 +5,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
-
+from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
+from chatlab.render import resolve
+from chatlab.render.audit import audit
+from chatlab.render.builtin import TEMPLATES, get_template
+from chatlab.render.io import LoadedTemplate, export_template, load_template
+from chatlab.render.io.certify import certify_export
+from chatlab.render.io.certify import name as engine_name
 from chatlab.render.io.registry import EXPORT_TARGETS, TEMPLATE_FORMATS
-
-if TYPE_CHECKING:
-    from chatlab.render.io import LoadedTemplate
+from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
+from chatlab.types import parse_messages, parse_tools
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,14 +74,12 @@ def _read_json(path: str, what: str) -> Jsonable:
 
 def _check_template(name: str | None) -> None:
     if name:
-        from chatlab.render.builtin import get_template
 
         get_template(name)  # an unknown name fails before any model loads
 
 
-def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplate | None":
+def load_cli_template(name: str | None, fmt: str | None) -> str | LoadedTemplate | None:
     """A built-in name as it is; a file loaded now (a bad file fails before any model loads)."""
-    from chatlab.render.builtin import TEMPLATES
 
     if name is None:
         if fmt:
@@ -91,7 +93,6 @@ def load_cli_template(name: str | None, fmt: str | None) -> "str | LoadedTemplat
         _check_template(name)  # an unknown name: the list of valid ones
     import warnings
 
-    from chatlab.render.io import load_template
 
     with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
         warnings.simplefilter("always")
@@ -105,9 +106,6 @@ def run_render(args: argparse.Namespace) -> int:
     template = load_cli_template(args.template, args.template_format)
     messages = _read_json(args.messages, "messages")
     tools = _read_json(args.tools, "tools") if args.tools else None
-    from chatlab.models import load_tokenizer
-    from chatlab.render import resolve
-    from chatlab.types import parse_messages, parse_tools
 
     tokenizer = load_tokenizer(args.model)
     # the server's render step (Resolution.render_request), so both give the same ids
@@ -131,7 +129,6 @@ def run_render(args: argparse.Namespace) -> int:
 
 
 def run_templates(args: argparse.Namespace) -> int:
-    from chatlab.render.builtin import TEMPLATES
 
     for name, t in TEMPLATES.items():
         tools = f" [tools: {t.tool_format.name}]" if t.tool_format else ""
@@ -141,8 +138,6 @@ def run_templates(args: argparse.Namespace) -> int:
 
 def run_audit(args: argparse.Namespace) -> int:
     _check_template(args.template)
-    from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
-    from chatlab.render.audit import audit
 
     tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
     label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
@@ -153,7 +148,6 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_export_template(args: argparse.Namespace) -> int:
-    from chatlab.render.io import export_template
 
     loaded = load_cli_template(args.name, args.template_format)
     assert loaded is not None  # NAME is a required argument
@@ -176,15 +170,12 @@ def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", tex
         print(f"{say} note: the export is unchecked; pass --model M to check that {args.format} renders "
               "the template's ids with M's tokenizer", file=sys.stderr)
         return True
-    from chatlab.models import load_tokenizer
-    from chatlab.render.io.certify import certify_export, name
-    from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
 
     cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
     row = cert.cells[args.format]
     counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    engine = name(args.format)
+    engine = engine_name(args.format)
     found = cert.first_difference()
     if found is None:
         if counts[EQUAL]:
