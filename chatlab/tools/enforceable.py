@@ -220,7 +220,8 @@ FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
 # Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, an octet
 # with a leading zero, a hostname label of 64 letters, a pointer with a `\s` escape): the grammar
 # gets these patterns instead, exact or narrower. Leap seconds are left out (jsonschema's checker
-# takes none), and so is year 0000; a hostname has at most 3 labels (its length stays under
+# takes none), and so is year 0000, and a fraction of a second has at most 9 digits (a small
+# model may never stop writing digits); a hostname has at most 3 labels (its length stays under
 # 253), an ipv6 address has no dotted ipv4 tail, a JSON pointer's names use letters, digits,
 # `_`, `.`, `-` and the escapes ~0 and ~1. No
 # character in them is one a JSON string escapes, so a reader without regexes can take them
@@ -231,7 +232,7 @@ _MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12
               "|02-(0[1-9]|1[0-9]|2[0-8])")
 _LEAP_DAY = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
 _DATE = f"({_YEAR}-({_MONTH_DAY})|{_LEAP_DAY})"
-_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 _OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HEX = "[0-9A-Fa-f]{1,4}"
@@ -325,7 +326,7 @@ def _follow_ref(node: dict[str, Jsonable], root: Jsonable, refs: Refs,
         try:
             target = refs.target(ref)
         except LookupError:
-            raise ChatlabError(f"{where} has $ref {ref!r}, which names nothing in the schema (no "
+            raise ChatlabError(f"{where} uses '$ref' {ref!r}, which names nothing in the schema (no "
                                "such JSON pointer or $anchor), so no grammar can follow it; point "
                                "it at a subschema (a JSON pointer, with ~1 for / and ~0 for ~ in "
                                "a name) or at an $anchor", param=f"{where}.$ref") from None
@@ -536,7 +537,7 @@ def _keep_valid_values(root: dict[str, Jsonable], param: str) -> None:
                                f"it ({', '.join(beside)}) refuse, so no value matches the schema; "
                                "make them agree", param=where)
         values = node.get("enum")
-        if isinstance(values, list):
+        if isinstance(values, list) and values:  # (an empty enum: xgrammar's own error says so)
             kept = [v for v in values if check.is_valid(v)]
             if not kept:
                 raise ChatlabError(f"{where} uses 'enum', whose values the keywords beside it "
