@@ -341,9 +341,12 @@ def _follow_ref(node: dict[str, Jsonable], root: Jsonable, refs: Refs,
             raise ChatlabError(f"{where} has $ref {ref!r} to a schema that matches nothing "
                                f"(false), so no value matches it; point the $ref elsewhere",
                                param=f"{where}.$ref")
-        clash = next((k for k in beside if k not in _ON_THEIR_OWN or k in target), None)
+        choice = next((k for k in ("anyOf", "oneOf", "allOf") if k in target), None)
+        clash = next((k for k in beside if k not in _ON_THEIR_OWN or k in target or choice), None)
         if clash is not None:
             fix = (f"its target sets {clash!r} too); keep one {clash!r}, in the target" if clash in target
+                   else f"its target is a {choice!r}, beside which the grammar compiler drops "
+                        f"keywords too); move {clash!r} into each of its subschemas" if choice
                    else f"{clash!r} does not mean the same written into the target); move it there")
             raise ChatlabError(f"{where} uses {clash!r} beside a $ref, which constrained decoding "
                                f"cannot enforce (the grammar compiler follows the $ref and drops "
