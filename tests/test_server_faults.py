@@ -345,6 +345,48 @@ def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
         assert post(server, {"messages": HI, "max_tokens": 4, "response_format": json_schema(schema)}).status_code == 200
 
 
+# the shapes a demanding client tried (tests/test_tools_constrain.py has them on the loop)
+SHAPES = [
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/n", "minimum": 1000}}, "required": ["a"],
+     "$defs": {"n": {"type": "integer", "maximum": 99999}}},
+    {"type": "object", "properties": {"m": {"$ref": "#minute"}}, "required": ["m"],
+     "$defs": {"m": {"$anchor": "minute", "type": "integer", "minimum": 0, "maximum": 59}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"},
+     "required": ["a", "b"], "maxProperties": 2},
+    {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"},
+                                      "at": {"type": "string", "format": "time"},
+                                      "on": {"type": "string", "format": "date-time"}}, "required": ["ip", "at", "on"]},
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a~1b"}, "t": {"$ref": "#/$defs/c~0d"}},
+     "required": ["a", "t"], "$defs": {"a/b": {"type": "integer", "maximum": 3}, "c~d": {"enum": ["x", "y"]}}},
+]
+
+
+@pytest.mark.slow
+def test_genai_enforces_the_loops_rewritten_schemas(genai_server: Any) -> None:
+    """The genai backend gets the same rewritten schema, its format patterns written out as
+    rules its older grammar reader takes: sampled replies validate, and what the loop refuses
+    it refuses with the same 400."""
+    import jsonschema
+
+    for schema in SHAPES:
+        check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        for seed in range(3):
+            r = post(genai_server, {"messages": [{"role": "user", "content": "Reply in JSON."}], "max_tokens": 120,
+                                    "temperature": 1, "seed": seed, "response_format": json_schema(schema)})
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            assert choice["finish_reason"] == "stop", choice
+            assert check.is_valid(json.loads(choice["message"]["content"])), (schema, choice)
+    tool = {"type": "function", "function": {"name": "f", "parameters": SHAPES[0]}}
+    r = post(genai_server, {"messages": HI, "max_tokens": 60, "temperature": 1, "seed": 1, "tools": [tool],
+                            "tool_choice": {"type": "function", "function": {"name": "f"}}})
+    [call] = r.json()["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["a"] >= 1000, call
+    ghost = {"type": "object", "properties": {}, "additionalProperties": False, "required": ["ghost"]}
+    err = error_of(post(genai_server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(ghost)}))
+    assert err["param"] == "response_format.json_schema.schema" and "'required'" in err["message"]
+
+
 # -- random schemas ----------------------------------------------------------------------------
 from urllib.parse import quote  # noqa: E402 - the property test's own imports
 

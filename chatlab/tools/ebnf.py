@@ -195,7 +195,7 @@ def spell_out(ebnf: str, patterns: Collection[str]) -> str:
     for line in ebnf.splitlines():
         m = _REGEX_RULE.match(line)
         # the literal as printed, with its escapes (`\?`) undone: patterns have no backslash
-        pattern = None if m is None else re.sub(r"\\(.)", r"\1", m.group(2))
+        pattern = "" if m is None else re.sub(r"\\(.)", r"\1", m.group(2))
         if m is None or pattern not in patterns:
             lines.append(line)
             continue
