@@ -389,7 +389,8 @@ class _CharGrammar:
 SAMPLED = {
     "ref-with-sibling": ENFORCED["ref-with-sibling"][0],
     "anchor": ENFORCED["anchor"][0],
-    "required-outside-properties": ENFORCED["required-from-additional"][0],
+    "required-outside-properties": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],
+                                    "additionalProperties": {"type": "integer"}, "maxProperties": 2},
     "pointer-escapes": ENFORCED["pointer-escapes"][0],
     "ipv4-and-time": {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"},
                                                        "at": {"type": "string", "format": "time"}},
