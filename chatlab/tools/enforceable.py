@@ -219,14 +219,13 @@ def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
 FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
 # Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, an octet
 # with a leading zero, a hostname label of 64 letters, a pointer with a `\s` escape): the grammar
-# gets these patterns instead, exact or narrower. Leap seconds are left out (jsonschema's checker
-# takes none), and so is year 0000, and a fraction of a second has at most 9 digits (a small
-# model may never stop writing digits); a hostname has at most 3 labels (its length stays under
-# 253), an ipv6 address has no dotted ipv4 tail, a JSON pointer's names use letters, digits,
-# `_`, `.`, `-` and the escapes ~0 and ~1. No
-# character in them is one a JSON string escapes, so a reader without regexes can take them
-# written out as rules (ebnf.py). Other formats (uri-template, relative-json-pointer, iri, ...)
-# are refused.
+# gets these patterns instead, exact or narrower. Left out: leap seconds (jsonschema's checker
+# takes none), year 0000, a fraction of a second over 9 digits (a small model may never stop
+# writing digits), hostnames of over 3 labels (so the length stays under 253), an ipv6 address
+# with a dotted ipv4 tail, pointer names with characters other than letters, digits, `_`, `.`,
+# `-` and the escapes ~0 and ~1. No character in them is one a JSON string escapes, so a reader
+# without regexes can take them written out as rules (ebnf.py). Other formats (uri-template,
+# relative-json-pointer, iri, ...) are refused.
 _YEAR = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
 _MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
               "|02-(0[1-9]|1[0-9]|2[0-8])")
@@ -432,8 +431,9 @@ def _may_be(node: dict[str, Jsonable], kind: str) -> bool:
 
 def _infer_type(node: dict[str, Jsonable]) -> None:
     """Give a schema without `type` the type its keywords are about (the first, if several):
-    xgrammar allows any JSON value there, where a number would pass `required` but not its
-    string-typed twin. Narrower, never wider: keywords for other types say nothing about it."""
+    xgrammar allows any JSON value for it and drops its keywords (`{"required": ["a"]}` would
+    let `{}` through). Narrower, never wider: the keywords about other types say nothing about
+    a value of the type chosen."""
     if any(k in node for k in ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf")):
         return
     kind = next((kind for kind, keywords in _TYPE_OF.items() if any(k in node for k in keywords)), None)
