@@ -524,9 +524,55 @@ def test_unenforced_keywords_are_refused_naming_them(server: Any) -> None:
         assert post(server, {"messages": HI, "max_tokens": 4, "response_format": json_schema(schema)}).status_code == 200
 
 
+# the shapes a demanding client tried (tests/test_tools_constrain.py has them on the loop)
+SHAPES = [
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/n", "minimum": 1000}}, "required": ["a"],
+     "$defs": {"n": {"type": "integer", "maximum": 99999}}},
+    {"type": "object", "properties": {"m": {"$ref": "#minute"}}, "required": ["m"],
+     "$defs": {"m": {"$anchor": "minute", "type": "integer", "minimum": 0, "maximum": 59}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"},
+     "required": ["a", "b"], "maxProperties": 2},
+    {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"},
+                                      "at": {"type": "string", "format": "time"},
+                                      "on": {"type": "string", "format": "date-time"}}, "required": ["ip", "at", "on"]},
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a~1b"}, "t": {"$ref": "#/$defs/c~0d"}},
+     "required": ["a", "t"], "$defs": {"a/b": {"type": "integer", "maximum": 3}, "c~d": {"enum": ["x", "y"]}}},
+]
+
+
+@pytest.mark.slow
+def test_genai_enforces_the_loops_rewritten_schemas(genai_server: Any) -> None:
+    """The genai backend gets the same rewritten schema, its format patterns written out as
+    rules its older grammar reader takes: sampled replies validate, and what the loop refuses
+    it refuses with the same 400."""
+    import jsonschema
+
+    for schema in SHAPES:
+        check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        for seed in range(3):
+            r = post(genai_server, {"messages": [{"role": "user", "content": "Reply in JSON."}], "max_tokens": 120,
+                                    "temperature": 1, "seed": seed, "response_format": json_schema(schema)})
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            assert choice["finish_reason"] == "stop", choice
+            assert check.is_valid(json.loads(choice["message"]["content"])), (schema, choice)
+    tool = {"type": "function", "function": {"name": "f", "parameters": SHAPES[0]}}
+    r = post(genai_server, {"messages": HI, "max_tokens": 60, "temperature": 1, "seed": 1, "tools": [tool],
+                            "tool_choice": {"type": "function", "function": {"name": "f"}}})
+    [call] = r.json()["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["a"] >= 1000, call
+    ghost = {"type": "object", "properties": {}, "additionalProperties": False, "required": ["ghost"]}
+    err = error_of(post(genai_server, {"messages": HI, "max_tokens": 8, "response_format": json_schema(ghost)}))
+    assert err["param"] == "response_format.json_schema.schema" and "'required'" in err["message"]
+
+
 # -- random schemas ----------------------------------------------------------------------------
-from hypothesis import HealthCheck, given, settings  # noqa: E402 - the property test's own imports
+from urllib.parse import quote  # noqa: E402 - the property test's own imports
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from chatlab.tools.enforceable import FORMAT_PATTERNS, FORMATS  # noqa: E402
 
 LEAF = st.one_of(
     st.builds(lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": lo + hi},
@@ -536,15 +582,32 @@ LEAF = st.one_of(
     st.builds(lambda vs: {"enum": vs}, st.lists(st.sampled_from(["a", "b", 1, None, True]), min_size=1,
                                                max_size=3, unique_by=repr)),
     st.just({"type": "string", "pattern": "^[a-c]+$"}), st.just({"$ref": "#"}), st.just({}),
+    # formats the grammar enforces, and some it refuses (by name)
+    st.builds(lambda f: {"type": "string", "format": f},
+              st.sampled_from(sorted(FORMATS | set(FORMAT_PATTERNS)) + ["password", "uri-template", "iri"])),
 )
 
 
-def _object(props: dict[str, Any], required: list[str], closed: bool) -> dict[str, Any]:
+def _object(props: dict[str, Any], required: list[str], closed: bool, listed_only: bool) -> dict[str, Any]:
+    """An object schema; `required` may name properties `properties` does not list (with
+    `additionalProperties: false` too, which no object matches)."""
     out: dict[str, Any] = {"type": "object", "properties": props,
-                           "required": [k for k in required if k in props]}
+                           "required": [k for k in required if k in props or not listed_only]}
     if closed:
         out["additionalProperties"] = False
     return out
+
+
+def _referring(target: Any, key: str, by_anchor: bool, beside: dict[str, Any]) -> dict[str, Any]:
+    """A schema whose one required property is `target`, reached through `$defs[key]` by a JSON
+    pointer (its name escaped as RFC 6901 and URI fragments say) or by an `$anchor`, with
+    `beside` next to the $ref."""
+    if by_anchor:
+        target, ref = {**target, "$anchor": "it"}, "#it"
+    else:
+        ref = "#/$defs/" + quote(key.replace("~", "~0").replace("/", "~1"), safe="~$")
+    return {"type": "object", "properties": {"v": {"$ref": ref, **beside}}, "required": ["v"],
+            "$defs": {key: target}}
 
 
 SCHEMAS = st.recursive(LEAF, lambda inner: st.one_of(
@@ -552,12 +615,17 @@ SCHEMAS = st.recursive(LEAF, lambda inner: st.one_of(
                                          "maxItems": lo + 2, **({"uniqueItems": True} if unique else {})},
               inner, st.integers(0, 2), st.booleans()),
     st.builds(_object, st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
-              st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), st.booleans()),
+              st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True), st.booleans(), st.booleans()),
     st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
     st.builds(lambda xs: {"oneOf": xs}, st.lists(inner, min_size=1, max_size=3)),
     st.builds(lambda xs: {"allOf": xs}, st.lists(inner, min_size=1, max_size=2)),
     st.builds(lambda x: {"not": x}, inner),
 ), max_leaves=6)
+# the same, some reached through a $ref: names that need escaping, an $anchor, keywords beside
+SCHEMAS = st.one_of(SCHEMAS, st.builds(
+    _referring, SCHEMAS, st.sampled_from(["plain", "a/b", "c~d", "e f", "~1", "x%y"]), st.booleans(),
+    st.sampled_from([{}, {"description": "d"}, {"minimum": 3}, {"maxLength": 2}, {"type": "string"},
+                     {"required": ["z"]}, {"properties": {}}, {"format": "ipv4"}])))
 
 
 def closer(tokenizer: Any) -> Any:
@@ -588,20 +656,39 @@ def closer_server(engine: Any) -> Iterator[Any]:
         yield srv
 
 
+def names_a_keyword(message: str, schema: Any) -> bool:
+    """Whether a refusal names one of the keywords the schema uses, quoted (or xgrammar's own
+    reason, for what its compiler refuses: a minimum above the maximum, an empty enum)."""
+    keys: set[str] = set()
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            keys |= set(node)
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return any(f"{k!r}" in message or f"({k} " in message for k in keys) or "cannot be turned into a grammar" in message
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(schema=SCHEMAS)
 def test_random_schemas_are_enforced_or_refused_and_the_server_goes_on(closer_server: Any, schema: Any) -> None:
     import jsonschema
 
-    r = post(closer_server, {"messages": HI, "max_tokens": 120, "temperature": 0,
+    r = post(closer_server, {"messages": HI, "max_tokens": 120, "temperature": 1, "seed": 0, "n": 2,
                              "response_format": json_schema(schema)})
     assert r.status_code in (200, 400), r.text
     if r.status_code == 400:
-        assert r.json()["error"]["param"].startswith("response_format.json_schema"), r.text
+        error = r.json()["error"]
+        assert error["param"].startswith("response_format.json_schema"), r.text
+        assert names_a_keyword(error["message"], schema), r.text
     else:
-        choice = r.json()["choices"][0]
-        if choice["finish_reason"] == "stop":  # a reply cut by max_tokens is unfinished JSON
-            jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+        check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        for choice in r.json()["choices"]:
+            if choice["finish_reason"] == "stop":  # a reply cut by max_tokens is unfinished JSON
+                value = json.loads(choice["message"]["content"])
+                assert check.is_valid(value), (schema, value)
     r = post(closer_server, {"messages": HI, "max_tokens": 4})
     assert r.status_code == 200, r.text
 
@@ -615,7 +702,11 @@ def test_genai_random_schemas_never_break_the_shared_pipeline(genai_server: Any,
     r = post(genai_server, {"messages": [{"role": "user", "content": "Answer in JSON."}], "max_tokens": 48,
                             "temperature": 0, "response_format": json_schema(schema)})
     assert r.status_code in (200, 400), r.text
-    if r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop":
-        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), schema)
+    if r.status_code == 400:
+        assert names_a_keyword(r.json()["error"]["message"], schema), r.text
+    elif r.json()["choices"][0]["finish_reason"] == "stop":
+        check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        value = json.loads(r.json()["choices"][0]["message"]["content"])
+        assert check.is_valid(value), (schema, value)
     r = post(genai_server, {"messages": HI, "max_tokens": 4})
     assert r.status_code == 200, r.text

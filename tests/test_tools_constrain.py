@@ -112,7 +112,7 @@ def _tool(schema: dict) -> list:
 
 
 # jsonschema accepts these; xgrammar cannot compile them: a 400 before the request is queued
-UNCOMPILABLE = [{"$ref": "#/nope"}, {"type": "string", "enum": []},
+UNCOMPILABLE = [{"type": "string", "enum": []},
                 {"type": "string", "minLength": 5, "maxLength": 2}]
 
 
@@ -205,3 +205,219 @@ def test_smollm2_auto_leaves_plain_answers_alone(smollm2):
     free = _greedy(smollm2, "Say hello.", None, 12)
     proc = _proc(smollm2[1], TOOLS, "auto", None, "hermes")
     assert proc is not None and _greedy(smollm2, "Say hello.", proc, 12) == free
+
+
+# -- schemas xgrammar reads otherwise: rewritten to what it enforces, or refused -----------------
+RF = "response_format.json_schema.schema"
+
+
+def _json_schema(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+
+
+def _matcher(tokenizer, schema: dict):
+    return _proc(tokenizer, None, None, _json_schema(schema)).matcher
+
+
+def _takes(tokenizer, schema: dict, value) -> bool:
+    """Whether the schema's grammar takes `value` written as compact JSON, whole."""
+    matcher = _matcher(tokenizer, schema)
+    return matcher.accept_string(json.dumps(value)) and matcher.is_completed()
+
+
+# (schema, a value JSON Schema allows that xgrammar left out or broke, a value it refuses)
+ENFORCED = {
+    "ref-with-sibling": ({"type": "object", "properties": {"a": {"$ref": "#/$defs/n", "minimum": 1000}},
+                          "required": ["a"], "$defs": {"n": {"type": "integer"}}}, {"a": 1000}, {"a": 3}),
+    "anchor": ({"type": "object", "properties": {"m": {"$ref": "#minute"}}, "required": ["m"],
+                "$defs": {"m": {"$anchor": "minute", "type": "integer", "minimum": 0, "maximum": 59}}},
+               {"m": 59}, {"m": 60}),
+    "required-outside-properties": ({"type": "object", "properties": {"a": {"type": "string"}},
+                                     "required": ["a", "b"]}, {"a": "x", "b": 1}, {"a": "x"}),
+    "required-from-additional": ({"type": "object", "properties": {}, "additionalProperties": {"type": "integer"},
+                                  "required": ["n"]}, {"n": 4}, {}),
+    "pointer-escapes": ({"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/a~1b"}, "t": {"$ref": "#/$defs/c~0d"}, "p": {"$ref": "#/$defs/e%20f"},
+        "q": {"$ref": "#/$defs/~01"}}, "required": ["a", "t", "p", "q"],
+        "$defs": {"a/b": {"const": 1}, "c~d": {"const": 2}, "e f": {"const": 3}, "~1": {"const": 4}}},
+        {"a": 1, "t": 2, "p": 3, "q": 4}, {"a": 1, "t": 2, "p": 3, "q": 1}),
+    "ref-into-an-array": ({"type": "object", "properties": {"a": {"$ref": "#/properties/b/anyOf/0"}, "b": {
+        "anyOf": [{"type": "integer", "maximum": 3}, {"type": "string"}]}}, "required": ["a"]}, {"a": 3}, {"a": 4}),
+    "ref-chain-with-siblings": ({"$ref": "#/$defs/a", "maximum": 9, "$defs": {
+        "a": {"$ref": "#/$defs/b", "minimum": 2}, "b": {"type": "integer"}}}, 9, 1),
+    "ipv4": ({"type": "string", "format": "ipv4"}, "10.0.0.1", "10.0.0.01"),
+    "time": ({"type": "string", "format": "time"}, "23:59:59.5+01:00", "23:59:60Z"),
+    "date": ({"type": "string", "format": "date"}, "2024-02-29", "2023-02-29"),
+    "typeless-required": ({"required": ["a"]}, {"a": 1}, {}),
+    "enum-beside-format": ({"type": "string", "format": "ipv4", "enum": ["1.2.3.4", "01.2.3.4"]},
+                           "1.2.3.4", "01.2.3.4"),
+    "enum-beside-minimum": ({"type": "integer", "enum": [1, 5], "minimum": 3}, 5, 1),
+}
+
+
+@pytest.mark.parametrize("schema, allowed, refused", ENFORCED.values(), ids=ENFORCED.keys())
+def test_schemas_xgrammar_reads_otherwise_are_enforced(smollm2_tokenizer, schema, allowed, refused):
+    import jsonschema
+
+    check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert check.is_valid(allowed) and not check.is_valid(refused)
+    assert _takes(smollm2_tokenizer, schema, allowed) and not _takes(smollm2_tokenizer, schema, refused)
+
+
+# (schema, the keyword the 400 names, where, the reason it gives)
+REFUSED = {
+    "unsatisfiable": ({"type": "object", "properties": {}, "additionalProperties": False, "required": ["ghost"]},
+                      "required", "", "no object matches"),
+    "name-propertyNames-refuses": ({"type": "object", "propertyNames": {"maxLength": 2}, "required": ["abc"]},
+                                   "required", "", "no object matches"),
+    "sibling-the-target-sets": ({"type": "object", "properties": {"a": {"$ref": "#/$defs/n", "minimum": 3}},
+                                 "$defs": {"n": {"type": "integer", "minimum": 1}}},
+                                "minimum", ".properties.a", "its target sets 'minimum' too"),
+    "sibling-that-does-not-merge": ({"$ref": "#/$defs/o", "properties": {"b": {}}, "$defs": {"o": {"type": "object"}}},
+                                    "properties", "", "beside a $ref"),
+    "dangling-ref": ({"type": "array", "items": {"$ref": "#/$defs/a~1c"}, "$defs": {"a/b": {}}},
+                     "$ref", ".items.$ref", "names nothing"),
+    "unknown-format": ({"type": "string", "format": "password"}, "format", "", "the grammar knows the formats"),
+    "broken-format": ({"type": "object", "properties": {"u": {"type": "string", "format": "uri-template"}}},
+                      "format", ".properties.u", "the grammar knows the formats"),
+    "pattern-beside-format": ({"type": "string", "format": "uuid", "pattern": "^a"}, "pattern", "", "only one"),
+    "length-beside-format": ({"type": "string", "format": "date", "maxLength": 4}, "maxLength", "", "drops the length"),
+    "length-beside-pattern": ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2}, "minLength", "",
+                              "drops the length"),
+    "const-its-siblings-refuse": ({"type": "string", "const": 3}, "const", "", "no value matches"),
+    "enum-its-siblings-refuse": ({"type": "integer", "enum": [1, 2], "minimum": 5}, "enum", "", "no value matches"),
+}
+
+
+@pytest.mark.parametrize("schema, keyword, at, why", REFUSED.values(), ids=REFUSED.keys())
+def test_schemas_xgrammar_would_break_are_refused_naming_keyword_and_path(smollm2_tokenizer, schema, keyword,
+                                                                          at, why):
+    with pytest.raises(ChatlabError) as err:
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(None, None, _json_schema(schema), "hermes"))
+    assert err.value.param == RF + at and repr(keyword) in str(err.value) and why in str(err.value)
+    # a tool's parameters: the same refusal, naming the tool
+    inner = {k: v for k, v in schema.items() if k != "$defs"}
+    tool = parse_tools([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": inner}, "required": ["x"], "$defs": schema.get("$defs", {})}}}])
+    with pytest.raises(ChatlabError) as err:
+        compile_constraint(smollm2_tokenizer, VOCAB, **_request(tool, "f", None, "hermes"))
+    assert err.value.param == "tools[0].function.parameters.properties.x" + at and repr(keyword) in str(err.value)
+
+
+def test_each_format_grammar_writes_only_what_the_format_checker_accepts():
+    """Exhaustive where the format is a pattern chatlab wrote (every date of leap and common
+    years, times around each bound, every ipv4 octet): the grammar takes a string exactly when
+    jsonschema's 2020-12 checker does, except what it leaves out on purpose (a lowercase `z`, a
+    hostname of 4 labels, an ipv6 address with an ipv4 tail). The rest (xgrammar's own
+    grammars) by 40 random walks each. And genai's older grammar reader reads every one."""
+    import random
+
+    import jsonschema
+
+    from chatlab.engine.batched import readable_ebnf
+    from chatlab.tools.enforceable import FORMAT_PATTERNS, FORMATS, check_enforceable
+    from chatlab.tools.format import schema_ebnf
+
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    years = ["0000", "0001", "0004", "0100", "0400", "1900", "2000", "2023", "2024", "9999"]
+    dates = [f"{y}-{m:02d}-{d:02d}" for y in years for m in range(14) for d in range(33)]
+    times = [f"{h:02d}:{mi:02d}:{s:02d}{frac}{zone}" for h in (0, 23, 24) for mi in (0, 59, 60)
+             for s in (0, 59, 60) for frac in ("", ".5", ".") for zone in ("Z", "+00:00", "-23:59", "+24:00", "")]
+    octets = [str(n) for n in range(260)] + ["00", "01", "001", "099", "-1"]
+    strings = {"date": dates, "time": times, "date-time": [f"{d}T{t}" for d in dates[::37] for t in times[::9]],
+               "ipv4": [f"{o}.1.22.{o}" for o in octets] + ["1.2.3", "1.2.3.4.5"],
+               "ipv6": ["::", "::1", "1::", "1:2:3:4:5:6:7:8", "1::8", "1:2:3:4:5:6:7::", "1:2:3:4:5:6:7:8:9",
+                        "1::2::3", ":1", "12345::", "::1.2.3.4", "g::"],
+               "hostname": ["a", "a-b", "-a", "a-", "a.b.c", "a" * 63, "a" * 64, "a_b", "a..b", ""],
+               "json-pointer": ["", "/", "/a~0b/c~1d", "/a~2", "a", "/~"]}
+    for fmt in sorted(FORMATS | set(FORMAT_PATTERNS)):
+        ebnf = schema_ebnf(json.dumps(check_enforceable({"type": "string", "format": fmt}, "x")))
+        readable_ebnf(ebnf)
+        grammar = _CharGrammar(ebnf)
+        for s in strings.get(fmt, []):
+            narrowed = s.endswith("z") or s == "a.b.c.d" or (fmt == "ipv6" and "." in s)
+            valid = checker.conforms(s, fmt) and not narrowed
+            assert grammar.takes(json.dumps(s)) == valid, (fmt, s)
+        if fmt not in strings:
+            for text in grammar.random_walks(40, random.Random(fmt)):
+                assert checker.conforms(json.loads(text), fmt), (fmt, text)
+
+
+class _CharGrammar:
+    """A grammar over a vocabulary of single printable characters, to read texts through."""
+
+    def __init__(self, ebnf: str) -> None:
+        import xgrammar as xgr
+
+        self.vocab = [chr(i) for i in range(32, 127)] + ["<end>"]
+        self.end = len(self.vocab) - 1
+        info = xgr.TokenizerInfo(self.vocab, xgr.VocabType.RAW, vocab_size=len(self.vocab),
+                                 stop_token_ids=[self.end])
+        self.compiled = xgr.GrammarCompiler(info).compile_grammar(ebnf)
+
+    def takes(self, text: str) -> bool:
+        import xgrammar as xgr
+
+        matcher = xgr.GrammarMatcher(self.compiled)
+        return matcher.accept_string(text) and matcher.is_completed()
+
+    def random_walks(self, n: int, rng) -> list[str]:
+        """Up to `n` texts the grammar takes, each built one character at a time, picked at
+        random among those the grammar allows (a walk past 200 characters is dropped)."""
+        import torch
+        import xgrammar as xgr
+
+        bitmask = xgr.allocate_token_bitmask(1, len(self.vocab))
+        texts = []
+        for _ in range(n):
+            matcher, text = xgr.GrammarMatcher(self.compiled), ""
+            while len(text) <= 200:
+                matcher.fill_next_token_bitmask(bitmask)
+                logits = torch.zeros(1, len(self.vocab))
+                xgr.apply_token_bitmask_inplace(logits, bitmask)
+                allowed = [t for t in range(len(self.vocab)) if logits[0, t] > -1e30]
+                if self.end in allowed and (len(allowed) == 1 or rng.random() < 0.4):
+                    texts.append(text)
+                    break
+                token = rng.choice([t for t in allowed if t != self.end])
+                assert matcher.accept_token(token)
+                text += self.vocab[token]
+        return texts
+
+
+# -- the same shapes on SmolLM2 through the engine: sampled replies validate ------------------------
+SAMPLED = {
+    "ref-with-sibling": ENFORCED["ref-with-sibling"][0],
+    "anchor": ENFORCED["anchor"][0],
+    "required-outside-properties": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],
+                                    "additionalProperties": {"type": "integer"}, "maxProperties": 2},
+    "pointer-escapes": ENFORCED["pointer-escapes"][0],
+    "ipv4-and-time": {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"},
+                                                       "at": {"type": "string", "format": "time"}},
+                      "required": ["ip", "at"]},
+}
+
+
+@pytest.mark.parametrize("schema", SAMPLED.values(), ids=SAMPLED.keys())
+def test_smollm2_samples_at_temperature_1_validate(chat_engine, schema):
+    """Three seeded samples at temperature 1, each valid for the schema by jsonschema with its
+    2020-12 format checker (and as a forced call's arguments, for the $ref with a sibling)."""
+    import jsonschema
+
+    from chatlab.engine import parse_request
+
+    check = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    ask = {"messages": [{"role": "user", "content": "Reply with a JSON object."}], "temperature": 1,
+           "n": 3, "seed": 11, "max_tokens": 60}
+    out = chat_engine.chat(chat_engine.check(parse_request({**ask, "response_format": _json_schema(schema)})))
+    for choice in out["choices"]:
+        assert choice["finish_reason"] == "stop", choice
+        assert check.is_valid(json.loads(choice["message"]["content"])), choice["message"]["content"]
+    if schema is not SAMPLED["ref-with-sibling"]:
+        return
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    out = chat_engine.chat(chat_engine.check(parse_request(
+        {**ask, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "f"}}})))
+    for choice in out["choices"]:
+        [call] = choice["message"]["tool_calls"]
+        assert check.is_valid(json.loads(call["function"]["arguments"])), call

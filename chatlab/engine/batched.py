@@ -23,6 +23,10 @@ from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
 from chatlab.protocols import BatchedBackend
+from chatlab.tools.constrain import grammar_tools
+from chatlab.tools.ebnf import unknown_names
+from chatlab.tools.enforceable import first_keyword
+from chatlab.tools.format import schema_ebnf, schema_grammar
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
@@ -147,10 +151,7 @@ def structured_config(constraint: "Constraint | None") -> Processor:
     if kind == "schema":
         # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
         # schema mode allows free whitespace, which a small model spends its budget on
-        import xgrammar as xgr
-
-        ebnf = str(xgr.Grammar.from_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1]))
-        return genai.StructuredOutputConfig(grammar=readable_ebnf(ebnf))
+        return genai.StructuredOutputConfig(grammar=readable_ebnf(schema_ebnf(spec[0], spec[1])))
     return genai.StructuredOutputConfig(structural_tags_config=structural_tag(spec))
 
 
@@ -173,8 +174,6 @@ class UnreadableGrammar(ChatlabError):
 def readable_ebnf(ebnf: str) -> str:
     """ebnf_for_genai's text, every name a rule uses being a rule (UnreadableGrammar otherwise):
     a grammar genai fails to read fails inside the shared pipeline's step."""
-    from chatlab.tools.ebnf import unknown_names
-
     text = ebnf_for_genai(ebnf)
     names = unknown_names(text)
     if names:
@@ -183,15 +182,12 @@ def readable_ebnf(ebnf: str) -> str:
 
 
 # schema keywords that chatlab's xgrammar prints as builtin calls (Regex) genai cannot read
-_PRINTED_AS_BUILTINS = ("pattern", "patternProperties", "propertyNames", "format")
+_PRINTED_AS_BUILTINS = ("pattern", "patternProperties", "propertyNames")
 
 
 def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
     """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame
     (the response_format's schema, or the first tool whose own grammar is unreadable)."""
-    from chatlab.tools.enforceable import first_keyword
-    from chatlab.tools.format import schema_grammar
-
     blamed: tuple[Jsonable, str] | None = None
     if plan.constraint is not None and plan.constraint.kind == "schema":
         assert plan.response_format is not None  # a schema constraint is the response_format's
@@ -199,10 +195,12 @@ def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
     else:
         for i, tool in enumerate(plan.tools):
             try:
-                readable_ebnf(str(schema_grammar(tool)["grammar"]))
+                readable_ebnf(str(schema_grammar(grammar_tools([tool], [tool])[0])["grammar"]))
             except UnreadableGrammar:
                 blamed = (tool.schema, f"tools[{i}].function.parameters")
                 break
+            except ChatlabError:
+                continue  # a tool the plan does not constrain, with a schema the grammar refuses
     generic = (f"this request's grammar uses {', '.join(names[:3])}, which the genai backend's "
                f"grammar reader (openvino-genai's xgrammar) does not know; simplify the schema, or {FIX}")
     if blamed is None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
-from chatlab.tools.format import ToolFormat, grammar_error
+from chatlab.tools.format import ToolFormat, grammar_error, schema_ebnf
 from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 
@@ -89,36 +89,38 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
         if not chosen:
             raise ChatlabError(f"tool_choice names {choice.name!r}, which is not among the tools; "
                                "name one of the tools sent", param="tool_choice")
-        _check_tools(tools, chosen)
-        return "tag", _structure(fmt.forced_structure, chosen, tools), f"{fmt.name} call: {choice.mode}"
+        structure = _structure(fmt.forced_structure, tools, chosen)
+        return "tag", structure, f"{fmt.name} call: {choice.mode}"
     if response_format is not None:
         strict = response_format.kind == "json_schema"
         schema = response_format.schema if strict else {"type": "object"}
-        check_enforceable(schema, "response_format.json_schema.schema")
+        schema = check_enforceable(schema, "response_format.json_schema.schema")
         return "schema", (json.dumps(schema), strict), response_format.kind
-    if choice.mode == "auto" and fmt is not None:
+    if choice.mode == "auto" and fmt is not None and fmt.trigger is not None and tools:
+        # (without a trigger a format constrains nothing under auto: no schema is refused)
         lazy = _structure(fmt.lazy_structure, tools, tools)
         if lazy is not None:
-            _check_tools(tools, tools)
             return "tag", lazy, f"{fmt.name} call when triggered"
     return None
 
 
-def _structure(build: Callable[[Sequence[ToolSpec]], Jsonable], chosen: Sequence[ToolSpec],
-               tools: Sequence[ToolSpec]) -> Jsonable:
-    """A format's structure for `chosen`; a schema xgrammar refuses names its tool as `param`."""
+def _structure(build: Callable[[Sequence[ToolSpec]], Jsonable], tools: Sequence[ToolSpec],
+               chosen: Sequence[ToolSpec]) -> Jsonable:
+    """A format's structure for `chosen`, built on the schemas as the grammar compiler gets them
+    (check_enforceable); a schema refused names its tool as `param`."""
     try:
-        return build(chosen)
+        return build(grammar_tools(tools, chosen))
     except ChatlabError as err:
         if err.param is None:
-            err.param = _culprit(tools)
+            err.param = _culprit(tools, chosen)
         raise
 
 
-def _check_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> None:
-    for i, tool in enumerate(tools):
-        if tool in chosen:
-            check_enforceable(tool.schema, f"tools[{i}].function.parameters")
+def grammar_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """The chosen tools, each with its parameters as the grammar compiler gets them; ChatlabError,
+    naming the tool (tools[i]) and the keyword, for a schema the grammar cannot enforce."""
+    return [replace(tool, parameters=check_enforceable(tool.schema, f"tools[{i}].function.parameters"))
+            for i, tool in enumerate(tools) if tool in chosen]
 
 
 def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
@@ -148,24 +150,27 @@ def _compile(compiler: "xgr.GrammarCompiler", kind: str, spec: Jsonable, descrip
         if kind == "tag":
             compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
         else:
-            compiled = compiler.compile_json_schema(spec[0], any_whitespace=False, strict_mode=spec[1])
+            compiled = compiler.compile_grammar(schema_ebnf(spec[0], spec[1]))
     except RuntimeError as err:
         if kind == "schema":
             raise grammar_error("the response_format schema", err,
                                 "response_format.json_schema.schema") from None
-        raise grammar_error("the tools' parameter schemas", err, _culprit(tools)) from None
+        raise grammar_error("the tools' parameter schemas", err, _culprit(tools, tools)) from None
     return Constraint(kind, spec, compiled, description)
 
 
-def _culprit(tools: Sequence[ToolSpec]) -> str:
-    """The tool whose schema xgrammar refuses (compiled alone), for the error's `param`."""
+def _culprit(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> str:
+    """The chosen tool whose schema xgrammar refuses (compiled alone), for the error's `param`."""
     import xgrammar as xgr
 
     for i, tool in enumerate(tools):
+        if tool not in chosen:
+            continue
+        where = f"tools[{i}].function.parameters"
         try:
-            xgr.Grammar.from_json_schema(json.dumps(tool.schema))
-        except RuntimeError:
-            return f"tools[{i}].function.parameters"
+            xgr.Grammar.from_json_schema(json.dumps(check_enforceable(tool.schema, where)))
+        except (RuntimeError, ChatlabError):
+            return where
     return "tools"
 
 

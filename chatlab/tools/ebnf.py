@@ -9,7 +9,7 @@ outside string literals and character classes, must be the name of a rule of the
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Collection, Iterator
 
 _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*::=\s*(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -176,3 +176,32 @@ def endless_rules(ebnf: str) -> list[str]:
         seen.add(name)
         todo.extend(_refs(rules[name]))
     return sorted(seen - finite)
+
+
+# -- regexes written out as rules ----------------------------------------------------------------
+_REGEX_RULE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*) ::= Regex\("((?:[^"\\]|\\.)*)", json_string=true\)$')
+_FROM_REGEX = re.compile(r"\broot((?:_[0-9]+)*)\b")  # the rule names of xgrammar's translation
+
+
+def spell_out(ebnf: str, patterns: Collection[str]) -> str:
+    """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is one of `patterns`
+    replaced by p written out as plain rules (xgrammar's own translation of p), for a grammar
+    reader without the Regex builtin. Only for patterns none of whose characters a JSON string
+    escapes (no quote, backslash or control character): there a string's JSON text is the
+    string itself, which is what `json_string` leaves for the regex to match."""
+    import xgrammar as xgr
+
+    lines = []
+    for line in ebnf.splitlines():
+        m = _REGEX_RULE.match(line)
+        # the literal as printed, with its escapes (`\?`) undone: patterns have no backslash
+        pattern = "" if m is None else re.sub(r"\\(.)", r"\1", m.group(2))
+        if m is None or pattern not in patterns:
+            lines.append(line)
+            continue
+        name = m.group(1)
+        # xgrammar names them root, root_1, root_3_1, ...: here name, name_re_1, name_re_3_1, ...
+        rules = str(xgr.Grammar.from_regex(pattern)).strip().splitlines()
+        lines += [_FROM_REGEX.sub(lambda r: name + ("_re" + r.group(1) if r.group(1) else ""), rule)
+                  for rule in rules]
+    return "\n".join(lines) + ("\n" if ebnf.endswith("\n") else "")

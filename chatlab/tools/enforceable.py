@@ -9,13 +9,28 @@ a value that two `oneOf` choices both match. Its compiler merges no `allOf` of s
 (it allows any JSON there). xgrammar compiles such schemas without a word, ignoring the keyword, so a
 client asking for them would get output that the schema does not allow. The walk below visits
 schema positions only (a property *named* "not" is fine) and names the first such keyword.
+
+Other schemas xgrammar 0.2.8 reads differently from JSON Schema, and `grammar_schema` rewrites
+them into what it reads the same way, or refuses them: a `$ref` it cannot follow (RFC 6901
+escapes, percent-encoding, an `$anchor`, an array index) points at a copy of its target; keywords
+beside a `$ref` (which xgrammar drops) are merged into the target where that is the same schema;
+a `required` property that `properties` does not list (which xgrammar never writes) is listed;
+a `format` whose xgrammar grammar admits invalid strings becomes an exact `pattern`; enum values
+that break the keywords beside them (which xgrammar drops) are left out; a schema with no `type`
+(for which xgrammar allows any JSON) gets the one its keywords ask for. What matches nothing is
+refused, saying why.
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import copy
+import re
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _ONE = ("items", "additionalProperties", "contains", "propertyNames", "unevaluatedItems",
@@ -65,6 +80,7 @@ _ANNOTATIONS = {"allOf", "description", "title", "default", "examples", "$commen
 
 def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
     """(keyword, where in the schema, why) of the first keyword the grammar cannot enforce."""
+    refs = Refs(schema)
     for node, at in positions(schema):
         for keyword in ("not", "if"):
             if keyword in node:
@@ -86,7 +102,7 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
                 return keyword, at, _WHY[keyword]
         options = node.get("oneOf")
         if isinstance(options, list) and len(options) > 1:
-            resolved = [_resolve(schema, o) for o in options]
+            resolved = [_resolve(refs, o) for o in options]
             if not all(_disjoint(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1:]):
                 return "oneOf", at, _WHY["oneOf"]
     return None
@@ -112,19 +128,37 @@ def _is_int(x: Jsonable) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _resolve(root: Jsonable, node: Jsonable) -> Jsonable:
+class Refs:
+    """The local `$ref`s of one schema, looked up as JSON Schema says (by jsonschema's own
+    resolver, `referencing`): an RFC 6901 pointer with its `~0`/`~1` escapes and
+    percent-encoding decoded, or the name of an `$anchor`."""
+
+    def __init__(self, root: Jsonable) -> None:
+        from referencing import Registry
+        from referencing.jsonschema import DRAFT202012
+
+        self.resolver = Registry().with_resource("", DRAFT202012.create_resource(root)).resolver()
+
+    def target(self, ref: str) -> Jsonable:
+        """The subschema `ref` names; LookupError when it names nothing."""
+        from referencing.exceptions import Unresolvable
+
+        try:
+            return self.resolver.lookup(ref).contents
+        except (Unresolvable, LookupError, ValueError, TypeError) as err:  # a pointer through a str
+            raise LookupError(ref) from err
+
+
+def _resolve(refs: Refs, node: Jsonable) -> Jsonable:
     """A local $ref followed to its target (a few hops), else the node itself."""
     for _ in range(8):
         ref = node.get("$ref") if isinstance(node, dict) else None
         if not isinstance(ref, str) or not ref.startswith("#"):
             return node
-        target: Jsonable = root
-        for part in filter(None, ref[1:].split("/")):
-            key = part.replace("~1", "/").replace("~0", "~")
-            target = target.get(key) if isinstance(target, dict) else None
-        if target is None:
+        try:
+            node = refs.target(ref)
+        except LookupError:
             return node
-        node = target
     return node
 
 
@@ -159,30 +193,178 @@ def _disjoint(a: Jsonable, b: Jsonable) -> bool:
     return False
 
 
-def check_enforceable(schema: Jsonable, param: str) -> None:
-    """ChatlabError (param: the schema's field path) when the grammar cannot enforce `schema`."""
+def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
+    """The schema to hand the grammar compiler in place of `schema` (grammar_schema); ChatlabError
+    (param: the schema's field path) when the grammar cannot enforce `schema`."""
     looped = self_reference(schema)
     if looped is not None:
         ref, at = looped
         raise ChatlabError(f"{param}{at} ($ref {ref!r}) leads back to itself without entering a "
                            "property or an item, so the schema defines the value by itself; put "
                            "the recursion inside properties or items", param=f"{param}{at}.$ref")
-    check_finishes(schema, param)
     found = unenforceable(schema)
     if found is not None:
         keyword, at, why = found
         raise ChatlabError(f"{param}{at} uses {keyword!r}, which constrained decoding cannot "
                            f"enforce ({why}); rewrite the schema without {keyword!r}",
                            param=f"{param}{at}" if at else param)
+    compiled = grammar_schema(schema, param)
+    check_finishes(compiled, param, named_by=schema)
+    return compiled
 
 
-def _in_place(root: Jsonable, node: Jsonable) -> Iterator[Jsonable]:
+# -- the schema xgrammar is given -------------------------------------------------------------
+# Formats whose grammar in xgrammar 0.2.8 writes only strings that jsonschema's 2020-12 format
+# checker accepts (tests/test_tools_constrain.py samples each one).
+FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
+# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, an octet
+# with a leading zero, a hostname label of 64 letters, a pointer with a `\s` escape): the grammar
+# gets these patterns instead, exact or narrower. Left out: leap seconds (jsonschema's checker
+# takes none), year 0000, a fraction of a second over 9 digits (a small model may never stop
+# writing digits), hostnames of over 3 labels (so the length stays under 253), an ipv6 address
+# with a dotted ipv4 tail, pointer names with characters other than letters, digits, `_`, `.`,
+# `-` and the escapes ~0 and ~1. No character in them is one a JSON string escapes, so a reader
+# without regexes can take them written out as rules (ebnf.py). Other formats (uri-template,
+# relative-json-pointer, iri, ...) are refused.
+_YEAR = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+              "|02-(0[1-9]|1[0-9]|2[0-8])")
+_LEAP_DAY = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
+_DATE = f"({_YEAR}-({_MONTH_DAY})|{_LEAP_DAY})"
+_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HEX = "[0-9A-Fa-f]{1,4}"
+# 8 groups, or fewer around one "::" (i groups before it, at most 7 - i after)
+_IPV6 = "|".join([f"({_HEX}:){{7}}{_HEX}", f"({_HEX}:){{1,7}}:", f":(:{_HEX}){{1,7}}", "::"]
+                 + [f"({_HEX}:){{{i}}}(:{_HEX}){{1,{7 - i}}}" for i in range(1, 7)])
+FORMAT_PATTERNS = {"date": f"^{_DATE}$", "time": f"^{_TIME}$", "date-time": f"^{_DATE}T{_TIME}$",
+                   "ipv4": f"^({_OCTET}[.]){{3}}{_OCTET}$", "hostname": f"^{_LABEL}([.]{_LABEL}){{0,2}}$",
+                   "ipv6": f"^({_IPV6})$", "json-pointer": "^(/([A-Za-z0-9_.-]|~[01])*)*$"}
+
+# keywords that say nothing about the value (and where subschemas are kept)
+_NOTES = frozenset({"description", "title", "default", "examples", "$comment", "deprecated",
+                    "readOnly", "writeOnly", "$schema", "$id", "$anchor", "$dynamicAnchor",
+                    "$defs", "definitions"})
+# keywords that constrain the value on their own, whatever stands beside them: one beside a
+# $ref means the same written into the target, when the target does not set it too
+_ON_THEIR_OWN = frozenset({"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
+                           "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
+                           "format", "minItems", "maxItems", "minProperties", "maxProperties",
+                           "required"})
+# a schema with no type: the keywords that say which one it is meant to have
+_TYPE_OF = {"object": ("properties", "required", "additionalProperties", "patternProperties",
+                       "propertyNames", "minProperties", "maxProperties"),
+            "array": ("items", "prefixItems", "minItems", "maxItems"),
+            "string": ("minLength", "maxLength", "pattern", "format"),
+            "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")}
+_NAMES = ("$id", "$anchor", "$dynamicAnchor")
+_PLAIN_REF = re.compile(r"#(/\$?[A-Za-z0-9_]+)*")  # a pointer xgrammar follows as written
+
+
+def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
+    """`schema` as xgrammar 0.2.8 reads it the way JSON Schema does: every value the grammar
+    allows is valid for `schema` (it may allow fewer). ChatlabError, naming the keyword and
+    where it is, for what cannot be written so or matches no value (see the module's doc)."""
+    refs = Refs(schema)
+    out = copy.deepcopy(schema)
+    assert isinstance(out, dict)  # chatlab.types checked it is a schema object
+    copies: dict[str, Jsonable] = {}  # targets xgrammar cannot reach, by the key they get in $defs
+    taken = set(out.get("$defs") or ())
+    by_target: dict[int, str] = {}
+    todo: list[tuple[Jsonable, str]] = [(out, "")]
+
+    def reachable(target: Jsonable, at: str) -> str:
+        """A $ref xgrammar follows to (a copy of) `target`."""
+        if id(target) not in by_target:
+            key = next(k for k in (f"ref{n}" for n in range(len(taken) + 1)) if k not in taken)
+            taken.add(key)
+            by_target[id(target)] = key
+            # without the names that would now name two places
+            copies[key] = copy.deepcopy({k: v for k, v in target.items() if k not in _NAMES}
+                                        if isinstance(target, dict) else target)
+            todo.append((copies[key], f"{at}.$ref"))
+        return f"#/$defs/{by_target[id(target)]}"
+
+    while todo:
+        top, base = todo.pop()
+        for node, at in positions(top):
+            at = base + at
+            _follow_ref(node, schema, refs, reachable, param, at)
+            _infer_type(node)
+            _list_required(node, schema, f"{param}{at}")
+            _string_keywords(node, f"{param}{at}")
+    if copies:
+        out.setdefault("$defs", {}).update(copies)
+    _keep_valid_values(out, param)
+    return out
+
+
+def _plain(ref: str, root: Jsonable) -> bool:
+    """Whether xgrammar, which splits a $ref at "/" and decodes nothing, reaches its target:
+    a pointer through object keys that need no escaping."""
+    if not _PLAIN_REF.fullmatch(ref):
+        return False
+    node = root
+    for key in ref.split("/")[1:]:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _follow_ref(node: dict[str, Jsonable], root: Jsonable, refs: Refs,
+                reachable: Callable[[Jsonable, str], str], param: str, at: str) -> None:
+    """Point the node's $ref where xgrammar can follow it, merging what stands beside it into
+    (a copy of) the target: xgrammar follows a $ref and drops its siblings."""
+    where = f"{param}{at}"
+    for _ in range(64):  # a chain of $refs with siblings, each merged in turn
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return
+        try:
+            target = refs.target(ref)
+        except LookupError:
+            raise ChatlabError(f"{where} uses '$ref' {ref!r}, which names nothing in the schema (no "
+                               "such JSON pointer or $anchor), so no grammar can follow it; point "
+                               "it at a subschema (a JSON pointer, with ~1 for / and ~0 for ~ in "
+                               "a name) or at an $anchor", param=f"{where}.$ref") from None
+        beside = [k for k in node if k != "$ref" and k not in _NOTES]
+        if not beside:
+            if not _plain(ref, root):
+                node["$ref"] = reachable(target, at)
+            return
+        if target is True:
+            target = {}
+        if not isinstance(target, dict):
+            raise ChatlabError(f"{where} has $ref {ref!r} to a schema that matches nothing "
+                               f"(false), so no value matches it; point the $ref elsewhere",
+                               param=f"{where}.$ref")
+        choice = next((k for k in ("anyOf", "oneOf", "allOf") if k in target), None)
+        clash = next((k for k in beside if k not in _ON_THEIR_OWN or k in target or choice), None)
+        if clash is not None:
+            fix = (f"its target sets {clash!r} too); keep one {clash!r}, in the target" if clash in target
+                   else f"its target is a {choice!r}, beside which the grammar compiler drops "
+                        f"keywords too); move {clash!r} into each of its subschemas" if choice
+                   else f"{clash!r} does not mean the same written into the target); move it there")
+            raise ChatlabError(f"{where} uses {clash!r} beside a $ref, which constrained decoding "
+                               f"cannot enforce (the grammar compiler follows the $ref and drops "
+                               f"what stands beside it, and {fix}", param=where)
+        merged = {k: copy.deepcopy(v) for k, v in target.items() if k not in _NOTES}
+        merged.update((k, v) for k, v in node.items() if k != "$ref")
+        node.clear()
+        node.update(merged)
+    raise ChatlabError(f"{where} is a chain of more than 64 $refs with keywords beside them; "
+                       "shorten it", param=where)
+
+
+def _in_place(refs: Refs, node: Jsonable) -> Iterator[Jsonable]:
     """The subschemas that apply to the same value as `node`: its $ref's target and the
     members of its anyOf / oneOf / allOf."""
     if not isinstance(node, dict):
         return
     if isinstance(node.get("$ref"), str):
-        target = _resolve(root, node)
+        target = _resolve(refs, node)
         if target is not node:
             yield target
     for key in ("anyOf", "oneOf", "allOf"):
@@ -194,12 +376,13 @@ def self_reference(schema: Jsonable) -> tuple[str, str] | None:
     """(the $ref, where) of a $ref that leads back to itself without entering a property or an
     item (`{"anyOf": [{"$ref": "#"}, ...]}`): such a schema says what a value is in terms of
     that same value, which no validator can check (jsonschema recurses without end)."""
+    refs = Refs(schema)
     for node, at in positions(schema):
         ref = node.get("$ref")
         if not isinstance(ref, str) or not ref.startswith("#"):
             continue
         seen: set[int] = set()
-        todo = list(_in_place(schema, node))
+        todo = list(_in_place(refs, node))
         while todo:
             item = todo.pop()
             if item is node:
@@ -207,17 +390,18 @@ def self_reference(schema: Jsonable) -> tuple[str, str] | None:
             if id(item) in seen:
                 continue
             seen.add(id(item))
-            todo.extend(_in_place(schema, item))
+            todo.extend(_in_place(refs, item))
     return None
 
 
-def check_finishes(schema: Jsonable, param: str) -> None:
+def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
     """ChatlabError when the schema's grammar has a rule that can never finish: a value that
     must contain itself (`{"$ref": "#"}`, a required property referring back, $ref loops a -> b
     -> a). No JSON value matches such a part, and decoding that enters it reaches a point where
     the grammar allows no token at all. Decided on the grammar xgrammar prints for the schema
     (which rules can derive a finite text), so every way of writing such a loop is caught; the
-    error names the schema's first $ref, where a loop starts."""
+    error names the first $ref of `named_by` (the schema as sent; default `schema`), where a
+    loop starts."""
     import json
 
     import xgrammar as xgr
@@ -230,10 +414,136 @@ def check_finishes(schema: Jsonable, param: str) -> None:
         return  # compiling it reports what is wrong, with its own message
     if not endless_rules(ebnf):
         return
-    found = next(((node["$ref"], at) for node, at in positions(schema) if "$ref" in node), None)
+    found = next(((node["$ref"], at) for node, at in positions(schema if named_by is None else named_by)
+                  if "$ref" in node), None)
     at = f"{param}{found[1]}" if found else param
     ref = f" ($ref {found[0]!r})" if found and isinstance(found[0], str) else ""
     raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "
                        "matches the schema, so constrained decoding could never end; make the "
                        "recursion optional (leave it out of `required`, or offer a "
                        "non-recursive choice in anyOf)", param=f"{at}.$ref" if found else param)
+
+
+def _may_be(node: dict[str, Jsonable], kind: str) -> bool:
+    kinds = _types(node)
+    return kinds is None or kind in kinds or (kind == "number" and "integer" in kinds)
+
+
+def _infer_type(node: dict[str, Jsonable]) -> None:
+    """Give a schema without `type` the type its keywords are about (the first, if several):
+    xgrammar allows any JSON value for it and drops its keywords (`{"required": ["a"]}` would
+    let `{}` through). Narrower, never wider: the keywords about other types say nothing about
+    a value of the type chosen."""
+    if any(k in node for k in ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf")):
+        return
+    kind = next((kind for kind, keywords in _TYPE_OF.items() if any(k in node for k in keywords)), None)
+    if kind is not None:
+        node["type"] = kind
+
+
+def _list_required(node: dict[str, Jsonable], root: Jsonable, where: str) -> None:
+    """List under `properties` each required name it lacks, with the schema its value gets
+    (from patternProperties or additionalProperties): xgrammar writes only listed properties."""
+    required = node.get("required")
+    if not isinstance(required, list) or not _may_be(node, "object"):
+        return
+    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    assert isinstance(listed, dict)
+    for name in dict.fromkeys(required):
+        if not isinstance(name, str) or name in listed:
+            continue
+        value, why = _unlisted(node, root, name, where)
+        if value is False:
+            raise ChatlabError(f"{where} uses 'required' for {name!r}, which 'properties' does not "
+                               f"list and {why} forbids, so no object matches the schema; list "
+                               f"{name!r} under 'properties', or drop it from 'required'", param=where)
+        listed[name] = copy.deepcopy(value)
+        node["properties"] = listed
+
+
+def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
+              where: str) -> tuple[Jsonable, str]:
+    """(the schema of property `name`, not in `properties`; what decides it) by JSON Schema's
+    rules: propertyNames must take the name, then each matching patternProperties pattern
+    applies, else additionalProperties (unevaluatedProperties when that is absent)."""
+    names = node.get("propertyNames")
+    if names is not None and not _validator(root, names).is_valid(name):
+        return False, "'propertyNames'"
+    patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
+    assert isinstance(patterns, dict)
+    try:
+        matched = [sub for pattern, sub in patterns.items() if re.search(pattern, name)]
+    except re.error:
+        matched = [None, None]  # a pattern Python cannot read: which ones match is unknown
+    if len(matched) > 1:
+        raise ChatlabError(f"{where} uses 'required' for {name!r}, which 'properties' does not "
+                           "list and which several 'patternProperties' may match, which "
+                           "constrained decoding cannot enforce (the grammar compiler applies "
+                           f"one schema to a property); list {name!r} under 'properties'",
+                           param=where)
+    if matched:
+        return matched[0], "'patternProperties'"
+    extra = node.get("additionalProperties", node.get("unevaluatedProperties", True))
+    keyword = "unevaluatedProperties" if "additionalProperties" not in node else "additionalProperties"
+    return ({} if extra is True else extra), f"{keyword!r}: false"
+
+
+def _string_keywords(node: dict[str, Jsonable], where: str) -> None:
+    """A format the grammar enforces as it is, or as an exact pattern; otherwise refused.
+    xgrammar enforces one of format and pattern, and neither with minLength/maxLength."""
+    if not _may_be(node, "string"):
+        return
+    fmt = node.get("format")
+    if isinstance(fmt, str):
+        if fmt not in FORMATS and fmt not in FORMAT_PATTERNS:
+            known = ", ".join(sorted(FORMATS | set(FORMAT_PATTERNS)))
+            raise ChatlabError(f"{where} uses 'format' {fmt!r}, which constrained decoding cannot "
+                               f"enforce (the grammar knows the formats {known}); drop 'format', "
+                               "or describe the string with 'pattern'", param=where)
+        if "pattern" in node:
+            raise ChatlabError(f"{where} uses 'pattern' beside 'format', which constrained decoding "
+                               "cannot enforce (the grammar compiler applies only one of them); "
+                               "keep one of the two", param=where)
+        if fmt in FORMAT_PATTERNS:
+            del node["format"]
+            node["pattern"] = FORMAT_PATTERNS[fmt]
+    length = next((k for k in ("minLength", "maxLength") if k in node), None)
+    shape = next((k for k in ("format", "pattern") if k in node), None)
+    if length is not None and shape is not None:
+        raise ChatlabError(f"{where} uses {length!r} beside {shape!r}, which constrained decoding "
+                           f"cannot enforce (the grammar compiler drops the length bounds of a "
+                           f"string with a {shape}); put the length into a 'pattern', or drop "
+                           f"{length!r}", param=where)
+
+
+def _validator(root: Jsonable, schema: Jsonable) -> "jsonschema.Draft202012Validator":
+    """A validator for `schema`, a part of `root` (its $refs resolve in `root`), with formats."""
+    import jsonschema
+
+    whole = jsonschema.Draft202012Validator(root, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return whole.evolve(schema=schema)
+
+
+def _keep_valid_values(root: dict[str, Jsonable], param: str) -> None:
+    """Leave out of each enum the values the keywords beside it refuse, and refuse a const they
+    refuse: xgrammar writes any value of an enum or const and drops every keyword beside it."""
+    for node, at in positions(root):
+        if "enum" not in node and "const" not in node:
+            continue
+        beside = {k: v for k, v in node.items() if k not in ("enum", "const") and k not in _NOTES}
+        if not beside:
+            continue
+        check = _validator(root, beside)
+        where = f"{param}{at}"
+        if "const" in node and not check.is_valid(node["const"]):
+            raise ChatlabError(f"{where} uses 'const' {node['const']!r}, which the keywords beside "
+                               f"it ({', '.join(beside)}) refuse, so no value matches the schema; "
+                               "make them agree", param=where)
+        values = node.get("enum")
+        if isinstance(values, list) and values:  # (an empty enum: xgrammar's own error says so)
+            kept = [v for v in values if check.is_valid(v)]
+            if not kept:
+                raise ChatlabError(f"{where} uses 'enum', whose values the keywords beside it "
+                                   f"({', '.join(beside)}) all refuse, so no value matches the "
+                                   "schema; make them agree", param=where)
+            node["enum"] = kept

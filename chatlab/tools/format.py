@@ -21,6 +21,8 @@ from typing import NamedTuple, Protocol, Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.tools.ebnf import spell_out
+from chatlab.tools.enforceable import FORMAT_PATTERNS
 from chatlab.tools.stream import StreamParser
 from chatlab.types import ToolCall, ToolSpec
 
@@ -81,15 +83,24 @@ _XGR_PREFIX = re.compile(r"^\[[^\]]*\] \S+:\d+: ")
 
 
 def schema_grammar(tool: ToolSpec) -> dict:
-    """The arguments as compact JSON for the tool's schema (xgrammar's schema grammar). No free
-    whitespace: a tiny model left free can spend its whole budget on newlines."""
-    import xgrammar as xgr
-
+    """The arguments as compact JSON for the tool's schema (schema_ebnf)."""
     try:
-        ebnf = str(xgr.Grammar.from_json_schema(json.dumps(tool.schema), any_whitespace=False))
+        ebnf = schema_ebnf(json.dumps(tool.schema))
     except RuntimeError as err:
         raise grammar_error(f"the parameters schema of tool {tool.name!r}", err) from None
     return {"type": "grammar", "grammar": ebnf}
+
+
+def schema_ebnf(schema: str, strict: bool = True) -> str:
+    """xgrammar's grammar for a JSON schema's text, compact (no free whitespace: a tiny model
+    left free can spend its whole budget on newlines), with the patterns chatlab gives formats
+    written out as rules: xgrammar's Regex builtin misreads some of them (`([.][0-9]+)?` takes
+    digits with no dot), its translation into rules does not, and every grammar reader reads
+    rules. RuntimeError when xgrammar cannot compile the schema."""
+    import xgrammar as xgr
+
+    ebnf = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
+    return spell_out(ebnf, FORMAT_PATTERNS.values())
 
 
 def grammar_error(what: str, err: Exception, param: str | None = None) -> ChatlabError:
