@@ -16,20 +16,22 @@ import queue
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from chatlab._thirdparty import GenaiConfig, Jsonable, Processor
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.generate import Event, SamplingParams, StopFn, stop_ids_for
+from chatlab.generate.assemble import TextAssembler
 from chatlab.protocols import BatchedBackend
+from chatlab.tools.constrain import Constraint
+from chatlab.tools.ebnf import unknown_names
+from chatlab.tools.enforceable import first_keyword
+from chatlab.tools.format import schema_grammar
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
-if TYPE_CHECKING:
-    from chatlab.generate import Event, SamplingParams, StopFn
-    from chatlab.tools.constrain import Constraint
-
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
@@ -66,9 +68,6 @@ class GenaiSource:
     def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                should_stop: StopFn | None) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
-        from chatlab.generate import stop_ids_for
-        from chatlab.generate.assemble import TextAssembler
-
         stop_ids = stop_ids_for(self.backend, params)
         text = TextAssembler(self.backend.decoder, params.stop, stop_ids, len(prompt_ids))
         t0 = time.perf_counter()
@@ -173,8 +172,6 @@ class UnreadableGrammar(ChatlabError):
 def readable_ebnf(ebnf: str) -> str:
     """ebnf_for_genai's text, every name a rule uses being a rule (UnreadableGrammar otherwise):
     a grammar genai fails to read fails inside the shared pipeline's step."""
-    from chatlab.tools.ebnf import unknown_names
-
     text = ebnf_for_genai(ebnf)
     names = unknown_names(text)
     if names:
@@ -189,9 +186,6 @@ _PRINTED_AS_BUILTINS = ("pattern", "patternProperties", "propertyNames", "format
 def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
     """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame
     (the response_format's schema, or the first tool whose own grammar is unreadable)."""
-    from chatlab.tools.enforceable import first_keyword
-    from chatlab.tools.format import schema_grammar
-
     blamed: tuple[Jsonable, str] | None = None
     if plan.constraint is not None and plan.constraint.kind == "schema":
         assert plan.response_format is not None  # a schema constraint is the response_format's

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
+from chatlab.render.encoder import encoder_for
 from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
@@ -141,8 +142,6 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
         except MissingSpecialToken as err:
             missing = [err.token]
             if source.template is not None:
-                from chatlab.render.encoder import encoder_for
-
                 enc = encoder_for(tokenizer)
                 for token in source.template.special_tokens():
                     try:

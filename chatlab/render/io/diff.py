@@ -18,9 +18,9 @@ from chatlab.render.ids import Rendered
 from chatlab.render.io.causes import Difference, differences
 from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
+from chatlab.render.resolve import Resolution, of_loaded
 
 if TYPE_CHECKING:
-    from chatlab.render.resolve import Resolution
     from pathlib import Path
 
     from chatlab.render.io.readers import LoadedTemplate
@@ -68,8 +68,6 @@ class TemplateDiff:
 
 
 def _resolution(x: "str | Path | LoadedTemplate | Resolution", tokenizer: HFTokenizer) -> tuple["Resolution", str]:
-    from chatlab.render.resolve import Resolution, of_loaded
-
     if isinstance(x, Resolution):
         return x, x.name
     loaded = load_template(x)
