@@ -15,23 +15,21 @@ from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.batched import GenaiSource
 from chatlab.engine.bound import TokenBound
+from chatlab.engine.lease import ModelGuard
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
+from chatlab.engine.prefix import PrefixCache
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
 from chatlab.errors import ChatlabError
 from chatlab.generate import (Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob, chat_logprobs,
                               completion_logprobs)
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
-from chatlab.render import resolve
+from chatlab.render.resolve import TemplateChoice, resolve
 from chatlab.tools.stream import ContentDelta, ParserEvent
 from chatlab.types.responses import (ChatCompletion, ChatCompletionChunk, ChatLogprobs, TextChoice,
                                      TextCompletion, TextCompletionChunk, TextLogprobs)
 
 if TYPE_CHECKING:
-    from chatlab.engine.lease import ModelGuard
-    from chatlab.engine.prefix import PrefixCache
-    from chatlab.render.resolve import TemplateChoice
-
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 

@@ -5,20 +5,18 @@ of producing tokens is a new source, not an engine subclass.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import Iterator, Protocol
 
 from chatlab._thirdparty import Processor
 from chatlab.engine.lease import ModelGuard
+from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.prefix import PrefixCache
+from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
 from chatlab.generate import Event, SamplingParams, Speculation, StopFn, generate
 from chatlab.generate.speculate import check_backend, prepare
 from chatlab.protocols import ModelFacts, StepBackend
 from chatlab.tools.constrain import processor_for
-
-if TYPE_CHECKING:
-    from chatlab.engine.plan import ChatPlan, CompletionPlan
-    from chatlab.engine.request import ChatRequest, CompletionRequest
 
 
 class TokenSource(Protocol):

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Unpack
 
 from chatlab.errors import ChatlabError
+from chatlab.serve.engine import Engine
 
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-    from chatlab.serve.engine import Engine
     from chatlab.serve.app import AppOptions
 
 
