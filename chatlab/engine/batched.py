@@ -16,24 +16,22 @@ import queue
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from chatlab._thirdparty import GenaiConfig, Jsonable, Processor
 from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.generate import Event, SamplingParams, StopFn, stop_ids_for
+from chatlab.generate.assemble import TextAssembler
 from chatlab.protocols import BatchedBackend
-from chatlab.tools.constrain import grammar_tools
+from chatlab.tools.constrain import Constraint, grammar_tools
 from chatlab.tools.ebnf import unknown_names
 from chatlab.tools.enforceable import first_keyword
 from chatlab.tools.format import schema_ebnf, schema_grammar
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone
 _UNBOUNDED = re.compile(r"\{\s*(\d+)\s*,\s*-1\s*\}")
-if TYPE_CHECKING:
-    from chatlab.generate import Event, SamplingParams, StopFn
-    from chatlab.tools.constrain import Constraint
-
 FIX = "use --backend openvino (chatlab's own loop) for it"
 
 
@@ -70,9 +68,6 @@ class GenaiSource:
     def events(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                should_stop: StopFn | None) -> Iterator[Event]:
         """The loop's events for one sequence, from the ids the shared pipeline streams back."""
-        from chatlab.generate import stop_ids_for
-        from chatlab.generate.assemble import TextAssembler
-
         stop_ids = stop_ids_for(self.backend, params)
         text = TextAssembler(self.backend.decoder, params.stop, stop_ids, len(prompt_ids))
         t0 = time.perf_counter()
@@ -141,7 +136,7 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     return cfg
 
 
-def structured_config(constraint: "Constraint | None") -> Processor:
+def structured_config(constraint: Constraint | None) -> Processor:
     """genai's StructuredOutputConfig for a plan's Constraint (None: nothing is forced)."""
     import openvino_genai as genai
 

@@ -13,22 +13,23 @@ from typing import TYPE_CHECKING, Iterator, overload
 from chatlab._thirdparty import Jsonable, Processor
 from chatlab.engine import shapes
 from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
+from chatlab.engine.batched import GenaiSource
 from chatlab.engine.bound import TokenBound
+from chatlab.engine.lease import ModelGuard
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
+from chatlab.engine.prefix import PrefixCache
 from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
 from chatlab.errors import ChatlabError
+from chatlab.generate import (Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob, chat_logprobs,
+                              completion_logprobs)
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
+from chatlab.render.resolve import TemplateChoice, resolve
+from chatlab.tools.stream import ContentDelta, ParserEvent
 from chatlab.types.responses import (ChatCompletion, ChatCompletionChunk, ChatLogprobs, TextChoice,
                                      TextCompletion, TextCompletionChunk, TextLogprobs)
 
 if TYPE_CHECKING:
-    from chatlab.engine.lease import ModelGuard
-    from chatlab.engine.prefix import PrefixCache
-    from chatlab.render.resolve import TemplateChoice
-    from chatlab.generate import Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob
-    from chatlab.tools.stream import ParserEvent
-
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
@@ -40,8 +41,6 @@ class ChatEngine:
 
     def __init__(self, backend: AnyBackend, model_name: str, template: "TemplateChoice" = None,
                  speculate: Speculation | None = None, reuse_prefix: bool = False) -> None:
-        from chatlab.render import resolve
-
         self.source: TokenSource = source_for(backend, speculate, reuse_prefix)
         loop = self.source if isinstance(self.source, LoopSource) else None
         self.prefix: PrefixCache | None = loop.prefix if loop is not None else None
@@ -100,9 +99,6 @@ class ChatEngine:
         """Parser events for one choice, with the tokens' logprobs (a list, when asked for) and
         the loop's Finished among them; Finished comes before the parser's final events so that
         the accumulator knows whether the reply was cut short."""
-        from chatlab.generate import Finished
-        from chatlab.tools.stream import ContentDelta
-
         fmt = plan.tool_format
         parser = fmt.parser(plan.tools) if fmt is not None else None
         cut = False  # the length limit ended the reply: a call whose name is complete stays one
@@ -121,8 +117,6 @@ class ChatEngine:
             yield from parser.finish(cut)
 
     def _chunks(self, plan: ChatPlan, should_stop: StopFn | None, usage: bool) -> Iterator[ChatCompletionChunk]:
-        from chatlab.generate import Finished
-
         cid, model = shapes.new_id("chatcmpl"), self.model_name
         prompt_tokens = completion_tokens = 0
         # a forced call (tool_choice "required" or named) that its parser reads
@@ -163,8 +157,6 @@ class ChatEngine:
     # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan,
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
-        from chatlab.generate import Finished, completion_logprobs
-
         cid, used = shapes.new_id("cmpl"), [0, 0]
         n = len(plan.params[0])
         for p, ((text, ids), per_choice) in enumerate(zip(plan.prompts, plan.params)):
@@ -199,8 +191,6 @@ def source_for(backend: AnyBackend, speculate: Speculation | None = None,
         return LoopSource(backend, speculate, reuse_prefix)
     if isinstance(backend, BatchedBackend):
         refuse_loop_speedups(backend.name, speculate, reuse_prefix)
-        from chatlab.engine.batched import GenaiSource
-
         return GenaiSource(backend)
     raise ChatlabError(f"{backend!r} has no prefill/step for chatlab's loop, nor submit/close for "
                        "a batched pipeline; give the engine a backend from chatlab.backends.load_backend")
@@ -213,8 +203,6 @@ def _text_choice(index: int, text: str, finish_reason: str | None = None,
 
 def _take(tokens: list[TokenLogprob]) -> ChatLogprobs | None:
     """The chat logprobs of the tokens gathered so far (emptying the list), or None."""
-    from chatlab.generate import chat_logprobs
-
     if not tokens:
         return None
     out = chat_logprobs(tokens)

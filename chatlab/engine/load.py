@@ -3,16 +3,12 @@ option before anything loads, and the engine picks its token source from the bac
 (chatlab.engine.source.source_for), so no caller branches on the name."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from chatlab._thirdparty import LoaderOption
 from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend, speculation_options
 from chatlab.engine.engine import ChatEngine
 from chatlab.engine.source import refuse_loop_speedups
-
-if TYPE_CHECKING:
-    from chatlab.generate import Speculation
-    from chatlab.render.resolve import TemplateChoice
+from chatlab.generate import Speculation
+from chatlab.render.resolve import TemplateChoice
 
 
 def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,

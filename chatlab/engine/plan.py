@@ -16,6 +16,7 @@ from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingField
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.models.memory import trim_heap
+from chatlab.tools import constrain
 from chatlab.tools.constrain import Constraint
 from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.render import Rendered, Resolution
@@ -119,12 +120,10 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
         refuse_unparsed_calls(resolution, req.tool_choice)
     constraint = None
     if req.tools or req.response_format is not None:
-        from chatlab.tools.constrain import compile_constraint
-
         # compiled now, so a schema the grammar engine cannot take is a 400 here, and kept
-        constraint = compile_constraint(engine.tokenizer, engine.vocab_size, tools=req.tools,
-                                        choice=req.tool_choice, response_format=req.response_format,
-                                        fmt=fmt, stop_ids=list(rendered.stop_ids) or None)
+        constraint = constrain.compile_constraint(engine.tokenizer, engine.vocab_size, tools=req.tools,
+                                                  choice=req.tool_choice, response_format=req.response_format,
+                                                  fmt=fmt, stop_ids=list(rendered.stop_ids) or None)
     ids = tuple(rendered.ids)
     params = tuple(sampling(req, list(rendered.stop_words), list(rendered.stop_ids), len(ids),
                             engine.context_length, engine.vocab_size, seed_offset=i)

@@ -30,7 +30,8 @@ INT64 = (-(2**63), 2**63 - 1)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True)
+    # validators built on first use: `chatlab --help` loads these models but never validates
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True, defer_build=True)
 
 
 class StreamOptions(_Strict):

@@ -5,18 +5,18 @@ of producing tokens is a new source, not an engine subclass.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import Iterator, Protocol
 
 from chatlab._thirdparty import Processor
 from chatlab.engine.lease import ModelGuard
+from chatlab.engine.plan import ChatPlan, CompletionPlan
+from chatlab.engine.prefix import PrefixCache
+from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError
+from chatlab.generate import Event, SamplingParams, Speculation, StopFn, generate
+from chatlab.generate.speculate import check_backend, prepare
 from chatlab.protocols import ModelFacts, StepBackend
-
-if TYPE_CHECKING:
-    from chatlab.engine.plan import ChatPlan, CompletionPlan
-    from chatlab.engine.request import ChatRequest, CompletionRequest
-    from chatlab.engine.prefix import PrefixCache
-    from chatlab.generate import Event, SamplingParams, Speculation, StopFn
+from chatlab.tools.constrain import processor_for
 
 
 class TokenSource(Protocol):
@@ -63,14 +63,10 @@ class LoopSource:
                  reuse_prefix: bool = False) -> None:
         self.padded: bool | None = None  # whether verify passes are padded (when speculating)
         if speculate is not None:
-            from chatlab.generate.speculate import check_backend, prepare
-
             check_backend(backend)
             self.padded = prepare(backend, speculate)  # now, not in the first request (OpenVINO: a compile)
         self.prefix: PrefixCache | None = None
         if reuse_prefix:
-            from chatlab.engine.prefix import PrefixCache
-
             self.prefix = PrefixCache(backend)
         self.backend, self.guard = backend, ModelGuard(backend, reuse=self.prefix)
         self.speculate = speculate
@@ -83,15 +79,11 @@ class LoopSource:
 
     def constraint(self, plan: "ChatPlan") -> Processor:
         """The plan's compiled grammar as a fresh logits processor (it holds this run's matcher)."""
-        from chatlab.tools.constrain import processor_for
-
         return processor_for(plan.constraint, int(self.backend.vocab_size))
 
     def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
                should_stop: StopFn | None) -> Iterator["Event"]:
         """The loop's events under a lease, released when the generator ends or is closed."""
-        from chatlab.generate import generate
-
         lease = self.guard.acquire()
         try:
             yield from generate(lease, list(prompt_ids), params, processor, should_stop,

@@ -8,8 +8,10 @@ from typing import Callable, Iterator, TypeVar
 
 from chatlab._thirdparty import Embedding, HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.models import standins
 from chatlab.models.assets import ASSETS, get_asset
 from chatlab.models.hub import from_hub
+from chatlab.models.qwen1 import Qwen1Tokenizer
 from chatlab.models.store import asset_path
 
 _T = TypeVar("_T")
@@ -55,14 +57,10 @@ def load_tokenizer(name: str) -> HFTokenizer:
 
     _check_name(name)
     if name == "qwen1-tokenizer":
-        from chatlab.models.qwen1 import Qwen1Tokenizer
-
         return Qwen1Tokenizer(asset_path(name))
     if name in ASSETS:
         asset = ASSETS[name]
         if asset.build == "stand-in":
-            from chatlab.models import standins
-
             return standins.hub_or_standin(asset)
         return AutoTokenizer.from_pretrained(asset_path(name))
     if _exists(name):

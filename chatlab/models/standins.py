@@ -15,8 +15,12 @@ import sys
 from pathlib import Path
 
 from chatlab._thirdparty import HFTokenizer
+from chatlab.data import data_path
 from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
+from chatlab.models.atomic import atomic_folder
+from chatlab.models.home import cache_dir
+from chatlab.models.hub import from_hub
 
 CORPUS = "chatglm3_corpus"  # a folder of chatlab's data (chatlab.data; CHATLAB_DATA moves it)
 STANDIN_VERSION = 1  # bump when the stand-in trainer changes, so a built stand-in is rebuilt
@@ -33,8 +37,6 @@ _announced: set[str] = set()
 
 
 def _corpus_lines() -> list[str]:
-    from chatlab.data import data_path
-
     folder = data_path(CORPUS)  # a missing data folder is one message naming the fix
     files = sorted(folder.glob("*.txt"))
     if not files:
@@ -63,9 +65,6 @@ def train_model(lines: list[str]) -> bytes:
 
 def build(asset: Asset) -> Path:
     """The stand-in's folder (tokenizer.model + tokenizer_config.json), trained once and cached."""
-    from chatlab.models.atomic import atomic_folder
-    from chatlab.models.home import cache_dir
-
     lines = _corpus_lines()
     digest = _corpus_hash(lines)
     folder = cache_dir(asset)
@@ -88,7 +87,7 @@ def build(asset: Asset) -> Path:
 
 
 def load_standin(asset: Asset, encode_special_tokens: bool = False) -> HFTokenizer:
-    from chatlab.models.chatglm3 import ChatGLM3Tokenizer
+    from chatlab.models.chatglm3 import ChatGLM3Tokenizer  # it imports transformers at its top
 
     folder = build(asset)
     tok = ChatGLM3Tokenizer(str(folder / "tokenizer.model"), chat_template=CHAT_TEMPLATE,
@@ -109,8 +108,6 @@ def _announce(asset: Asset, message: str) -> None:
 def hub_or_standin(asset: Asset) -> HFTokenizer:
     """The real hub tokenizer when reachable (or cached), else the offline stand-in."""
     from transformers import AutoTokenizer
-
-    from chatlab.models.hub import from_hub
 
     why = ""
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
+from chatlab.models import convert, standins
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
 from chatlab.models.home import cache_dir, chatlab_home
@@ -96,11 +97,9 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
 def _record_legacy(asset: Asset, folder: Path) -> bool:
     """Adopt a build from before file records: run the checks a build ends with, then record
     its files. Cheaper than a rebuild, and it never deletes a folder others may be reading."""
-    from chatlab.models.convert import verify_folder
-
     data = read_manifest(folder) or {}
     try:
-        verify_folder(folder)
+        convert.verify_folder(folder)
     except Exception:  # damaged in any way: rebuild instead
         return False
     data["files"] = record_files(folder, skip=frozenset({ASSET_MANIFEST}))
@@ -109,14 +108,12 @@ def _record_legacy(asset: Asset, folder: Path) -> bool:
 
 
 def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
-    from chatlab.models.convert import convert_gguf
-
     check_source(asset, paths)
     source_bytes = sum(p.stat().st_size for p in paths)
     need = FP32_GROWTH * source_bytes + (source_bytes if len(paths) > 1 else 0)
     check_free_space(folder.parent, need, asset.name)
     with atomic_folder(folder) as tmp:
-        convert_gguf(asset, paths, tmp)
+        convert.convert_gguf(asset, paths, tmp)
         files = record_files(tmp, skip=frozenset({ASSET_MANIFEST, OWNER}))
         (tmp / ASSET_MANIFEST).write_text(json.dumps(
             {"name": asset.name, "sha256": asset.sha256, "build_version": BUILD_VERSION,
@@ -134,8 +131,6 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
     rebuilding a cached build whose files no longer match what was recorded."""
     asset = name_or_asset if isinstance(name_or_asset, Asset) else get_asset(name_or_asset)
     if asset.build == "stand-in":
-        from chatlab.models import standins
-
         return standins.build(asset)
     paths = asset.source_files()
     if paths is None and asset.hidden:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.render.builtin import TEMPLATES
 from chatlab.render.encoder import Encoder
 from chatlab.render.ids import Piece
 from chatlab.render.template import Parts, Template
@@ -23,8 +24,6 @@ class Composer:
     def __init__(self, template: Template, encoder: Encoder, messages: Sequence[Message],
                  tools: Sequence[ToolSpec], options: dict[str, Jsonable]) -> None:
         if tools and not template.tool_format:
-            from chatlab.render.builtin import TEMPLATES
-
             with_tools = [n for n, t in TEMPLATES.items() if t.tool_format]
             raise ChatlabError(f"template {template.name!r} has no tool format (no way to write tool "
                                "definitions, calls or results), so the tools would not reach the model; "

@@ -248,7 +248,7 @@ def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
     if isinstance(template, Resolution):
         return template
     if template is not None and (not isinstance(template, str) or template not in TEMPLATES):
-        from chatlab.render.io.loaded import load_template
+        from chatlab.render.io.loaded import load_template  # cycle: render.io -> io.diff -> here
 
         return of_loaded(load_template(template), tokenizer)
     if template:
@@ -293,7 +293,7 @@ def of_loaded(loaded: "LoadedTemplate", tokenizer: HFTokenizer) -> Resolution:
     if loaded.jinja is not None:
         return Resolution("explicit", why, loaded.name, tokenizer, chat_template=loaded.jinja,
                           tool_format=format_of_chat_template(loaded.jinja))
-    from chatlab.render.io.ollama import render_modelfile
+    from chatlab.render.io.ollama import render_modelfile  # cycle: render.io -> io.diff -> here
 
     assert loaded.modelfile is not None  # the Ollama reader sets it
     return Resolution("explicit", why, loaded.name, tokenizer, renderer=partial(render_modelfile, loaded.modelfile),

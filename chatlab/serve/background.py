@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Unpack
 
 from chatlab.errors import ChatlabError
+from chatlab.serve.engine import Engine
 
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-    from chatlab.serve.engine import Engine
     from chatlab.serve.app import AppOptions
 
 
@@ -53,7 +53,7 @@ def start_server(engine: "Engine", host: str = "127.0.0.1", port: int | None = N
     background thread; port None = a free one."""
     import uvicorn
 
-    from chatlab.serve.app import create_app
+    from chatlab.serve.app import create_app  # it imports fastapi at its top
 
     port = port or free_port(host)
     app = create_app(engine, **app_options)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
+from chatlab.render.encoder import encoder_for
+from chatlab.render.ids import Rendered
 from chatlab.render.io.causes import differences
 from chatlab.render.io.exporting import export_template
 from chatlab.render.io.loaded import LoadedTemplate, load_template
@@ -21,9 +22,6 @@ from chatlab.render.io.registry import EXPORT_TARGETS
 from chatlab.render.io.verdict import (CANNOT, DIFFERS, EQUAL, EXIT_CODES, NOT_RENDERED, Cell, explain,
                                       overall)
 from chatlab.render.resolve import of_loaded
-
-if TYPE_CHECKING:
-    from chatlab.render.ids import Rendered
 
 TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
 Conversations = dict[str, tuple[list[dict], list[dict] | None]]  # name -> (messages, tools)
@@ -141,8 +139,6 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
         except MissingSpecialToken as err:
             missing = [err.token]
             if source.template is not None:
-                from chatlab.render.encoder import encoder_for
-
                 enc = encoder_for(tokenizer)
                 for token in source.template.special_tokens():
                     try:

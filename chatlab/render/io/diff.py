@@ -11,19 +11,15 @@ side, the token at the difference with a few tokens around it, and the message i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.ids import Rendered
 from chatlab.render.io.causes import Difference, differences
 from chatlab.render.io.causes import owner as owner_of
 from chatlab.render.io.loaded import load_template
-
-if TYPE_CHECKING:
-    from chatlab.render.resolve import Resolution
-    from pathlib import Path
-
-    from chatlab.render.io.readers import LoadedTemplate
+from chatlab.render.io.readers import LoadedTemplate
+from chatlab.render.resolve import Resolution, of_loaded
 
 CONTEXT = 4  # tokens shown before the difference (and as many after)
 
@@ -68,8 +64,6 @@ class TemplateDiff:
 
 
 def _resolution(x: "str | Path | LoadedTemplate | Resolution", tokenizer: HFTokenizer) -> tuple["Resolution", str]:
-    from chatlab.render.resolve import Resolution, of_loaded
-
     if isinstance(x, Resolution):
         return x, x.name
     loaded = load_template(x)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from chatlab.models import asset_path
 from chatlab.render.builtin import get_template
 from chatlab.render.template import Parts, Template
 from chatlab.tools.format import lit
@@ -148,8 +149,6 @@ def tokenizer_for(template: Template, base: str | None = None):  # noqa: ANN201 
 def _tokenizer_for(name: str, base: str | None):  # noqa: ANN202
     from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
-
-    from chatlab.models import asset_path
 
     template = get_template(name)
     tok = Tokenizer.from_file(str(base or asset_path("smollm2-135m-instruct") / "tokenizer.json"))

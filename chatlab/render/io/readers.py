@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.render.io.flat import stop_strings
+from chatlab.render.io.jinja_writer import Exporter
+from chatlab.render.io.llamafactory import parse_llamafactory
+from chatlab.render.io.lmdeploy import parse_lmdeploy
+from chatlab.render.io.ollama import Modelfile, parse_modelfile
+from chatlab.render.jinja_safe import compile_template
 from chatlab.render.template import Template
-
-if TYPE_CHECKING:
-    from chatlab.render.io.ollama import Modelfile
 
 
 @dataclass
@@ -55,8 +56,6 @@ def _nonempty(text: str, origin: str, what: str) -> None:
 
 
 def read_jinja(text: str, origin: str, name: str) -> LoadedTemplate:
-    from chatlab.render.jinja_safe import compile_template
-
     _nonempty(text, origin, "a Jinja chat_template file")
     data = json_object(text) if "chat_template" in text else None
     if isinstance(data, dict) and "chat_template" in data:  # tokenizer_config.json
@@ -71,22 +70,16 @@ def read_jinja(text: str, origin: str, name: str) -> LoadedTemplate:
 
 
 def write_jinja(template: Template, drop_tools: bool = False) -> str:
-    from chatlab.render.io.jinja_writer import Exporter
-
     return Exporter(template).render()
 
 
 def read_lmdeploy(text: str, origin: str, name: str) -> LoadedTemplate:
-    from chatlab.render.io.lmdeploy import parse_lmdeploy
-
     t, data = parse_lmdeploy(text, origin)
     return LoadedTemplate(t.name, "lmdeploy", t.default_system, list(data.get("stop_words") or []),
                           template=t, source=origin, engine_bos="lmdeploy")
 
 
 def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
-    from chatlab.render.io.llamafactory import parse_llamafactory
-
     t, notes = parse_llamafactory(text, origin)
     for note in notes:
         warnings.warn(note, stacklevel=2)
@@ -95,8 +88,6 @@ def read_llamafactory(text: str, origin: str, name: str) -> LoadedTemplate:
 
 
 def read_ollama(text: str, origin: str, name: str) -> LoadedTemplate:
-    from chatlab.render.io.ollama import parse_modelfile
-
     mf = parse_modelfile(text, origin)
     if not mf.template.strip():
         raise ChatlabError(f"{origin}: the TEMPLATE is empty; Ollama would send the bare content. "
