@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
+from chatlab.tools.ebnf import endless_rules
 
 if TYPE_CHECKING:
     import jsonschema
@@ -405,8 +406,6 @@ def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> N
     import json
 
     import xgrammar as xgr
-
-    from chatlab.tools.ebnf import endless_rules
 
     try:
         ebnf = str(xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chatlab.errors import ChatlabError
+
 if TYPE_CHECKING:
     import numpy as np
     import xgrammar as xgr
@@ -35,8 +37,6 @@ class GrammarProcessor:
         tensor = logits if isinstance(logits, torch.Tensor) else torch.from_numpy(logits)
         self.matcher.fill_next_token_bitmask(self.bitmask)
         if not bool(self.bitmask[0].any()):  # a dead end: sampling would see only -inf (NaN)
-            from chatlab.errors import ChatlabError
-
             raise ChatlabError(f"the grammar ({self.description}) allows no next token: the "
                                "schema has a part no finite value matches; simplify the schema")
         self.xgr.apply_token_bitmask_inplace(tensor, self.bitmask[0], vocab_size=self.vocab_size)
