@@ -496,11 +496,12 @@ def class_notebook(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOK
     return nb
 
 
-def check_class_notebook(path: Path = CLASS_NOTEBOOK) -> None:
-    """Raise RouteError where the stored class notebook is not what the route and the nine
-    notebooks generate, naming the first differing cell and the fix."""
+def check_class_notebook(path: Path | None = None) -> None:
+    """Raise RouteError where the stored class notebook (`path`, CLASS_NOTEBOOK by default) is not
+    what the route and the nine notebooks generate, naming the first differing cell and the fix."""
     import nbformat
 
+    path = path or CLASS_NOTEBOOK
     if not path.is_file():
         raise RouteError(f"{path} does not exist: {GENERATE_FIX}")
     stored = nbformat.read(path, as_version=4).cells
@@ -513,8 +514,9 @@ def check_class_notebook(path: Path = CLASS_NOTEBOOK) -> None:
         raise RouteError(f"{path.name} has {len(stored)} cells where the route gives {len(fresh)}: {GENERATE_FIX}")
 
 
-def write_class_notebook(path: Path = CLASS_NOTEBOOK) -> Path:
+def write_class_notebook(path: Path | None = None) -> Path:
     import nbformat
 
+    path = path or CLASS_NOTEBOOK
     nbformat.write(class_notebook(), path)
     return path
