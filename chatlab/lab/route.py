@@ -418,9 +418,10 @@ def route_table(route: tuple[RouteStop, ...] = ROUTE) -> str:
 
 def course_line() -> str:
     """The whole course's time, as the README states it."""
-    total = sum(a + b for a, b in minutes().values())
+    home = sum(b for _, b in minutes().values())
+    total = CLASS_MINUTES + home
     return (f"The nine notebooks take about {total} minutes (about {round(total / 60)} hours): "
-            f"{CLASS_MINUTES} in the class below and {sum(b for _, b in minutes().values())} at home")
+            f"the {CLASS_MINUTES}-minute class below and {home} at home")
 
 
 def time_line(number: str) -> str:
