@@ -55,8 +55,8 @@ def test_a_section_costs_its_reading_and_its_scaled_machine_time() -> None:
 def test_the_machine_scale_comes_from_the_rehearsal_of_the_cells_it_ran() -> None:
     row = route.rehearsal()["09"]
     cells = route.read("09")
-    stored = sum(route.cell_seconds(cells[i]) for i in row["cell_indices"] if i != 1)  # type: ignore[attr-defined]
-    rehearsed = row["setup_s"] + row["route_s"] - sum(row["parts_s"].values())  # type: ignore[operator,attr-defined]
+    stored = sum(route.cell_seconds(cells[i]) for i in row.cell_indices if i != 1)
+    rehearsed = row.setup_s + row.route_s - sum(row.parts.values())
     assert route.machine_scale("09", cells) == pytest.approx(rehearsed / stored)
     assert route.machine_scale("09", cells) > 1   # the replica in 2 GB is slower than the store's run
 

@@ -305,11 +305,25 @@ def reading_minutes(text: str, code: bool) -> float:
     return len(text.split()) / WORDS_PER_MINUTE
 
 
+@dataclass(frozen=True)
+class Rehearsed:
+    """One notebook's row of the cold rehearsal: its set-up and route seconds, the set-up's parts
+    (install, restart, env, export) and the code cells it ran."""
+
+    setup_s: float
+    route_s: float
+    parts: dict[str, float]
+    cell_indices: tuple[int, ...]
+
+
 @lru_cache(maxsize=1)
-def rehearsal() -> dict[str, dict[str, object]]:
+def rehearsal() -> dict[str, Rehearsed]:
     """The cold rehearsal's rows by notebook (data/bench/rehearse-colab.json)."""
     rows = json.loads(data_path(*REHEARSAL).read_text())["rows"]
-    return {str(r["notebook"]): r for r in rows}
+    return {str(r["notebook"]): Rehearsed(float(r["setup_s"]), float(r["route_s"]),
+                                          {str(k): float(v) for k, v in r["parts_s"].items()},
+                                          tuple(int(i) for i in r.get("cell_indices", [])))
+            for r in rows}
 
 
 def machine_scale(number: str, cells: list[nbformat.NotebookNode]) -> float:
@@ -317,14 +331,13 @@ def machine_scale(number: str, cells: list[nbformat.NotebookNode]) -> float:
     setup and route seconds, less the set-up parts the class does once, over the stored seconds
     of the code cells it ran (its `cell_indices`, the first code cell left out: the install)."""
     row = rehearsal().get(number)
-    if row is None:
-        raise RouteError(f"route: the rehearsal {'/'.join(REHEARSAL)} has no row for notebook {number}: "
-                         f"rehearse it (`./run.sh rehearse --colab --cgroup --json data/{'/'.join(REHEARSAL)}`)")
-    indices = [int(i) for i in row["cell_indices"]]  # type: ignore[attr-defined]
+    fix = f"rehearse it (`./run.sh rehearse --colab --cgroup --json data/{'/'.join(REHEARSAL)}`)"
+    if row is None or not row.cell_indices:
+        raise RouteError(f"route: the rehearsal {'/'.join(REHEARSAL)} has no row with its cells for notebook "
+                         f"{number}: {fix}")
     first = next(i for i, c in enumerate(cells) if c.cell_type == "code")
-    stored = sum(cell_seconds(cells[i]) for i in indices if i != first)
-    parts: dict[str, float] = row["parts_s"]  # type: ignore[assignment]
-    rehearsed = float(row["setup_s"]) + float(row["route_s"]) - sum(parts.values())  # type: ignore[arg-type]
+    stored = sum(cell_seconds(cells[i]) for i in row.cell_indices if i != first)
+    rehearsed = row.setup_s + row.route_s - sum(row.parts.values())
     return max(rehearsed, 0.0) / stored if stored else 1.0
 
 
@@ -332,7 +345,7 @@ def setup_minutes() -> float:
     """The class's one set-up: the rehearsal's largest install, restart, environment build and
     exports."""
     rows = rehearsal().values()
-    return sum(max(float(r["parts_s"].get(p, 0.0)) for r in rows) for p in SETUP_PARTS) / 60  # type: ignore[attr-defined]
+    return sum(max(r.parts.get(p, 0.0) for r in rows) for p in SETUP_PARTS) / 60
 
 
 def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.NotebookNode],
