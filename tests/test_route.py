@@ -195,3 +195,25 @@ def test_the_cli_checks_and_writes_the_class_notebook(tmp_path: Path, monkeypatc
     assert main(["class-notebook", "--check"]) == 1
     assert "regenerate it with `chatlab class-notebook`" in capsys.readouterr().out
     assert main(["class-notebook"]) == 0 and main(["class-notebook", "--check"]) == 0
+
+
+def test_stale_minutes_are_rewritten_where_they_are_stated(tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for number in route.NUMBERS:
+        shutil.copy(route.notebook_path(number), folder)
+    readme = tmp_path / "README.md"
+    fresh = (ROOT / "README.md").read_text()
+    readme.write_text(fresh.replace(route.course_line(), "The nine notebooks take about 3 minutes (about 0 hours): "
+                                    "the 120-minute class below and 1 at home"))
+    nb = nbformat.read(folder / route.notebook_path("03").name, as_version=4)
+    title = next(c for c in nb.cells if c.source.startswith("# 03"))
+    title.source = title.source.replace(route.time_line("03"), "**Time:** about 1 minutes, exercises included; "
+                                        "the 2-hour class leaves this notebook for homework.")
+    nbformat.write(nb, folder / route.notebook_path("03").name)
+    changed = route.write_route_text(readme, folder)
+    assert changed == sorted([readme, folder / route.notebook_path("03").name])
+    assert readme.read_text() == fresh
+    assert route.time_line("03") in nbformat.read(folder / route.notebook_path("03").name, as_version=4).cells[2].source

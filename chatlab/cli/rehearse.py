@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="also write the table as JSON to FILE, with the machine and the date")
     p.set_defaults(func=run)
-    c = sub.add_parser("class-notebook", help="write notebooks/class.ipynb: every route section of the nine "
+    c = sub.add_parser("class-notebook", help="write the route's minutes into the notebooks' time lines, 01's "
+                       "and the README's tables, then notebooks/class.ipynb: every route section of the nine "
                        "notebooks in order, with their stored outputs, after one set-up")
     c.add_argument("--check", action="store_true", help="write nothing; exit 1 where the stored one is out of sync")
     c.set_defaults(func=write_class)
@@ -46,5 +47,7 @@ def write_class(args: argparse.Namespace) -> int:
             return 1
         print(f"{route.CLASS_NOTEBOOK.name} is in sync with the route and the nine notebooks")
         return 0
+    for path in route.write_route_text():
+        print(f"updated the route's minutes in {path}")
     print(f"wrote {route.write_class_notebook()}")
     return 0

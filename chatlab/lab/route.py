@@ -528,6 +528,54 @@ def check_class_notebook(path: Path | None = None) -> None:
         raise RouteError(f"{path.name} has {len(stored)} cells where the route gives {len(fresh)}: {GENERATE_FIX}")
 
 
+COURSE_LINE = re.compile(r"The nine notebooks take about \d+ minutes \(about \d+ hours\): the \d+-minute class below "
+                         r"and \d+ at home")
+TIME_LINE = re.compile(r"\*\*Time:\*\* about .*?(?:homework\.|exercises\.)", re.S)
+TABLE = re.compile(r"\| minutes \| notebook · sections \|\n(?:\|.*\|\n?)+")
+
+
+def _rewrite(text: str) -> str:
+    text = TABLE.sub(lambda m: route_table() + ("\n" if m.group(0).endswith("\n") else ""), text)
+    return COURSE_LINE.sub(lambda m: course_line(), text)
+
+
+def write_route_text(readme: Path = NOTEBOOKS.parent / "README.md", folder: Path = NOTEBOOKS) -> list[Path]:
+    """Write the route's minutes where they are stated (each notebook's time line, notebook 01's
+    route table and the README's, and the course's total), until they agree with what they
+    measure: 01's table is part of the class, so its words count in its own minutes. The files
+    changed."""
+    import nbformat
+
+    changed: set[Path] = set()
+    for _ in range(5):
+        minutes.cache_clear()
+        moved = False
+        for number in NUMBERS:
+            path = notebook_path(number, folder)
+            nb = nbformat.read(path, as_version=4)
+            edited = False
+            for cell in nb.cells:
+                if cell.cell_type != "markdown":
+                    continue
+                text = TIME_LINE.sub(lambda m: time_line(number), cell.source) if cell.source.startswith("# ") \
+                    else cell.source
+                text = _rewrite(text) if number == "01" else text
+                if text != cell.source:
+                    cell.source, edited = text, True
+            if edited:
+                nbformat.write(nb, path)
+                changed.add(path)
+                moved = True
+        text = readme.read_text()
+        if (new := _rewrite(text)) != text:
+            readme.write_text(new)
+            changed.add(readme)
+            moved = True
+        if not moved:
+            return sorted(changed)
+    raise RouteError("the route's minutes did not settle after five rewrites of the notebooks' time lines")
+
+
 def write_class_notebook(path: Path | None = None) -> Path:
     import nbformat
 
