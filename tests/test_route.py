@@ -59,6 +59,14 @@ def test_the_machine_scale_comes_from_the_rehearsal_of_the_cells_it_ran() -> Non
     rehearsed = row.setup_s + row.route_s - sum(row.parts.values())
     assert route.machine_scale("09", cells) == pytest.approx(rehearsed / stored)
     assert route.machine_scale("09", cells) > 1   # the replica in 2 GB is slower than the store's run
+    every = route.rehearsal(everything=True)["05"]
+    cells = route.read("05")
+    assert every.cell_indices == tuple(i for i, c in enumerate(cells) if c.cell_type == "code")
+    stored = sum(route.cell_seconds(cells[i]) for i in every.cell_indices[1:])
+    assert route.machine_scale("05", cells, everything=True) == pytest.approx(
+        (every.setup_s + every.route_s - sum(every.parts.values())) / stored)
+    with pytest.raises(RouteError, match="no rehearsal of notebook 01's cells .*rehearse it"):
+        route.machine_scale("01", route.read("01"), everything=True)
 
 
 @pytest.mark.parametrize("number", route.NUMBERS)

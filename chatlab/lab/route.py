@@ -316,25 +316,33 @@ class Rehearsed:
     cell_indices: tuple[int, ...]
 
 
-@lru_cache(maxsize=1)
-def rehearsal() -> dict[str, Rehearsed]:
-    """The cold rehearsal's rows by notebook (data/bench/rehearse-colab.json)."""
-    rows = json.loads(data_path(*REHEARSAL).read_text())["rows"]
-    return {str(r["notebook"]): Rehearsed(float(r["setup_s"]), float(r["route_s"]),
-                                          {str(k): float(v) for k, v in r["parts_s"].items()},
-                                          tuple(int(i) for i in r.get("cell_indices", [])))
-            for r in rows}
+@lru_cache(maxsize=2)
+def rehearsal(everything: bool = False) -> dict[str, Rehearsed]:
+    """The cold rehearsal's rows by notebook: of the route (data/bench/rehearse-colab.json), or
+    with `everything` of every cell (data/bench/rehearse-colab-all-*.json, each row running every
+    code cell of its notebook)."""
+    found = {}
+    files = sorted(data_path(REHEARSAL[0]).glob("rehearse-colab-all-*.json")) if everything else [data_path(*REHEARSAL)]
+    for path in files:
+        for r in json.loads(path.read_text())["rows"]:
+            number = str(r["notebook"])
+            indices = (tuple(i for i, c in enumerate(read(number)) if c.cell_type == "code") if everything
+                       else tuple(int(i) for i in r.get("cell_indices", [])))
+            found[number] = Rehearsed(float(r["setup_s"]), float(r["route_s"]),
+                                      {str(k): float(v) for k, v in r["parts_s"].items()}, indices)
+    return found
 
 
-def machine_scale(number: str, cells: list[nbformat.NotebookNode]) -> float:
-    """How much slower the rehearsal ran notebook `number`'s cells than the stored run did: its
-    setup and route seconds, less the set-up parts the class does once, over the stored seconds
-    of the code cells it ran (its `cell_indices`, the first code cell left out: the install)."""
-    row = rehearsal().get(number)
-    fix = f"rehearse it (`./run.sh rehearse --colab --cgroup --json data/{'/'.join(REHEARSAL)}`)"
+def machine_scale(number: str, cells: list[nbformat.NotebookNode], everything: bool = False) -> float:
+    """How much slower the rehearsal (of every cell, with `everything`) ran notebook `number`'s
+    cells than the stored run did: its setup and route seconds, less the set-up parts the class
+    does once, over the stored seconds of the code cells it ran (the first code cell left out:
+    the install)."""
+    row = rehearsal(everything).get(number)
+    fix = f"rehearse it (`./run.sh rehearse --colab --cgroup{' --all' if everything else ''} --json data/bench/...`)"
     if row is None or not row.cell_indices:
-        raise RouteError(f"route: the rehearsal {'/'.join(REHEARSAL)} has no row with its cells for notebook "
-                         f"{number}: {fix}")
+        raise RouteError(f"route: no rehearsal of notebook {number}'s {'cells' if everything else 'route'} "
+                         f"with the cells it ran under data/bench: {fix}")
     first = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     stored = sum(cell_seconds(cells[i]) for i in row.cell_indices if i != first)
     rehearsed = row.setup_s + row.route_s - sum(row.parts.values())
@@ -373,18 +381,16 @@ def stop_minutes(stop: RouteStop) -> int:
 
 
 def home_minutes(number: str) -> int:
-    """What a notebook leaves for home: the reading and machine time of what the route skips,
-    and EXERCISE_MINUTES per exercise."""
+    """What a notebook leaves for home: the reading and machine time of what the route skips (its
+    machine time scaled by the rehearsal of every cell, or of the route where the notebook has
+    none), and EXERCISE_MINUTES per exercise."""
     cells = read(number)
     stop = next((s for s in ROUTE if s.notebook == number), None)
     on = set(route_pieces(stop, cells)) if stop else set()
-    setup = set(sections(cells)[0])
-    rest = [k for k, p in enumerate(pieces(cells)) if k not in on and p.cell not in setup - {0}] \
-        if stop else list(range(len(pieces(cells))))
-    scale = machine_scale(number, cells) if number in rehearsal() else max(
-        machine_scale(n, read(n)) for n in rehearsal() if n in NUMBERS)
+    rest = [k for k in range(len(pieces(cells))) if k not in on]
     exercises = sum(s.title.startswith("Exercise ") for s in sections(cells)[1])
-    return math.ceil(pieces_minutes(number, rest, cells, scale) + EXERCISE_MINUTES * exercises)
+    return math.ceil(pieces_minutes(number, rest, cells, machine_scale(number, cells, number in rehearsal(True)))
+                     + EXERCISE_MINUTES * exercises)
 
 
 @lru_cache(maxsize=1)
