@@ -6,8 +6,9 @@
 #   ./run.sh test    set up, then run the whole test suite (extra args go to pytest)
 #   ./run.sh setup   set up only
 #   ./run.sh store [notebooks...]   set up, then execute notebooks in place, offline, storing
-#                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb)
-#   ./run.sh rehearse [--all] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN...]   rehearse the
+#                    their outputs (default: all; `01` is short for notebooks/01_*.ipynb), then
+#                    `chatlab class-notebook` (the route's minutes and notebooks/class.ipynb)
+#   ./run.sh rehearse [--all] [--class] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN...]   rehearse the
 #                    2-hour class: validate the route (chatlab/lab/route.py), then run its cells of
 #                    each notebook in a fresh kernel from an empty model store and print setup, route
 #                    and memory per notebook (chatlab/lab/rehearse.py; --all: every cell of every
@@ -126,6 +127,9 @@ store() {
       rc=1
     fi
   done
+  # the stored cells' seconds set the route's minutes, and the class notebook copies the outputs
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
+    'import sys; from chatlab.cli import main; sys.exit(main(["class-notebook"]))' || rc=1
   return "$rc"
 }
 

@@ -36,8 +36,27 @@ def test_dry_run_lists_the_route_cells_and_runs_nothing(monkeypatch: pytest.Monk
     monkeypatch.setattr(rh, "run_notebook", _no_kernel)
     assert rh.rehearse(["02"], dry_run=True) == 0
     out = capsys.readouterr().out
-    assert out.startswith("02: 12 cells (4 setup): [0, 1, 2, 3, ")
+    assert out.startswith("02: 14 cells (4 setup): [0, 1, 2, 3, ")
     assert ", 10," not in out and "11," not in out  # the resolution chain is homework
+
+
+def test_dry_run_of_the_class_notebook_checks_it_and_runs_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    import nbformat
+
+    monkeypatch.setattr(rh, "run_notebook", _no_kernel)
+    assert rh.rehearse([], dry_run=True, klass=True) == 0
+    cells = nbformat.read(rh.route.CLASS_NOTEBOOK, as_version=4).cells
+    assert capsys.readouterr().out.startswith(f"class: {len(cells)} cells (3 setup): [0, 1, 2, 3, ")
+    assert rh.first_code_cell(cells) == 1   # the one set-up cell a Colab rehearsal installs from
+    stale = nbformat.read(rh.route.CLASS_NOTEBOOK, as_version=4)
+    stale.cells.pop()
+    nbformat.write(stale, tmp_path / "class.ipynb")
+    monkeypatch.setattr(rh.route, "CLASS_NOTEBOOK", tmp_path / "class.ipynb")
+    assert rh.rehearse([], klass=True) == 2
+    assert "regenerate it with `chatlab class-notebook`" in capsys.readouterr().err
+    assert rh.rehearse(["01"], klass=True, dry_run=True) == 2
 
 
 def test_an_interrupted_rehearsal_removes_its_model_store(monkeypatch: pytest.MonkeyPatch) -> None:

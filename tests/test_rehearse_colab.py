@@ -43,16 +43,19 @@ def test_the_cli_builds_a_colab_runner_and_writes_the_json(monkeypatch: pytest.M
     seen: list[object] = []
 
     def fake(numbers: list[str], everything: bool, dry_run: bool, cgroup: bool, runner: object = None,
-             report: Path | None = None) -> int:
-        seen.extend([numbers, everything, dry_run, cgroup, type(runner).__name__, report])
+             report: Path | None = None, klass: bool = False) -> int:
+        seen.extend([numbers, everything, dry_run, cgroup, type(runner).__name__, report, klass])
         return 0
 
     monkeypatch.setattr(rh, "rehearse", fake)
     assert main(["rehearse", "--colab", "--cgroup", "--all", "--json", str(tmp_path / "t.json"), "05"]) == 0
-    assert seen == [["05"], True, False, True, "ColabRunner", tmp_path / "t.json"]
+    assert seen == [["05"], True, False, True, "ColabRunner", tmp_path / "t.json", False]
     seen.clear()
     assert main(["rehearse", "01"]) == 0
     assert seen[4] == "NoneType"
+    seen.clear()
+    assert main(["rehearse", "--colab", "--class", "--cgroup"]) == 0
+    assert seen == [[], False, False, True, "ColabRunner", None, True]
 
 
 def _cell(source: str, outputs: list[dict[str, object]]) -> nbformat.NotebookNode:

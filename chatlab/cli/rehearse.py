@@ -1,11 +1,12 @@
 """`chatlab rehearse` (`./run.sh rehearse`): the 2-hour class run as a class runs it
-(chatlab.lab.rehearse)."""
+(chatlab.lab.rehearse); `chatlab class-notebook`: the class notebook written from the route
+(chatlab.lab.route)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from chatlab.lab import rehearse
+from chatlab.lab import rehearse, route
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,6 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "from an empty model cache; a table of setup and route seconds and peak memory")
     p.add_argument("notebooks", nargs="*", help="notebook numbers (default: every notebook on the route)")
     p.add_argument("--all", action="store_true", help="every cell of every notebook, not only the route")
+    p.add_argument("--class", dest="klass", action="store_true",
+                   help="run the class notebook (notebooks/class.ipynb) in one kernel instead of each notebook")
     p.add_argument("--dry-run", action="store_true", help="validate the route and list the cells; run nothing")
     p.add_argument("--cgroup", action="store_true",
                    help="run each kernel in a 2 GB memory cgroup, as Binder does (root, cgroup v1)")
@@ -22,8 +25,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="also write the table as JSON to FILE, with the machine and the date")
     p.set_defaults(func=run)
+    c = sub.add_parser("class-notebook", help="write the route's minutes into the notebooks' time lines, 01's "
+                       "and the README's tables, then notebooks/class.ipynb: every route section of the nine "
+                       "notebooks in order, with their stored outputs, after one set-up")
+    c.add_argument("--check", action="store_true", help="write nothing; exit 1 where the stored one is out of sync")
+    c.set_defaults(func=write_class)
 
 
 def run(args: argparse.Namespace) -> int:
     runner = rehearse.ColabRunner() if args.colab else None
-    return rehearse.rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json)
+    return rehearse.rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json,
+                             klass=args.klass)
+
+
+def write_class(args: argparse.Namespace) -> int:
+    if args.check:
+        try:
+            route.check_class_notebook()
+        except route.RouteError as err:
+            print(f"chatlab class-notebook: {err}")
+            return 1
+        print(f"{route.CLASS_NOTEBOOK.name} is in sync with the route and the nine notebooks")
+        return 0
+    for path in route.write_route_text():
+        print(f"updated the route's minutes in {path}")
+    print(f"wrote {route.write_class_notebook()}")
+    return 0

@@ -1,7 +1,7 @@
 """Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
 cold, and time them.
 
-`./run.sh rehearse [--all] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN ...]` runs
+`./run.sh rehearse [--all] [--class] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN ...]` runs
 `chatlab rehearse`. The route
 (chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
 needs a name only a skipped cell defines, is an error before any kernel starts. Then each
@@ -16,7 +16,9 @@ cache) and the total. Any cell error or stderr output fails the rehearsal (exit 
 chatlab's one-time build notices (BUILD_NOTICES) and the stderr a cell's stored output shows (a
 refusal the lesson demonstrates); with --cgroup, so does an out-of-memory kill.
 
---all runs every cell of every notebook instead of the route.
+--all runs every cell of every notebook instead of the route. --class runs the class notebook
+(notebooks/class.ipynb: every route section in one kernel after one set-up), refused before any
+kernel starts where it is out of sync with the route and the nine notebooks.
 
 --colab runs each notebook as a learner opens it from its Colab badge, on a cold runtime of the
 Colab replica: tests/colab/replica.py's Python 3.13 venv of Colab's own package list
@@ -70,6 +72,7 @@ class Row:
     route_s: float = 0.0
     peak_mb: float = 0.0
     problem: str = ""
+    indices: list[int] = field(default_factory=list)  # the notebook's code cells that ran
     # seconds of the setup's parts where they were measured (PARTS), and from the first cell's
     # start to the end of the first cell that runs a live bite (`..._bite(`), None where none ran
     parts: dict[str, float] = field(default_factory=dict)
@@ -85,7 +88,7 @@ def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list
     import nbformat
 
     out = []
-    numbers = sorted(route.MINUTES) if everything else [s.notebook for s in stops]
+    numbers = list(route.NUMBERS) if everything else [s.notebook for s in stops]
     for number in numbers:
         cells = nbformat.read(route.notebook_path(number), as_version=4).cells
         setup, _ = route.sections(cells)
@@ -93,6 +96,14 @@ def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list
                   else route.route_cells(next(s for s in stops if s.notebook == number), cells))
         out.append((number, chosen, len(setup)))
     return out
+
+
+def class_plan() -> tuple[str, list[int], int]:
+    """The class notebook's plan: every cell, its set-up being the cells the generator adds."""
+    import nbformat
+
+    cells = nbformat.read(route.CLASS_NOTEBOOK, as_version=4).cells
+    return "class", list(range(len(cells))), sum(str(c.get("id", "")).startswith("class-") for c in cells)
 
 
 class _Peak:
@@ -191,13 +202,18 @@ def is_bite(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and "_bite(" in cell.source
 
 
+def source_path(number: str) -> Path:
+    """The notebook a rehearsal row runs: one of the nine by number, or the class notebook."""
+    return route.CLASS_NOTEBOOK if number == "class" else route.notebook_path(number)
+
+
 def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, Row]:
     """The chosen cells of notebook `number` with their stored outputs cleared (each cell's stored
     stderr lines kept in its metadata, as what it is expected to write), and an empty row for
     them."""
     import nbformat
 
-    source = nbformat.read(route.notebook_path(number), as_version=4)
+    source = nbformat.read(source_path(number), as_version=4)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
     nb.cells = [source.cells[i] for i in chosen]
     for cell in nb.cells:
@@ -206,7 +222,8 @@ def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, R
                 line for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"
                 for line in _stderr_lines(out.text)]
             cell.outputs, cell.execution_count = [], None
-    return nb, Row(number, sum(c.cell_type == "code" for c in nb.cells))
+    return nb, Row(number, sum(c.cell_type == "code" for c in nb.cells),
+                   indices=[i for i in chosen if source.cells[i].cell_type == "code"])
 
 
 def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, began: float,
@@ -446,20 +463,26 @@ class ColabRunner:
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
              cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE, runner: Runner | None = None,
-             report: Path | None = None) -> int:
+             report: Path | None = None, klass: bool = False) -> int:
     """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong).
-    `report`: a JSON file that gets the rows, the machine and the date."""
+    `report`: a JSON file that gets the rows, the machine and the date. `klass`: run the class
+    notebook (in sync with the route, or refused) instead of the notebooks one by one."""
     try:
         route.validate(stops)
+        if klass and (numbers or everything):
+            raise RouteError("rehearse --class runs the whole class notebook: leave out --all and notebook numbers")
         chosen = tuple(s for s in stops if not numbers or s.notebook in numbers)
-        if unknown := sorted(set(numbers) - set(route.MINUTES)):
-            raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.MINUTES)}")
+        if unknown := sorted(set(numbers) - set(route.NUMBERS)):
+            raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.NUMBERS)}")
         off = sorted(set(numbers) - {s.notebook for s in stops})
         if off and not everything:
             raise RouteError(f"rehearse: notebook {off[0]} is not on the route; --all {off[0]} runs all of it")
         todo = plan(chosen, everything)
         if everything and numbers:
             todo = [t for t in todo if t[0] in numbers]
+        if klass:
+            route.check_class_notebook()
+            todo = [class_plan()]
     except RouteError as err:
         print(err, file=sys.stderr)
         return 2
@@ -499,13 +522,14 @@ def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgr
 
     here = cpu()
     data = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "runner": runner,
-            "cells": "all" if everything else "route", "cgroup_2gb": cgroup,
+            "cells": "all" if everything else "class" if [r.notebook for r in rows] == ["class"] else "route",
+            "cgroup_2gb": cgroup,
             # pip's wheel cache makes an install download nothing; a fresh Colab runtime has none
             "pip_cache": os.environ.get("PIP_NO_CACHE_DIR", "").lower() not in ("1", "true", "yes", "on"),
             "machine": {"cpu": here.model, "cores": here.threads, "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
                         "python": platform.python_version()},
             "rows": [{"notebook": r.notebook, "cells": r.cells, "setup_s": round(r.setup_s, 1),
-                      "route_s": round(r.route_s, 1), "total_s": round(r.total_s, 1), "peak_mb": round(r.peak_mb),
+                      "cell_indices": r.indices, "route_s": round(r.route_s, 1), "total_s": round(r.total_s, 1), "peak_mb": round(r.peak_mb),
                       "parts_s": {k: round(v, 1) for k, v in r.parts.items()},
                       "bite_s": None if r.bite_s is None else round(r.bite_s, 1), "problem": r.problem}
                      for r in rows],
