@@ -29,10 +29,10 @@ from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
 from chatlab.tools.format import ToolFormat, grammar_error, schema_ebnf
-from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     import xgrammar as xgr
 
 # tokenizer key -> (the tokenizer, kept alive so its id is not reused; its compiler)
@@ -172,6 +172,47 @@ def _culprit(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> str:
         except (RuntimeError, ChatlabError):
             return where
     return "tools"
+
+
+class GrammarProcessor:
+    """The logits_processor of chatlab.generate: before each token every token the grammar
+    forbids gets -inf (mask); after it the matcher accepts the token. Once the grammar is
+    complete only a stop token is allowed, and accepting it terminates the matcher."""
+
+    def __init__(self, compiled: "xgr.CompiledGrammar", vocab_size: int, description: str) -> None:
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        self.matcher = xgr.GrammarMatcher(compiled)
+        self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+        self.vocab_size = vocab_size
+        self.description = description
+        self.rejected: list[int] = []    # tokens the matcher refused (only if masking was skipped)
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        import numpy as np
+        import torch
+
+        if isinstance(logits, np.ndarray) and not logits.flags.writeable:
+            logits = logits.copy()
+        tensor = logits if isinstance(logits, torch.Tensor) else torch.from_numpy(logits)
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        if not bool(self.bitmask[0].any()):  # a dead end: sampling would see only -inf (NaN)
+            raise ChatlabError(f"the grammar ({self.description}) allows no next token: the "
+                               "schema has a part no finite value matches; simplify the schema")
+        self.xgr.apply_token_bitmask_inplace(tensor, self.bitmask[0], vocab_size=self.vocab_size)
+        tensor[self.vocab_size:] = float("-inf")    # padded rows of lm_head are never valid
+        return logits
+
+    def accept(self, token_id: int) -> None:
+        if not self.matcher.accept_token(int(token_id)):
+            self.rejected.append(int(token_id))
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def __repr__(self) -> str:
+        return f"GrammarProcessor({self.description})"
 
 
 def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:

@@ -215,58 +215,6 @@ class ToolFormat(ABC):
                 "tags": [self.call_tag(t) for t in tools]}
 
 
-class JsonCallFormat(ToolFormat):
-    """Calls written as JSON objects and tools as JSON in the system turn (Hermes, llama3 JSON):
-    a subclass sets the strings. A call is `call_head`, its name, `call_args` (the arguments
-    key), the arguments text as sent, `call_end`; the tools are `tools_head`, each tool's OpenAI
-    JSON after `tools_sep`, then `tools_tail` ("\\n\\n" first after system text)."""
-
-    tools_head = tools_tail = tools_sep = ""
-    tools_indent: int | None = None
-    call_head = call_args = call_end = ""
-    call_sep = ""  # before each call but the first (the first follows content after a "\n")
-    jinja_lead = "''"  # the Jinja expression for what comes before call `f`
-
-    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        bits = [text("\n\n")] if after_text else []
-        bits.append(text(self.tools_head, "tools"))
-        for tool in tools:
-            bits += [text(self.tools_sep, "tools"),
-                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
-        if self.tools_tail:
-            bits.append(text(self.tools_tail, "tools"))
-        return bits
-
-    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        bits: list[Bit] = []
-        for j, call in enumerate(calls):
-            lead = self.call_sep if j else ("\n" if has_content else "")
-            bits += [text(lead + self.call_head, "tool_call"), data(call.name, "tool_call"),
-                     text(self.call_args, "tool_call"), data(call.arguments, "tool_call"),
-                     text(self.call_end, "tool_call")]
-        return bits
-
-    def jinja_system(self) -> str:
-        indent = self.tools_indent
-        dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
-        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + "
-                + lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + "
-                + lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}"
-                "{%- set ns.body = ns.body + " + lit(self.tools_tail) + " %}{%- endif %}")
-
-    def jinja_assistant(self, w: JinjaTurns) -> str:
-        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + "
-                + lit(self.call_args) + " + " + JINJA_ARGS + " + " + lit(self.call_end))
-        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
-                + w.turn("assistant", "ns.body"))
-
-    def call_tag(self, tool: ToolSpec) -> dict:
-        # call_head ends and call_args starts with the quotes of the name, written as JSON here
-        begin = self.call_head[:-1] + json.dumps(tool.name) + self.call_args[1:]
-        return {"type": "tag", "begin": begin, "content": schema_grammar(tool),
-                "end": self.call_end}
-
-
 def jinja_format(template: str, exprs: dict[str, str]) -> str:
     """A `str.format` template as a Jinja expression: literals joined with the `exprs` of its fields."""
     parts = re.split(r"\{(\w+)\}", template)  # literal, field, literal, field, ...

@@ -22,8 +22,7 @@ from typing import Sequence
 from chatlab.errors import ChatlabError
 from chatlab.tools.format import (JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps,
                                   jinja_format, lit, schema_grammar, text)
-from chatlab.tools.jsonscan import JsonObjectScanner
-from chatlab.tools.stream import StreamParser, find_marker, split_safe
+from chatlab.tools.stream import JsonObjectScanner, StreamParser, find_marker, split_safe
 from chatlab.types import ToolCall, ToolSpec
 
 THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
