@@ -132,15 +132,11 @@ def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
 # Formats whose grammar in xgrammar 0.2.8 writes only strings that jsonschema's 2020-12 format
 # checker accepts (tests/test_tools_constrain.py samples each one).
 FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
-# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, an octet
-# with a leading zero, a hostname label of 64 letters, a pointer with a `\s` escape): the grammar
-# gets these patterns instead, exact or narrower. Left out: leap seconds (jsonschema's checker
-# takes none), year 0000, a fraction of a second over 9 digits (a small model may never stop
-# writing digits), hostnames of over 3 labels (so the length stays under 253), an ipv6 address
-# with a dotted ipv4 tail, pointer names with characters other than letters, digits, `_`, `.`,
-# `-` and the escapes ~0 and ~1. No character in them is one a JSON string escapes, so a reader
-# without regexes can take them written out as rules (ebnf.py). Other formats (uri-template,
-# relative-json-pointer, iri, ...) are refused.
+# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, ...) get
+# these patterns instead, exact or narrower: no leap second, year 0000, fraction over 9 digits,
+# hostname over 3 labels, ipv6 with an ipv4 tail, or pointer name beyond [A-Za-z0-9_.-] and ~0/~1.
+# No character in them is one JSON escapes, so they can be written out as rules (ebnf.py). Other
+# formats (uri-template, iri, ...) are refused.
 _YEAR = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
 _MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
               "|02-(0[1-9]|1[0-9]|2[0-8])")
@@ -204,13 +200,9 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
 
 
 def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
-    """ChatlabError when the schema's grammar has a rule that can never finish: a value that
-    must contain itself (`{"$ref": "#"}`, a required property referring back, $ref loops a -> b
-    -> a). No JSON value matches such a part, and decoding that enters it reaches a point where
-    the grammar allows no token at all. Decided on the grammar xgrammar prints for the schema
-    (which rules can derive a finite text), so every way of writing such a loop is caught; the
-    error names the first $ref of `named_by` (the schema as sent; default `schema`), where a
-    loop starts."""
+    """ChatlabError when the schema's grammar has a rule that can never finish (a value that must
+    contain itself: decoding would reach a dead end), decided on xgrammar's printed grammar so
+    every way of writing the loop is caught; it names the first $ref of `named_by` (default `schema`)."""
     import xgrammar as xgr
 
     try:
@@ -235,10 +227,8 @@ def _may_be(node: dict[str, Jsonable], kind: str) -> bool:
 
 
 def _infer_type(node: dict[str, Jsonable]) -> None:
-    """Give a schema without `type` the type its keywords are about (the first, if several):
-    xgrammar allows any JSON value for it and drops its keywords (`{"required": ["a"]}` would
-    let `{}` through). Narrower, never wider: the keywords about other types say nothing about
-    a value of the type chosen."""
+    """Give a schema without `type` the (first) type its keywords are about, for which xgrammar
+    would allow any JSON and drop them; narrower, never wider."""
     if any(k in node for k in ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf")):
         return
     kind = next((kind for kind, keywords in _TYPE_OF.items() if any(k in node for k in keywords)), None)
@@ -268,9 +258,8 @@ def _list_required(node: dict[str, Jsonable], root: Jsonable, where: str) -> Non
 
 def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
               where: str) -> tuple[Jsonable, str]:
-    """(the schema of property `name`, not in `properties`; what decides it) by JSON Schema's
-    rules: propertyNames must take the name, then each matching patternProperties pattern
-    applies, else additionalProperties (unevaluatedProperties when that is absent)."""
+    """(the schema of property `name`, not in `properties`; what decides it): propertyNames,
+    then a matching patternProperties, else additionalProperties (or unevaluatedProperties)."""
     names = node.get("propertyNames")
     if names is not None and not _validator(root, names).is_valid(name):
         return False, "'propertyNames'"

@@ -1,16 +1,10 @@
 """A tool-call format: one object holds everything a model family's tool calling is made of.
 
-From its own strings only, a format says how tool definitions are written into the prompt; how
-an assistant call and a tool result are written back into the history (as `Bit`s and `Turn`s
-that the id-level Composer turns into pieces); the same rules as Jinja (what `chatlab
-export-template` writes); a fresh streaming parser for one response; and the xgrammar structural
-tag of one call, with the lazy trigger for tool_choice auto. Keeping them together ties the
-grammar's trigger to the parser's tag and to the text the renderer writes
-(tests/test_tool_formats.py checks those ties for every format).
-
-Renderer and exporter never ask a format's name: they call these methods. A format that does
-not need a step inherits the plain behaviour below (no tools in the system turn, a tool result
-is a turn of the template's `tool` role, ...).
+From its own strings a format writes the tools into the prompt, a call and a result into the
+history (`Bit`s and `Turn`s for the Composer) and as Jinja (`chatlab export-template`); it gives a
+streaming parser and the xgrammar tag of one call. Together they tie the grammar's trigger to the
+parser's tag and the rendered text (tests/test_tool_formats.py checks each format). Renderer and
+exporter never ask a format's name; a step a format does not change is the plain one below.
 """
 from __future__ import annotations
 
@@ -117,7 +111,6 @@ class ToolFormat(ABC):
     makes a format."""
 
     name = "base"
-    description = ""
     trigger: str | None = None  # text that starts a call mid-reply; None: calls open the reply
     parallel_calls = True  # several calls in one reply (ReAct and ChatGLM3 make one per step)
     content_with_calls = True  # a reply may hold text and calls (a llama3 call is the whole reply)

@@ -114,10 +114,8 @@ class JsonCall:
         self.parser._reject(self.index, error, self.prefix + self.scan.text() + suffix)
 
     def cut_short(self, suffix: str) -> bool:
-        """After the parser's last text: True when the length limit ended the output inside this
-        object after its name was complete and known. The call then stands: streamed already,
-        or announced now with no arguments (its arguments object had not begun; a stringified
-        value is no object yet)."""
+        """After the last text: True when the length limit ended the output inside this object
+        after its known name; the call stands, streamed already or announced now without arguments."""
         name = self.known_name()
         if not self.parser.cut or self.scan.done or self.scan.state == "invalid" or name is None:
             return False
@@ -251,10 +249,9 @@ class JsonCallParser(StreamParser):
 
 
 class JsonCallFormat(ToolFormat):
-    """Calls written as JSON objects and tools as JSON in the system turn (Hermes, llama3 JSON):
-    a subclass sets the strings. A call is `call_head`, its name, `call_args` (the arguments
-    key), the arguments text as sent, `call_end`; the tools are `tools_head`, each tool's OpenAI
-    JSON after `tools_sep`, then `tools_tail` ("\\n\\n" first after system text)."""
+    """Calls as JSON objects, tools as JSON in the system turn; a subclass sets the strings: a call
+    is `call_head` name `call_args` arguments `call_end`; the tools `tools_head`, each after
+    `tools_sep`, `tools_tail`."""
 
     tools_head = tools_tail = tools_sep = ""
     tools_indent: int | None = None
@@ -316,14 +313,12 @@ CALL_HEAD, CALL_ARGS, CALL_END = OPEN + '\n{"name": "', '", "arguments": ', "}\n
 
 
 class HermesParser(JsonCallParser):
-    fmt = "hermes"
     open_tag = opener = OPEN
     close_tag = CLOSE
 
 
 class Hermes(JsonCallFormat):
     name = "hermes"
-    description = "Qwen2.5/Qwen3: <tool_call> JSON blocks, results in <tool_response>"
     trigger = OPEN
     parser_class = HermesParser
     template_marks = (OPEN,)
@@ -357,14 +352,12 @@ PYTHON_TAG = "<|python_tag|>"
 
 
 class Llama3JsonParser(JsonCallParser):
-    fmt = "json"
     lead_tags = (PYTHON_TAG,)
     separators = ";"
 
 
 class Llama3Json(JsonCallFormat):
     name = "json"
-    description = "llama3: the reply is a bare JSON call {\"name\", \"parameters\"}"
     content_with_calls = False
     parser_class = Llama3JsonParser
     template_marks = ("ipython", PYTHON_TAG)  # llama3.1's tool role and its code-call tag

@@ -21,14 +21,12 @@ from chatlab.types import ToolCall, ToolSpec
 @dataclass(frozen=True)
 class ContentDelta:
     """Plain assistant text, safe to show now (it can no longer start a call)."""
-
     text: str
 
 
 @dataclass(frozen=True)
 class ToolCallStart:
     """A call has begun: its name is known and is one of the provided tools."""
-
     index: int
     id: str
     name: str
@@ -37,7 +35,6 @@ class ToolCallStart:
 @dataclass(frozen=True)
 class ToolCallArgs:
     """The next piece of the call's JSON arguments text (pieces concatenate)."""
-
     index: int
     fragment: str
 
@@ -45,7 +42,6 @@ class ToolCallArgs:
 @dataclass(frozen=True)
 class ToolCallEnd:
     """The call's arguments are complete, valid JSON: the call is final."""
-
     index: int
 
 
@@ -54,7 +50,6 @@ class ToolCallError:
     """Model output that tried to be a call but is malformed (unterminated, invalid JSON,
     unknown tool). Its raw `text` becomes content again. `index` names a call already
     announced by ToolCallStart that is hereby withdrawn, or is None if none was announced."""
-
     index: int | None
     error: str
     text: str
@@ -122,7 +117,6 @@ def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
 class StreamParser(ABC):
     """Base of the format parsers: event bookkeeping, feed/finish, one-shot parse."""
 
-    fmt = "base"  # the format's name, for display
     opener: str | None = None  # the marker that starts a call mid-reply (None: calls open the reply)
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
@@ -142,10 +136,9 @@ class StreamParser(ABC):
         return self._drain()
 
     def finish(self, cut: bool = False) -> list[ParserEvent]:
-        """The output has ended. `cut`: the length limit ended it inside whatever it was writing;
-        a call it ended inside whose name was complete is then still a call (announced, with the
-        arguments it has, and withdrawn as unfinished), as OpenAI returns a call cut short by
-        max_tokens. Without `cut` an unfinished call is only text the model stopped in."""
+        """The output has ended. `cut`: by the length limit, so a call whose name was complete
+        is still a call (announced with the arguments it has, then withdrawn as unfinished), as
+        OpenAI returns one cut by max_tokens; otherwise an unfinished call is only text."""
         if not self._finished:
             self._finished, self.cut = True, cut
             self._consume("", final=True)
@@ -198,9 +191,8 @@ class StreamParser(ABC):
         self._events.append(ToolCallError(index, error, text))
 
     def _cut_short(self, name: str, arguments: str, text: str) -> None:
-        """A call the length limit ended after its name: announced with the arguments as far
-        as they got (JSON text that may be unfinished), then withdrawn as unterminated, so the
-        accumulator keeps it as sent and `fold` gives its text back."""
+        """A call the length limit ended after its name: announced with its arguments so far,
+        then withdrawn, so the accumulator keeps it as sent and `fold` gives its text back."""
         index = self._start(name)
         self._args(index, arguments)
         self._reject(index, "the output was cut off by the length limit inside the tool call", text)
