@@ -164,11 +164,9 @@ _FROM_REGEX = re.compile(r"\broot((?:_[0-9]+)*)\b")  # the rule names of xgramma
 
 
 def spell_out(ebnf: str, patterns: Collection[str]) -> str:
-    """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is one of `patterns`
-    replaced by p written out as plain rules (xgrammar's own translation of p), for a grammar
-    reader without the Regex builtin. Only for patterns none of whose characters a JSON string
-    escapes (no quote, backslash or control character): there a string's JSON text is the
-    string itself, which is what `json_string` leaves for the regex to match."""
+    """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is in `patterns`
+    written out as plain rules (xgrammar's translation of p). Only for patterns with no character
+    a JSON string escapes: there a string's JSON text is the string itself."""
     import xgrammar as xgr
 
     lines = []

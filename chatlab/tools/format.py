@@ -86,11 +86,9 @@ def schema_grammar(tool: ToolSpec) -> dict:
 
 
 def schema_ebnf(schema: str, strict: bool = True) -> str:
-    """xgrammar's grammar for a JSON schema's text, compact (no free whitespace: a tiny model
-    left free can spend its whole budget on newlines), with the patterns chatlab gives formats
-    written out as rules: xgrammar's Regex builtin misreads some of them (`([.][0-9]+)?` takes
-    digits with no dot), its translation into rules does not, and every grammar reader reads
-    rules. RuntimeError when xgrammar cannot compile the schema."""
+    """xgrammar's grammar for a JSON schema's text: compact (a tiny model left free can spend its
+    budget on newlines), chatlab's format patterns written out as rules (xgrammar's Regex builtin
+    misreads `([.][0-9]+)?`). RuntimeError when xgrammar cannot compile the schema."""
     import xgrammar as xgr
 
     ebnf = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
