@@ -90,7 +90,7 @@ class SnapshotBackend(Protocol):
 
 
 class LogitsProcessor(Protocol):
-    """What chatlab's loop enforces a grammar with (chatlab.tools.processor.GrammarProcessor):
+    """What chatlab's loop enforces a grammar with (chatlab.tools.constrain.GrammarProcessor):
     `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
     edited the given one), `accept` advances it by the sampled token."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chatlab.tools.schema import validate_instance
+from chatlab.tools import validate_instance
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",

@@ -64,7 +64,7 @@ def test_n_choices_with_seed_are_reproducible(chat_engine: Any) -> None:
 
 
 def test_named_tool_choice_gives_a_valid_call(chat_engine: Any) -> None:
-    from chatlab.tools.schema import validate_instance
+    from chatlab.tools import validate_instance
 
     body = dict(messages=[{"role": "user", "content": "What's the weather in Paris?"}],
                 tools=WEATHER, tool_choice={"type": "function", "function": {"name": "get_weather"}},
@@ -125,7 +125,7 @@ def test_legacy_functions_answer_in_legacy_shape(chat_engine: Any) -> None:
 
 
 def test_json_schema_response_format(chat_engine: Any) -> None:
-    from chatlab.tools.schema import validate_instance
+    from chatlab.tools import validate_instance
 
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "color": {"type": "string"}},
               "required": ["name", "color"], "additionalProperties": False}

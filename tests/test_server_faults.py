@@ -164,7 +164,7 @@ def test_a_grammar_dead_end_is_an_error_naming_it_never_nan() -> None:
     import numpy as np
     import xgrammar as xgr
 
-    from chatlab.tools.processor import GrammarProcessor
+    from chatlab.tools.constrain import GrammarProcessor
 
     info = xgr.TokenizerInfo(["a", "b", "c", "</s>"], stop_token_ids=[3])
     compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "a" loop\nloop ::= ((loop))')

@@ -6,9 +6,8 @@ import json
 import pytest
 
 from chatlab.errors import ChatlabError
-from chatlab.tools import get_tool_format, parse_tool_calls, validate_arguments
+from chatlab.tools import get_tool_format, parse_tool_calls, validate_arguments, validate_instance
 from chatlab.tools.constrain import build_processor, compile_constraint
-from chatlab.tools.schema import validate_instance
 from chatlab.types import parse_response_format, parse_tool_choice, parse_tools
 
 VOCAB = 49152   # SmolLM2's lm_head rows

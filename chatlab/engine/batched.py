@@ -27,7 +27,7 @@ from chatlab.generate.assemble import TextAssembler
 from chatlab.protocols import BatchedBackend
 from chatlab.tools.constrain import Constraint, grammar_tools
 from chatlab.tools.ebnf import unknown_names
-from chatlab.tools.enforceable import first_keyword
+from chatlab.tools.refs import first_keyword
 from chatlab.tools.format import schema_ebnf, schema_grammar
 
 POLL_S = 0.05  # how often a waiting stream checks whether its client has gone

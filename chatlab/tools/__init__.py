@@ -6,23 +6,24 @@
     events = parser.finish()
     parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
 
-Each format is one module (hermes, llama3_json, react, chatglm3) on the base chatlab.tools.format.
-Malformed model output never raises: it comes back as content, with `error` saying why.
-Constrained decoding lives in chatlab.tools.constrain (it imports xgrammar and torch, so it is
-not imported here).
+    validate_arguments(arguments, tools, name)  # -> problems with a call's arguments (empty: valid)
+
+The formats stand on chatlab.tools.format (jsonstyle: Hermes and llama3 JSON; react; chatglm3).
+Malformed model output never raises: it comes back as content, with `error` saying why; so do
+arguments that break their tool's schema (the model's problem, as sentences). Constrained
+decoding is chatlab.tools.constrain (it needs xgrammar and torch, so it is not imported here).
 """
 from __future__ import annotations
 
+import json
 from typing import Mapping, Sequence
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import UnknownNameError
 from chatlab.tools.chatglm3 import CHATGLM3
 from chatlab.tools.format import ToolFormat
-from chatlab.tools.hermes import HERMES
-from chatlab.tools.llama3_json import JSON
+from chatlab.tools.jsonstyle import HERMES, JSON
 from chatlab.tools.react import REACT
-from chatlab.tools.schema import validate_arguments, validate_instance
 from chatlab.tools.stream import (ContentDelta, ParserEvent, ParseResult, StreamParser, ToolCallArgs, ToolCallEnd,
                                   ToolCallError, ToolCallStart, fold)
 from chatlab.types import ToolCall, ToolSpec, parse_tools
@@ -64,6 +65,27 @@ def parse_tool_calls(fmt: str | ToolFormat, text: str,
                      tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
+
+
+
+def validate_instance(instance: Jsonable, schema: Jsonable) -> list[str]:
+    """Problems with `instance` against `schema` (empty list: valid)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(instance)]
+
+
+def validate_arguments(arguments: str, tools: Sequence[ToolSpec], name: str) -> list[str]:
+    """Problems with a call's JSON arguments text against the named tool's parameters."""
+    tool = next((t for t in tools if t.name == name), None)
+    if tool is None:
+        return [f"unknown tool {name!r}"]
+    try:
+        value = json.loads(arguments)
+    except ValueError as e:
+        return [f"arguments are not valid JSON: {e}"]
+    return validate_instance(value, tool.schema)
 
 
 __all__ = [

@@ -1,16 +1,10 @@
 """ChatGLM3 tool calls (build_chat_input's tools): prompt, history, parser, export, grammar.
 
-The tools follow the system text as a JSON list (indent 4); a call is an assistant turn whose
-metadata line is the tool name and whose body is a fenced python call
-`tool_call(k=v, ...)`; results are `<|observation|>` turns, and generation stops at that
-token. One call per assistant turn: there are no parallel calls.
-
-The assistant's first line is its "metadata": empty for a normal reply (the reply then starts
-with a newline), a tool name for a call. The official demo `eval`s the call, which runs
-whatever the model wrote, and assumed every tool name starts with `get_`. The parser here reads
-the call with `ast` and accepts only literal values; the name must be one of the tools. A first
-line that is a name-like word but no known tool is a call only if the next line starts the call
-body (then it is reported as an unknown tool); otherwise it is content.
+The tools follow the system text as a JSON list; a call is an assistant turn whose metadata line
+(its first line; empty for a plain reply) is the tool name and whose body is a fenced python
+`tool_call(k=v, ...)`; results are `<|observation|>` turns, where generation stops. One call per
+turn. The official demo `eval`s the call; here `ast` reads it and takes literal values only. A
+name-like first line that names no tool is a call only if the call body follows (unknown tool).
 """
 from __future__ import annotations
 
@@ -33,8 +27,6 @@ NAME_SO_FAR = re.compile(r"[A-Za-z_][\w.\-]*[ \t]*")
 
 
 class ChatGLM3Parser(StreamParser):
-    fmt = "chatglm3"
-
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
         self.body_starts = (FENCE, FUNC + "(")
@@ -194,7 +186,6 @@ def kwargs_grammar(schema: dict) -> str:
 
 class ChatGLM3(ToolFormat):
     name = "chatglm3"
-    description = "ChatGLM3: tool name as metadata, tool_call(k=v) body, results as <|observation|>"
     parallel_calls = False
     content_with_calls = False
     end_tokens = (OBSERVATION,)

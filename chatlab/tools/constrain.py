@@ -1,22 +1,10 @@
 """Constrained decoding with xgrammar: forced calls and JSON answers that always parse.
 
-    constraint = compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
-                                    response_format=fmt_or_none, fmt=tool_format, stop_ids=ids)
-    proc = build_processor(...same arguments...)     # None: nothing to force
-    generate(backend, ids, params, logits_processor=proc)
-
-Inputs are the typed values of chatlab.types, already checked by its parse_* functions; nothing
-is re-validated here. What is forced:
-  - a named tool_choice: exactly one call to it, arguments valid for its schema;
-  - tool_choice "required": exactly one call to one of the tools;
-  - response_format json_object / json_schema: a JSON object / JSON matching the schema;
-  - tool_choice "auto": free text, but once the model writes the format's trigger the rest of
-    the call is constrained (formats whose calls open the reply have no trigger: nothing).
-A forced call wins over response_format (the call's arguments are the structured output).
-
-`compile_constraint` is the check a server runs before queueing a request: a schema that
-jsonschema accepts but xgrammar cannot compile (a dangling $ref, an empty enum, minLength above
-maxLength) raises ChatlabError there, so the client gets a 400 instead of a failed stream.
+What a request forces (inputs are chatlab.types' checked values): a named tool_choice, exactly
+one call to it; "required", one call to one of the tools; response_format, a JSON object or JSON
+matching the schema; "auto", free text until the format's trigger, then a constrained call. A
+forced call wins over response_format. `compile_constraint` runs before a request is queued, so a
+schema xgrammar cannot compile is a 400 there, not a failed stream.
 """
 from __future__ import annotations
 
@@ -29,10 +17,10 @@ from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
 from chatlab.tools.format import ToolFormat, grammar_error, schema_ebnf
-from chatlab.tools.processor import GrammarProcessor
 from chatlab.types import ResponseFormat, ToolChoice, ToolSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     import xgrammar as xgr
 
 # tokenizer key -> (the tokenizer, kept alive so its id is not reused; its compiler)
@@ -43,12 +31,9 @@ CACHE_SIZE = 64
 
 @dataclass(frozen=True)
 class Constraint:
-    """What a request forces, decided once and compiled once; the ChatPlan carries it.
-
-    `kind` and `spec` are the decision ("tag": an xgrammar structural-tag format; "schema":
-    (JSON schema text, strict)); `compiled` is xgrammar's grammar for chatlab's loop. Another
-    token source (genai's pipeline) translates `kind` and `spec` into its own configuration,
-    so both executors enforce the same decision. Shareable: each run gets its own matcher."""
+    """What a request forces, decided and compiled once; the ChatPlan carries it. `kind` and
+    `spec` are the decision (genai's pipeline translates them into its own configuration);
+    `compiled` is the grammar of chatlab's loop. Shareable: each run gets its own matcher."""
 
     kind: str
     spec: Jsonable = field(repr=False)  # a structural-tag format, or [schema text, strict]
@@ -174,6 +159,47 @@ def _culprit(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> str:
     return "tools"
 
 
+class GrammarProcessor:
+    """The logits_processor of chatlab.generate: before each token every token the grammar
+    forbids gets -inf (mask); after it the matcher accepts the token. Once the grammar is
+    complete only a stop token is allowed, and accepting it terminates the matcher."""
+
+    def __init__(self, compiled: "xgr.CompiledGrammar", vocab_size: int, description: str) -> None:
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        self.matcher = xgr.GrammarMatcher(compiled)
+        self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+        self.vocab_size = vocab_size
+        self.description = description
+        self.rejected: list[int] = []    # tokens the matcher refused (only if masking was skipped)
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        import numpy as np
+        import torch
+
+        if isinstance(logits, np.ndarray) and not logits.flags.writeable:
+            logits = logits.copy()
+        tensor = logits if isinstance(logits, torch.Tensor) else torch.from_numpy(logits)
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        if not bool(self.bitmask[0].any()):  # a dead end: sampling would see only -inf (NaN)
+            raise ChatlabError(f"the grammar ({self.description}) allows no next token: the "
+                               "schema has a part no finite value matches; simplify the schema")
+        self.xgr.apply_token_bitmask_inplace(tensor, self.bitmask[0], vocab_size=self.vocab_size)
+        tensor[self.vocab_size:] = float("-inf")    # padded rows of lm_head are never valid
+        return logits
+
+    def accept(self, token_id: int) -> None:
+        if not self.matcher.accept_token(int(token_id)):
+            self.rejected.append(int(token_id))
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def __repr__(self) -> str:
+        return f"GrammarProcessor({self.description})"
+
+
 def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:
     """A fresh logits processor for a plan's constraint (one per run: it holds a matcher)."""
     return None if constraint is None else GrammarProcessor(constraint.compiled, vocab_size,
@@ -183,13 +209,9 @@ def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProc
 def build_processor(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
                     response_format: ResponseFormat | None, fmt: ToolFormat | None,
                     stop_ids: list[int] | None = None) -> GrammarProcessor | None:
-    """A fresh logits processor forcing what the request asks for, or None when nothing is.
-
-    `stop_ids` are the tokens that may end the output (default: the tokenizer's eos)."""
+    """A fresh logits processor forcing what the request asks for, or None when nothing is;
+    `stop_ids` may end the output (default: the tokenizer's eos)."""
     return processor_for(compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
                                             response_format=response_format, fmt=fmt,
                                             stop_ids=stop_ids), vocab_size)
 
-
-__all__ = ["Constraint", "GrammarProcessor", "build_processor", "compile_constraint", "compiler_for",
-           "decide", "processor_for"]

@@ -1,10 +1,8 @@
-"""Which names in a printed EBNF grammar another grammar reader would not know.
+"""Printed EBNF grammars read as text: the names an older reader would not know, the rules
+that can never finish, and regexes written out as rules.
 
-chatlab's xgrammar prints grammars with builtin calls (`Regex("...", json_string=true)` for a
-schema's `pattern`) that an older reader, such as the xgrammar inside openvino-genai, takes for
-references to rules nobody defined, and refuses. So before a printed grammar is handed to such a
-reader it is read here the way that reader resolves names: every identifier in a rule's body,
-outside string literals and character classes, must be the name of a rule of the grammar.
+chatlab's xgrammar prints builtin calls (`Regex("...", json_string=true)`) that an older reader,
+such as the xgrammar inside openvino-genai, takes for rules nobody defined, and refuses.
 """
 from __future__ import annotations
 
@@ -13,32 +11,14 @@ from typing import Collection, Iterator
 
 _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*::=\s*(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"?|\[(?:[^\]\\]|\\.)*\]?')  # a "string" or [character class]
 
 
 def _past(body: str, i: int) -> int:
     """The index just after the "string" or [character class] that starts at body[i]."""
-    close = '"' if body[i] == '"' else "]"
-    i += 1
-    while i < len(body) and body[i] != close:
-        i += 2 if body[i] == "\\" else 1
-    return i + 1
-
-
-def _names_in(body: str) -> list[str]:
-    """The identifiers of one rule body, skipping "strings" and [character classes]."""
-    names, i = [], 0
-    while i < len(body):
-        c = body[i]
-        if c in "\"[":
-            i = _past(body, i)
-        elif c.isalpha() or c == "_":
-            m = _NAME.match(body, i)
-            assert m is not None  # c starts a name
-            names.append(m.group())
-            i = m.end()
-        else:
-            i += 1
-    return names
+    m = _QUOTED.match(body, i)
+    assert m is not None  # body[i] opens one
+    return m.end()
 
 
 def unknown_names(ebnf: str) -> list[str]:
@@ -47,7 +27,7 @@ def unknown_names(ebnf: str) -> list[str]:
     defined = {name for name, _ in rules}
     unknown: list[str] = []
     for _, body in rules:
-        unknown += [n for n in _names_in(body) if n not in defined and n not in unknown]
+        unknown += [n for n in _NAME.findall(_QUOTED.sub(" ", body)) if n not in defined and n not in unknown]
     return unknown
 
 
@@ -184,11 +164,9 @@ _FROM_REGEX = re.compile(r"\broot((?:_[0-9]+)*)\b")  # the rule names of xgramma
 
 
 def spell_out(ebnf: str, patterns: Collection[str]) -> str:
-    """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is one of `patterns`
-    replaced by p written out as plain rules (xgrammar's own translation of p), for a grammar
-    reader without the Regex builtin. Only for patterns none of whose characters a JSON string
-    escapes (no quote, backslash or control character): there a string's JSON text is the
-    string itself, which is what `json_string` leaves for the regex to match."""
+    """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is in `patterns`
+    written out as plain rules (xgrammar's translation of p). Only for patterns with no character
+    a JSON string escapes: there a string's JSON text is the string itself."""
     import xgrammar as xgr
 
     lines = []

@@ -1,82 +1,30 @@
-"""Schema keywords the grammar cannot enforce, refused before they become unconstrained output.
+"""Schema keywords the grammar cannot enforce are refused; the rest is rewritten so that xgrammar
+0.2.8 reads it as JSON Schema does.
 
-xgrammar compiles a JSON schema into a grammar, and a grammar can only say what may come next:
-it cannot say "anything but this" (`not`), "if this then that" (`if`/`then`/`else`), fetch a
-schema from elsewhere (a remote `$ref`), make one value two types at once (`allOf` of
-different types), remember what came before (`uniqueItems`), require an item somewhere
-(`contains`), tie one property to another (`dependentRequired`, `dependentSchemas`), or forbid
-a value that two `oneOf` choices both match. Its compiler merges no `allOf` of several parts
-(it allows any JSON there). xgrammar compiles such schemas without a word, ignoring the keyword, so a
-client asking for them would get output that the schema does not allow. The walk below visits
-schema positions only (a property *named* "not" is fine) and names the first such keyword.
-
-Other schemas xgrammar 0.2.8 reads differently from JSON Schema, and `grammar_schema` rewrites
-them into what it reads the same way, or refuses them: a `$ref` it cannot follow (RFC 6901
-escapes, percent-encoding, an `$anchor`, an array index) points at a copy of its target; keywords
-beside a `$ref` (which xgrammar drops) are merged into the target where that is the same schema;
-a `required` property that `properties` does not list (which xgrammar never writes) is listed;
-a `format` whose xgrammar grammar admits invalid strings becomes an exact `pattern`; enum values
-that break the keywords beside them (which xgrammar drops) are left out; a schema with no `type`
-(for which xgrammar allows any JSON) gets the one its keywords ask for. What matches nothing is
-refused, saying why.
+A grammar says only what may come next: it cannot exclude (`not`), branch (`if`), fetch (a remote
+`$ref`), remember (`uniqueItems`, `contains`, `dependent*`), or forbid a value two `oneOf` choices
+both match; xgrammar ignores such keywords and merges no `allOf` of several parts. The rewrite
+(`grammar_schema`): `$ref`s it follows, `required` names listed under `properties`, formats as
+exact patterns, enum values the keywords beside them refuse left out, a `type` where none is set.
+What matches nothing is refused, saying why.
 """
 from __future__ import annotations
 
 import copy
+import json
 import re
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.ebnf import endless_rules
+from chatlab.tools.refs import NAMES, NOTES, Refs, follow_ref, positions, self_reference, types_of
 
 if TYPE_CHECKING:
     import jsonschema
 
-_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_ONE = ("items", "additionalProperties", "contains", "propertyNames", "unevaluatedItems",
-        "unevaluatedProperties")
-_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-
-
-def _types(schema: Jsonable) -> set[str] | None:
-    kind = schema.get("type") if isinstance(schema, dict) else None
-    if kind is None:
-        return None
-    return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else None
-
-
-def positions(schema: Jsonable) -> Iterator[tuple[dict[str, Jsonable], str]]:
-    """Every subschema (an object) at a schema position, with its path from the root
-    (`.properties.a.items`), parents before children."""
-    stack: list[tuple[Jsonable, str]] = [(schema, "")]
-    while stack:
-        node, at = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield node, at
-        for key in _MAPS:
-            if isinstance(node.get(key), dict):
-                stack.extend((v, f"{at}.{key}.{k}") for k, v in reversed(node[key].items()))
-        for key in _ONE:
-            stack.append((node.get(key), f"{at}.{key}"))
-        for key in _LISTS:
-            if isinstance(node.get(key), list):
-                stack.extend((v, f"{at}.{key}[{i}]") for i, v in reversed(list(enumerate(node[key]))))
-
-
-def first_keyword(schema: Jsonable, keywords: Sequence[str]) -> tuple[str, str] | None:
-    """(keyword, where) of the first of `keywords` used at a schema position, or None."""
-    for node, at in positions(schema):
-        for keyword in keywords:
-            if keyword in node:
-                return keyword, at
-    return None
-
-
 # keywords that only describe: an allOf beside them is still the one subschema it holds
-_ANNOTATIONS = {"allOf", "description", "title", "default", "examples", "$comment", "deprecated",
-                "readOnly", "writeOnly", "$defs", "definitions", "$schema", "$id"}
+_ANNOTATIONS = NOTES - {"$anchor", "$dynamicAnchor"} | {"allOf"}
 
 
 def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
@@ -91,7 +39,7 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
             return "$ref", at, _WHY["$ref"]
         parts = node.get("allOf")
         if isinstance(parts, list):
-            kinds = [t for t in map(_types, parts) if t is not None]
+            kinds = [t for t in map(types_of, parts) if t is not None]
             if kinds and not set.intersection(*kinds):
                 return "allOf", at, _WHY["allOf"]
             if len(parts) > 1 or set(node) - _ANNOTATIONS:
@@ -103,7 +51,7 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
                 return keyword, at, _WHY[keyword]
         options = node.get("oneOf")
         if isinstance(options, list) and len(options) > 1:
-            resolved = [_resolve(refs, o) for o in options]
+            resolved = [refs.resolve(o) for o in options]
             if not all(_disjoint(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1:]):
                 return "oneOf", at, _WHY["oneOf"]
     return None
@@ -129,40 +77,6 @@ def _is_int(x: Jsonable) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-class Refs:
-    """The local `$ref`s of one schema, looked up as JSON Schema says (by jsonschema's own
-    resolver, `referencing`): an RFC 6901 pointer with its `~0`/`~1` escapes and
-    percent-encoding decoded, or the name of an `$anchor`."""
-
-    def __init__(self, root: Jsonable) -> None:
-        from referencing import Registry
-        from referencing.jsonschema import DRAFT202012
-
-        self.resolver = Registry().with_resource("", DRAFT202012.create_resource(root)).resolver()
-
-    def target(self, ref: str) -> Jsonable:
-        """The subschema `ref` names; LookupError when it names nothing."""
-        from referencing.exceptions import Unresolvable
-
-        try:
-            return self.resolver.lookup(ref).contents
-        except (Unresolvable, LookupError, ValueError, TypeError) as err:  # a pointer through a str
-            raise LookupError(ref) from err
-
-
-def _resolve(refs: Refs, node: Jsonable) -> Jsonable:
-    """A local $ref followed to its target (a few hops), else the node itself."""
-    for _ in range(8):
-        ref = node.get("$ref") if isinstance(node, dict) else None
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return node
-        try:
-            node = refs.target(ref)
-        except LookupError:
-            return node
-    return node
-
-
 def _values(node: Jsonable) -> list[Jsonable] | None:
     """The only values a subschema allows (const / enum), or None when it is not a finite list."""
     if not isinstance(node, dict):
@@ -177,7 +91,7 @@ def _disjoint(a: Jsonable, b: Jsonable) -> bool:
     """Whether no JSON value can match both subschemas, by what is plain to see: types that do
     not overlap, const/enum values that differ, or a property both require whose const/enum
     values differ (a discriminator)."""
-    ta, tb = _types(a), _types(b)
+    ta, tb = types_of(a), types_of(b)
     if ta is not None and tb is not None:
         # integers are numbers too
         widen = {"integer": {"integer", "number"}, "number": {"integer", "number"}}
@@ -218,15 +132,11 @@ def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
 # Formats whose grammar in xgrammar 0.2.8 writes only strings that jsonschema's 2020-12 format
 # checker accepts (tests/test_tools_constrain.py samples each one).
 FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
-# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, an octet
-# with a leading zero, a hostname label of 64 letters, a pointer with a `\s` escape): the grammar
-# gets these patterns instead, exact or narrower. Left out: leap seconds (jsonschema's checker
-# takes none), year 0000, a fraction of a second over 9 digits (a small model may never stop
-# writing digits), hostnames of over 3 labels (so the length stays under 253), an ipv6 address
-# with a dotted ipv4 tail, pointer names with characters other than letters, digits, `_`, `.`,
-# `-` and the escapes ~0 and ~1. No character in them is one a JSON string escapes, so a reader
-# without regexes can take them written out as rules (ebnf.py). Other formats (uri-template,
-# relative-json-pointer, iri, ...) are refused.
+# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, ...) get
+# these patterns instead, exact or narrower: no leap second, year 0000, fraction over 9 digits,
+# hostname over 3 labels, ipv6 with an ipv4 tail, or pointer name beyond [A-Za-z0-9_.-] and ~0/~1.
+# No character in them is one JSON escapes, so they can be written out as rules (ebnf.py). Other
+# formats (uri-template, iri, ...) are refused.
 _YEAR = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
 _MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
               "|02-(0[1-9]|1[0-9]|2[0-8])")
@@ -243,24 +153,12 @@ FORMAT_PATTERNS = {"date": f"^{_DATE}$", "time": f"^{_TIME}$", "date-time": f"^{
                    "ipv4": f"^({_OCTET}[.]){{3}}{_OCTET}$", "hostname": f"^{_LABEL}([.]{_LABEL}){{0,2}}$",
                    "ipv6": f"^({_IPV6})$", "json-pointer": "^(/([A-Za-z0-9_.-]|~[01])*)*$"}
 
-# keywords that say nothing about the value (and where subschemas are kept)
-_NOTES = frozenset({"description", "title", "default", "examples", "$comment", "deprecated",
-                    "readOnly", "writeOnly", "$schema", "$id", "$anchor", "$dynamicAnchor",
-                    "$defs", "definitions"})
-# keywords that constrain the value on their own, whatever stands beside them: one beside a
-# $ref means the same written into the target, when the target does not set it too
-_ON_THEIR_OWN = frozenset({"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
-                           "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
-                           "format", "minItems", "maxItems", "minProperties", "maxProperties",
-                           "required"})
 # a schema with no type: the keywords that say which one it is meant to have
 _TYPE_OF = {"object": ("properties", "required", "additionalProperties", "patternProperties",
                        "propertyNames", "minProperties", "maxProperties"),
             "array": ("items", "prefixItems", "minItems", "maxItems"),
             "string": ("minLength", "maxLength", "pattern", "format"),
             "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")}
-_NAMES = ("$id", "$anchor", "$dynamicAnchor")
-_PLAIN_REF = re.compile(r"#(/\$?[A-Za-z0-9_]+)*")  # a pointer xgrammar follows as written
 
 
 def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
@@ -282,7 +180,7 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
             taken.add(key)
             by_target[id(target)] = key
             # without the names that would now name two places
-            copies[key] = copy.deepcopy({k: v for k, v in target.items() if k not in _NAMES}
+            copies[key] = copy.deepcopy({k: v for k, v in target.items() if k not in NAMES}
                                         if isinstance(target, dict) else target)
             todo.append((copies[key], f"{at}.$ref"))
         return f"#/$defs/{by_target[id(target)]}"
@@ -291,7 +189,7 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
         top, base = todo.pop()
         for node, at in positions(top):
             at = base + at
-            _follow_ref(node, schema, refs, reachable, param, at)
+            follow_ref(node, refs, reachable, f"{param}{at}", at)
             _infer_type(node)
             _list_required(node, schema, f"{param}{at}")
             _string_keywords(node, f"{param}{at}")
@@ -301,110 +199,10 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     return out
 
 
-def _plain(ref: str, root: Jsonable) -> bool:
-    """Whether xgrammar, which splits a $ref at "/" and decodes nothing, reaches its target:
-    a pointer through object keys that need no escaping."""
-    if not _PLAIN_REF.fullmatch(ref):
-        return False
-    node = root
-    for key in ref.split("/")[1:]:
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True
-
-
-def _follow_ref(node: dict[str, Jsonable], root: Jsonable, refs: Refs,
-                reachable: Callable[[Jsonable, str], str], param: str, at: str) -> None:
-    """Point the node's $ref where xgrammar can follow it, merging what stands beside it into
-    (a copy of) the target: xgrammar follows a $ref and drops its siblings."""
-    where = f"{param}{at}"
-    for _ in range(64):  # a chain of $refs with siblings, each merged in turn
-        ref = node.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return
-        try:
-            target = refs.target(ref)
-        except LookupError:
-            raise ChatlabError(f"{where} uses '$ref' {ref!r}, which names nothing in the schema (no "
-                               "such JSON pointer or $anchor), so no grammar can follow it; point "
-                               "it at a subschema (a JSON pointer, with ~1 for / and ~0 for ~ in "
-                               "a name) or at an $anchor", param=f"{where}.$ref") from None
-        beside = [k for k in node if k != "$ref" and k not in _NOTES]
-        if not beside:
-            if not _plain(ref, root):
-                node["$ref"] = reachable(target, at)
-            return
-        if target is True:
-            target = {}
-        if not isinstance(target, dict):
-            raise ChatlabError(f"{where} has $ref {ref!r} to a schema that matches nothing "
-                               f"(false), so no value matches it; point the $ref elsewhere",
-                               param=f"{where}.$ref")
-        choice = next((k for k in ("anyOf", "oneOf", "allOf") if k in target), None)
-        clash = next((k for k in beside if k not in _ON_THEIR_OWN or k in target or choice), None)
-        if clash is not None:
-            fix = (f"its target sets {clash!r} too); keep one {clash!r}, in the target" if clash in target
-                   else f"its target is a {choice!r}, beside which the grammar compiler drops "
-                        f"keywords too); move {clash!r} into each of its subschemas" if choice
-                   else f"{clash!r} does not mean the same written into the target); move it there")
-            raise ChatlabError(f"{where} uses {clash!r} beside a $ref, which constrained decoding "
-                               f"cannot enforce (the grammar compiler follows the $ref and drops "
-                               f"what stands beside it, and {fix}", param=where)
-        merged = {k: copy.deepcopy(v) for k, v in target.items() if k not in _NOTES}
-        merged.update((k, v) for k, v in node.items() if k != "$ref")
-        node.clear()
-        node.update(merged)
-    raise ChatlabError(f"{where} is a chain of more than 64 $refs with keywords beside them; "
-                       "shorten it", param=where)
-
-
-def _in_place(refs: Refs, node: Jsonable) -> Iterator[Jsonable]:
-    """The subschemas that apply to the same value as `node`: its $ref's target and the
-    members of its anyOf / oneOf / allOf."""
-    if not isinstance(node, dict):
-        return
-    if isinstance(node.get("$ref"), str):
-        target = _resolve(refs, node)
-        if target is not node:
-            yield target
-    for key in ("anyOf", "oneOf", "allOf"):
-        if isinstance(node.get(key), list):
-            yield from node[key]
-
-
-def self_reference(schema: Jsonable) -> tuple[str, str] | None:
-    """(the $ref, where) of a $ref that leads back to itself without entering a property or an
-    item (`{"anyOf": [{"$ref": "#"}, ...]}`): such a schema says what a value is in terms of
-    that same value, which no validator can check (jsonschema recurses without end)."""
-    refs = Refs(schema)
-    for node, at in positions(schema):
-        ref = node.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            continue
-        seen: set[int] = set()
-        todo = list(_in_place(refs, node))
-        while todo:
-            item = todo.pop()
-            if item is node:
-                return ref, at
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            todo.extend(_in_place(refs, item))
-    return None
-
-
 def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
-    """ChatlabError when the schema's grammar has a rule that can never finish: a value that
-    must contain itself (`{"$ref": "#"}`, a required property referring back, $ref loops a -> b
-    -> a). No JSON value matches such a part, and decoding that enters it reaches a point where
-    the grammar allows no token at all. Decided on the grammar xgrammar prints for the schema
-    (which rules can derive a finite text), so every way of writing such a loop is caught; the
-    error names the first $ref of `named_by` (the schema as sent; default `schema`), where a
-    loop starts."""
-    import json
-
+    """ChatlabError when the schema's grammar has a rule that can never finish (a value that must
+    contain itself: decoding would reach a dead end), decided on xgrammar's printed grammar so
+    every way of writing the loop is caught; it names the first $ref of `named_by` (default `schema`)."""
     import xgrammar as xgr
 
     try:
@@ -424,15 +222,13 @@ def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> N
 
 
 def _may_be(node: dict[str, Jsonable], kind: str) -> bool:
-    kinds = _types(node)
+    kinds = types_of(node)
     return kinds is None or kind in kinds or (kind == "number" and "integer" in kinds)
 
 
 def _infer_type(node: dict[str, Jsonable]) -> None:
-    """Give a schema without `type` the type its keywords are about (the first, if several):
-    xgrammar allows any JSON value for it and drops its keywords (`{"required": ["a"]}` would
-    let `{}` through). Narrower, never wider: the keywords about other types say nothing about
-    a value of the type chosen."""
+    """Give a schema without `type` the (first) type its keywords are about, for which xgrammar
+    would allow any JSON and drop them; narrower, never wider."""
     if any(k in node for k in ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf")):
         return
     kind = next((kind for kind, keywords in _TYPE_OF.items() if any(k in node for k in keywords)), None)
@@ -462,9 +258,8 @@ def _list_required(node: dict[str, Jsonable], root: Jsonable, where: str) -> Non
 
 def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
               where: str) -> tuple[Jsonable, str]:
-    """(the schema of property `name`, not in `properties`; what decides it) by JSON Schema's
-    rules: propertyNames must take the name, then each matching patternProperties pattern
-    applies, else additionalProperties (unevaluatedProperties when that is absent)."""
+    """(the schema of property `name`, not in `properties`; what decides it): propertyNames,
+    then a matching patternProperties, else additionalProperties (or unevaluatedProperties)."""
     names = node.get("propertyNames")
     if names is not None and not _validator(root, names).is_valid(name):
         return False, "'propertyNames'"
@@ -529,7 +324,7 @@ def _keep_valid_values(root: dict[str, Jsonable], param: str) -> None:
     for node, at in positions(root):
         if "enum" not in node and "const" not in node:
             continue
-        beside = {k: v for k, v in node.items() if k not in ("enum", "const") and k not in _NOTES}
+        beside = {k: v for k, v in node.items() if k not in ("enum", "const") and k not in NOTES}
         if not beside:
             continue
         check = _validator(root, beside)

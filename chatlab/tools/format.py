@@ -1,16 +1,10 @@
 """A tool-call format: one object holds everything a model family's tool calling is made of.
 
-From its own strings only, a format says how tool definitions are written into the prompt; how
-an assistant call and a tool result are written back into the history (as `Bit`s and `Turn`s
-that the id-level Composer turns into pieces); the same rules as Jinja (what `chatlab
-export-template` writes); a fresh streaming parser for one response; and the xgrammar structural
-tag of one call, with the lazy trigger for tool_choice auto. Keeping them together ties the
-grammar's trigger to the parser's tag and to the text the renderer writes
-(tests/test_tool_formats.py checks those ties for every format).
-
-Renderer and exporter never ask a format's name: they call these methods. A format that does
-not need a step inherits the plain behaviour below (no tools in the system turn, a tool result
-is a turn of the template's `tool` role, ...).
+From its own strings a format writes the tools into the prompt, a call and a result into the
+history (`Bit`s and `Turn`s for the Composer) and as Jinja (`chatlab export-template`); it gives a
+streaming parser and the xgrammar tag of one call. Together they tie the grammar's trigger to the
+parser's tag and the rendered text (tests/test_tool_formats.py checks each format). Renderer and
+exporter never ask a format's name; a step a format does not change is the plain one below.
 """
 from __future__ import annotations
 
@@ -92,11 +86,9 @@ def schema_grammar(tool: ToolSpec) -> dict:
 
 
 def schema_ebnf(schema: str, strict: bool = True) -> str:
-    """xgrammar's grammar for a JSON schema's text, compact (no free whitespace: a tiny model
-    left free can spend its whole budget on newlines), with the patterns chatlab gives formats
-    written out as rules: xgrammar's Regex builtin misreads some of them (`([.][0-9]+)?` takes
-    digits with no dot), its translation into rules does not, and every grammar reader reads
-    rules. RuntimeError when xgrammar cannot compile the schema."""
+    """xgrammar's grammar for a JSON schema's text: compact (a tiny model left free can spend its
+    budget on newlines), chatlab's format patterns written out as rules (xgrammar's Regex builtin
+    misreads `([.][0-9]+)?`). RuntimeError when xgrammar cannot compile the schema."""
     import xgrammar as xgr
 
     ebnf = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
@@ -117,7 +109,6 @@ class ToolFormat(ABC):
     makes a format."""
 
     name = "base"
-    description = ""
     trigger: str | None = None  # text that starts a call mid-reply; None: calls open the reply
     parallel_calls = True  # several calls in one reply (ReAct and ChatGLM3 make one per step)
     content_with_calls = True  # a reply may hold text and calls (a llama3 call is the whole reply)
@@ -213,58 +204,6 @@ class ToolFormat(ABC):
             return None
         return {"type": "triggered_tags", "triggers": [self.trigger],
                 "tags": [self.call_tag(t) for t in tools]}
-
-
-class JsonCallFormat(ToolFormat):
-    """Calls written as JSON objects and tools as JSON in the system turn (Hermes, llama3 JSON):
-    a subclass sets the strings. A call is `call_head`, its name, `call_args` (the arguments
-    key), the arguments text as sent, `call_end`; the tools are `tools_head`, each tool's OpenAI
-    JSON after `tools_sep`, then `tools_tail` ("\\n\\n" first after system text)."""
-
-    tools_head = tools_tail = tools_sep = ""
-    tools_indent: int | None = None
-    call_head = call_args = call_end = ""
-    call_sep = ""  # before each call but the first (the first follows content after a "\n")
-    jinja_lead = "''"  # the Jinja expression for what comes before call `f`
-
-    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        bits = [text("\n\n")] if after_text else []
-        bits.append(text(self.tools_head, "tools"))
-        for tool in tools:
-            bits += [text(self.tools_sep, "tools"),
-                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
-        if self.tools_tail:
-            bits.append(text(self.tools_tail, "tools"))
-        return bits
-
-    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
-        bits: list[Bit] = []
-        for j, call in enumerate(calls):
-            lead = self.call_sep if j else ("\n" if has_content else "")
-            bits += [text(lead + self.call_head, "tool_call"), data(call.name, "tool_call"),
-                     text(self.call_args, "tool_call"), data(call.arguments, "tool_call"),
-                     text(self.call_end, "tool_call")]
-        return bits
-
-    def jinja_system(self) -> str:
-        indent = self.tools_indent
-        dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
-        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + "
-                + lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + "
-                + lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}"
-                "{%- set ns.body = ns.body + " + lit(self.tools_tail) + " %}{%- endif %}")
-
-    def jinja_assistant(self, w: JinjaTurns) -> str:
-        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + "
-                + lit(self.call_args) + " + " + JINJA_ARGS + " + " + lit(self.call_end))
-        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
-                + w.turn("assistant", "ns.body"))
-
-    def call_tag(self, tool: ToolSpec) -> dict:
-        # call_head ends and call_args starts with the quotes of the name, written as JSON here
-        begin = self.call_head[:-1] + json.dumps(tool.name) + self.call_args[1:]
-        return {"type": "tag", "begin": begin, "content": schema_grammar(tool),
-                "end": self.call_end}
 
 
 def jinja_format(template: str, exprs: dict[str, str]) -> str:

@@ -1,29 +1,21 @@
-"""The parsing machine for calls written as JSON objects, with or without wrapping tags
-(Hermes' tagged calls, llama3's bare ones): {"name": ..., "arguments" | "parameters": {...}}.
+"""Calls written as JSON objects: Hermes' tagged `<tool_call>` blocks and llama3's bare replies.
 
-A call is announced (ToolCallStart) as soon as its name is complete and known and its arguments
-object has begun; the arguments' raw text is then streamed as it arrives. If the object later
-proves malformed (cut off, invalid JSON), the parser withdraws the call with ToolCallError and
-its text becomes content again, so the folded result always equals the one-shot parse.
-
-States of the machine:
-  start   beginning of the output, or right after a call: whitespace (and a lead tag such as
-          llama3's python tag) is held; a `{` here may be a bare JSON call.
-  content plain text, scanned for the open tag (Hermes'), partial tags held back.
-  call    inside a JSON object (JsonCall).
-  close   a tagged object ended: optional whitespace and the close tag are eaten.
-  bad     a tagged call that is not JSON: collected up to the close tag, then given back as
-          content with the reason.
-The tags and separators are the format's: its module sets them on a subclass.
+A call is announced (ToolCallStart) once its name is complete and known and its arguments object
+has begun; the arguments' raw text then streams as it arrives. An object that later proves
+malformed is withdrawn with ToolCallError and its text becomes content again, so the folded
+stream equals the one-shot parse. The parser's states: `start` (after a call or at the top:
+whitespace and a lead tag held, a `{` may be a bare call), `content` (scanned for the open tag),
+`call` (inside the object), `close` (the close tag eaten), `bad` (a tagged call that is not JSON,
+collected up to the close tag and given back as content).
 """
 from __future__ import annotations
 
 import json
 from typing import Sequence
 
-from chatlab.tools.jsonscan import JsonObjectScanner
-from chatlab.tools.stream import WHITESPACE, StreamParser, find_marker, split_safe
-from chatlab.types import ToolSpec
+from chatlab.tools.format import JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps, lit, schema_grammar, text
+from chatlab.tools.stream import WHITESPACE, JsonObjectScanner, StreamParser, find_marker, split_safe
+from chatlab.types import ToolCall, ToolSpec
 
 ARGUMENT_KEYS = ("arguments", "parameters")  # Hermes/Qwen use the first, llama3 the second
 
@@ -122,10 +114,8 @@ class JsonCall:
         self.parser._reject(self.index, error, self.prefix + self.scan.text() + suffix)
 
     def cut_short(self, suffix: str) -> bool:
-        """After the parser's last text: True when the length limit ended the output inside this
-        object after its name was complete and known. The call then stands: streamed already,
-        or announced now with no arguments (its arguments object had not begun; a stringified
-        value is no object yet)."""
+        """After the last text: True when the length limit ended the output inside this object
+        after its known name; the call stands, streamed already or announced now without arguments."""
         name = self.known_name()
         if not self.parser.cut or self.scan.done or self.scan.state == "invalid" or name is None:
             return False
@@ -257,3 +247,125 @@ class JsonCallParser(StreamParser):
         call.reject(call.scan.error or "invalid JSON", self.pending[:end])
         self.pending, self.state, self.searched = self.pending[end:], "content", 0
 
+
+class JsonCallFormat(ToolFormat):
+    """Calls as JSON objects, tools as JSON in the system turn; a subclass sets the strings: a call
+    is `call_head` name `call_args` arguments `call_end`; the tools `tools_head`, each after
+    `tools_sep`, `tools_tail`."""
+
+    tools_head = tools_tail = tools_sep = ""
+    tools_indent: int | None = None
+    call_head = call_args = call_end = ""
+    call_sep = ""  # before each call but the first (the first follows content after a "\n")
+    jinja_lead = "''"  # the Jinja expression for what comes before call `f`
+
+    def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
+        bits = [text("\n\n")] if after_text else []
+        bits.append(text(self.tools_head, "tools"))
+        for tool in tools:
+            bits += [text(self.tools_sep, "tools"),
+                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
+        if self.tools_tail:
+            bits.append(text(self.tools_tail, "tools"))
+        return bits
+
+    def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
+        bits: list[Bit] = []
+        for j, call in enumerate(calls):
+            lead = self.call_sep if j else ("\n" if has_content else "")
+            bits += [text(lead + self.call_head, "tool_call"), data(call.name, "tool_call"),
+                     text(self.call_args, "tool_call"), data(call.arguments, "tool_call"),
+                     text(self.call_end, "tool_call")]
+        return bits
+
+    def jinja_system(self) -> str:
+        indent = self.tools_indent
+        dump = "tool | tojson" + ("" if indent is None else f"(indent={indent})")
+        return ("{%- if tools %}{%- set ns.body = (sys + '\\n\\n' if sys is not none else '') + "
+                + lit(self.tools_head) + " %}{%- for tool in tools %}{%- set ns.body = ns.body + "
+                + lit(self.tools_sep) + " + " + dump + " %}{%- endfor %}"
+                "{%- set ns.body = ns.body + " + lit(self.tools_tail) + " %}{%- endif %}")
+
+    def jinja_assistant(self, w: JinjaTurns) -> str:
+        call = (self.jinja_lead + " + " + lit(self.call_head) + " + f.name + "
+                + lit(self.call_args) + " + " + JINJA_ARGS + " + " + lit(self.call_end))
+        return (JINJA_CALLS + "{%- set ns.body = ns.body + " + call + " %}{%- endfor %}"
+                + w.turn("assistant", "ns.body"))
+
+    def call_tag(self, tool: ToolSpec) -> dict:
+        # call_head ends and call_args starts with the quotes of the name, written as JSON here
+        begin = self.call_head[:-1] + json.dumps(tool.name) + self.call_args[1:]
+        return {"type": "tag", "begin": begin, "content": schema_grammar(tool),
+                "end": self.call_end}
+
+
+# Hermes (Qwen2.5, Qwen3, ChatML models without a format of their own): tools as JSON lines in
+# `<tools></tools>`, calls in `<tool_call>` blocks, results in a user turn inside
+# `<tool_response>` (consecutive results share it).
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
+TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and "
+        f"arguments within {OPEN}{CLOSE} XML tags:\n{OPEN}\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n' + CLOSE)
+CALL_HEAD, CALL_ARGS, CALL_END = OPEN + '\n{"name": "', '", "arguments": ', "}\n" + CLOSE
+
+
+class HermesParser(JsonCallParser):
+    open_tag = opener = OPEN
+    close_tag = CLOSE
+
+
+class Hermes(JsonCallFormat):
+    name = "hermes"
+    trigger = OPEN
+    parser_class = HermesParser
+    template_marks = (OPEN,)
+    tools_head, tools_tail, tools_sep = TOOLS_HEAD, TOOLS_TAIL, "\n"
+    call_head, call_args, call_end, call_sep = CALL_HEAD, CALL_ARGS, CALL_END, "\n"
+    jinja_lead = "('\\n' if (not loop.first or ns.c) else '')"
+
+    def is_result_text(self, content: str) -> bool:
+        return content.startswith(RESULT_OPEN) and content.endswith(RESULT_CLOSE)
+
+    def result_turns(self, i: int, content: str, prev: str | None,
+                     nxt: str | None) -> tuple[list[Turn], bool]:
+        bits = [text("\n" if prev == "tool" else "", "tool_result"),
+                text(RESULT_OPEN + "\n", "tool_result"), data(content),
+                text("\n" + RESULT_CLOSE, "tool_result")]
+        return [Turn("user", bits, header=prev != "tool", footer=nxt != "tool")], False
+
+    def jinja_is_query(self, c: str) -> str:
+        return f"not ({c}.startswith({lit(RESULT_OPEN)}) and {c}.endswith({lit(RESULT_CLOSE)}))"
+
+    def jinja_tool(self, w: JinjaTurns) -> str:
+        return (w.header("user", "prev != 'tool'") + "{{- ('\\n' if prev == 'tool' else '') + " +
+                lit(RESULT_OPEN + "\n") + " + c + " + lit("\n" + RESULT_CLOSE) + " }}" +
+                w.footer("user", "nxt != 'tool'"))
+
+
+# llama3 (format "json"): tools as JSON (indent 4) in the system turn; a call is the whole reply,
+# `{"name": ..., "parameters": {...}}`, maybe after `<|python_tag|>`, several joined by "; ";
+# results are turns of the template's tool role. No trigger: "auto" is not constrained.
+PYTHON_TAG = "<|python_tag|>"
+
+
+class Llama3JsonParser(JsonCallParser):
+    lead_tags = (PYTHON_TAG,)
+    separators = ";"
+
+
+class Llama3Json(JsonCallFormat):
+    name = "json"
+    content_with_calls = False
+    parser_class = Llama3JsonParser
+    template_marks = ("ipython", PYTHON_TAG)  # llama3.1's tool role and its code-call tag
+    tools_head = ("You can call the functions below. To call one, answer with nothing but a JSON object "
+                  '{"name": function name, "parameters": object of argument names and values}.')
+    tools_sep, tools_indent = "\n\n", 4
+    call_head, call_args, call_end, call_sep = '{"name": "', '", "parameters": ', "}", "; "
+    jinja_lead = "(" + lit("; ") + " if not loop.first else ('\\n' if ns.c else ''))"
+
+
+HERMES, JSON = Hermes(), Llama3Json()

@@ -1,18 +1,11 @@
 """Qwen-1 ReAct tool calls (make_context's function calling): prompt, history, parser, export, grammar.
 
-An instruction listing the tools is prepended to the last user turn as
-`{instruction}\\n\\nQuestion: {query}`; a call is `Thought: ...\\nAction: name\\nAction Input: {json}`
-and generation stops at the stop word `Observation:`; the result continues the *same* assistant
-turn as `\\nObservation: {result}`, and after the last result the turn is left open at
-`\\nThought:` for the model to go on. One call per step: ReAct has no parallel calls.
-
-The parser streams as the article says: hold back a small buffer, and once the action marker
-appears collect everything until the end (the engine stops at the observation stop word) and
-parse it with the *last* action and action-input markers. What the user sees:
-  - a call: the Thought before it (without its label) is the content;
-  - a final answer: only the answer is content; the scratchpad before it is dropped;
-  - text that is not ReAct at all is streamed as plain content.
-A leading Thought is held back until it is clear which of these it belongs to.
+The tools' instruction precedes the last user turn (`{instruction}\\n\\nQuestion: {query}`); a call is
+`Thought: ...\\nAction: name\\nAction Input: {json}`, stopped at `Observation:`; its result goes on
+in the same assistant turn, left open at `\\nThought:` after the last one. One call per step.
+The parser holds a leading Thought until it is clear whether a call (the Thought is its content),
+a final answer (only the answer is content) or plain text follows; a call is read at the end,
+from the last action and action-input markers.
 """
 from __future__ import annotations
 
@@ -22,8 +15,7 @@ from typing import Sequence
 from chatlab.errors import ChatlabError
 from chatlab.tools.format import (JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps,
                                   jinja_format, lit, schema_grammar, text)
-from chatlab.tools.jsonscan import JsonObjectScanner
-from chatlab.tools.stream import StreamParser, find_marker, split_safe
+from chatlab.tools.stream import JsonObjectScanner, StreamParser, find_marker, split_safe
 from chatlab.types import ToolCall, ToolSpec
 
 THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
@@ -50,7 +42,6 @@ Begin!"""
 
 
 class ReActParser(StreamParser):
-    fmt = "react"
     # THOUGHT starts the reply, the other markers start a line
     THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
         THOUGHT, "\n" + ACTION, "\n" + INPUT, "\n" + OBSERVATION, "\n" + FINAL)
@@ -203,7 +194,6 @@ def instruction(tools: Sequence[ToolSpec]) -> str:
 
 class ReAct(ToolFormat):
     name = "react"
-    description = "Qwen-1: Thought / Action / Action Input lines, results as Observation"
     trigger = ACTION + " "  # the forced call's first words; the parser sees it at a line start
     parallel_calls = False
     stop_words = (OBSERVATION,)

@@ -1,16 +1,15 @@
-"""What every format's parser shares: the events it emits, their fold, and the streaming base.
+"""What every format's parser shares: its events, their fold, the streaming base, a JSON scanner.
 
-A parser is fed text deltas of any size. It emits content as soon as that text can no longer
-be the beginning of a call, and holds back the rest: a suffix that is a proper prefix of a
-marker such as a format's open tag, plus the whitespace just before it (whitespace next to a call is
-not content). Every piece of text is looked at a bounded number of times, so the cost is
-linear in the output length, whatever the chunking.
-
-The one-shot answer is the same events folded together (`fold`), so streaming equals one-shot
-for every chunking.
+A parser is fed deltas of any size; it emits content once that text can no longer begin a call
+and holds back a suffix that may still grow into a marker (with the whitespace before it). Each
+piece of text is looked at a bounded number of times, so the cost is linear whatever the
+chunking, and the one-shot answer is the same events folded (`fold`).
 """
 from __future__ import annotations
 
+import bisect
+import json
+import re
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -22,14 +21,12 @@ from chatlab.types import ToolCall, ToolSpec
 @dataclass(frozen=True)
 class ContentDelta:
     """Plain assistant text, safe to show now (it can no longer start a call)."""
-
     text: str
 
 
 @dataclass(frozen=True)
 class ToolCallStart:
     """A call has begun: its name is known and is one of the provided tools."""
-
     index: int
     id: str
     name: str
@@ -38,7 +35,6 @@ class ToolCallStart:
 @dataclass(frozen=True)
 class ToolCallArgs:
     """The next piece of the call's JSON arguments text (pieces concatenate)."""
-
     index: int
     fragment: str
 
@@ -46,7 +42,6 @@ class ToolCallArgs:
 @dataclass(frozen=True)
 class ToolCallEnd:
     """The call's arguments are complete, valid JSON: the call is final."""
-
     index: int
 
 
@@ -55,7 +50,6 @@ class ToolCallError:
     """Model output that tried to be a call but is malformed (unterminated, invalid JSON,
     unknown tool). Its raw `text` becomes content again. `index` names a call already
     announced by ToolCallStart that is hereby withdrawn, or is None if none was announced."""
-
     index: int | None
     error: str
     text: str
@@ -123,7 +117,6 @@ def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
 class StreamParser(ABC):
     """Base of the format parsers: event bookkeeping, feed/finish, one-shot parse."""
 
-    fmt = "base"  # the format's name, for display
     opener: str | None = None  # the marker that starts a call mid-reply (None: calls open the reply)
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
@@ -143,10 +136,9 @@ class StreamParser(ABC):
         return self._drain()
 
     def finish(self, cut: bool = False) -> list[ParserEvent]:
-        """The output has ended. `cut`: the length limit ended it inside whatever it was writing;
-        a call it ended inside whose name was complete is then still a call (announced, with the
-        arguments it has, and withdrawn as unfinished), as OpenAI returns a call cut short by
-        max_tokens. Without `cut` an unfinished call is only text the model stopped in."""
+        """The output has ended. `cut`: by the length limit, so a call whose name was complete
+        is still a call (announced with the arguments it has, then withdrawn as unfinished), as
+        OpenAI returns one cut by max_tokens; otherwise an unfinished call is only text."""
         if not self._finished:
             self._finished, self.cut = True, cut
             self._consume("", final=True)
@@ -199,9 +191,8 @@ class StreamParser(ABC):
         self._events.append(ToolCallError(index, error, text))
 
     def _cut_short(self, name: str, arguments: str, text: str) -> None:
-        """A call the length limit ended after its name: announced with the arguments as far
-        as they got (JSON text that may be unfinished), then withdrawn as unterminated, so the
-        accumulator keeps it as sent and `fold` gives its text back."""
+        """A call the length limit ended after its name: announced with its arguments so far,
+        then withdrawn, so the accumulator keeps it as sent and `fold` gives its text back."""
         index = self._start(name)
         self._args(index, arguments)
         self._reject(index, "the output was cut off by the length limit inside the tool call", text)
@@ -209,3 +200,168 @@ class StreamParser(ABC):
     def unknown_tool(self, name: str) -> str:
         known = ", ".join(sorted(self.names)) or "(no tools were given)"
         return f"the model called unknown tool {name!r}; known tools: {known}"
+
+
+# -- one JSON object, scanned as it arrives --------------------------------------------------------
+# The scanner decodes no values (json.loads does that at the end): it finds where the object ends
+# and where each top-level member's value starts and ends, so a parser can learn a call's name and
+# stream its arguments' raw text. Runs of plain string characters are skipped with a regex.
+PLAIN_STRING = re.compile(r'[^"\\]+')
+PLAIN_SCALAR = re.compile(r"[-+.0-9eEtrufalsn]+")  # numbers and true/false/null letters
+
+
+class JsonObjectScanner:
+    """States: start -> member -> key -> colon -> value -> after -> (member | done);
+    `invalid` ends the scan at the first character that cannot continue the object."""
+
+    def __init__(self) -> None:
+        self.state = "start"
+        self.length = 0                      # characters consumed so far
+        self.error: str | None = None
+        self.spans: dict[str, list] = {}     # key -> [value start, value end or None]
+        self.duplicate: str | None = None
+        self._parts: list[str] = []
+        self._offsets: list[int] = []
+        self._key: list[str] = []
+        self._member = ""  # the member whose value is being read (set at its key)
+        self._stack: list[str] = []          # brackets open inside the current value
+        self._in_string = False
+        self._escape = False
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    def value_text(self, key: str) -> str | None:
+        span = self.spans.get(key)
+        return None if span is None or span[1] is None else self.slice(span[0], span[1])
+
+    def slice(self, start: int, end: int) -> str:
+        """Raw text [start, end) of what was consumed; touches only the pieces it needs."""
+        first = max(bisect.bisect_right(self._offsets, start) - 1, 0)
+        last = bisect.bisect_left(self._offsets, end)
+        joined = "".join(self._parts[first:last])
+        base = self._offsets[first] if self._offsets else 0
+        return joined[start - base:end - base]
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def feed(self, chunk: str) -> int:
+        """Consume as much of `chunk` as belongs to the object; returns how much."""
+        i, n = 0, len(chunk)
+        while i < n and self.state not in ("done", "invalid"):
+            i = self._step(chunk, i)
+        if i:
+            self._offsets.append(self.length)
+            self._parts.append(chunk[:i])
+            self.length += i
+        return i
+
+    def _fail(self, why: str) -> None:
+        self.state, self.error = "invalid", why
+
+    def _step(self, s: str, i: int) -> int:
+        """Advance over one character (or one plain run) of s at i; returns the new index."""
+        c, st, pos = s[i], self.state, self.length + i
+        if self._in_string:
+            m = PLAIN_STRING.match(s, i)
+            if m and not self._escape:
+                if self.state == "key":
+                    self._key.append(m.group())
+                return m.end()
+            if st == "key":
+                self._key.append(c)
+            if self._escape:
+                self._escape = False
+            elif c == "\\":
+                self._escape = True
+            elif c == '"':
+                self._in_string = False
+                if st == "key":
+                    self._end_key()
+                elif not self._stack:
+                    self._end_value(pos + 1)
+            return i + 1
+        if c in WHITESPACE and st != "value":
+            return i + 1
+        if st == "start":
+            if c == "{":
+                self.state = "member"
+            else:
+                self._fail("a tool call must be a JSON object")
+        elif st == "member":
+            if c == '"':
+                self.state, self._in_string, self._key = "key", True, ['"']
+            elif c == "}" and not self.spans:
+                self.state = "done"
+            else:
+                self._fail(f"expected a member name, got {c!r}")
+        elif st == "colon":
+            if c == ":":
+                self.state = "value_start"
+            else:
+                self._fail(f"expected ':', got {c!r}")
+        elif st == "value_start":
+            self.spans.setdefault(self._member, [pos, None])
+            self.state = "value"
+            return self._value_char(s, i, pos)
+        elif st == "value":
+            return self._value_char(s, i, pos)
+        elif st == "after":
+            if c == ",":
+                self.state = "member"
+            elif c == "}":
+                self.state = "done"
+            else:
+                self._fail(f"expected ',' or '}}', got {c!r}")
+        return i + 1
+
+    def _end_key(self) -> None:
+        raw = "".join(self._key)
+        self._member = json.loads(raw) if "\\" in raw else raw[1:-1]
+        if self._member in self.spans:
+            self.duplicate = self._member
+        self.state = "colon"
+
+    def _end_value(self, end: int) -> None:
+        span = self.spans[self._member]
+        if span[1] is None:
+            span[1] = end
+        self.state = "after"
+
+    def _value_char(self, s: str, i: int, pos: int) -> int:
+        c = s[i]
+        if c == '"':
+            self._in_string = True
+        elif c in "{[":
+            self._stack.append("}" if c == "{" else "]")
+        elif c in "}]":
+            if not self._stack:      # a scalar just ended at the object's close
+                self._end_scalar(pos)
+                return i             # let "after" see the '}' again
+            if self._stack.pop() != c:
+                self._fail(f"mismatched {c!r}")
+            elif not self._stack:
+                self._end_value(pos + 1)
+        elif c == "," or c in WHITESPACE:
+            if not self._stack:
+                self._end_scalar(pos)
+                return i
+        elif c == ":":
+            if not self._stack:
+                self._fail("unexpected ':'")
+        else:
+            m = PLAIN_SCALAR.match(s, i)
+            if not m:
+                self._fail(f"unexpected {c!r} outside a string")
+                return i
+            return m.end()
+        return i + 1
+
+    def _end_scalar(self, pos: int) -> None:
+        span = self.spans[self._member]
+        if pos == span[0] and span[1] is None:
+            self._fail("missing value")
+            return
+        self._end_value(pos)

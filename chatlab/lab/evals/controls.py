@@ -31,7 +31,7 @@ from chatlab.lab.evals.retrieval import answer_has_key
 from chatlab.lab.evals.sets import DogCase, Question
 from chatlab.models import memory, store
 from chatlab.models.assets import get_asset
-from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD
+from chatlab.tools.jsonstyle import CALL_ARGS, CALL_END, CALL_HEAD
 
 OPTIONAL_MODEL = "qwen2.5-coder-0.5b-instruct"  # the stronger column, when its asset is installed
 NO_CASE = "(no eval case found in this prompt)"  # what the oracle says to a prompt it cannot place

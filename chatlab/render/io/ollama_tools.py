@@ -22,7 +22,7 @@ Outside that layout Ollama's prompt differs from chatlab's; `chatlab certify` sh
 """
 from __future__ import annotations
 
-from chatlab.tools.hermes import CALL_ARGS, CALL_END, CALL_HEAD, RESULT_CLOSE, RESULT_OPEN, TOOLS_HEAD, TOOLS_TAIL
+from chatlab.tools.jsonstyle import CALL_ARGS, CALL_END, CALL_HEAD, RESULT_CLOSE, RESULT_OPEN, TOOLS_HEAD, TOOLS_TAIL
 
 # A value of a Go map (an argument, an enum member, an items key): a string quoted as
 # json.dumps would, anything else through Go's json (numbers, booleans, null are the same).
