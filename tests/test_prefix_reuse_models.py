@@ -96,7 +96,7 @@ def serve_args(*flags):
 def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_run(smollm2_path):
     from chatlab.lab.bench.turns import timed_turn, user_turns
     from chatlab.engine import load_engine
-    from chatlab.cli.complete import engine_options
+    from chatlab.cli.serve import engine_options
 
     cached = load_engine(**engine_options(serve_args("--reuse-prefix")))
     fresh = load_engine(**engine_options(serve_args()))

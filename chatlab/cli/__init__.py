@@ -1,18 +1,17 @@
 """The `chatlab` command. Each module of this package registers its own subcommands, so this
-file stays a table of contents: models, render, templates, export, bench, complete, serve,
-doctor, rehearse."""
+file stays a table of contents: models, render, bench, serve, lab."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from chatlab.cli import bench, complete, doctor, export, models, rehearse, render, serve, templates
+from chatlab.cli import bench, lab, models, render, serve
 from chatlab.errors import ChatlabError
 from chatlab.lab.session import python_problem
 
 # Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
 # `chatlab --help` and `chatlab templates` stay fast.
-COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor, rehearse]
+COMMAND_MODULES = [models, render, bench, serve, lab]
 
 
 def build_parser() -> argparse.ArgumentParser:
