@@ -11,7 +11,7 @@ from chatlab import data_path
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals import controls_table, evaluate, load_dogs, load_questions
 from chatlab.lab.evals.controls import OracleBackend, dog_call, dog_oracle, listed_tool, rag_gold
-from chatlab.lab.evals.facts import fact_rate, load_heldout, states_fact
+from chatlab.lab.evals.sets import fact_rate, load_heldout, states_fact
 from chatlab.lab.evals.extraction import MethodScore, Outcome
 
 

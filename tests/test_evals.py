@@ -209,7 +209,7 @@ def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.War
 
 # -- the extractive schema ----------------------------------------------------------------------
 def test_span_schema_offers_only_pieces_of_the_sentence() -> None:
-    from chatlab.lab.evals.spans import capitalised_words, span_schema, word_runs
+    from chatlab.lab.evals.extraction import capitalised_words, span_schema, word_runs
 
     text = "Tilly's dog is called Nugget and he is as jet-black as coal."
     assert capitalised_words(text) == ["Tilly", "Nugget"]

@@ -2,7 +2,7 @@
 default on the same prompts.
 
 Both profiles run chatlab's loop on the OpenVINO backend, greedily, over every case of the
-bench's task sets (chatlab.lab.bench.tasks: 07's dog sentences answered as JSON, 08's questions
+bench's task sets (chatlab.lab.evals.retrieval: 07's dog sentences answered as JSON, 08's questions
 with their passage, rewrites, stories) and 01's general-knowledge facts:
 
 * agreement: for each case, how many tokens the fast reply shares with the exact one before
@@ -30,7 +30,7 @@ from chatlab.backends.fast import compute_line
 from chatlab.backends.precision import cpu_info
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.lab.evals import (answer_has_key, contains, load_dogs, load_facts, load_questions, measured_on,
                                score_dog)
 from chatlab.lab.finetune import first_difference

@@ -26,7 +26,7 @@ from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import PromptLookup, Speculation
 from chatlab.lab.bench.stored import write_json
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 
 # Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32

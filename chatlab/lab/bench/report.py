@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.precision import flags_say_bf16
 from chatlab.lab.bench.engines import BASELINE
-from chatlab.lab.bench.tasks import COPY_TASKS
+from chatlab.lab.evals.retrieval import COPY_TASKS
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -24,7 +24,7 @@ TARGETS = [
     ("chatlab-torch", "decode_tok_s", "hf-generate", ">=", 1.0),
     ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.25),
 ]
-# Prompt lookup's targets by task shape (chatlab.lab.bench.tasks): on copy-heavy text well ahead
+# Prompt lookup's targets by task shape (chatlab.lab.evals.retrieval): on copy-heavy text well ahead
 # of plain decoding and not behind genai's own prompt lookup, with the time to first token
 # unchanged; on text that copies nothing, not slower than plain.
 PL = "chatlab-openvino-int8-pl"
@@ -116,7 +116,7 @@ def format_table(result: dict[str, Jsonable], targets: bool = True) -> str:
                      f"{row['rss_mb']:>9.0f}")
     if result.get("task"):
         lines.append(f"task: {result['task']} (its cases in turn replace the short prompt; "
-                     "chatlab.lab.bench.tasks)")
+                     "chatlab.lab.evals.retrieval)")
     for row in result["engines"]:
         if "tokens_per_step" in row:  # speculation: how much each model pass really produced
             lines.append(f"{row['name']} speculates: {row['tokens_per_step']:.2f} tokens per model "

@@ -26,7 +26,7 @@ from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULATIVE_ENGINES, get_engine,
                                        unavailable)
 from chatlab.lab.bench.report import add_ratios
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.models import load_tokenizer
 
 
@@ -52,7 +52,7 @@ class BenchConfig:
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
     precision: str = DEFAULT_PRECISION  # the same for every engine
-    # A task shape of chatlab.lab.bench.tasks: its cases replace the short chat prompt, one per
+    # A task shape of chatlab.lab.evals.retrieval: its cases replace the short chat prompt, one per
     # round in turn (None: the short question)
     task: str | None = None
     # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)

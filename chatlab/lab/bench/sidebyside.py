@@ -22,7 +22,7 @@ from chatlab.errors import ChatlabError
 from chatlab.lab.bench import engines as bench_engines
 from chatlab.lab.bench.engines import BASELINE
 from chatlab.lab.bench.runner import Bar, Worker, add_answer, call_in_child, plan_groups, start_worker
-from chatlab.lab.bench.tasks import task_messages
+from chatlab.lab.evals.retrieval import task_messages
 from chatlab.models import load_tokenizer
 from chatlab.render import resolve
 

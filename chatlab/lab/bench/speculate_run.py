@@ -4,7 +4,7 @@
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
     chatlab bench speculate --fast --out data/bench/fast-run.json   # the moonshot
 
-Part 1 times the task shapes of chatlab.lab.bench.tasks side by side (chatlab.lab.bench.sidebyside):
+Part 1 times the task shapes of chatlab.lab.evals.retrieval side by side (chatlab.lab.bench.sidebyside):
 copy-heavy (07's extraction, 08's RAG answers over their passages, a rewrite) and a story that
 copies nothing, on chatlab's paged OpenVINO loop plain and with prompt lookup, genai plain and
 with its own prompt lookup, llama.cpp's Q4_1 when installed, and the int4 rows (equal bits with
@@ -31,7 +31,7 @@ from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
 from chatlab.lab.bench.sidebyside import run_tasks
 from chatlab.lab.bench.stored import label, write_json
-from chatlab.lab.bench.tasks import COPY_TASKS, TASKS
+from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
 

@@ -23,7 +23,7 @@ from chatlab.backends.export import export_model
 from chatlab.backends.precision import ov_config
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.errors import ChatlabError
-from chatlab.lab.bench.tasks import questions_with_passages
+from chatlab.lab.evals.retrieval import questions_with_passages
 
 
 def user_turns(n: int, start: int = 0) -> list[str]:

@@ -4,6 +4,9 @@
 Scoring is strict on purpose: the name must equal the gold name and the color the gold color
 (or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
 color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
+
+`span_schema` builds an extractive schema per sentence: its values are `enum`s of the sentence's
+own words, so the grammar only lets a small model choose among answers that can be right.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import DogCase
 
@@ -164,3 +168,38 @@ def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(cell(col, m) for col in columns.values()) + " |")
     return "\n".join(lines)
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+
+
+def _words(text: str) -> list[str]:
+    # "Tilly's" -> "Tilly": a possessive is a person's or the dog's name plus an ending
+    return [re.sub(r"'s$", "", w) for w in _WORD.findall(text)]
+
+
+def capitalised_words(text: str) -> list[str]:
+    """Distinct capitalised words, in order (candidate names)."""
+    return list(dict.fromkeys(w for w in _words(text) if w[0].isupper()))
+
+
+def word_runs(text: str, longest: int = 3) -> list[str]:
+    """Distinct runs of 1..`longest` consecutive words, lower case (candidate colors); a
+    hyphenated word counts whole and in parts ("apricot-colored" offers "apricot" too)."""
+    whole = [w.lower() for w in _words(text)]
+    parts = [p for w in whole for p in w.split("-") if p]
+    runs = (" ".join(ws[i:i + n]) for ws in (whole, parts)
+            for n in range(1, longest + 1) for i in range(len(ws) - n + 1))
+    return list(dict.fromkeys(runs))
+
+
+def span_schema(text: str, title: str = "Dog") -> dict[str, Jsonable]:
+    """{"name": one of the capitalised words, "color": one of the word runs} for `text`."""
+    names, runs = capitalised_words(text), word_runs(text)
+    if not names:
+        raise ChatlabError(f"no capitalised word in {text[:80]!r} to offer as a name; an extractive "
+                           "schema needs the name in the sentence (use a plain schema otherwise)")
+    return {"title": title, "type": "object",
+            "properties": {"name": {"type": "string", "enum": names},
+                           "color": {"type": "string", "enum": runs}},
+            "required": ["name", "color"], "additionalProperties": False}
