@@ -35,7 +35,7 @@ def test_the_oracle_answers_every_way_of_asking_right(hermes_tokenizer) -> None:
     from langchain_openai import ChatOpenAI
 
     from chatlab.engine import ChatEngine
-    from chatlab.lab.evals.langchain_methods import streamed_call
+    from chatlab.lab.evals.extraction import streamed_call
     from chatlab.serve import start_server
 
     cases = load_dogs()[:4]

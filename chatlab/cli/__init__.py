@@ -16,6 +16,7 @@ COMMAND_MODULES = [models, render, bench, serve, lab]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatlab", description=__doc__)
+    parser.set_defaults(func=None)  # each subcommand sets its handler
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # a run's JSON records the command
-    if not getattr(args, "func", None):
+    if args.func is None:
         parser.print_help()
         return 2
     # An unsupported Python fails later in confusing ways; doctor still runs, to report it.

@@ -1,19 +1,14 @@
 """Stored benchmark results: a full run kept in `data/bench/`, labelled with where it came from.
 
-A notebook cannot run the full benchmark (minutes per engine, more memory than Binder has), and
-a number without its machine is not a result. So a full run is stored once, as
-the JSON that `chatlab bench --json` or `chatlab bench serving --clients 8 --json` prints, plus
-a `run` record: the date, the command, a line about the machine (quiet or shared), and its CPU
-(model, bf16/AMX flags, threads). Notebooks load it through `chatlab.data_path` and print the
-label above the table. To store or refresh one (`chatlab bench store`):
+A notebook cannot run the full benchmark, and a number without its machine is no result, so a
+run is stored once (`chatlab bench store`): the JSON `chatlab bench --json` prints, plus a `run`
+record of the date, the command, the machine and its CPU; notebooks print that label above it.
 
-    chatlab bench --json --plot '' | chatlab bench store full-run.json \\
+    chatlab bench --json --plot '' | chatlab bench store full-run.json \
         --command "chatlab bench --json" --machine "a quiet 2-core VM"
 
-A serving run's N-clients-vs-one ratio is read against its ceiling, the engine's own batching
-gain measured beside it (the same prompts fed straight to the engine): N clients cannot get N
-times one client's tokens on shared cores, and the server should keep CEILING_TARGET of the
-engine's gain, the rest being what HTTP, the SSE framing and the client processes cost.
+A serving run's N-clients ratio is read against the engine's own batching gain measured beside
+it: the server should keep CEILING_TARGET of it.
 """
 from __future__ import annotations
 
