@@ -19,7 +19,7 @@ from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import PromptLookup, Speculation
-from chatlab.lab.bench.stored import write_json
+from chatlab.lab.bench.report import write_json
 from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 

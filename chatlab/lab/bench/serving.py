@@ -27,7 +27,7 @@ from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event, Finished, TextDelta
-from chatlab.lab.bench.stored import ceiling_line, cpu_name, kept
+from chatlab.lab.bench.report import ceiling_line, cpu_name, kept
 from chatlab.lab.finetune import first_difference
 from chatlab.serve import start_server
 

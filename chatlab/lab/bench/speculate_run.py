@@ -25,7 +25,7 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.bench.stored import label, write_json
+from chatlab.lab.bench.report import label, write_json
 from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
