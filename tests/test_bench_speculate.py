@@ -8,7 +8,7 @@ import pytest
 from chatlab.lab.bench.engines import SPECULATIVE_ENGINES, ChatlabLoop, GenAI, make_engine
 from chatlab.lab.bench.report import add_ratios, format_table
 from chatlab.lab.bench.runner import BenchConfig, Samples
-from chatlab.lab.bench.tasks import COPY_TASKS, TASKS, task_messages
+from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS, task_messages
 from chatlab.engine import load_engine
 from chatlab.cli.args import add_speedup_args, speculation_from_args, speedups_from_args
 from chatlab.errors import ChatlabError, UnknownNameError

@@ -12,7 +12,7 @@ import pytest
 
 from chatlab.lab.bench.report import add_ratios
 from chatlab.cli import main
-from chatlab.lab.bench.stored import engines_table, label, load_stored, serving_table
+from chatlab.lab.bench.report import engines_table, label, load_stored, serving_table
 from chatlab.errors import ChatlabError
 
 CPU = {"model": "Some CPU", "flags": ["avx512f", "avx512_bf16"], "threads": 2}

@@ -75,7 +75,7 @@ def test_the_cli_and_the_server_take_backend_names_from_the_registry() -> None:
         for name in REGISTRY:
             assert parser.parse_args([*command, "--backend", name]).backend == name
     from chatlab.engine import load_engine
-    from chatlab.cli.complete import engine_options
+    from chatlab.cli.serve import engine_options
 
     args = parser.parse_args(["serve", "--backend", "vllm"])
     with pytest.raises(UnknownNameError, match="valid choices: " + ", ".join(REGISTRY)):

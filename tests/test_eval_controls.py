@@ -11,7 +11,7 @@ from chatlab import data_path
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals import controls_table, evaluate, load_dogs, load_questions
 from chatlab.lab.evals.controls import OracleBackend, dog_call, dog_oracle, listed_tool, rag_gold
-from chatlab.lab.evals.facts import fact_rate, load_heldout, states_fact
+from chatlab.lab.evals.sets import fact_rate, load_heldout, states_fact
 from chatlab.lab.evals.extraction import MethodScore, Outcome
 
 
@@ -35,7 +35,7 @@ def test_the_oracle_answers_every_way_of_asking_right(hermes_tokenizer) -> None:
     from langchain_openai import ChatOpenAI
 
     from chatlab.engine import ChatEngine
-    from chatlab.lab.evals.langchain_methods import streamed_call
+    from chatlab.lab.evals.extraction import streamed_call
     from chatlab.serve import start_server
 
     cases = load_dogs()[:4]

@@ -186,7 +186,7 @@ def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.War
 
     from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.engine import ChatEngine
-    from chatlab.lab.evals.langchain_methods import ARTICLE_SYSTEM, article_chain, prompted
+    from chatlab.lab.evals.extraction import ARTICLE_SYSTEM, article_chain, prompted
     from chatlab.render import get_template
     from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.serve import start_server
@@ -209,7 +209,7 @@ def test_article_chain_and_prompted_few_shot_reach_the_model(recwarn: pytest.War
 
 # -- the extractive schema ----------------------------------------------------------------------
 def test_span_schema_offers_only_pieces_of_the_sentence() -> None:
-    from chatlab.lab.evals.spans import capitalised_words, span_schema, word_runs
+    from chatlab.lab.evals.extraction import capitalised_words, span_schema, word_runs
 
     text = "Tilly's dog is called Nugget and he is as jet-black as coal."
     assert capitalised_words(text) == ["Tilly", "Nugget"]
@@ -230,7 +230,7 @@ def test_span_schema_offers_only_pieces_of_the_sentence() -> None:
 def test_prompted_sends_examples_as_turns_and_needs_an_input_slot() -> None:
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    from chatlab.lab.evals.langchain_methods import prompted
+    from chatlab.lab.evals.extraction import prompted
 
     seen: list[Any] = []
     model = FakeListChatModel(responses=["ok"])

@@ -63,7 +63,7 @@ def test_every_reader_sees_the_one_cpu(fake_cpu) -> None:  # noqa: ANN001
     from chatlab.backends.fast import fast_choices
     from chatlab.lab.bench.report import cpu_line
     from chatlab.lab.doctor import machine
-    from chatlab.lab.evals.where import measured_on
+    from chatlab.lab.evals import measured_on
 
     for bf16 in (False, True):
         here = fake_cpu(bf16=bf16, model=f"CPU {bf16}", threads=3)

@@ -96,7 +96,7 @@ def serve_args(*flags):
 def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_run(smollm2_path):
     from chatlab.lab.bench.turns import timed_turn, user_turns
     from chatlab.engine import load_engine
-    from chatlab.cli.complete import engine_options
+    from chatlab.cli.serve import engine_options
 
     cached = load_engine(**engine_options(serve_args("--reuse-prefix")))
     fresh = load_engine(**engine_options(serve_args()))
@@ -118,7 +118,7 @@ def test_genai_serving_turns_on_its_prefix_caching_and_turn_two_equals_a_fresh_r
 def test_sampled_speculation_on_smollm2_respects_max_tokens_and_stops(ov_backend):
     """The distribution test runs on a small vocabulary (tests/test_speculate.py); here the real
     model: seeded runs are repeatable, stop strings end the reply, max_tokens bounds it."""
-    from chatlab.lab.bench.tasks import task_prompts
+    from chatlab.lab.evals.retrieval import task_prompts
 
     ids = task_prompts(ov_backend.tokenizer, "rewrite", 1)[0]
     spec = Speculation(draft_tokens=4, ngram=3)

@@ -138,7 +138,7 @@ def test_the_registry_picks_the_token_source(scripted_specs: dict[str, Any]) -> 
 
 
 def test_the_cli_passes_registry_flags_to_the_loader(scripted_specs: dict[str, Any]) -> None:
-    from chatlab.cli.complete import engine_options
+    from chatlab.cli.serve import engine_options
 
     args = build_parser().parse_args(["complete", "--messages", "m.json", "--backend", "scripted",
                                       "--threads", "3"])

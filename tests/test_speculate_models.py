@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from chatlab.lab.bench.tasks import TASKS, task_prompts
+from chatlab.lab.evals.retrieval import TASKS, task_prompts
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
 from chatlab.generate.speculate import Speculation

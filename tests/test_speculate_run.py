@@ -141,7 +141,7 @@ def test_turn_target_report_and_json(part, tmp_path):
     assert "up to 4 new tokens per task case, each reply ending at its end token" in table
     lesson = speculate_run.format_report(result, targets=False)  # what notebook 05 prints
     assert "turn 2 (400)" in lesson and "MET" not in lesson and "target" not in lesson
-    from chatlab.lab.bench.stored import write_json
+    from chatlab.lab.bench.report import write_json
 
     path = write_json(result, tmp_path / "bench" / "run.json")
     assert json.loads(path.read_text())["targets"][-1]["verdict"] == "MET"

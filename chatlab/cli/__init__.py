@@ -1,22 +1,22 @@
 """The `chatlab` command. Each module of this package registers its own subcommands, so this
-file stays a table of contents: models, render, templates, export, bench, complete, serve,
-doctor, rehearse."""
+file stays a table of contents: models, render, bench, serve, lab."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from chatlab.cli import bench, complete, doctor, export, models, rehearse, render, serve, templates
+from chatlab.cli import bench, lab, models, render, serve
 from chatlab.errors import ChatlabError
 from chatlab.lab.session import python_problem
 
 # Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
 # `chatlab --help` and `chatlab templates` stay fast.
-COMMAND_MODULES = [models, render, templates, export, bench, complete, serve, doctor, rehearse]
+COMMAND_MODULES = [models, render, bench, serve, lab]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatlab", description=__doc__)
+    parser.set_defaults(func=None)  # each subcommand sets its handler
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # a run's JSON records the command
-    if not getattr(args, "func", None):
+    if args.func is None:
         parser.print_help()
         return 2
     # An unsupported Python fails later in confusing ways; doctor still runs, to report it.

@@ -15,7 +15,7 @@ from chatlab.lab.bench import (BenchConfig, accuracy, format_table, replay, run_
 from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
 from chatlab.lab.bench.serving import ServingRun
 from chatlab.lab.bench.speculate_run import SpeculateRun
-from chatlab.lab.bench.stored import FOLDER, label, store, write_json
+from chatlab.lab.bench.report import FOLDER, label, store, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -121,7 +121,7 @@ def add_speculate(nested: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="the JSON file to write (default data/bench/speculate-run.json)")
     p.add_argument("--machine", default=None,
                    help="one line about the machine, quiet or shared: labels the JSON as a stored "
-                        "result (chatlab.lab.bench.stored), which notebook 05 can then print")
+                        "result (chatlab.lab.bench.report), which notebook 05 can then print")
 
 
 def add_serving(nested: argparse._SubParsersAction) -> None:
@@ -139,7 +139,7 @@ def add_serving(nested: argparse._SubParsersAction) -> None:
 
 def add_store(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "store", "label a bench run's JSON (on stdin) with its command and machine "
-                   "and keep it in data/bench/ (chatlab.lab.bench.stored)", run_store)
+                   "and keep it in data/bench/ (chatlab.lab.bench.report)", run_store)
     p.add_argument("name", help="file name inside data/bench/, e.g. full-run.json")
     p.add_argument("--command", dest="run_command", metavar="COMMAND", required=True, help="the command whose JSON is on stdin")
     p.add_argument("--machine", required=True, help="one line: which machine, quiet or shared")

@@ -1,10 +1,11 @@
 """`chatlab models`: what assets exist, which are available here, where they live, and whether
-their cached builds are intact."""
+their cached builds are intact; `chatlab export`: a model exported to OpenVINO into the cache."""
 from __future__ import annotations
 
 import argparse
 import json
 
+from chatlab.backends.export import export_dir, export_model, is_exported
 from chatlab.models.store import all_assets, asset_path, describe, verify_cache
 
 
@@ -17,6 +18,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="hash every file of every built asset against its build record; "
                         "exit 1 when one is damaged")
     p.set_defaults(func=run)
+
+    p = sub.add_parser("export", help="export a model to OpenVINO (fp32, int8 or int4), cached")
+    p.add_argument("--model", default="smollm2-135m-instruct",
+                   help="a chat model of the store, a local Hugging Face folder, or a hub id "
+                        "(its snapshot in the Hugging Face cache)")
+    p.add_argument("--weight-format", default="int8", help="fp32, int8 or int4 (default int8)")
+    p.add_argument("--stateless", action="store_true",
+                   help="the graph without state, its KV cache as inputs and outputs (what "
+                        "chatlab.lab.explicit_kv and notebook 03 drive)")
+    p.add_argument("--force", action="store_true", help="export again even when cached")
+    p.set_defaults(func=run_export_model)
 
 
 def _size(n: object) -> str:
@@ -66,3 +78,12 @@ def _problems(row: dict[str, object]) -> list[object]:
     """A describe() row's problems (a list, or None when there are none)."""
     problems = row.get("problems")
     return list(problems) if isinstance(problems, (list, tuple)) else []
+
+
+def run_export_model(args: argparse.Namespace) -> int:
+    stateful = not args.stateless
+    cached = is_exported(export_dir(args.model, args.weight_format, stateful)) and not args.force
+    folder = export_model(args.model, args.weight_format, force=args.force, stateful=stateful)
+    kind = "" if stateful else " stateless"
+    print(f"{'reused' if cached else 'exported'} {args.model} {args.weight_format}{kind}: {folder}")
+    return 0

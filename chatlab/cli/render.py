@@ -1,9 +1,11 @@
-"""`chatlab render`, `chatlab templates`, `chatlab audit` and `chatlab export-template`."""
+"""`chatlab render`, `templates`, `audit`, `export-template`, `diff-templates` and `certify`: a chat
+template rendered, listed, checked, exported and compared, from the command line."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
@@ -12,8 +14,8 @@ from chatlab.models import generation_config_of, load_gguf_tokenizer, load_token
 from chatlab.render import resolve
 from chatlab.render.audit import audit
 from chatlab.render.builtin import TEMPLATES, get_template
-from chatlab.render.io import LoadedTemplate, export_template, load_template
-from chatlab.render.io.certify import certify_export
+from chatlab.render.io import LoadedTemplate, diff_templates, export_template, load_template
+from chatlab.render.io.certify import certify, certify_export
 from chatlab.render.io.certify import name as engine_name
 from chatlab.render.io.registry import EXPORT_TARGETS, TEMPLATE_FORMATS
 from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
@@ -62,6 +64,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="with --model: write an export that differs, with a warning")
     p.set_defaults(func=run_export_template)
 
+    p = sub.add_parser("diff-templates", help="render a chat with templates A and B and show the first "
+                       "token where their ids differ (exit 0 equal, 1 different)")
+    p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
+    p.add_argument("--messages", required=True, metavar="FILE.json", help="a JSON list of messages")
+    p.add_argument("--tools", metavar="FILE.json", help="a JSON list of tools (OpenAI shape)")
+    p.add_argument("a", help="a built-in template name or a template file")
+    p.add_argument("b", help="a built-in template name or a template file")
+    p.add_argument("--template-format-a", choices=tuple(TEMPLATE_FORMATS), help="the format of file A (default: detected)")
+    p.add_argument("--template-format-b", choices=tuple(TEMPLATE_FORMATS), help="the format of file B (default: detected)")
+    p.set_defaults(func=run_diff)
+
+    p = sub.add_parser("certify", help="render a fixed conversation set with a template through every engine's "
+                       "semantics (Jinja/vLLM, LMDeploy, Ollama); each cell is id-equal, differs, cannot "
+                       "express or not rendered. Exit 0: something rendered and every cell is id-equal; "
+                       "1: a cell differs; 3: none differs, but some cannot be expressed in an engine's "
+                       "format, or nothing rendered; 2: bad input",
+                       description="Exit codes: 0 at least one cell rendered and every rendered cell is "
+                       "id-equal; 1 some cell differs (the first differing token, both sides, its cause); "
+                       "3 nothing differs, but some cell cannot be expressed in an engine's format (the "
+                       "construct is named) or no conversation rendered; 2 bad input (a file in no known "
+                       "format, a tokenizer without the template's special tokens).")
+    p.add_argument("--model", required=True, help="the tokenizer: a store name (chatlab models), a folder or a hub id")
+    p.add_argument("template", help="a built-in template name or a template file")
+    p.add_argument("--template-format", choices=tuple(TEMPLATE_FORMATS), help="the format of the file (default: detected)")
+    p.add_argument("--json", action="store_true", help="the certificate as JSON (for CI): the same verdicts, "
+                   "exit_code, and each cell's first difference")
+    p.set_defaults(func=run_certify)
+
 
 def _read_json(path: str, what: str) -> Jsonable:
     try:
@@ -74,13 +104,11 @@ def _read_json(path: str, what: str) -> Jsonable:
 
 def _check_template(name: str | None) -> None:
     if name:
-
         get_template(name)  # an unknown name fails before any model loads
 
 
 def load_cli_template(name: str | None, fmt: str | None) -> str | LoadedTemplate | None:
     """A built-in name as it is; a file loaded now (a bad file fails before any model loads)."""
-
     if name is None:
         if fmt:
             raise ChatlabError("--template-format needs --template FILE")
@@ -91,9 +119,6 @@ def load_cli_template(name: str | None, fmt: str | None) -> str | LoadedTemplate
         if fmt:
             raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
         _check_template(name)  # an unknown name: the list of valid ones
-    import warnings
-
-
     with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
         warnings.simplefilter("always")
         loaded = load_template(name, fmt)
@@ -106,7 +131,6 @@ def run_render(args: argparse.Namespace) -> int:
     template = load_cli_template(args.template, args.template_format)
     messages = _read_json(args.messages, "messages")
     tools = _read_json(args.tools, "tools") if args.tools else None
-
     tokenizer = load_tokenizer(args.model)
     # the server's render step (Resolution.render_request), so both give the same ids
     res, r = resolve(tokenizer, args.model, template).render_request(
@@ -129,7 +153,6 @@ def run_render(args: argparse.Namespace) -> int:
 
 
 def run_templates(args: argparse.Namespace) -> int:
-
     for name, t in TEMPLATES.items():
         tools = f" [tools: {t.tool_format.name}]" if t.tool_format else ""
         print(f"{name}\t{t.description}{tools}")
@@ -138,7 +161,6 @@ def run_templates(args: argparse.Namespace) -> int:
 
 def run_audit(args: argparse.Namespace) -> int:
     _check_template(args.template)
-
     tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
     label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
     report = audit(tokenizer, args.model, args.template, generation_config_of(args.model))
@@ -148,11 +170,9 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_export_template(args: argparse.Namespace) -> int:
-
     loaded = load_cli_template(args.name, args.template_format)
     assert loaded is not None  # NAME is a required argument
-    text = export_template(loaded, args.format,
-                           drop_tools=args.drop_tools)
+    text = export_template(loaded, args.format, drop_tools=args.drop_tools)
     if not check_export(args, loaded, text):
         return 1
     print(text, end="" if text.endswith("\n") else "\n")
@@ -170,7 +190,6 @@ def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", tex
         print(f"{say} note: the export is unchecked; pass --model M to check that {args.format} renders "
               "the template's ids with M's tokenizer", file=sys.stderr)
         return True
-
     cert = certify_export(load_tokenizer(args.model), template, args.format, text, args.drop_tools)
     row = cert.cells[args.format]
     counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
@@ -194,3 +213,22 @@ def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", tex
     print(f"{say} error: {what}. Use the model's own tokenizer, export another format, or pass --force "
           "to write it anyway", file=sys.stderr)
     return False
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    a = load_cli_template(args.a, args.template_format_a)
+    b = load_cli_template(args.b, args.template_format_b)
+    assert a is not None and b is not None  # A and B are required arguments
+    messages = _read_json(args.messages, "messages")
+    tools = _read_json(args.tools, "tools") if args.tools else None
+    d = diff_templates(load_tokenizer(args.model), messages, a, b, tools=tools)
+    print(d)
+    return 0 if d.equal else 1
+
+
+def run_certify(args: argparse.Namespace) -> int:
+    template = load_cli_template(args.template, args.template_format)
+    assert template is not None  # TEMPLATE is a required argument
+    cert = certify(load_tokenizer(args.model), template)
+    print(json.dumps(cert.to_json(), indent=2, ensure_ascii=False) if args.json else cert.format())
+    return cert.exit_code

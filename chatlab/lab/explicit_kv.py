@@ -1,18 +1,11 @@
 """The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
 
-chatlab's OpenVINO loop runs optimum's *stateful* export, where the KV cache lives inside the
-model as state variables and never appears in Python. The ChatGLM2 article's graph is the older
-*stateless* form: every layer's keys and values are plain inputs (`past_key_values.N.key`,
-`past_key_values.N.value`) and come back as outputs (`present.N.key`, `present.N.value`), each
-`[batch, kv_heads, seq, head_dim]`. The caller owns the cache:
-
-* prefill: the prompt with an **empty** past, i.e. past arrays whose sequence axis has length 0
-  (the graph concatenates past and new keys along that axis, so a zero-length past is "nothing
-  seen yet" and needs no special graph);
-* decode: one token, with the `present.*` of the previous call fed back as `past_key_values.*`.
-  `attention_mask` covers past + new tokens and `position_ids` continue from the past's length.
-
-This module is for teaching and for checking that both forms compute the same tokens.
+In the stateful export chatlab serves, the cache lives inside the model. Here every layer's keys
+and values are inputs (`past_key_values.N.key/value`) and outputs (`present.N.key/value`), each
+`[batch, kv_heads, seq, head_dim]`, and the caller owns them: prefill with a zero-length past,
+then each decode step feeds the previous `present.*` back, `attention_mask` covering past + new
+and `position_ids` continuing from the past's length. For teaching, and for checking that both
+forms compute the same tokens.
 """
 from __future__ import annotations
 

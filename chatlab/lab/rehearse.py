@@ -1,41 +1,28 @@
-"""Rehearse the 2-hour class: run exactly the route's cells of each notebook as a teacher would,
-cold, and time them.
+"""Rehearse the 2-hour class (`chatlab rehearse`, `./run.sh rehearse`): the route's cells of each
+notebook run cold, as a teacher would, and timed.
 
-`./run.sh rehearse [--all] [--class] [--dry-run] [--cgroup] [--colab] [--json FILE] [NN ...]` runs
-`chatlab rehearse`. The route
-(chatlab/lab/route.py) is validated first: a section that does not exist, or a route cell that
-needs a name only a skipped cell defines, is an error before any kernel starts. Then each
-notebook's setup cells and route sections run in a fresh kernel (as each notebook opened from
-its badge gets its own Colab runtime), from an empty model store: CHATLAB_HOME is a temporary
-folder, removed afterwards, also when the rehearsal is interrupted (no half-built model is left).
+The route (chatlab/lab/route.py) is validated before any kernel starts. Each notebook's setup
+and route cells then run in a fresh kernel, as each notebook opened from its badge gets its own
+runtime, from an empty model store (CHATLAB_HOME is a temporary folder, removed afterwards, also
+on an interrupt). A row per notebook: setup and route seconds, the peak resident memory of the
+kernel and its processes, the total. A cell error or stderr output fails it (exit 1), except
+chatlab's one-time BUILD_NOTICES and the stderr the cell's stored output shows (a refusal the
+lesson demonstrates); with --cgroup (Binder's 2 GB), so does an out-of-memory kill.
 
-It prints one row per notebook: setup seconds (kernel start and the cells before the first
-section), route seconds, the kernel's peak working set
-(sampled resident memory of the kernel and its processes: the cgroup's own peak counts page
-cache) and the total. Any cell error or stderr output fails the rehearsal (exit status 1), except
-chatlab's one-time build notices (BUILD_NOTICES) and the stderr a cell's stored output shows (a
-refusal the lesson demonstrates); with --cgroup, so does an out-of-memory kill.
-
---all runs every cell of every notebook instead of the route. --class runs the class notebook
-(notebooks/class.ipynb: every route section in one kernel after one set-up), refused before any
-kernel starts where it is out of sync with the route and the nine notebooks.
-
---colab runs each notebook as a learner opens it from its Colab badge, on a cold runtime of the
-Colab replica: tests/colab/replica.py's Python 3.13 venv of Colab's own package list
-(.venv313-colab, or the venv CHATLAB_COLAB_VENV names). Per notebook the replica goes back to
-its packages as built; a copy of this working tree takes the clone's place, with an empty
-CHATLAB_HOME; a kernel of the replica (told it is on Colab) runs the first cell, the install
-(`install` seconds), and where it asks for a restart, restarts and runs it again (`restart`
-seconds); then the other setup cells and the route cells run as above. The export
-environment's build (`env`) and the OpenVINO exports (`export`) are read from what they leave in
-CHATLAB_HOME; they sit inside the setup or route seconds of the cell that asked for the model.
-With --cgroup the install runs under INSTALL_LIMIT, then Binder's 2 GB from the restart on.
+--all runs every cell; --class runs notebooks/class.ipynb (refused where out of sync). --colab
+runs each notebook on a cold runtime of the Colab replica (tests/colab/replica.py's Python 3.13
+venv of Colab's packages): a copy of this tree as the clone, the first cell's install timed
+(`install`), the restart it asks for timed (`restart`), and the export environment's build
+(`env`) and exports (`export`) read from what they leave in CHATLAB_HOME. With --cgroup the
+install runs under INSTALL_LIMIT, then Binder's 2 GB from the restart on.
 """
 from __future__ import annotations
 
+import datetime
 import importlib
 import json
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -514,10 +501,6 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
 
 def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgroup: bool) -> None:
     """The rows as JSON, with the machine (CPU, cores, memory) and the date."""
-    import datetime
-    import json
-    import platform
-
     import psutil
 
     here = cpu()

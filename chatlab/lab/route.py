@@ -1,21 +1,13 @@
-"""The 2-hour class's route through the notebooks, defined once, its budget from measurements, and
-the class notebook generated from it.
+"""The 2-hour class's route through the notebooks, its budget, and the class notebook built from it.
 
-`ROUTE` names, for each notebook the class visits, the sections it runs (by their heading text)
-and the subsections inside them left for homework. A notebook's cells before the first `##`
-heading are its setup (always run); each `##` or `###` heading starts a section that runs up to
-the next heading of the same or a higher level. Every heading counts, also one below the first
-line of a markdown cell: that cell's text before the heading ends the section above.
-
-The budget: a section takes its reading time (markdown words at 200 a minute, code lines at 12)
-plus its machine time. The machine time is the cells' own stored execution seconds, scaled per
-notebook to the cold rehearsal on the Colab replica (data/bench/rehearse-colab.json: what its
-route cells took there against what they took when the outputs were stored). The class runs
-one set-up (install, restart, export environment and exports: the rehearsal's largest of each,
-since every route notebook builds a subset of 03's exports) and must leave `DISCUSSION` minutes
-of its 120 free. The README's route table, notebook 01's and each notebook's time line are
-rendered from here, and `class_notebook()` writes every route section, in order, into one
-notebook with one set-up (notebooks/class.ipynb).
+`ROUTE` names, per notebook, the sections the class runs (by heading text) and the subsections
+left for homework. Cells before the first `##` heading are the setup; each `##`/`###` heading,
+also one below a markdown cell's first line, starts a section that runs to the next heading of
+the same or a higher level. A section's minutes: its reading (200 words, or 12 code lines, a
+minute) plus its cells' stored seconds, scaled per notebook to the cold rehearsal on the Colab
+replica (data/bench/rehearse-colab.json). The class runs one set-up and leaves `DISCUSSION` of
+its 120 minutes free. The README's and notebook 01's route tables, each notebook's time line and
+notebooks/class.ipynb (every route section in order, after one set-up) are written from here.
 """
 from __future__ import annotations
 

@@ -1,21 +1,9 @@
-"""`chatlab bench accuracy`: what the fast profile costs in answers, measured against the exact
-default on the same prompts.
+"""`chatlab bench accuracy`: what the fast profile costs in answers, against the exact default on
+the same prompts (chatlab's OpenVINO loop, greedy, every case of the bench's task sets and 01's
+facts): per case the tokens shared before the first difference, the eval scores of both replies
+(07's `score_dog`, 08's `answer_has_key`, 01's key phrases), and the median decode speed of the
+loop's own clock (not interleaved: `chatlab bench --fast` times engines side by side).
 
-Both profiles run chatlab's loop on the OpenVINO backend, greedily, over every case of the
-bench's task sets (chatlab.lab.bench.tasks: 07's dog sentences answered as JSON, 08's questions
-with their passage, rewrites, stories) and 01's general-knowledge facts:
-
-* agreement: for each case, how many tokens the fast reply shares with the exact one before
-  the first difference (a reply that matches to its end counts its whole length, and is
-  counted identical);
-* eval scores, from the same replies: 07's extraction (the first JSON object's name and colour,
-  scored by chatlab.lab.evals.score_dog), 08's key phrases (`answer_has_key`), 01's facts
-  (a key phrase in the reply);
-* decode speed: the median over the cases of the loop's own clock (tokens after the first over
-  the time after the first). These runs are not interleaved; `chatlab bench --fast` and the
-  speculation bench time the engines side by side.
-
-    chatlab bench accuracy                      # every case, up to 64 tokens each
     chatlab bench accuracy --limit 2 --tokens 16 --out /tmp/accuracy.json
 """
 from __future__ import annotations
@@ -30,7 +18,7 @@ from chatlab.backends.fast import compute_line
 from chatlab.backends.precision import cpu_info
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.lab.evals import (answer_has_key, contains, load_dogs, load_facts, load_questions, measured_on,
                                score_dog)
 from chatlab.lab.finetune import first_difference

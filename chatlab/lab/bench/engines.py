@@ -1,19 +1,12 @@
 """The engines of `chatlab bench`: the named rows (every name `--engines` takes) and, per
 runtime, the engine that loads and times it.
 
-A row's `runtime` is either a backend of REGISTRY (its options checked by `check_choice` when
-the table is built, so a row cannot carry a flag the CLI would refuse), or one of the
-REFERENCES: runtimes chatlab does not serve and only times against its own loop. LOADERS holds
-one loader per runtime name and nothing per row.
-
-Each engine sits behind `load()`, `run(ids, n) -> Timing` and `facts()` (the precision and
-threads it really runs with); `unavailable()` says why an optional one cannot run here
-(llama.cpp without its package), so the bench skips it with that reason. Every engine gets the
-same rendered prompt ids and must produce exactly `n` new tokens (eos is ignored), greedily, at
-the same arithmetic precision (f32 unless `--precision bf16`): left to its default, OpenVINO
-computes in bf16 on bf16 CPUs while PyTorch stays fp32, and the table would compare different
-arithmetic. Timing is chatlab.lab.bench.timing's. chatlab's loop is timed with its full
-per-token work (detokenization and stop checks included); the others only record a timestamp.
+A row's runtime is a REGISTRY backend (its options checked as the CLI checks them) or one of the
+REFERENCES chatlab only times against. Each engine has `load()`, `run(ids, n) -> Timing` and
+`facts()` (the precision and threads it really runs); every one gets the same prompt ids and
+makes exactly `n` greedy tokens at the same precision (f32 unless `--precision bf16`: OpenVINO
+would otherwise compute in bf16 where PyTorch stays fp32). chatlab's loop is timed with its full
+per-token work; the others only record a timestamp.
 """
 from __future__ import annotations
 

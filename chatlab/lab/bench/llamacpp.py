@@ -1,14 +1,8 @@
-"""llama.cpp (through `llama-cpp-python`) as an optional benchmark engine, on the shipped GGUF.
+"""llama.cpp (`llama-cpp-python`) as an optional benchmark engine, on the shipped Q4_1 GGUF as it is.
 
-The default chat model ships as a Q4_1 GGUF, and chatlab's other engines run a conversion of it
-(dequantized to fp32, then exported and re-quantized by OpenVINO). llama.cpp runs the file as it
-is: Q4_1 weights, whose matrix products quantize the activations to 8 bits (q8_1) and accumulate
-integer dot products; everything else (norms, rope, softmax, the KV cache as configured here) is
-f32. That is the closest llama.cpp gets to "f32 compute"; it has no bf16 mode for these weights,
-so a bf16 benchmark skips it with that reason.
-
-The package is an optional extra (`pip install -e '.[llamacpp]'`, a C++ build of a few minutes);
-without it the benchmark prints a skip line instead of failing.
+Its matrix products quantize activations to 8 bits (q8_1); the rest is f32, the closest it gets
+to "f32 compute". It has no bf16 mode for these weights, so a bf16 bench skips it with that
+reason, as it does without the optional extra (`pip install -e '.[llamacpp]'`).
 """
 from __future__ import annotations
 

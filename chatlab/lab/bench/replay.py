@@ -1,15 +1,9 @@
 """Tune a drafter without timing it: replay recorded greedy replies through prompt lookup.
 
-With greedy decoding, speculation changes nothing but the number of model passes: the reply is
-token for token the plain one (chatlab.generate.speculate). So whether a guess would have been
-accepted is known exactly from the recorded plain reply, and the only thing left to model is
-what a pass costs. A pass over 1 + k tokens costs about `PASS_COST[k]` decode steps; plain
-decoding is one step per token. Replaying a reply through `PromptLookup` then gives the
-speed-up a policy would have had, without the noise of timing it on a shared machine.
-
-That is how the draft schedule of `Speculation` was chosen (see its module docstring); the timed
-side-by-side run (`chatlab bench speculate`, chatlab.lab.bench.speculate_run) then checks the
-choice against real clocks.
+Greedy speculation changes only the number of model passes, so whether a guess would have been
+accepted is known from the recorded plain reply; a pass over 1 + k tokens costs about
+`PASS_COST[k]` decode steps. This chose `Speculation`'s draft schedule; `chatlab bench speculate`
+checks the choice against real clocks.
 
     chatlab bench replay --record   # greedy replies of every bench task case
     chatlab bench replay            # modelled speed of a few policies, per task
@@ -25,8 +19,8 @@ from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import PromptLookup, Speculation
-from chatlab.lab.bench.stored import write_json
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.bench.report import write_json
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 
 # Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32

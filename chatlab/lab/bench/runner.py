@@ -1,13 +1,9 @@
 """Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
 
-At most two engine processes are alive at once (see `plan_groups`). Within a pair the engines
-take turns (never two on the same cores), in an order that rotates every round, so a slow
-stretch of the machine hits both instead of penalizing whichever came last; each ratio is taken
-against the baseline's runs in its own pair. Each round times a short chat prompt (time to first
-token and decode speed over `tokens` new tokens) and a ~1,000-token prompt (time to first
-token). Every engine runs at the one precision of the config, and the result says what each
-engine actually ran at, on which CPU and with how many threads: a number without those is not
-comparable across machines.
+At most two engine processes are alive at once (`plan_groups`); within a pair the engines take
+turns in an order that rotates every round, and each ratio is taken against the baseline in its
+own pair. A round times a short chat prompt (TTFT and decode speed) and a ~1,000-token prompt
+(TTFT). The result says what each engine ran at, on which CPU, with how many threads.
 """
 from __future__ import annotations
 
@@ -26,7 +22,7 @@ from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import (BASELINE, ENGINES, FAST_ENGINES, SPECULATIVE_ENGINES, get_engine,
                                        unavailable)
 from chatlab.lab.bench.report import add_ratios
-from chatlab.lab.bench.tasks import TASKS, task_messages
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.models import load_tokenizer
 
 
@@ -52,7 +48,7 @@ class BenchConfig:
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
     precision: str = DEFAULT_PRECISION  # the same for every engine
-    # A task shape of chatlab.lab.bench.tasks: its cases replace the short chat prompt, one per
+    # A task shape of chatlab.lab.evals.retrieval: its cases replace the short chat prompt, one per
     # round in turn (None: the short question)
     task: str | None = None
     # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)

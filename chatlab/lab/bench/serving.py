@@ -3,22 +3,12 @@
     chatlab bench serving [--backend torch|openvino] [--tokens 128] [--rounds 5]
     chatlab bench serving --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
 
-Without --clients: both sides generate exactly `--tokens` tokens (ignore_eos) from the same
-rendered prompt, in interleaved rounds so that a noisy machine slows both alike. Decode rate =
-(tokens - 1) / (time from the first token to the last), counting tokens, not chunks: the HTTP
-side times the chunks as the client receives them and takes the count from the usage chunk, the
-engine side counts the token ids of its token source's text events (the plan's ids and
-sampling, the lease: what the server runs, without HTTP). Target: HTTP ≥ 0.9× the engine.
-
-With --clients N: one server; per round, one streaming client alone, then N at once (different
-prompts, `--tokens` each, ignore_eos, greedy). Aggregate tok/s = all completion tokens / wall
-time from the first request sent to the last reply done; TTFT is per client, from sending to
-its first content chunk. Target on the genai backend: N clients ≥ 4× one. `--equal K` then
-compares K greedy replies token by token: chatlab's OpenVINO loop at f32 vs the served engine.
-On the genai backend each round also runs the same plans through the engine's token source at
-once, without the server (`engine_*`): the batching gain the engine itself gets on this machine,
-so the server's ratio can be read against that ceiling rather than against a number from other
-hardware.
+Without --clients: both sides generate exactly `--tokens` tokens from the same prompt, in
+interleaved rounds; decode rate = (tokens - 1) / (first token to last), counting tokens, not
+chunks. Target: HTTP ≥ 0.9× the engine. With --clients N: per round one streaming client alone,
+then N at once; aggregate tok/s = all completion tokens / wall time, TTFT per client. Target on
+genai: N clients ≥ 4× one, read against the engine's own batching gain measured beside it
+(`engine_*`). `--equal K` compares K greedy replies of chatlab's f32 loop and the served engine.
 """
 from __future__ import annotations
 
@@ -37,7 +27,7 @@ from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event, Finished, TextDelta
-from chatlab.lab.bench.stored import ceiling_line, cpu_name, kept
+from chatlab.lab.bench.report import ceiling_line, cpu_name, kept
 from chatlab.lab.finetune import first_difference
 from chatlab.serve import start_server
 

@@ -1,15 +1,6 @@
-"""Every task shape in one bench run: the engines paired with the baseline, one case of each task
-per round, so a pair of engine processes loads once for all the tasks.
-
-`chatlab bench --task T` measures one task shape per run; the speculation targets compare
-several tasks (copy-heavy against copy-nothing) and several engines, and numbers taken in
-separate runs minutes apart on a shared machine do not compare. Here the schedule is the bench's
-(`runner.plan_groups`: each engine beside the baseline, at most two processes alive, the order
-rotating every round) and each turn of an engine runs one case of every task, so the ratio of
-an engine to the baseline on a task is taken between runs made seconds apart.
-
-Only the task prompts are timed (their TTFT and decode speed); the bench's ~1,000-token prompt
-is left out, being the same with or without speculation.
+"""Every task shape in one bench run: each engine paired with the baseline (`runner.plan_groups`),
+one case of each task per turn, so a pair of processes loads once for all the tasks and each
+ratio compares runs made seconds apart. Only the task prompts are timed (TTFT and decode).
 """
 from __future__ import annotations
 
@@ -22,7 +13,7 @@ from chatlab.errors import ChatlabError
 from chatlab.lab.bench import engines as bench_engines
 from chatlab.lab.bench.engines import BASELINE
 from chatlab.lab.bench.runner import Bar, Worker, add_answer, call_in_child, plan_groups, start_worker
-from chatlab.lab.bench.tasks import task_messages
+from chatlab.lab.evals.retrieval import task_messages
 from chatlab.models import load_tokenizer
 from chatlab.render import resolve
 

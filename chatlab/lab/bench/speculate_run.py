@@ -1,18 +1,13 @@
 """Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
-    chatlab bench speculate
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-    chatlab bench speculate --fast --out data/bench/fast-run.json   # the moonshot
+    chatlab bench speculate --fast --out data/bench/fast-run.json
 
-Part 1 times the task shapes of chatlab.lab.bench.tasks side by side (chatlab.lab.bench.sidebyside):
-copy-heavy (07's extraction, 08's RAG answers over their passages, a rewrite) and a story that
-copies nothing, on chatlab's paged OpenVINO loop plain and with prompt lookup, genai plain and
-with its own prompt lookup, llama.cpp's Q4_1 when installed, and the int4 rows (equal bits with
-Q4_1). Part 2 times turn 1..8 of a growing chat: chatlab's loop with and without prefix reuse,
-and genai's chat mode. Then each target's ratio is printed next to it as MET or MISSED (a target
-whose engine could not run says why), prompt lookup's measured gain on each copy-heavy task
-beside an oracle drafter's bound on the same cases (the extraction has no speed target: its
-bound is below one), and everything is written to `out` as JSON.
+Part 1 times the task shapes side by side (chatlab.lab.bench.sidebyside) on chatlab's loop and
+genai, plain and with prompt lookup, llama.cpp's Q4_1 when installed and the int4 rows; part 2
+times turns 1..8 of a growing chat with and without prefix reuse. Each target's ratio prints as
+MET or MISSED (or why its engine could not run), prompt lookup's gain beside an oracle
+drafter's bound, and everything goes to `out` as JSON.
 """
 from __future__ import annotations
 
@@ -30,8 +25,8 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.bench.stored import label, write_json
-from chatlab.lab.bench.tasks import COPY_TASKS, TASKS
+from chatlab.lab.bench.report import label, write_json
+from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
 

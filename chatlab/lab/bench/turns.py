@@ -1,13 +1,9 @@
 """Time to first token over a growing chat, with and without prefix reuse, side by side.
 
-A client resends the whole conversation every turn, so without reuse turn N prefills all N
-turns again and its TTFT grows with the conversation; with reuse (chatlab.engine.prefix) it
-prefills only the new user message. Each turn adds a retrieved passage and a question from
-notebook 08's set.
-
-The engines are timed interleaved, turn by turn, in one process (on a loaded machine only
-ratios measured side by side mean anything). TTFT is what a client sees: from the call to the
-first chunk with content, rendering included (the same work for both).
+A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
+(chatlab.engine.prefix) only the new message (a passage and a question of notebook 08's set).
+The engines are timed interleaved, turn by turn, in one process; TTFT runs from the call to the
+first content chunk, rendering included.
 
     chatlab bench turns --turns 8 --tokens 16          # chatlab's loop, openvino
     chatlab bench turns --genai                         # + genai with/without caching
@@ -23,7 +19,7 @@ from chatlab.backends.export import export_model
 from chatlab.backends.precision import ov_config
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.errors import ChatlabError
-from chatlab.lab.bench.tasks import questions_with_passages
+from chatlab.lab.evals.retrieval import questions_with_passages
 
 
 def user_turns(n: int, start: int = 0) -> list[str]:

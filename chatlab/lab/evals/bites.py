@@ -1,12 +1,10 @@
-"""The headline bugs, measured on a live model over an eval set, beside their fixes (greedy, so a
-rerun gives the same counts on the same build):
+"""The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
 
-* split role markers (notebook 01, fixed in 02): ChatGLM3's bug reproduced on SmolLM2: every
-  control token of the rendered chat encoded as ordinary text pieces, against the id-level prompt
-  and, as the positive control, the tokenizer's own chat_template with its control tokens whole.
-* a missing stop (notebook 03): only `<|endoftext|>` as the stop id, not the template's end of
-  turn `<|im_end|>`; against the template's stop ids.
-* streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
+* split role markers (notebook 01, fixed in 02): every control token encoded as text pieces,
+  against the id-level prompt and, as the positive control, the tokenizer's own chat_template;
+* a missing stop (notebook 03): `<|endoftext|>` alone as the stop id, against the template's.
+
+Streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
 """
 from __future__ import annotations
 

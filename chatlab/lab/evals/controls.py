@@ -1,20 +1,11 @@
 """Positive controls for the eval tables: gold answers replayed through the very same path.
 
-`ScriptedBackend` replays replies written by a test or a notebook, like simonw/llm's mock model,
-so the engine, parsers and server run without a model. Each `prefill` starts the next reply of
-the script (the last one repeats); each call returns logits whose largest entry is the reply's
-next token id, then the eos id. The rows go through the real loop, so sampling, stop strings,
-grammars, the parser and the accumulator run as they do on a model, and the ids are the
-tokenizer's own, so detokenization is real too.
-
-A low score says either "the model cannot do this" or "the plumbing is broken". `OracleBackend`
-tells the two apart: a ScriptedBackend that answers every prompt with the gold answer of the eval
-case it finds in that prompt, through the real renderer, loop, grammar, parser, server, client
-library and score. If the control scores 100%, whatever the model loses, the model loses.
-
-The case is found by its text inside the decoded prompt; the last occurrence wins (few-shot turns
-and retrieved passages come before the question). For a request that lists tools, `as_call(prompt,
-gold)` writes the answer as the model would write a call (None for a prompt without tools).
+`ScriptedBackend` replays written replies without a model: each `prefill` starts the next reply
+(the last repeats), each step's logits peak at its next token id, then eos, so sampling, stops,
+grammars, parsers and detokenization all run for real. `OracleBackend` answers each prompt with
+the gold answer of the eval case whose text it finds in the prompt (the last occurrence wins);
+`as_call` writes it as a tool call where the request lists tools. If the control scores 100%,
+whatever the model loses, the model loses, not the plumbing.
 """
 from __future__ import annotations
 

@@ -4,16 +4,29 @@
 Scoring is strict on purpose: the name must equal the gold name and the color the gold color
 (or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
 color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
+
+`span_schema` builds an extractive schema per sentence: its values are `enum`s of the sentence's
+own words, so the grammar only lets a small model choose among answers that can be right. The langchain methods
+here (`article_chain`, `prompted`, `streamed_call`) are the boilerplate a notebook cell would
+repeat; the notebook builds the modern ones (`llm.with_structured_output`) itself.
 """
 from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.lab.evals.sets import DogCase
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import Runnable
 
 
 Method = Callable[[str], object]  # a sentence -> what the method extracted (a dict, a model, ...)
@@ -164,3 +177,99 @@ def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(cell(col, m) for col in columns.values()) + " |")
     return "\n".join(lines)
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+
+
+def _words(text: str) -> list[str]:
+    # "Tilly's" -> "Tilly": a possessive is a person's or the dog's name plus an ending
+    return [re.sub(r"'s$", "", w) for w in _WORD.findall(text)]
+
+
+def capitalised_words(text: str) -> list[str]:
+    """Distinct capitalised words, in order (candidate names)."""
+    return list(dict.fromkeys(w for w in _words(text) if w[0].isupper()))
+
+
+def word_runs(text: str, longest: int = 3) -> list[str]:
+    """Distinct runs of 1..`longest` consecutive words, lower case (candidate colors); a
+    hyphenated word counts whole and in parts ("apricot-colored" offers "apricot" too)."""
+    whole = [w.lower() for w in _words(text)]
+    parts = [p for w in whole for p in w.split("-") if p]
+    runs = (" ".join(ws[i:i + n]) for ws in (whole, parts)
+            for n in range(1, longest + 1) for i in range(len(ws) - n + 1))
+    return list(dict.fromkeys(runs))
+
+
+def span_schema(text: str, title: str = "Dog") -> dict[str, Jsonable]:
+    """{"name": one of the capitalised words, "color": one of the word runs} for `text`."""
+    names, runs = capitalised_words(text), word_runs(text)
+    if not names:
+        raise ChatlabError(f"no capitalised word in {text[:80]!r} to offer as a name; an extractive "
+                           "schema needs the name in the sentence (use a plain schema otherwise)")
+    return {"title": title, "type": "object",
+            "properties": {"name": {"type": "string", "enum": names},
+                           "color": {"type": "string", "enum": runs}},
+            "required": ["name", "color"], "additionalProperties": False}
+
+
+# The RTP-LLM article's prompt for create_structured_output_chain, as it wrote it.
+ARTICLE_SYSTEM = "You are a world class algorithm for extracting information in structured formats."
+ARTICLE_HUMAN = "Use the given format to extract information from the following input: {input}"
+
+
+def article_chain(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
+    """The article's way: `create_structured_output_chain` (legacy `functions` +
+    `function_call`), from langchain-classic since langchain 1.0 removed it."""
+    from langchain_classic.chains.openai_functions import create_structured_output_chain
+    from langchain_core._api.deprecation import LangChainDeprecationWarning
+    from langchain_core.prompts import ChatPromptTemplate
+
+    prompt = ChatPromptTemplate.from_messages([("system", ARTICLE_SYSTEM), ("human", ARTICLE_HUMAN)])
+    with warnings.catch_warnings():
+        # deprecated on purpose (the article's API); this one warning, for this one call
+        warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
+        chain = create_structured_output_chain(schema, llm, prompt)
+    return lambda text: chain.invoke({"input": text})["function"]
+
+
+def _literal(text: str) -> str:
+    """Braces as text, not template slots, so JSON can be written as it is."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, str]] = (),
+             human: str = "Sentence: {input}") -> Callable[[str], object]:
+    """`system`, then each example as a user turn (`human` filled with its input) and an
+    assistant turn (its answer), then the real input, piped into `runnable` (e.g. a
+    with_structured_output model). Examples as turns, not as text inside the system prompt:
+    a small model copies the last example of a list, but continues a conversation."""
+    from langchain_core.prompts import ChatPromptTemplate
+
+    if "{input}" not in human:
+        raise ChatlabError(f"human={human!r} has no {{input}} slot; write e.g. 'Sentence: {{input}}'")
+    turns: list[tuple[str, str]] = [("system", _literal(system))]
+    for given, answer in examples:
+        turns += [("human", _literal(human.replace("{input}", given))), ("ai", _literal(answer))]
+    chain = ChatPromptTemplate.from_messages([*turns, ("human", human)]) | runnable
+    return lambda text: chain.invoke({"input": text})
+
+
+def streamed_call(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
+    """Way (d): `bind_tools([schema])` with the tool named, streamed; the tool-call chunks are
+    added up the way langchain adds them, and the one call's arguments fill `schema`. A stream
+    that ends without a call is an error (a wrong answer in the table), not an empty object."""
+    bound = llm.bind_tools([schema], tool_choice=schema.__name__)
+
+    def run(text: str) -> object:
+        # langchain's message + message arithmetic is typed as a prompt template's
+        total: "AIMessage | ChatPromptTemplate | None" = None
+        for chunk in bound.stream(text):
+            total = chunk if total is None else total + chunk
+        calls = getattr(total, "tool_calls", None) or []
+        if not calls:
+            raise ChatlabError(f"the stream ended without a {schema.__name__} call")
+        return schema(**calls[0]["args"])
+
+    return run

@@ -1,11 +1,10 @@
 """Streamed function calls, measured: a naive relay against the buffered parser (notebook 04).
 
-Both read the same live text deltas of a model forced to call (a named `tool_choice`), so only
-the relay differs. The naive relay forwards each delta as `content` unless the delta itself
-starts with the opening tag: it works when the tag is one token (Qwen2.5) and leaks the markup,
-losing the call, when the tag is split over several (SmolLM2). The buffered parser
-(`chatlab.tools.get_parser`, what the engine streams through) holds back only what could still
-become the tag. The positive control replays gold calls through the same path.
+Both read the same live deltas of a model forced to call. The naive relay forwards each delta as
+`content` unless it starts with the opening tag, so it leaks the markup and loses the call when
+the tag is split over several tokens (SmolLM2, not Qwen2.5); the buffered parser
+(`chatlab.tools.get_parser`) holds back only what could still become the tag. The positive
+control replays gold calls through the same path.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Exercises a learner writes, and the checks that grade them.
 
-A notebook exercise is the task, an attempt cell holding a stub (`def f(...): raise
-NotImplementedError`) and a check cell, `check("nb03.stop_matcher", f)`, which calls the
-learner's function on the exercise's cases, compares each result with the reference, and prints
-one short verdict: "not attempted yet" while the stub still raises (so Run All goes through), how
-many cases pass with the first failure, or ✓ once every case passes.
-
-One module per notebook registers its exercises (`nb03` every `nb03.*`); a name's prefix says
-which module to import. `run` returns the same verdict as a `Report`.
+A notebook exercise is a stub cell (`raise NotImplementedError`) and a check cell,
+`check("nb03.stop_matcher", f)`, that runs the learner's function on the exercise's cases and
+prints one verdict: "not attempted yet" while the stub raises, the first failing case, or ✓.
+One module per notebook registers its exercises (`nb03` every `nb03.*`); `run` returns a `Report`.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand.
-
-The build-it-yourself ones are graded against the package's own implementation:
-`nb03.kv_forward` against `ExplicitKV.forward` (chatlab/lab/explicit_kv.py) and
-`nb03.stop_matcher` against `StopMatcher` (chatlab/generate/stops.py). The cache exercises need
-the stateless export; the notebook passes the one it loaded (`check(..., kv=kv)`), otherwise the
-cases load it (minutes the first time, then cached).
+"""Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand, graded against
+the package's own (`nb03.kv_forward` against `ExplicitKV.forward`, `nb03.stop_matcher` against
+`StopMatcher`). The cache exercises use the stateless export the notebook passes
+(`check(..., kv=kv)`), or load it.
 """
 from __future__ import annotations
 

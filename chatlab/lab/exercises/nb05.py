@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from chatlab._thirdparty import Jsonable
-from chatlab.lab.bench.stored import load_stored
+from chatlab.lab.bench.report import load_stored
 from chatlab.lab.exercises import Case, Exercise, register
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chatlab.lab.evals import DogCase, load_dogs, score_dog
 from chatlab.lab.evals.extraction import MethodScore, Outcome
-from chatlab.lab.evals.spans import capitalised_words
+from chatlab.lab.evals.extraction import capitalised_words
 from chatlab.lab.exercises import Case, Exercise, register
 
 

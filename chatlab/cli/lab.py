@@ -1,15 +1,20 @@
-"""`chatlab rehearse` (`./run.sh rehearse`): the 2-hour class run as a class runs it
-(chatlab.lab.rehearse); `chatlab class-notebook`: the class notebook written from the route
-(chatlab.lab.route)."""
+"""The course's commands: `chatlab doctor` (this machine's report; exit 1 on a problem), `chatlab
+rehearse` (the 2-hour class run as a class runs it) and `chatlab class-notebook` (the class
+notebook written from the route)."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from chatlab.lab import rehearse, route
+from chatlab.lab.doctor import collect, print_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check this machine: versions, CPU, memory, models, fixes")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_doctor)
     p = sub.add_parser("rehearse", help="run the 2-hour class route, each notebook in a fresh kernel "
                        "from an empty model cache; a table of setup and route seconds and peak memory")
     p.add_argument("notebooks", nargs="*", help="notebook numbers (default: every notebook on the route)")
@@ -24,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "packages): the first cell's install and restart included in its setup")
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="also write the table as JSON to FILE, with the machine and the date")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_rehearse)
     c = sub.add_parser("class-notebook", help="write the route's minutes into the notebooks' time lines, 01's "
                        "and the README's tables, then notebooks/class.ipynb: every route section of the nine "
                        "notebooks in order, with their stored outputs, after one set-up")
@@ -32,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=write_class)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_rehearse(args: argparse.Namespace) -> int:
     runner = rehearse.ColabRunner() if args.colab else None
     return rehearse.rehearse(args.notebooks, args.all, args.dry_run, args.cgroup, runner=runner, report=args.json,
                              klass=args.klass)
@@ -51,3 +56,12 @@ def write_class(args: argparse.Namespace) -> int:
         print(f"updated the route's minutes in {path}")
     print(f"wrote {route.write_class_notebook()}")
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    report = collect()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 1 if report["problems"] else 0
