@@ -55,7 +55,7 @@ class DecoderBackend(Protocol):
 @runtime_checkable
 class RollbackBackend(Protocol):
     """A backend that can roll its cache back (speculation, chatlab.generate.speculate; prefix
-    reuse, chatlab.engine.prefix): `extend(ids, keep)` feeds several tokens after the cache in
+    reuse, chatlab.engine.lease): `extend(ids, keep)` feeds several tokens after the cache in
     one pass and returns the logits of the last `keep` of them, [keep, vocab]; `truncate(n)`
     keeps the first n positions of the cache; `length` is the number of tokens cached."""
 
@@ -82,7 +82,7 @@ class PaddedVerifyBackend(Protocol):
 
 @runtime_checkable
 class SnapshotBackend(Protocol):
-    """A backend that can copy its KV cache out and back (chatlab.engine.prefix's LRU): the copy
+    """A backend that can copy its KV cache out and back (chatlab.engine.lease's LRU): the copy
     is the backend's own (opaque to the caller) with its size in bytes."""
 
     def snapshot(self) -> tuple[object, int]: ...
@@ -127,7 +127,7 @@ class BatchedBackend(ModelFacts, Protocol):
 @runtime_checkable
 class ProfiledBackend(Protocol):
     """A backend that carries its load profile's notes: what `fast=True` turned on or could not
-    turn on here (chatlab.backends.fast); empty after an exact load."""
+    turn on here (chatlab.backends.precision); empty after an exact load."""
 
     compute_notes: tuple[str, ...]
 

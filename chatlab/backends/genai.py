@@ -59,7 +59,7 @@ class GenaiBackend:
     match a cached sequence's skips their prefill. Off by default, as the scheduler has it, so a
     benchmark repeating one prompt times real prefills."""
 
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",

@@ -11,7 +11,7 @@ is ScaledDotProductAttention over a mask that grows every step. chatlab runs it 
   beam reordering); the state is reset before each prompt. Notebooks 03 and 05 look inside it.
 
 On both, prefill projects the last position only (a slice inserted before the output
-projection, chatlab.backends.slicing), and the per-token Python is kept to a few array writes:
+projection, slice_last_position), and the per-token Python is kept to a few array writes:
 the inputs are preallocated and passed without copying, and the logits come back as a view.
 """
 from __future__ import annotations
@@ -24,9 +24,8 @@ import numpy as np
 from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, OVCompiled
 from chatlab.backends.export import export_model
 from chatlab.backends.exported import ExportedModel
-from chatlab.backends.paged import PagedGraph
+from chatlab.backends.paged import PagedGraph, slice_last_position
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
-from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
 
 # How attention runs (see the module's docstring); both give the same greedy tokens (tested).
@@ -40,7 +39,7 @@ class _Exported:
 
     compiled: OVCompiled
     vocab_size: int
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, tokenizer: HFTokenizer, model_name: str | None, name: str) -> None:
         self.exported = ExportedModel(folder, model_name, tokenizer)

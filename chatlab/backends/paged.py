@@ -24,11 +24,32 @@ from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVRequest, OVTensor
-from chatlab.backends.slicing import slice_last_position
+from chatlab._thirdparty import Jsonable, OVCompiled, OVModel, OVPort, OVRequest, OVTensor
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
+
+
+def slice_last_position(model: OVModel, axis: int = 1, start: OVPort = None) -> bool:
+    """Make the `logits` output cover the last position only; False when the graph is unknown.
+    The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
+    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged). `start`, a
+    graph output holding a negative [1] index, keeps that many last positions instead (the
+    paged graph's verify pass reads one row per drafted token)."""
+    import openvino.opset13 as ops
+
+    node = model.output("logits").get_node().input_value(0).get_node()
+    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
+        node = node.input_value(0).get_node()
+    if node.get_type_name() != "MatMul":
+        return False
+    hidden = node.input_value(0)  # [batch, seq, hidden]
+    first = np.array([-1], np.int64) if start is None else start
+    last = ops.slice(hidden, first, np.array([np.iinfo(np.int64).max], np.int64),
+                     np.array([1], np.int64), np.array([axis], np.int64))
+    node.input(0).replace_source_output(last.output(0))
+    model.validate_nodes_and_infer_types()
+    return True
 
 
 def cache_ports(compiled: OVCompiled) -> list[OVPort]:
@@ -171,7 +192,7 @@ class PagedGraph:
         return self._rows(self.verify)[n - keep:n]
 
     def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
-        """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        """A copy of the filled blocks (for chatlab.engine.lease's LRU) and its size in bytes."""
         used = -(-self.length // self.block)
         copy = {name: tensor.data[:used].copy() for name, tensor in self.caches.items()}
         return copy, sum(a.nbytes for a in copy.values())

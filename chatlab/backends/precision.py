@@ -4,6 +4,11 @@ OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instruc
 greedy answers then drift from PyTorch's fp32. So chatlab always passes the precision it wants:
 f32 unless the caller asks for bf16, which is only accepted on a CPU that computes it natively.
 What the CPU offers (model, flags, threads, native bf16) is read here too, in one place: `cpu()`.
+
+The fast profile (`fast=True`, `--fast`) trades exactness for what this CPU offers: bf16 where
+the CPU plugin lists BF16 in its OPTIMIZATION_CAPABILITIES (else f32, said in the notes), a u8
+KV cache, dynamic activation quantization and int4 weights. A value given explicitly wins over
+the profile's; `chatlab bench accuracy` measures what it costs.
 """
 from __future__ import annotations
 
@@ -15,8 +20,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from chatlab._thirdparty import Jsonable, OVCompiled
+from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 PRECISIONS = ["f32", "bf16"]
 DEFAULT_PRECISION = "f32"
@@ -171,3 +177,53 @@ def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
         except Exception:  # noqa: BLE001 - a plugin without the property
             facts[key] = None
     return facts
+
+
+# the fast profile
+FAST_KV_CACHE = "u8"
+FAST_WEIGHTS = "int4"
+# backends whose loader takes the KV cache's precision and dynamic quantization
+OPENVINO_BACKENDS = ("openvino", "genai")
+
+
+def fast_weight_format(weight_formats: tuple[str, ...], default: str) -> str:
+    """int4 where the backend has it, else its default (torch runs its stored fp32 weights)."""
+    return FAST_WEIGHTS if FAST_WEIGHTS in weight_formats else default
+
+
+def fast_choices(backend: str, weight_format: str, precision: str | None,
+                 options: dict[str, LoaderOption]) -> tuple[str, dict[str, LoaderOption], list[str]]:
+    """The precision and loader options of the fast profile on `backend`, and notes saying what
+    it could not turn on here and why. `options` given explicitly are kept."""
+    notes: list[str] = []
+    if precision is None:
+        here = cpu()
+        precision = "bf16" if here.bf16 else "f32"
+        if not here.bf16:
+            notes.append(f"bf16 is not among the CPU plugin's OPTIMIZATION_CAPABILITIES on "
+                         f"{here.model}, so the arithmetic stays f32")
+    out = dict(options)
+    if backend in OPENVINO_BACKENDS:
+        out.setdefault("kv_cache_precision", FAST_KV_CACHE)
+        out.setdefault("dynamic_quantization", True)
+        if out["dynamic_quantization"] is False:
+            notes.append("dynamic activation quantization off (speculation's verify pass needs "
+                         "it off, or it was asked off)")
+    else:
+        notes.append(f"the {backend} backend has no u8 KV cache or dynamic quantization")
+    if weight_format != FAST_WEIGHTS:
+        notes.append(f"{weight_format} weights, not {FAST_WEIGHTS}")
+    return precision, out, notes
+
+
+def compute_line(backend: AnyBackend) -> str:
+    """What a loaded backend really computes with, read back from its runtime where it says
+    (an OpenVINO compiled model's properties), and the fast profile's notes."""
+    parts = [f"{backend.name} at {backend.precision}"]
+    if isinstance(backend, CompiledBackend):
+        facts = compiled_facts(backend.compiled)
+        group = facts["dynamic_quantization_group"]
+        parts.append(f"KV cache {facts['kv_cache'] or '?'}")
+        parts.append(f"dynamic activation quantization group {group}" if group else
+                     "no dynamic activation quantization")
+    return ", ".join(parts + list(backend.compute_notes if isinstance(backend, ProfiledBackend) else ()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
-from chatlab.backends.facts import context_length_from, eos_ids_from
+from chatlab.backends.exported import context_length_from, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
 from chatlab.models import asset_path, load_model
 from chatlab.models.assets import ASSETS
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class TorchBackend:
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
@@ -76,7 +76,7 @@ class TorchBackend:
         return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
 
     def snapshot(self) -> tuple[object, int]:
-        """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        """A deep copy of the cache (for chatlab.engine.lease's LRU) and its size in bytes."""
         import copy
 
         snap = copy.deepcopy(self.cache)

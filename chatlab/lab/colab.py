@@ -8,7 +8,7 @@ at the lock's versions where those fit Colab's; if chatlab's needs cannot be met
 versions, pip stops with its conflict and nothing is marked done.
 
 The export tools (optimum-intel, nncf) are not installed here: they cap transformers below Colab's,
-so the export runs in a separate environment (chatlab.backends.export_env). The asset packages
+so the export runs in a separate environment (chatlab.backends.export). The asset packages
 follow `--no-deps`, then chatlab itself, editable.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from chatlab.models.home import chatlab_home
+from chatlab.models.cache import chatlab_home
 
 V1_ROOT, V2_ROOT = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")

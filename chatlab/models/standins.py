@@ -18,8 +18,7 @@ from chatlab._thirdparty import HFTokenizer
 from chatlab.data import data_path
 from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
-from chatlab.models.atomic import atomic_folder
-from chatlab.models.home import cache_dir
+from chatlab.models.cache import atomic_folder, cache_dir
 from chatlab.models.hub import from_hub
 
 CORPUS = "chatglm3_corpus"  # a folder of chatlab's data (chatlab.data; CHATLAB_DATA moves it)

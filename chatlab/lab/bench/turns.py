@@ -1,7 +1,7 @@
 """Time to first token over a growing chat, with and without prefix reuse, side by side.
 
 A client resends the whole conversation every turn, so without reuse turn N prefills all N
-turns again and its TTFT grows with the conversation; with reuse (chatlab.engine.prefix) it
+turns again and its TTFT grows with the conversation; with reuse (chatlab.engine.lease) it
 prefills only the new user message. Each turn adds a retrieved passage and a question from
 notebook 08's set.
 

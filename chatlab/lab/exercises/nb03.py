@@ -2,7 +2,7 @@
 
 The build-it-yourself ones are graded against the package's own implementation:
 `nb03.kv_forward` against `ExplicitKV.forward` (chatlab/lab/explicit_kv.py) and
-`nb03.stop_matcher` against `StopMatcher` (chatlab/generate/stops.py). The cache exercises need
+`nb03.stop_matcher` against `StopMatcher` (chatlab/generate/assemble.py). The cache exercises need
 the stateless export; the notebook passes the one it loaded (`check(..., kv=kv)`), otherwise the
 cases load it (minutes the first time, then cached).
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from chatlab._thirdparty import Graded
 from chatlab.generate.sampling import top_p_filter
-from chatlab.generate.stops import StopMatcher
+from chatlab.generate.assemble import StopMatcher
 from chatlab.lab.exercises import Case, Exercise, register, short
 from chatlab.lab.explicit_kv import ExplicitKV, load as load_stateless
 from chatlab.models import default_model, load_tokenizer
