@@ -1,14 +1,7 @@
-"""The seams between a model and what drives it, as structural protocols.
-
-- ModelFacts: what every backend tells about its model.
-- StepBackend: a model chatlab's own loop drives, one sequence at a time: `prefill(ids)` resets
-  the KV cache and returns the last position's logits; `step(id)` feeds one more token.
-- What only some step backends can do, each checked with `isinstance`: RollbackBackend,
-  PaddedVerifyBackend, SnapshotBackend.
-- BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
-  in, a stream of new ids out per request; no prefill/step at all.
-- What any backend may tell about how it computes: ProfiledBackend (a load profile's notes),
-  CompiledBackend (an OpenVINO compiled model to read properties from).
+"""The seams between a model and what drives it, as structural protocols: ModelFacts (every
+backend), StepBackend (`prefill(ids)` resets the cache and returns the last logits, `step(id)`
+feeds one more) with what only some can do, checked with isinstance (RollbackBackend,
+PaddedVerifyBackend, SnapshotBackend), and BatchedBackend (ids in, a stream of new ids out).
 """
 from __future__ import annotations
 

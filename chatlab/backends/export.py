@@ -1,18 +1,12 @@
 """`chatlab export`: a model of the store → a cached OpenVINO folder, fp32, int8 or int4.
 
-The conversion is optimum-intel's (`optimum-cli export openvino`), run in a child process that
-dies with chatlab (chatlab.backends.child). chatlab adds the cache discipline: one export per
-(source, weight format) at a time (a lock file); the export is written to `.partial-<format>`
-and renamed only once complete and readable, and a partial folder whose lock is free is swept;
-a local folder is keyed by its name plus a hash of its path and files' sizes and times; a hub
-id is its snapshot in the Hugging Face cache. `stateful=False` exports the KV cache as plain
-inputs and outputs (chatlab.lab.explicit_kv), in a cache entry of its own.
+optimum-cli converts, in a child process that dies with chatlab. One export per (source, weight
+format) at a time (a lock file); it is written to `.partial-<format>` and renamed once complete
+and readable; a local folder is keyed by a hash of its path and files' sizes and times.
 
-optimum-intel caps its dependencies below what Colab ships, so the Python that runs it is
-CHATLAB_EXPORT_PYTHON when set; else this Python when every requirement of the export stack is
-met here; else an isolated venv under the chatlab cache that sees this Python's site-packages
-behind its own (a .pth file) and holds the lock's versions of the export stack, built once per
-Python and lock under a lock file and marked complete only at the end.
+optimum-intel caps its dependencies below Colab's, so it runs in CHATLAB_EXPORT_PYTHON, else
+this Python when it meets the export stack, else an isolated venv (built once per Python and
+lock) that sees this Python's site-packages behind its own and holds the lock's export stack.
 """
 from __future__ import annotations
 

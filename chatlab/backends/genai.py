@@ -1,15 +1,9 @@
 """openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
 
-genai's continuous-batching pipeline keeps a paged KV cache for many sequences and advances all
-of them in one `step()`, admitting new prompts between steps. This module owns one pipeline and
-ONE scheduler thread that is its only caller: requests arrive as token ids (genai never sees
-text or a chat template), and each gets a `GenaiStream` through which the thread hands over the
-new ids after every step. Everything after the ids stays chatlab's (chatlab.engine.batched).
-
-genai's Python binding of `step()` holds the GIL for the whole step. Left alone, the scheduler
-thread would go straight from one step into the next and starve the threads that turn ids into
-SSE chunks; so after each step it waits, without the GIL, until the consumers have taken the new
-ids (at most HANDOFF_S), and then a moment more for the server.
+One scheduler thread is the pipeline's only caller: prompts arrive as token ids, and each gets
+a `GenaiStream` on which the thread hands over the new ids after every step (the text side stays
+chatlab's, chatlab.engine.batched). genai's `step()` holds the GIL throughout, so after each step
+the thread waits (at most HANDOFF_S) until the consumers have taken their ids.
 """
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """OpenVINO backend: chatlab's own loop over the graph that optimum-intel exports.
 
-The export is *stateful*: the KV cache lives inside the model as state variables and attention
-is ScaledDotProductAttention over a mask that grows every step. chatlab runs it two ways:
-
-* `attention="paged"` (the default, PagedBackend): the graph rewritten for paged attention,
-  the cache in blocks chatlab owns (chatlab.backends.paged). The faster of the two, prefill
-  and decode, and the one that can roll back (speculation, prefix reuse).
-* `attention="sdpa"` (StatefulBackend): the stateful graph as exported. Inputs are `input_ids`, `attention_mask`
-  (covering cache + new tokens), `position_ids` and `beam_idx` (always [0]: one sequence, no
-  beam reordering); the state is reset before each prompt. Notebooks 03 and 05 look inside it.
-
-On both, prefill projects the last position only (a slice inserted before the output
-projection, slice_last_position), and the per-token Python is kept to a few array writes:
-the inputs are preallocated and passed without copying, and the logits come back as a view.
+The export is stateful: the KV cache lives in state variables, attention is SDPA over a mask that
+grows every step. `attention="paged"` (the default, PagedBackend) runs the graph rewritten for
+paged attention (chatlab.backends.paged): faster, and it can roll back (speculation, prefix
+reuse). `attention="sdpa"` (StatefulBackend) runs the graph as exported (inputs `input_ids`,
+`attention_mask`, `position_ids`, `beam_idx`), resetting its state before each prompt. Both
+project the last position only at prefill, and keep per-token Python to a few array writes.
 """
 from __future__ import annotations
 

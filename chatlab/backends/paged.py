@@ -1,22 +1,14 @@
 """One sequence on OpenVINO's paged-attention graph: prefill and decode, cache in blocks.
 
-optimum-intel exports a *stateful* graph: the KV cache lives inside the model as state
-variables, attention is ScaledDotProductAttention over the whole cache, and the attention mask
-grows by one column every step. `paged_attention_transformation` (what openvino-genai and
-vLLM's OpenVINO backend run) rewrites the same graph so that the cache is an input we own —
-`key_cache.N` / `value_cache.N`, [blocks, kv_heads, block, head_size] per layer — and attention
-reads it through a table of block numbers. It is faster than the stateful graph: every decode
-step there re-plans the graph for a mask one column longer, while the paged node takes the
-context length as a number, so a decode step has the same input shapes as the one before it.
+`paged_attention_transformation` (what openvino-genai runs) rewrites optimum's stateful graph so
+that the KV cache is an input chatlab owns (`key_cache.N` / `value_cache.N`, [blocks, kv_heads,
+block, head_size]) read through a table of block numbers. It is faster than the stateful graph,
+whose every decode step re-plans a mask one column longer: here a step has the shapes of the last.
 
-For one sequence the bookkeeping is small: its blocks are 0, 1, 2, ... in order, `past_lens` is
-the number of tokens already cached, and `subsequence_begins` = [0, new tokens]. The block size
-is the plugin's choice, read from the compiled ports. The block tensors belong to us, so when a
-reply outgrows them they are reallocated, larger, with the filled blocks copied over.
-
-One subtlety: here the token axis is the batch axis ([tokens, 1, hidden] before the output
-projection), so the "last position only" slice goes on axis 0, not axis 1 as in the stateful
-graph; sliced on the wrong axis it silently projects every position.
+For one sequence the blocks are 0, 1, 2, ... in order, `past_lens` counts the cached tokens and
+`subsequence_begins` = [0, new tokens]; the block size is the plugin's. A reply that outgrows the
+blocks gets larger ones, the filled blocks copied over. The token axis is the batch axis here
+([tokens, 1, hidden]), so the last-position slice goes on axis 0, not 1.
 """
 from __future__ import annotations
 

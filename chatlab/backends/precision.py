@@ -1,14 +1,10 @@
-"""Inference precision: explicit, checked, and reported as the runtime actually applied it.
+"""Inference precision, explicit and reported as the runtime applied it; what the CPU offers.
 
-OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions, and
-greedy answers then drift from PyTorch's fp32. So chatlab always passes the precision it wants:
-f32 unless the caller asks for bf16, which is only accepted on a CPU that computes it natively.
-What the CPU offers (model, flags, threads, native bf16) is read here too, in one place: `cpu()`.
-
-The fast profile (`fast=True`, `--fast`) trades exactness for what this CPU offers: bf16 where
-the CPU plugin lists BF16 in its OPTIMIZATION_CAPABILITIES (else f32, said in the notes), a u8
-KV cache, dynamic activation quantization and int4 weights. A value given explicitly wins over
-the profile's; `chatlab bench accuracy` measures what it costs.
+OpenVINO's CPU plugin computes in bf16 by default on bf16 CPUs, and greedy answers then drift
+from PyTorch's fp32; so chatlab always passes f32 unless bf16 is asked for on a CPU that has it.
+`cpu()` reads the CPU once. The fast profile (`fast=True`) trades exactness for bf16 where the
+plugin has it, a u8 KV cache, dynamic activation quantization and int4 weights; an explicit
+value wins, and `chatlab bench accuracy` measures the cost.
 """
 from __future__ import annotations
 
@@ -48,10 +44,8 @@ def normalize_precision(precision: str | None) -> str:
 
 @dataclass(frozen=True)
 class CPU:
-    """What the CPU offers chatlab: its model name, its kernel flags, the threads this process
-    may run on, whether it computes bf16 natively, and the precision OpenVINO's CPU plugin picks
-    by default here (None without OpenVINO). Read once per process by `cpu()`; everything in
-    chatlab that depends on the CPU asks `cpu()`, so a test fakes the CPU in one place."""
+    """The CPU's model, kernel flags, the threads this process may use, native bf16, and the
+    OpenVINO CPU plugin's default precision (None without OpenVINO); a test fakes `cpu()`."""
     model: str
     flags: frozenset[str]
     threads: int
@@ -79,9 +73,8 @@ def parse_cpuinfo(text: str) -> tuple[str | None, frozenset[str]]:
 
 
 def read_cpu() -> CPU:
-    """Read what this CPU offers now: /proc/cpuinfo for the model and flags, the scheduler for
-    the threads, and OpenVINO's CPU plugin for bf16 (its OPTIMIZATION_CAPABILITIES) and its
-    default precision; without OpenVINO, bf16 follows the kernel's flags."""
+    """/proc/cpuinfo, the scheduler's affinity, and OpenVINO's OPTIMIZATION_CAPABILITIES for
+    bf16 (without OpenVINO: the kernel's flags)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:  # not Linux: the platform names the CPU, OpenVINO still knows bf16
@@ -114,16 +107,14 @@ def cpu_info() -> dict[str, Jsonable]:
 
 
 def cpu_has_bf16() -> bool:
-    """Whether OpenVINO's CPU plugin can compute in bf16 here (its own capability list, which
-    follows the avx512_bf16 / amx_bf16 flags)."""
+    """Whether OpenVINO's CPU plugin can compute in bf16 here."""
     return cpu().bf16
 
 
 def check_precision(precision: str | None) -> str:
-    """Normalize and refuse bf16 on a CPU without it (rather than fall back to f32 silently,
-    which would make benchmarks lie)."""
+    """Normalized; bf16 on a CPU without it is refused (a silent f32 would make benchmarks lie)."""
     name = normalize_precision(precision)
-    if name == "bf16" and not cpu_has_bf16():
+    if name == "bf16" and not cpu().bf16:
         raise ChatlabError(
             f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
             f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision f32 "
@@ -143,14 +134,9 @@ KV_CACHE_PRECISIONS = ("f32", "f16", "bf16", "u8")
 def ov_config(precision: str, threads: int | None = None,
               kv_cache_precision: str | None = None,
               dynamic_quantization: bool | None = None) -> dict[str, Jsonable]:
-    """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
-
-    At an f32 hint the CPU plugin still stores the KV cache in u8, which alone moves greedy
-    tokens; so f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise. At
-    bf16 the plugin keeps its choice. f32 also means f32 activations: on CPUs with AMX or VNNI
-    the plugin quantizes activations to int8 before an int8/int4-weight matmul ("dynamic
-    quantization"), differently for a one-token step than for a many-token pass; so at f32 it
-    is off unless `dynamic_quantization=True` asks for its speed."""
+    """The compile properties every OpenVINO engine gets. At f32 the KV cache is f32 too (the
+    plugin's u8 cache alone moves greedy tokens) and dynamic activation quantization is off (it
+    quantizes a step differently from a many-token pass), unless asked otherwise."""
     config: dict[str, Jsonable] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
@@ -166,8 +152,7 @@ def ov_config(precision: str, threads: int | None = None,
 
 
 def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
-    """What a compiled model really runs at: its precision, thread count, KV cache precision and
-    the group size of its dynamic activation quantization (0: off)."""
+    """What a compiled model runs at: precision, threads, KV cache, dynamic quantization group."""
     facts: dict[str, Jsonable] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
     for key, name, read in (("threads", "INFERENCE_NUM_THREADS", int),
                             ("kv_cache", "KV_CACHE_PRECISION", type_name),
@@ -193,8 +178,8 @@ def fast_weight_format(weight_formats: tuple[str, ...], default: str) -> str:
 
 def fast_choices(backend: str, weight_format: str, precision: str | None,
                  options: dict[str, LoaderOption]) -> tuple[str, dict[str, LoaderOption], list[str]]:
-    """The precision and loader options of the fast profile on `backend`, and notes saying what
-    it could not turn on here and why. `options` given explicitly are kept."""
+    """The fast profile's precision and options on `backend` (explicit `options` kept), and
+    notes on what it could not turn on here."""
     notes: list[str] = []
     if precision is None:
         here = cpu()
@@ -217,8 +202,7 @@ def fast_choices(backend: str, weight_format: str, precision: str | None,
 
 
 def compute_line(backend: AnyBackend) -> str:
-    """What a loaded backend really computes with, read back from its runtime where it says
-    (an OpenVINO compiled model's properties), and the fast profile's notes."""
+    """What a loaded backend computes with, as its runtime reports it, and the profile's notes."""
     parts = [f"{backend.name} at {backend.precision}"]
     if isinstance(backend, CompiledBackend):
         facts = compiled_facts(backend.compiled)

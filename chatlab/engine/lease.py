@@ -1,17 +1,13 @@
 """Who may drive the model now, and what its KV cache already holds.
 
-A backend holds one KV cache, so one generation runs at a time; but a half-read `chat_stream`
-left in a notebook variable would hold a stream-long lock forever. So a Lease takes the lock only
-for each backend call: a new generation waits while the current one is being read, takes over a
-lease left unread for `idle_s`, and the abandoned generator, if resumed, ends with a clear error.
+A Lease takes the backend's lock only for each call, not across `yield`: a new generation waits
+while the current one is being read, takes over a lease left unread for `idle_s` (a half-read
+stream in a notebook variable), and the abandoned generator, if resumed, ends with a clear error.
 
-PrefixCache (multi-turn prefix reuse) sits between the loop and a backend that can roll back: it
-remembers which ids the cache holds and, on the next `prefill`, keeps the longest common prefix
-and feeds only the rest. Safety comes from comparing ids, never from trusting a conversation id:
-an edited message or another client's prompt simply matches less. A live sequence that a prompt
-leaves behind is copied out (`snapshot`) into a small LRU bounded by `max_bytes`, and a later
-prompt extending it brings it back (`restore`). The record holds only while every call to the
-backend goes through the PrefixCache.
+PrefixCache keeps the longest common prefix of the ids the cache holds and the next prompt, and
+feeds only the rest, comparing ids (never trusting a conversation id). A live sequence that a
+prompt leaves behind is copied into a small LRU (`max_bytes`) and restored by a later prompt
+that extends it. The record holds while every backend call goes through the PrefixCache.
 """
 from __future__ import annotations
 

@@ -1,24 +1,11 @@
-"""Log-probabilities of generated tokens, computed from the loop's own logits, and their wire shapes.
+"""Log-probabilities of generated tokens, from the loop's own logits, and their wire shapes.
 
-Which distribution is reported. Between the model's raw logits and the sampled token the loop
-applies, in order: the grammar mask (constrained decoding), `logit_bias`, the repetition
-penalty, then temperature, top-k and top-p. chatlab reports `log_softmax` of the row *after the
-mask and the bias* and *before* everything else, because:
-
-- mask and bias decide which tokens the request allows at all; a logprob for a token the grammar
-  forbids would describe a reply that could not happen (it is -inf here, sent as -9999.0).
-- temperature, top-k and top-p are a sampling *strategy* over that distribution. Folding them in
-  would make greedy (T = 0) undefined (division by zero) and put -inf on every token outside the
-  top-k / top-p cut, which says nothing about how confident the model was.
-- the repetition penalty is left out for the same reason (it reshapes the row per draw from the
-  history); so with no penalty the greedy token is always the argmax of the reported
-  distribution, and the same text scores the same whatever the sampling settings were.
-
-This is what vLLM calls "raw" logprobs, except that logit_bias and the grammar mask are included.
-
-Token text and bytes. OpenAI's `bytes` are the token's own UTF-8 bytes, which for byte-level BPE
-can be half a character (an emoji split over tokens); `token` is those bytes as text, or
-"bytes:\\xNN..." when they are not valid UTF-8 on their own (OpenAI's own convention).
+The reported row is `log_softmax` after the grammar mask and `logit_bias` (they decide which
+tokens the request allows: a forbidden token is -inf, sent as -9999.0) and before the repetition
+penalty, temperature, top-k and top-p (a sampling strategy over that distribution: folded in,
+greedy would be undefined and the same text would score differently per setting). This is
+vLLM's "raw" logprobs plus the bias and the mask. `bytes` are the token's own UTF-8 bytes (half
+a character, for byte-level BPE); `token` is them as text, or "bytes:\\xNN..." when invalid.
 """
 from __future__ import annotations
 

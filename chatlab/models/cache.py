@@ -1,15 +1,10 @@
-"""chatlab's cache: one folder (CHATLAB_HOME, default ~/.cache/chatlab), built atomically, and
-what each built folder holds, checked before it is served.
+"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically, and
+checked before they are served.
 
-A build writes into `.tmp-NAME-XXXX` beside its final place and is renamed into place only when
-it succeeds. Each temporary folder carries an owner file (pid, host, start time), and the next
-build or load beside it removes those whose owner on this host no longer runs, those older than
-STALE_AFTER_S with no owner we can check (another host), and any older than LIVE_MAX_S (pid
-reuse). Disk errors (a read-only CHATLAB_HOME, a full disk) become AssetErrors naming the fix.
-
-Every build records each file's size, sha256 and modification time, and every load checks the
-sizes (one `stat` per file), and the full sha256 only when a file's time differs from the record
-or when asked (`chatlab models --verify`); a matching hash records the new time.
+A build writes into `.tmp-NAME-XXXX` (with an owner file: pid, host, start time) and is renamed
+into place on success; the next build beside it sweeps those left by dead builds. Disk errors
+become AssetErrors naming the fix. Every file's size, sha256 and mtime is recorded; a load checks
+sizes, and hashes a file only when its mtime changed or when asked (`chatlab models --verify`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Convert a shipped GGUF into a standard Hugging Face folder, then prove it works.
 
-Weights: transformers dequantizes the GGUF tensors (needs `gguf`). Its GGUF tokenizer is wrong
-for these files (SmolLM2 gets the wrong eos and an added BOS; Qwen2.5 loses added tokens, so the
-tool-call tag splits), so the tokenizer is rebuilt from the file's metadata: a byte-level BPE
-with the pre-tokenizer llama.cpp names in `tokenizer.ggml.pre`, and every CONTROL /
-USER_DEFINED token as one special id.
-Verification before the folder is renamed into place: a text round-trip, each control token
-encodes to exactly one id, and a greedy chat answer to a factual question.
+transformers dequantizes the weights, but builds the wrong tokenizer for these files (SmolLM2's
+eos, Qwen2.5's added tokens), so the tokenizer is rebuilt from the GGUF metadata: byte-level BPE
+with llama.cpp's pre-tokenizer, every CONTROL / USER_DEFINED token one special id. Before the
+folder goes into place: a text round-trip, one id per control token, and "Paris".
 """
 from __future__ import annotations
 
