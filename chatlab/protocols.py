@@ -38,8 +38,7 @@ class StepBackend(ModelFacts, Protocol):
 
 @runtime_checkable
 class DecoderBackend(Protocol):
-    """A backend with a lighter decoder than its chat tokenizer (OpenVINO's: no torch), which
-    the loop detokenizes with."""
+    """A backend with a lighter decoder than its chat tokenizer (OpenVINO's: no torch)."""
 
     @property
     def decoder(self) -> Decoder: ...
@@ -47,10 +46,8 @@ class DecoderBackend(Protocol):
 
 @runtime_checkable
 class RollbackBackend(Protocol):
-    """A backend that can roll its cache back (speculation, chatlab.generate.speculate; prefix
-    reuse, chatlab.engine.lease): `extend(ids, keep)` feeds several tokens after the cache in
-    one pass and returns the logits of the last `keep` of them, [keep, vocab]; `truncate(n)`
-    keeps the first n positions of the cache; `length` is the number of tokens cached."""
+    """A cache that rolls back (speculation, prefix reuse): `extend(ids, keep)` feeds several
+    tokens in one pass and returns the last `keep` rows of logits; `truncate(n)` keeps n."""
 
     @property
     def length(self) -> int: ...
@@ -65,27 +62,23 @@ class SpeculativeBackend(StepBackend, RollbackBackend, Protocol):
 
 @runtime_checkable
 class PaddedVerifyBackend(Protocol):
-    """A backend whose verify passes run on a graph compiled for one width (OpenVINO's paged
-    graph, chatlab.backends.paged): `prepare_verify(width)` compiles it, refusing a backend
-    whose several-token pass would not agree with a step. Every pass then costs the same for
-    any guess up to that width."""
+    """Verify passes on a graph compiled for one width (`prepare_verify`, OpenVINO's paged
+    graph): every guess up to that width then costs the same."""
 
     def prepare_verify(self, width: int) -> None: ...
 
 
 @runtime_checkable
 class SnapshotBackend(Protocol):
-    """A backend that can copy its KV cache out and back (chatlab.engine.lease's LRU): the copy
-    is the backend's own (opaque to the caller) with its size in bytes."""
+    """A KV cache that can be copied out (opaque, with its size in bytes) and back."""
 
     def snapshot(self) -> tuple[object, int]: ...
     def restore(self, snap: object, length: int) -> None: ...
 
 
 class LogitsProcessor(Protocol):
-    """What chatlab's loop enforces a grammar with (chatlab.tools.processor.GrammarProcessor):
-    `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
-    edited the given one), `accept` advances it by the sampled token."""
+    """A grammar in the loop: `mask` sets forbidden tokens to -inf (the row, or None when edited
+    in place), `accept` advances it by the sampled token."""
 
     def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
     def accept(self, token: int) -> object: ...
@@ -119,8 +112,7 @@ class BatchedBackend(ModelFacts, Protocol):
 
 @runtime_checkable
 class ProfiledBackend(Protocol):
-    """A backend that carries its load profile's notes: what `fast=True` turned on or could not
-    turn on here (chatlab.backends.precision); empty after an exact load."""
+    """A backend with its load profile's notes (what `fast=True` could not turn on here)."""
 
     compute_notes: tuple[str, ...]
 

@@ -451,7 +451,7 @@ def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,
     from chatlab.data import data_path
     from chatlab.errors import ChatlabError
     from chatlab.models.assets import ASSETS
-    from chatlab.models.standins import build
+    from chatlab.models.convert import build
 
     data = tmp_path / "data"
     shutil.copytree(data_path("chatglm3_corpus"), data / "chatglm3_corpus")
@@ -463,7 +463,7 @@ def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,
     lines = (data / "chatglm3_corpus" / "en.txt").read_text(encoding="utf-8").splitlines()
     assert "lighthouses" in lines[-1]
     assert record["corpus"] == "data/chatglm3_corpus"  # no machine path in the record
-    from chatlab.models.standins import _corpus_hash, _corpus_lines
+    from chatlab.models.convert import _corpus_hash, _corpus_lines
 
     assert record["corpus_sha256"] == _corpus_hash(_corpus_lines())  # trained from the copy
     assert any("lighthouses" in line for line in _corpus_lines())

@@ -23,11 +23,9 @@ GROW_TOKENS = 256
 
 
 def slice_last_position(model: OVModel, axis: int = 1, start: OVPort = None) -> bool:
-    """Make the `logits` output cover the last position only; False when the graph is unknown.
-    The positions are axis 1 of the stateful graph's [batch, seq, hidden]; the paged-attention
-    graph has [tokens, 1, hidden] and is sliced on axis 0 (chatlab.backends.paged). `start`, a
-    graph output holding a negative [1] index, keeps that many last positions instead (the
-    paged graph's verify pass reads one row per drafted token)."""
+    """Make `logits` cover the last position only (axis 1 of the stateful graph, 0 of the paged
+    one); `start`, a graph output holding a negative index, keeps that many last positions
+    instead. False when the graph is not the expected one."""
     import openvino.opset13 as ops
 
     node = model.output("logits").get_node().input_value(0).get_node()
@@ -95,13 +93,9 @@ class PagedGraph:
         return core.compile_model(model, "CPU", self.config), sliced
 
     def add_verify(self, width: int) -> None:
-        """Compile the graph a second time for verify passes of exactly `width` tokens.
-
-        Why a second graph: the CPU plugin re-plans a dynamic graph whenever its input shapes
-        change, so alternating one-token steps with k-token verify passes on one graph paid
-        that on nearly every pass. Each graph here keeps its own shapes: steps stay on the
-        first, every verify pass is padded to `width` on this one. The cache blocks are shared,
-        bound to both requests."""
+        """Compile the graph again for verify passes of exactly `width` tokens, sharing the
+        blocks: the plugin re-plans a graph whose input shapes change, so steps and verify
+        passes each keep a graph of their own shapes."""
         if width == self.verify_width:
             return
         if width < 2:

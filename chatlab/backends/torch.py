@@ -5,17 +5,14 @@ position only) under `inference_mode`, with the input tensor reused.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
-from chatlab.backends.exported import context_length_from, eos_ids_from
+from chatlab.backends.openvino import context_length_of
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
-from chatlab.models import asset_path, load_model
-from chatlab.models.assets import ASSETS
+from chatlab.models import load_model
 
 if TYPE_CHECKING:
     import torch
@@ -24,9 +21,8 @@ if TYPE_CHECKING:
 class TorchBackend:
     compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
-    def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
-                 threads: int | None = None, precision: str = DEFAULT_PRECISION,
-                 emulate_bf16: bool = False) -> None:
+    def __init__(self, model: HFModel, tokenizer: HFTokenizer, threads: int | None = None,
+                 precision: str = DEFAULT_PRECISION, emulate_bf16: bool = False) -> None:
         import torch
 
         if threads:
@@ -40,15 +36,14 @@ class TorchBackend:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = model.to(dtype).eval()
         self.tokenizer = tokenizer
-        config = model.config
-        self.vocab_size = int(config.vocab_size)
-        self.context_length = (context_length_from(folder) if folder
-                               else int(getattr(config, "max_position_embeddings", 2048)))
-        if folder is not None:
-            self.eos_ids = eos_ids_from(folder, tokenizer)
-        else:
-            gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-            self.eos_ids = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        self.vocab_size = int(model.config.vocab_size)
+        self.context_length = context_length_of(model.config.to_dict())
+        # the model's generation config (its folder's generation_config.json, else config.json's)
+        gen = model.generation_config
+        eos = gen.eos_token_id if gen is not None else None
+        if eos is None and tokenizer is not None:
+            eos = tokenizer.eos_token_id
+        self.eos_ids = [eos] if isinstance(eos, int) else [int(e) for e in eos or []]
         self.name = "torch"
         self.cache: HFCache = None
         self.length = 0  # tokens in the cache
@@ -80,9 +75,8 @@ class TorchBackend:
         import copy
 
         snap = copy.deepcopy(self.cache)
-        nbytes = sum(t.numel() * t.element_size() for layer in getattr(snap, "layers", [])
-                     for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-                     if t is not None and hasattr(t, "numel"))
+        nbytes = sum(t.numel() * t.element_size() for layer in snap.layers
+                     for t in (layer.keys, layer.values) if t is not None)
         return (snap, self.length), nbytes
 
     def restore(self, snap: object, length: int) -> None:
@@ -120,6 +114,4 @@ def load(model_name: str, threads: int | None = None,
          precision: str = DEFAULT_PRECISION) -> TorchBackend:
     precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
-    folder = asset_path(model_name) if model_name in ASSETS else (
-        Path(model_name) if Path(model_name).exists() else None)
-    return TorchBackend(model, tokenizer, folder, threads=threads, precision=precision)
+    return TorchBackend(model, tokenizer, threads=threads, precision=precision)

@@ -54,11 +54,9 @@ class WithAddedTokens(Protocol):
 
 
 class TokenBound:
-    """What a tokenizer's vocabulary says about a text's tokens before the text is tokenized:
-    the longest token in characters and in bytes (None: unknown, no bound); for a byte-level
-    vocabulary, which pairs of adjacent bytes some token holds (`joins[a * 256 + b]`) and which
-    bytes have a token of their own (`kept`: Hugging Face's BPE drops a byte without one, so
-    its neighbours meet), and the tokenizer's normalizer."""
+    """A vocabulary's longest token in characters and bytes (None: no bound); for a byte-level
+    one, which adjacent byte pairs some token holds (`joins[a * 256 + b]`) and which bytes have
+    a token of their own (`kept`); and the tokenizer's normalizer."""
 
     def __init__(self, max_chars: int | None, max_bytes: int | None,
                  joins: npt.NDArray[np.bool_] | None = None, kept: npt.NDArray[np.bool_] | None = None,

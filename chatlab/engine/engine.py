@@ -1,10 +1,6 @@
-"""ChatEngine: a Plan in, OpenAI's shapes out, over a token source.
-
-`check(request)` builds the Plan (everything before the queue). The token source's text deltas
-go through the format's streaming parser, whose events the Accumulator turns into deltas; `chat`
-is the merge of `chat_stream`'s chunks, so the two cannot disagree. The token source is
-chatlab's loop over a step backend (LoopSource) or a batched pipeline (GenaiSource): a new way
-of producing tokens is a new source, not an engine subclass.
+"""ChatEngine: a Plan in, OpenAI's shapes out, over a token source (chatlab's loop over a step
+backend, or a batched pipeline: a new way to produce tokens is a new source, not a subclass).
+`check(request)` builds the Plan; `chat` is the merge of `chat_stream`'s chunks.
 """
 from __future__ import annotations
 

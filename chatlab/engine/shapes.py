@@ -1,11 +1,9 @@
-"""OpenAI's response shapes, built and merged in one place so the CLI and the server cannot drift.
+"""OpenAI's response shapes, built and merged in one place so the CLI and the server agree.
 
-The Accumulator turns parser events into deltas; a non-streamed reply is the merge of the same
-stream's chunks (`merge_chunks`). Wire details real clients depend on: the last choice chunk has
-an empty delta and the finish_reason; the optional usage chunk has `choices: []`. A tool call
-that breaks after it was announced stays a call (its first deltas have gone out; cut off by
-`max_tokens` it keeps its arguments, finish_reason "length"), and the raw markup of a withdrawn
-call never goes into `content`; a call cut off before its name was complete is dropped.
+The Accumulator turns parser events into deltas, and a non-streamed reply is the merge of the
+same chunks. The last choice chunk has an empty delta and the finish_reason; the usage chunk has
+`choices: []`. An announced tool call stays a call (cut off by `max_tokens`, it keeps its
+arguments); a withdrawn call's markup never goes into `content`.
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""Token ids in, the loop's events out: detokenizing, stop handling and the final record.
+"""Token ids in, the loop's events out: detokenizing, stop handling and the final record, shared
+by chatlab's loop and the genai path so both tell the client the same story.
 
-Everything that happens to a token after it is chosen lives here, so chatlab's own loop and the
-openvino-genai batched path (which receives ids from another scheduler) tell the client the same
-story. A stop id ends the reply and is never shown. Text waits while it is half a character
-(byte-level BPE splits "é" into byte tokens; decoding half gives U+FFFD) or could be the start of
-a stop string ("\\nObser" + "vation:"); a stop string is cut off with everything after it; at the
-end, held-back text is released unless it completes a stop string after all.
+A stop id ends the reply unseen. Text waits while it is half a character (U+FFFD) or could be
+the start of a stop string; a stop string is cut with all after it; at the end, held-back text
+is released unless it completes a stop string.
 """
 from __future__ import annotations
 
@@ -145,13 +143,9 @@ Event = TextDelta | Finished
 
 
 class TextAssembler:
-    """One reply's text, built token by token.
-
-    `add(token)` returns the TextDelta that token made showable (or None); after a stop id or
-    a stop string `done` is True and the caller must stop producing tokens. `halt()` records
-    that the caller ended the reply for its own reason ("stop": a grammar finished, the client
-    left). `finish()` returns the closing events: the released tail (if any), then Finished.
-    """
+    """One reply's text, token by token: `add` returns the TextDelta a token made showable;
+    `done` means stop producing; `halt()` ends it for the caller's reason; `finish()` returns
+    the released tail (if any) and Finished."""
 
     def __init__(self, decoder: Decoder, stop: Iterable[str], stop_ids: Iterable[int],
                  prompt_tokens: int, with_logprobs: bool = False) -> None:

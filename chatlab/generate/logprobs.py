@@ -50,14 +50,9 @@ GROUPS = 64  # top_ids splits the row into this many strided groups
 
 
 def top_ids(row: np.ndarray, n: int) -> np.ndarray:
-    """The n largest entries' ids, best first (ties: lower id first).
-
-    A full `argpartition` of the row costs more than everything else logprobs do, so this
-    looks at group maxima first. Group c holds ids c, c + cols, c + 2*cols, ... (the columns of
-    the row seen as a GROUPS x cols matrix, whose column maxima are one fast reduction). The n-th
-    best group maximum m is <= the n-th best entry (the n best maxima are n distinct entries),
-    so every group holding one of the n best entries has a maximum >= m: only those are searched.
-    """
+    """The n largest entries' ids, best first (ties: lower id first), without a full
+    argpartition: the row's strided groups (the columns of a GROUPS x cols matrix) whose maximum
+    reaches the n-th best group maximum are the only ones that can hold one of the n best."""
     if n <= 0:
         return np.empty(0, dtype=np.int64)
     size = row.shape[0]
@@ -144,13 +139,8 @@ def _byte_decoder() -> dict[str, int]:
 
 
 class Recorder:
-    """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it.
-
-    `observe` computes log_softmax once per step but keeps only the shifted row and its
-    log-normalizer (one O(vocab) pass); the chosen token's logprob is then one subtraction. The
-    shifted row is a copy, so the sampler may still modify the logits in place (repetition
-    penalty) without changing what is reported.
-    """
+    """`observe` the row a token is drawn from (a shifted copy and its log-normalizer: the
+    sampler may edit the logits in place), then `record` the token (one subtraction)."""
 
     def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)

@@ -25,7 +25,7 @@ import numpy as np
 
 from chatlab._thirdparty import OVModel
 from chatlab.backends.export import export_dir, export_model, is_exported
-from chatlab.backends.exported import eos_ids_from
+from chatlab.backends.openvino import eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 

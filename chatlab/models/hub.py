@@ -1,10 +1,7 @@
-"""Which model: a store name (`chatlab models`), a local model folder or a Hugging Face hub id,
-checked by name before anything loads; `CHATLAB_MODEL` picks the one the notebooks and the CLI
-use (unset: the offline default, SmolLM2-135M-Instruct).
-
-Hub ids load through transformers when the hub is reachable. Offline, transformers retries and
-then raises a long OSError; instead the local Hugging Face cache is tried first, then
-reachability in a few seconds, and the error names the offline alternatives.
+"""Which model: a store name, a local model folder or a Hugging Face hub id, checked by name
+before anything loads; `CHATLAB_MODEL` picks the notebooks' and the CLI's (unset: SmolLM2).
+Hub ids come from the local Hugging Face cache first, then the hub if it answers within
+seconds; otherwise the error names the offline alternatives.
 """
 from __future__ import annotations
 

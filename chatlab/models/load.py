@@ -7,7 +7,7 @@ from typing import Callable, Iterator, TypeVar
 
 from chatlab._thirdparty import Embedding, HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
-from chatlab.models import standins
+from chatlab.models import convert
 from chatlab.models.assets import ASSETS, get_asset
 from chatlab.models.hub import _check_name, _exists, from_hub
 from chatlab.models.qwen1 import Qwen1Tokenizer
@@ -26,7 +26,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
     if name in ASSETS:
         asset = ASSETS[name]
         if asset.build == "stand-in":
-            return standins.hub_or_standin(asset)
+            return convert.hub_or_standin(asset)
         return AutoTokenizer.from_pretrained(asset_path(name))
     if _exists(name):
         return _from_folder(AutoTokenizer.from_pretrained, name)
