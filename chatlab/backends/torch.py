@@ -5,14 +5,16 @@ position only) under `inference_mode`, with the input tensor reused.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
-from chatlab.backends.openvino import context_length_of
+from chatlab.backends.openvino import context_length_of, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
-from chatlab.models import load_model
+from chatlab.models import ASSETS, asset_path, load_model
 
 if TYPE_CHECKING:
     import torch
@@ -21,8 +23,9 @@ if TYPE_CHECKING:
 class TorchBackend:
     compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
-    def __init__(self, model: HFModel, tokenizer: HFTokenizer, threads: int | None = None,
-                 precision: str = DEFAULT_PRECISION, emulate_bf16: bool = False) -> None:
+    def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
+                 threads: int | None = None, precision: str = DEFAULT_PRECISION,
+                 emulate_bf16: bool = False) -> None:
         import torch
 
         if threads:
@@ -37,11 +40,12 @@ class TorchBackend:
         self.model = model.to(dtype).eval()
         self.tokenizer = tokenizer
         self.vocab_size = int(model.config.vocab_size)
-        self.context_length = context_length_of(model.config.to_dict())
-        # the model's generation config (its folder's generation_config.json, else config.json's)
+        # the facts as `folder`'s config files give them (as an export's), else as the model's
+        config = json.loads((folder / "config.json").read_text()) if folder else model.config.to_dict()
+        self.context_length = context_length_of(config)
         gen = model.generation_config
-        eos = gen.eos_token_id if gen is not None else None
-        if eos is None and tokenizer is not None:
+        eos = eos_ids_from(folder) if folder else gen.eos_token_id if gen is not None else None
+        if not eos and tokenizer is not None:
             eos = tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else [int(e) for e in eos or []]
         self.name = "torch"
@@ -114,4 +118,6 @@ def load(model_name: str, threads: int | None = None,
          precision: str = DEFAULT_PRECISION) -> TorchBackend:
     precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
-    return TorchBackend(model, tokenizer, threads=threads, precision=precision)
+    folder = asset_path(model_name) if model_name in ASSETS else (
+        Path(model_name) if Path(model_name).exists() else None)
+    return TorchBackend(model, tokenizer, folder, threads=threads, precision=precision)
