@@ -1,14 +1,7 @@
-"""The seams between a model and what drives it, as structural protocols.
-
-- ModelFacts: what every backend tells about its model.
-- StepBackend: a model chatlab's own loop drives, one sequence at a time: `prefill(ids)` resets
-  the KV cache and returns the last position's logits; `step(id)` feeds one more token.
-- What only some step backends can do, each checked with `isinstance`: RollbackBackend,
-  PaddedVerifyBackend, SnapshotBackend.
-- BatchedBackend: a model that batches many sequences itself (openvino-genai's pipeline): ids
-  in, a stream of new ids out per request; no prefill/step at all.
-- What any backend may tell about how it computes: ProfiledBackend (a load profile's notes),
-  CompiledBackend (an OpenVINO compiled model to read properties from).
+"""The seams between a model and what drives it, as structural protocols: ModelFacts (every
+backend), StepBackend (`prefill(ids)` resets the cache and returns the last logits, `step(id)`
+feeds one more) with what only some can do, checked with isinstance (RollbackBackend,
+PaddedVerifyBackend, SnapshotBackend), and BatchedBackend (ids in, a stream of new ids out).
 """
 from __future__ import annotations
 
@@ -45,8 +38,7 @@ class StepBackend(ModelFacts, Protocol):
 
 @runtime_checkable
 class DecoderBackend(Protocol):
-    """A backend with a lighter decoder than its chat tokenizer (OpenVINO's: no torch), which
-    the loop detokenizes with."""
+    """A backend with a lighter decoder than its chat tokenizer (OpenVINO's: no torch)."""
 
     @property
     def decoder(self) -> Decoder: ...
@@ -54,10 +46,8 @@ class DecoderBackend(Protocol):
 
 @runtime_checkable
 class RollbackBackend(Protocol):
-    """A backend that can roll its cache back (speculation, chatlab.generate.speculate; prefix
-    reuse, chatlab.engine.prefix): `extend(ids, keep)` feeds several tokens after the cache in
-    one pass and returns the logits of the last `keep` of them, [keep, vocab]; `truncate(n)`
-    keeps the first n positions of the cache; `length` is the number of tokens cached."""
+    """A cache that rolls back (speculation, prefix reuse): `extend(ids, keep)` feeds several
+    tokens in one pass and returns the last `keep` rows of logits; `truncate(n)` keeps n."""
 
     @property
     def length(self) -> int: ...
@@ -72,18 +62,15 @@ class SpeculativeBackend(StepBackend, RollbackBackend, Protocol):
 
 @runtime_checkable
 class PaddedVerifyBackend(Protocol):
-    """A backend whose verify passes run on a graph compiled for one width (OpenVINO's paged
-    graph, chatlab.backends.paged): `prepare_verify(width)` compiles it, refusing a backend
-    whose several-token pass would not agree with a step. Every pass then costs the same for
-    any guess up to that width."""
+    """Verify passes on a graph compiled for one width (`prepare_verify`, OpenVINO's paged
+    graph): every guess up to that width then costs the same."""
 
     def prepare_verify(self, width: int) -> None: ...
 
 
 @runtime_checkable
 class SnapshotBackend(Protocol):
-    """A backend that can copy its KV cache out and back (chatlab.engine.prefix's LRU): the copy
-    is the backend's own (opaque to the caller) with its size in bytes."""
+    """A KV cache that can be copied out (opaque, with its size in bytes) and back."""
 
     def snapshot(self) -> tuple[object, int]: ...
     def restore(self, snap: object, length: int) -> None: ...
@@ -126,8 +113,7 @@ class BatchedBackend(ModelFacts, Protocol):
 
 @runtime_checkable
 class ProfiledBackend(Protocol):
-    """A backend that carries its load profile's notes: what `fast=True` turned on or could not
-    turn on here (chatlab.backends.fast); empty after an exact load."""
+    """A backend with its load profile's notes (what `fast=True` could not turn on here)."""
 
     compute_notes: tuple[str, ...]
 

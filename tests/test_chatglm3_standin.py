@@ -6,7 +6,7 @@ import pytest
 from chatlab.models import load_tokenizer
 from chatlab.models.assets import ASSETS
 from chatlab.models.chatglm3 import COMMAND_TOKENS, ROLE_TOKENS
-from chatlab.models.standins import build, load_standin
+from chatlab.models.convert import build, load_standin
 from chatlab.render import resolve
 
 GOLDEN_NIHAO = [64790, 64792, 64795, 30910, 13, 36474, 54591, 64796]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatlab.generate.detok import IncrementalDetokenizer
+from chatlab.generate.assemble import IncrementalDetokenizer
 
 TEXTS = [
     "café 🌊 naïve — 日本語のテキスト, emoji 👩‍👩‍👧 done.",

@@ -92,7 +92,7 @@ def test_named_call_cut_after_its_name_is_the_call(chat_engine: Any) -> None:
     """The real model, seed 5: max_tokens ending the forced call one token before its name is
     complete is an error naming max_tokens; ending it once the name is complete gives the call,
     finish_reason "length", its arguments as far as they got, the same streamed."""
-    from chatlab.engine.accumulate import merge_chunks
+    from chatlab.engine.shapes import merge_chunks
 
     body = dict(messages=[{"role": "user", "content": "What's the weather in Paris?"}], tools=WEATHER,
                 tool_choice={"type": "function", "function": {"name": "get_weather"}}, seed=5, temperature=1)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from chatlab.engine import ChatEngine, parse_request
 from chatlab.errors import ChatlabError
-from chatlab.engine.accumulate import merge_chunks
+from chatlab.engine.shapes import merge_chunks
 from chatlab.engine.lease import Superseded
 from chatlab.lab.evals.controls import ScriptedBackend
 
@@ -233,7 +233,7 @@ def test_bad_logit_bias_is_refused_before_generation(body: dict[str, Any], needl
 
 def test_completion_logprobs_and_merge() -> None:
     from chatlab.engine import CompletionRequest
-    from chatlab.engine.accumulate import merge_text_chunks
+    from chatlab.engine.shapes import merge_text_chunks
 
     engine = engine_for("hermes", ["Paris is lovely."])
     plan = engine.check(parse_request({"prompt": "The capital of France:", "temperature": 0,
@@ -251,7 +251,7 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
     """`chatlab complete` parses the body once (messages and tools included, before the model
     loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
     from chatlab.cli import main
-    from chatlab.engine import load, request
+    from chatlab.engine import engine as chat_engine, request
 
     counts = {"messages": 0, "loads": 0}
     real = request.parse_messages
@@ -265,7 +265,7 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
         return engine_for("hermes", ["It is sunny."])
 
     monkeypatch.setattr(request, "parse_messages", counting)
-    monkeypatch.setattr(load, "load_engine", fake_load)
+    monkeypatch.setattr(chat_engine, "load_engine", fake_load)
     msgs, tools = tmp_path / "m.json", tmp_path / "t.json"
     msgs.write_text(json.dumps(ASK))
     tools.write_text(json.dumps(WEATHER))

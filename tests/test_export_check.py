@@ -13,7 +13,7 @@ import pytest
 
 from chatlab.cli import main
 from chatlab.models.assets import ASSETS
-from chatlab.models.standins import load_standin
+from chatlab.models.convert import load_standin
 from chatlab.render import resolve
 from chatlab.render.io import export_template, load_template
 from chatlab.render.io.certify import CONVERSATIONS, certify_export

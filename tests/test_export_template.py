@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from chatlab.models.assets import ASSETS
-from chatlab.models.standins import load_standin
+from chatlab.models.convert import load_standin
 from chatlab.render import get_template, list_templates, resolve
 from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io import export_template

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatlab.backends import fast, openvino, precision, torch
+from chatlab.backends import openvino, precision, torch
 from chatlab.backends.registry import check_choice, load_backend
 from chatlab.cli import build_parser
 
@@ -89,7 +89,7 @@ def test_a_real_fast_load_runs_what_the_cpu_at_hand_offers():
     f32 with the note naming this CPU (on a bf16 CPU and on an AVX2-only one alike)."""
     here = precision.cpu()
     loaded = load_backend("smollm2-135m-instruct", "openvino", fast=True)
-    line = fast.compute_line(loaded)
+    line = precision.compute_line(loaded)
     want = "bf16" if here.bf16 else "f32"
     assert precision.compiled_facts(loaded.compiled)["precision"] == want
     assert line.startswith(f"openvino-int4 at {want}, KV cache u8, dynamic activation quantization group ")
@@ -105,7 +105,7 @@ def test_without_bf16_the_whole_fast_path_falls_back_to_f32(fake_cpu):
     assert loaded.precision == "f32"
     assert precision.compiled_facts(loaded.compiled)["precision"] == "f32"
     assert F32_NOTE.format(here.model) in loaded.compute_notes
-    assert fast.compute_line(loaded).startswith("openvino-int4 at f32, KV cache u8")
+    assert precision.compute_line(loaded).startswith("openvino-int4 at f32, KV cache u8")
 
 
 def test_with_bf16_the_whole_fast_path_asks_for_bf16(fake_cpu, monkeypatch):

@@ -24,7 +24,7 @@ import pytest
 
 from chatlab.errors import ChatlabError
 from chatlab.models.assets import ASSETS
-from chatlab.models.standins import load_standin
+from chatlab.models.convert import load_standin
 from chatlab.render import get_template, list_templates, resolve
 from chatlab.render.io import export_template
 from chatlab.types import NAME_RE, parse_messages, parse_tools

@@ -326,7 +326,7 @@ def test_full_disk_during_build_is_a_clean_error(
 
 def test_too_little_space_is_refused_before_building(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rebuilds: list[Path]) -> None:
-    import chatlab.models.atomic as atomic
+    import chatlab.models.cache as atomic
 
     monkeypatch.setenv("CHATLAB_HOME", str(tmp_path / "home"))
     from types import SimpleNamespace
@@ -343,7 +343,7 @@ def test_stale_temp_folders_are_swept(built_copy: Path) -> None:
     import sys
     import time
 
-    from chatlab.models.atomic import OWNER
+    from chatlab.models.cache import OWNER
 
     models = built_copy.parent
     host = socket.gethostname()
@@ -374,7 +374,7 @@ def test_build_folder_names_its_owner(tmp_path: Path, monkeypatch: pytest.Monkey
     """While a build runs, its only trace is one temporary folder naming its owner process
     (what a SIGKILL leaves for the sweep to judge); the conversion's scratch lives inside it."""
     import chatlab.models.convert as convert
-    from chatlab.models.atomic import OWNER
+    from chatlab.models.cache import OWNER
 
     home = tmp_path / "home"
     monkeypatch.setenv("CHATLAB_HOME", str(home))
@@ -396,7 +396,7 @@ def test_build_folder_names_its_owner(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_copied_cache_is_hashed_once_then_trusted_by_size(
         smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import chatlab.models.integrity as integrity
+    import chatlab.models.cache as integrity
     from chatlab.models.store import cache_problems
 
     home = tmp_path / "home"
@@ -451,7 +451,7 @@ def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,
     from chatlab.data import data_path
     from chatlab.errors import ChatlabError
     from chatlab.models.assets import ASSETS
-    from chatlab.models.standins import build
+    from chatlab.models.convert import build
 
     data = tmp_path / "data"
     shutil.copytree(data_path("chatglm3_corpus"), data / "chatglm3_corpus")
@@ -463,7 +463,7 @@ def test_chatglm3_standin_corpus_is_found_through_chatlab_data(tmp_path: Path,
     lines = (data / "chatglm3_corpus" / "en.txt").read_text(encoding="utf-8").splitlines()
     assert "lighthouses" in lines[-1]
     assert record["corpus"] == "data/chatglm3_corpus"  # no machine path in the record
-    from chatlab.models.standins import _corpus_hash, _corpus_lines
+    from chatlab.models.convert import _corpus_hash, _corpus_lines
 
     assert record["corpus_sha256"] == _corpus_hash(_corpus_lines())  # trained from the copy
     assert any("lighthouses" in line for line in _corpus_lines())

@@ -60,7 +60,7 @@ def test_cpu_capability_agrees_with_proc_cpuinfo() -> None:
 def test_every_reader_sees_the_one_cpu(fake_cpu) -> None:  # noqa: ANN001
     """The fast profile, the precision check, doctor, the bench's record and the notebooks'
     "measured on" line all read the CPU through precision.cpu(), so one fake reaches them all."""
-    from chatlab.backends.fast import fast_choices
+    from chatlab.backends.precision import fast_choices
     from chatlab.lab.bench.report import cpu_line
     from chatlab.lab.doctor import machine
     from chatlab.lab.evals import measured_on

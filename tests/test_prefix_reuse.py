@@ -1,4 +1,4 @@
-"""Multi-turn prefix reuse (chatlab.engine.prefix) on the tiny Markov backend: the next turn
+"""Multi-turn prefix reuse (chatlab.engine.lease) on the tiny Markov backend: the next turn
 feeds only its new ids, a prompt that stops agreeing is recomputed from where it differs, and
 alternating conversations come back from the bounded LRU."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chatlab.engine.prefix import MIN_REUSE, PrefixCache, common_prefix
+from chatlab.engine.lease import MIN_REUSE, PrefixCache, common_prefix
 from chatlab.errors import ChatlabError
 from chatlab.generate import SamplingParams, generate
 from markov_backend import MarkovBackend, MarkovChain

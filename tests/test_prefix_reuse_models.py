@@ -13,7 +13,7 @@ import argparse
 
 import pytest
 
-from chatlab.engine.prefix import MIN_REUSE, PrefixCache, common_prefix
+from chatlab.engine.lease import MIN_REUSE, PrefixCache, common_prefix
 from chatlab.generate import SamplingParams, generate
 from chatlab.generate.speculate import Speculation
 

@@ -149,7 +149,7 @@ def test_the_cli_passes_registry_flags_to_the_loader(scripted_specs: dict[str, A
 
 def test_the_engine_picks_its_source_from_the_backend() -> None:
     from chatlab.engine.batched import GenaiSource
-    from chatlab.engine.source import LoopSource
+    from chatlab.engine.engine import LoopSource
     from chatlab.generate import Speculation
 
     assert isinstance(ChatEngine(ScriptedBatched(chatml_tokenizer(), REPLY), "m").source, GenaiSource)

@@ -270,7 +270,7 @@ def test_chatlab_model_picks_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_model_note_offline_is_one_line_and_online_suggests_a_stronger_model(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatlab.models import choice, model_note
+    from chatlab.models import hub as choice, model_note
 
     monkeypatch.delenv("CHATLAB_MODEL", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

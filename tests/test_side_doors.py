@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatlab"
 # role markers, no stop ids) to show the bug the engine's plan prevents; and bench/replay.py,
 # which records plain greedy replies on the bench's own rendered ids (what the replay models).
 # The engine, and the lab's measurements that time or compare the bare loop on purpose.
-LOOP_CALLERS = {"engine/source.py", "generate/__init__.py", "lab/bench/engines.py", "lab/evals/bites.py",
+LOOP_CALLERS = {"engine/engine.py", "generate/__init__.py", "lab/bench/engines.py", "lab/evals/bites.py",
                 "lab/bench/replay.py", "lab/bench/accuracy.py"}
 
 

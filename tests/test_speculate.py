@@ -329,7 +329,7 @@ def test_a_lease_can_roll_back_only_when_its_backend_can():
 def test_the_loop_source_prepares_a_padded_backend_once_at_load():
     """An engine's source checks and prepares the backend when it is built (not in the first
     request), and its replies through the lease keep the padded verify passes' sizing."""
-    from chatlab.engine.source import LoopSource
+    from chatlab.engine.engine import LoopSource
 
     rng = np.random.default_rng(5)
     backend = Padded(rng.normal(0, 3.0, (4, 4)), rng.normal(0, 3.0, 4))

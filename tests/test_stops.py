@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from chatlab.generate.stops import StopMatcher
+from chatlab.generate.assemble import StopMatcher
 
 STOPS = ["\nObservation:", "<|im_end|>", "###"]
 

@@ -33,3 +33,19 @@ def test_bf16_is_refused_without_cpu_support_unless_emulated(fake_cpu) -> None: 
     f32 = TorchBackend(tiny_model(), tokenizer=None)
     diff = abs(f32.prefill([1, 2, 3]) - row).max()
     assert 0 < diff < 0.1  # bf16 rounding moves the logits a little, not nothing, not wildly
+
+
+def test_facts_come_from_the_model_its_eos_else_the_tokenizers() -> None:
+    """Without a folder the backend reads the model's own config: its window, the generation
+    config's eos (an int or a list), and the tokenizer's eos when the model names none."""
+    from types import SimpleNamespace
+
+    from chatlab.backends.torch import TorchBackend
+
+    model = tiny_model()
+    model.generation_config.eos_token_id = [5, 7]
+    backend = TorchBackend(model, tokenizer=None)
+    assert (backend.context_length, backend.vocab_size, backend.eos_ids) == (64, 64, [5, 7])
+    model.generation_config.eos_token_id = None
+    assert TorchBackend(model, tokenizer=SimpleNamespace(eos_token_id=3)).eos_ids == [3]
+    assert TorchBackend(model, tokenizer=None).eos_ids == []

@@ -1,13 +1,8 @@
-"""Child processes of chatlab: a command that dies with the process that started it, and
-optimum-cli run that way with a progress bar.
+"""Child processes that die with chatlab, and optimum-cli run that way with a progress bar.
 
 `python -m chatlab.backends.child PARENT_PID COMMAND ARGS...` asks the kernel to SIGKILL it when
-its parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND, which keeps that setting: `kill -9`
-of `chatlab export` then leaves no optimum-cli behind. This trampoline is used instead of
-`Popen(preexec_fn=...)`, which the Python docs call unsafe once threads exist.
-
-The kernel's "parent" is the *thread* that forked; `run_cli` blocks in that thread until the
-child exits, so the signal cannot fire early.
+the parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND (unlike `Popen(preexec_fn=...)`,
+safe with threads). The kernel's parent is the forking thread; `run_cli` blocks in it.
 """
 from __future__ import annotations
 

@@ -1,27 +1,23 @@
 """`chatlab export`: a model of the store → a cached OpenVINO folder, fp32, int8 or int4.
 
-The conversion itself is optimum-intel's (`optimum-cli export openvino --task
-text-generation-with-past`); it runs in a child process (chatlab.backends.child; its Python:
-chatlab.backends.export_env) that dies with chatlab. chatlab adds the cache discipline:
+optimum-cli converts, in a child process that dies with chatlab. One export per (source, weight
+format) at a time (a lock file); it is written to `.partial-<format>` and renamed once complete
+and readable; a local folder is keyed by a hash of its path and files' sizes and times.
 
-* one export per (source, weight format) at a time: a lock file, so two processes sharing the
-  cache wait for each other instead of exporting twice;
-* the export is written to `.partial-<format>` next to its final place and renamed only once it
-  is complete and readable; a partial folder whose lock is free belongs to a dead export and is
-  swept at the start of the next one;
-* a store model is cached under its name; a local folder under its name plus a hash of its
-  resolved path and its files' sizes and times, so two folders called `model` never share one;
-  a hub id is its snapshot folder in the Hugging Face cache (`chatlab.models.local_model`).
-* `stateful=False` (optimum's `--disable-stateful`) exports the graph with its KV cache as plain
-  inputs and outputs (what chatlab.lab.explicit_kv drives), in a cache entry of its own.
+optimum-intel caps its dependencies below Colab's, so it runs in CHATLAB_EXPORT_PYTHON, else
+this Python when it meets the export stack, else an isolated venv (built once per Python and
+lock) that sees this Python's site-packages behind its own and holds the lock's export stack.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata as md
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -29,11 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from chatlab.backends.child import run_cli
-from chatlab.backends.export_env import export_python
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models import asset_path, chatlab_home, local_model
 from chatlab.models.assets import ASSETS
-from chatlab.models.load import _exists, _looks_like_hub_id
+from chatlab.models.hub import _exists, _looks_like_hub_id
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
 EXPORT_MANIFEST = "chatlab-export.json"
@@ -135,8 +130,7 @@ def int4_group_size(folder: Path) -> int:
 
 def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
              python: str | None = None) -> list[str]:
-    """optimum-cli's command line; `python` defaults to export_env's choice: this Python, or an
-    isolated one where optimum-intel cannot run beside this Python's transformers (Colab)."""
+    """optimum-cli's command line; `python` defaults to `export_python()`."""
     args = [python or export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
@@ -209,3 +203,129 @@ def verify(folder: Path, stateful: bool = True) -> None:
     if "beam_idx" not in names or not model.get_variables():
         raise ChatlabError("the export is not stateful (no KV-cache state); it cannot be used "
                            "by chatlab's OpenVINO loop")
+
+
+# What the export child imports that the kernel does not need: installed in the venv at the
+# lock's versions. Everything else is resolved against this Python's packages, which pip sees
+# through the .pth file (pinning those to the lock too can pull a second torch).
+EXPORT_STACK = ["optimum-intel", "optimum", "nncf", "transformers", "huggingface-hub"]
+STAMP = ".chatlab-export-env"
+
+
+def unmet(distribution: str = "optimum-intel") -> list[str]:
+    """The requirements of `distribution` and of the export stack that this Python does not
+    meet (a missing package is one too); [] when the export can run here."""
+    from packaging.requirements import Requirement
+
+    problems = []
+    for name in [distribution] + [n for n in EXPORT_STACK if n != distribution]:
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            problems.append(f"{name} is not installed")
+            continue
+        for line in requires:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue  # an extra, or another platform
+            try:
+                have = md.version(req.name)
+            except md.PackageNotFoundError:
+                problems.append(f"{name} needs {req}, not installed")
+                continue
+            if req.specifier and not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{name} needs {req}, this Python has {have}")
+    return problems
+
+
+def requirements_dir() -> Path:
+    folder = Path(__file__).resolve().parents[2] / "requirements"
+    if not (folder / "lock.txt").is_file():
+        raise ChatlabError(f"no requirements/lock.txt beside chatlab ({folder}): the isolated export "
+                           "environment is built from the repository's lock; use an editable "
+                           "checkout, or set CHATLAB_EXPORT_PYTHON to a Python that has optimum-intel")
+    return folder
+
+
+def lock_pins() -> dict[str, str]:
+    tag = f"{sys.version_info[0]}{sys.version_info[1]}"
+    folder = requirements_dir()
+    lock = folder / f"lock-py{tag}.txt"
+    text = (lock if lock.is_file() else folder / "lock.txt").read_text()
+    return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2)
+            for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
+
+
+def env_dir(pins: dict[str, str]) -> Path:
+    digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
+    return chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
+
+
+def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> list[list[str]]:
+    py = str(env / "bin" / "python")
+    return [[sys.executable, "-m", "venv", str(env)],
+            [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(constraints_file),
+             *(f"{n}=={pins[n]}" for n in EXPORT_STACK)]]
+
+
+def kernel_sites() -> list[str]:
+    """This Python's site-packages folders (a venv's own, or the system's on Colab)."""
+    import site
+
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    return [f for f in folders if os.path.isdir(f)]
+
+
+def see_kernel_sites(env: Path) -> None:
+    """After its own site-packages, the venv's Python searches this Python's (a .pth file)."""
+    own = sorted(env.glob("lib/python*/site-packages"))
+    if not own:
+        raise ChatlabError(f"the export environment {env} has no site-packages folder")
+    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in kernel_sites()))
+
+
+def ensure_env(run: object = subprocess.run) -> Path:
+    """The isolated export Python, built first when missing or incomplete."""
+    pins = lock_pins()
+    env = env_dir(pins)
+    python = env / "bin" / "python"
+    if (env / STAMP).is_file() and python.is_file():
+        return python
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with open(env.parent / f".{env.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel even if we are killed
+        if (env / STAMP).is_file() and python.is_file():
+            return python  # another process built it while we waited
+        shutil.rmtree(env, ignore_errors=True)  # an interrupted build: start over
+        print(f"chatlab: building the export environment {env} (once: optimum-intel and the "
+              "transformers it supports, beside this Python's own packages)", file=sys.stderr, flush=True)
+        constraints_file = env.parent / f".{env.name}-constraints.txt"
+        constraints_file.write_text("".join(f"{n}=={pins[n]}\n" for n in EXPORT_STACK))
+        try:
+            for i, step in enumerate(build_commands(env, pins, constraints_file)):
+                if i == 1:  # the venv exists: let it see this Python's packages before pip runs
+                    see_kernel_sites(env)
+                proc = run(step, capture_output=True, text=True)  # type: ignore[operator]
+                if proc.returncode:
+                    tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-6:])
+                    raise ChatlabError(f"could not build the export environment ({' '.join(step[:4])} ...):"
+                                       f"\n{tail}\ncheck the network to the package index, then export "
+                                       "again (the environment is rebuilt from scratch)")
+        except BaseException:
+            shutil.rmtree(env, ignore_errors=True)
+            raise
+        finally:
+            constraints_file.unlink(missing_ok=True)
+        (env / STAMP).write_text(" ".join(f"{n}=={pins[n]}" for n in EXPORT_STACK) + "\n")
+    return python
+
+
+def export_python() -> str:
+    """The Python that runs optimum-cli (see the module docstring for the order)."""
+    if chosen := os.environ.get("CHATLAB_EXPORT_PYTHON", "").strip():
+        return chosen
+    if not unmet():
+        return sys.executable
+    return str(ensure_env())

@@ -1,15 +1,9 @@
 """openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
 
-genai's continuous-batching pipeline keeps a paged KV cache for many sequences and advances all
-of them in one `step()`, admitting new prompts between steps. This module owns one pipeline and
-ONE scheduler thread that is its only caller: requests arrive as token ids (genai never sees
-text or a chat template), and each gets a `GenaiStream` through which the thread hands over the
-new ids after every step. Everything after the ids stays chatlab's (chatlab.engine.batched).
-
-genai's Python binding of `step()` holds the GIL for the whole step. Left alone, the scheduler
-thread would go straight from one step into the next and starve the threads that turn ids into
-SSE chunks; so after each step it waits, without the GIL, until the consumers have taken the new
-ids (at most HANDOFF_S), and then a moment more for the server.
+One scheduler thread is the pipeline's only caller: prompts arrive as token ids, and each gets
+a `GenaiStream` on which the thread hands over the new ids after every step (the text side stays
+chatlab's, chatlab.engine.batched). genai's `step()` holds the GIL throughout, so after each step
+the thread waits (at most HANDOFF_S) until the consumers have taken their ids.
 """
 from __future__ import annotations
 
@@ -22,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer
+from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer, LoaderOption
 from chatlab.backends.export import export_model
-from chatlab.backends.exported import ExportedModel
+from chatlab.backends.openvino import ExportedModel
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
@@ -52,14 +46,11 @@ class GenaiStream:
 
 
 class GenaiBackend:
-    """An exported model's facts and tokenizers (ExportedModel) with genai's batched pipeline as
-    the compute. It has no `prefill` / `step`; chatlab.engine.batched drains its streams instead.
+    """An exported model with genai's batched pipeline as the compute (no prefill/step:
+    chatlab.engine.batched drains its streams). `prefix_caching` is genai's own, off by default
+    so that a benchmark repeating one prompt times real prefills."""
 
-    `prefix_caching=True` turns on genai's own prefix caching: a prompt whose leading blocks
-    match a cached sequence's skips their prefill. Off by default, as the scheduler has it, so a
-    benchmark repeating one prompt times real prefills."""
-
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
@@ -215,15 +206,11 @@ class GenaiBackend:
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         max_seqs: int = DEFAULT_MAX_SEQS, cache_gb: float = 1.0, threads: int | None = None,
-         prefix_caching: bool = False, kv_cache_precision: str | None = None,
-         dynamic_quantization: bool | None = None) -> GenaiBackend:
+         **options: LoaderOption) -> GenaiBackend:
+    """`model_name`'s export (made on first use) in a GenaiBackend; `options`: its own."""
     precision = check_precision(precision)  # before a first-use export of half a minute
     folder = export_model(model_name, weight_format)
     if not (folder / "openvino_tokenizer.xml").is_file():
         raise ChatlabError(f"{folder} has no openvino_tokenizer.xml, which openvino-genai needs; "
                            "re-export with `chatlab export --force` (openvino-tokenizers installed)")
-    return GenaiBackend(folder, precision=precision, max_seqs=max_seqs, cache_gb=cache_gb,
-                        threads=threads, name=f"genai-{weight_format}", model_name=model_name,
-                        prefix_caching=prefix_caching, kv_cache_precision=kv_cache_precision,
-                        dynamic_quantization=dynamic_quantization)
+    return GenaiBackend(folder, precision, name=f"genai-{weight_format}", model_name=model_name, **options)

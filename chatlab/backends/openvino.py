@@ -1,33 +1,90 @@
 """OpenVINO backend: chatlab's own loop over the graph that optimum-intel exports.
 
-The export is *stateful*: the KV cache lives inside the model as state variables and attention
-is ScaledDotProductAttention over a mask that grows every step. chatlab runs it two ways:
-
-* `attention="paged"` (the default, PagedBackend): the graph rewritten for paged attention,
-  the cache in blocks chatlab owns (chatlab.backends.paged). The faster of the two, prefill
-  and decode, and the one that can roll back (speculation, prefix reuse).
-* `attention="sdpa"` (StatefulBackend): the stateful graph as exported. Inputs are `input_ids`, `attention_mask`
-  (covering cache + new tokens), `position_ids` and `beam_idx` (always [0]: one sequence, no
-  beam reordering); the state is reset before each prompt. Notebooks 03 and 05 look inside it.
-
-On both, prefill projects the last position only (a slice inserted before the output
-projection, chatlab.backends.slicing), and the per-token Python is kept to a few array writes:
-the inputs are preallocated and passed without copying, and the logits come back as a view.
+The export is stateful: the KV cache lives in state variables, attention is SDPA over a mask that
+grows every step. `attention="paged"` (the default, PagedBackend) runs the graph rewritten for
+paged attention (chatlab.backends.paged): faster, and it can roll back (speculation, prefix
+reuse). `attention="sdpa"` (StatefulBackend) runs the graph as exported (inputs `input_ids`,
+`attention_mask`, `position_ids`, `beam_idx`), resetting its state before each prompt. Both
+project the last position only at prefill, and keep per-token Python to a few array writes.
+What an export says of its model (context window, end ids, tokenizers) is ExportedModel's,
+shared with the genai backend.
 """
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, OVCompiled
+from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, LoaderOption, OVCompiled
 from chatlab.backends.export import export_model
-from chatlab.backends.exported import ExportedModel
-from chatlab.backends.paged import PagedGraph
+from chatlab.backends.paged import PagedGraph, slice_last_position
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
-from chatlab.backends.slicing import slice_last_position
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.models import load_tokenizer
+
+def eos_ids_from(folder: Path) -> list[int]:
+    """generation_config's eos ids (int or list), else config's."""
+    for fname in ("generation_config.json", "config.json"):
+        try:
+            eos = json.loads((folder / fname).read_text()).get("eos_token_id")
+        except (OSError, ValueError):
+            continue
+        if eos is not None:
+            return [eos] if isinstance(eos, int) else [int(e) for e in eos]
+    return []
+
+
+def context_length_of(config: dict[str, Jsonable]) -> int:
+    """A model config's context window (ChatGLM's is `seq_length`)."""
+    return int(config.get("max_position_embeddings") or config.get("seq_length") or 2048)
+
+
+class ExportedModel:
+    def __init__(self, folder: Path, model_name: str | None = None, tokenizer: HFTokenizer = None) -> None:
+        self.folder, self.model_name = folder, model_name
+        self.context_length = context_length_of(json.loads((folder / "config.json").read_text()))
+        self.eos_ids = eos_ids_from(folder)
+        self._tokenizer: HFTokenizer = tokenizer
+        self._decoder: Decoder = None
+
+    @property
+    def tokenizer_loaded(self) -> bool:
+        return self._tokenizer is not None
+
+    @property
+    def tokenizer(self) -> HFTokenizer:
+        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
+        and torch, which generation itself does not need (see `decoder`)."""
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
+        return self._tokenizer
+
+    @property
+    def decoder(self) -> Decoder:
+        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
+        `tokenizers` library straight from tokenizer.json, without transformers or torch (a
+        tokenizers.Tokenizer, untyped), else the chat tokenizer."""
+        if self._decoder is None:
+            path = self.folder / "tokenizer.json"
+            if path.is_file() and not cleans_up_spaces(self.folder):
+                from tokenizers import Tokenizer
+
+                self._decoder = Tokenizer.from_file(str(path))
+            else:
+                self._decoder = self.tokenizer
+        return self._decoder
+
+
+def cleans_up_spaces(folder: Path) -> bool:
+    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return bool(config.get("clean_up_tokenization_spaces", False))
+
 
 # How attention runs (see the module's docstring); both give the same greedy tokens (tested).
 ATTENTIONS = ["paged", "sdpa"]
@@ -40,7 +97,7 @@ class _Exported:
 
     compiled: OVCompiled
     vocab_size: int
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, tokenizer: HFTokenizer, model_name: str | None, name: str) -> None:
         self.exported = ExportedModel(folder, model_name, tokenizer)
@@ -218,13 +275,8 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
 
 
 def load(model_name: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         threads: int | None = None, slice_logits: bool = True,
-         kv_cache_precision: str | None = None, attention: str = DEFAULT_ATTENTION,
-         dynamic_quantization: bool | None = None) -> PagedBackend | StatefulBackend:
+         **options: LoaderOption) -> PagedBackend | StatefulBackend:
+    """`model_name`'s export (made on first use) on open_backend's graph; `options`: its own."""
     precision = check_precision(precision)  # before a first-use export of half a minute
-    folder = export_model(model_name, weight_format)
-    name = f"openvino-{weight_format}"
-    return open_backend(folder, None, precision=precision, threads=threads,
-                        slice_logits=slice_logits, name=name, model_name=model_name,
-                        kv_cache_precision=kv_cache_precision, attention=attention,
-                        dynamic_quantization=dynamic_quantization)
+    return open_backend(export_model(model_name, weight_format), None, precision,
+                        name=f"openvino-{weight_format}", model_name=model_name, **options)

@@ -1,22 +1,14 @@
 """One sequence on OpenVINO's paged-attention graph: prefill and decode, cache in blocks.
 
-optimum-intel exports a *stateful* graph: the KV cache lives inside the model as state
-variables, attention is ScaledDotProductAttention over the whole cache, and the attention mask
-grows by one column every step. `paged_attention_transformation` (what openvino-genai and
-vLLM's OpenVINO backend run) rewrites the same graph so that the cache is an input we own —
-`key_cache.N` / `value_cache.N`, [blocks, kv_heads, block, head_size] per layer — and attention
-reads it through a table of block numbers. It is faster than the stateful graph: every decode
-step there re-plans the graph for a mask one column longer, while the paged node takes the
-context length as a number, so a decode step has the same input shapes as the one before it.
+`paged_attention_transformation` (what openvino-genai runs) rewrites optimum's stateful graph so
+that the KV cache is an input chatlab owns (`key_cache.N` / `value_cache.N`, [blocks, kv_heads,
+block, head_size]) read through a table of block numbers. It is faster than the stateful graph,
+whose every decode step re-plans a mask one column longer: here a step has the shapes of the last.
 
-For one sequence the bookkeeping is small: its blocks are 0, 1, 2, ... in order, `past_lens` is
-the number of tokens already cached, and `subsequence_begins` = [0, new tokens]. The block size
-is the plugin's choice, read from the compiled ports. The block tensors belong to us, so when a
-reply outgrows them they are reallocated, larger, with the filled blocks copied over.
-
-One subtlety: here the token axis is the batch axis ([tokens, 1, hidden] before the output
-projection), so the "last position only" slice goes on axis 0, not axis 1 as in the stateful
-graph; sliced on the wrong axis it silently projects every position.
+For one sequence the blocks are 0, 1, 2, ... in order, `past_lens` counts the cached tokens and
+`subsequence_begins` = [0, new tokens]; the block size is the plugin's. A reply that outgrows the
+blocks gets larger ones, the filled blocks copied over. The token axis is the batch axis here
+([tokens, 1, hidden]), so the last-position slice goes on axis 0, not 1.
 """
 from __future__ import annotations
 
@@ -24,11 +16,30 @@ from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Jsonable, OVCompiled, OVPort, OVRequest, OVTensor
-from chatlab.backends.slicing import slice_last_position
+from chatlab._thirdparty import Jsonable, OVCompiled, OVModel, OVPort, OVRequest, OVTensor
 
 # Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
 GROW_TOKENS = 256
+
+
+def slice_last_position(model: OVModel, axis: int = 1, start: OVPort = None) -> bool:
+    """Make `logits` cover the last position only (axis 1 of the stateful graph, 0 of the paged
+    one); `start`, a graph output holding a negative index, keeps that many last positions
+    instead. False when the graph is not the expected one."""
+    import openvino.opset13 as ops
+
+    node = model.output("logits").get_node().input_value(0).get_node()
+    while node.get_type_name() == "Convert":  # f16/f32 converts may sit after the projection
+        node = node.input_value(0).get_node()
+    if node.get_type_name() != "MatMul":
+        return False
+    hidden = node.input_value(0)  # [batch, seq, hidden]
+    first = np.array([-1], np.int64) if start is None else start
+    last = ops.slice(hidden, first, np.array([np.iinfo(np.int64).max], np.int64),
+                     np.array([1], np.int64), np.array([axis], np.int64))
+    node.input(0).replace_source_output(last.output(0))
+    model.validate_nodes_and_infer_types()
+    return True
 
 
 def cache_ports(compiled: OVCompiled) -> list[OVPort]:
@@ -82,13 +93,9 @@ class PagedGraph:
         return core.compile_model(model, "CPU", self.config), sliced
 
     def add_verify(self, width: int) -> None:
-        """Compile the graph a second time for verify passes of exactly `width` tokens.
-
-        Why a second graph: the CPU plugin re-plans a dynamic graph whenever its input shapes
-        change, so alternating one-token steps with k-token verify passes on one graph paid
-        that on nearly every pass. Each graph here keeps its own shapes: steps stay on the
-        first, every verify pass is padded to `width` on this one. The cache blocks are shared,
-        bound to both requests."""
+        """Compile the graph again for verify passes of exactly `width` tokens, sharing the
+        blocks: the plugin re-plans a graph whose input shapes change, so steps and verify
+        passes each keep a graph of their own shapes."""
         if width == self.verify_width:
             return
         if width < 2:
@@ -171,7 +178,7 @@ class PagedGraph:
         return self._rows(self.verify)[n - keep:n]
 
     def snapshot(self) -> tuple[dict[str, np.ndarray], int]:
-        """A copy of the filled blocks (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        """A copy of the filled blocks (for chatlab.engine.lease's LRU) and its size in bytes."""
         used = -(-self.length // self.block)
         copy = {name: tensor.data[:used].copy() for name, tensor in self.caches.items()}
         return copy, sum(a.nbytes for a in copy.values())

@@ -1,9 +1,10 @@
-"""Inference precision: explicit, checked, and reported as the runtime actually applied it.
+"""Inference precision, explicit and reported as the runtime applied it; what the CPU offers.
 
-OpenVINO's CPU plugin computes in bf16 by default on CPUs that have bf16 instructions, and
-greedy answers then drift from PyTorch's fp32. So chatlab always passes the precision it wants:
-f32 unless the caller asks for bf16, which is only accepted on a CPU that computes it natively.
-What the CPU offers (model, flags, threads, native bf16) is read here too, in one place: `cpu()`.
+OpenVINO's CPU plugin computes in bf16 by default on bf16 CPUs, and greedy answers then drift
+from PyTorch's fp32; so chatlab always passes f32 unless bf16 is asked for on a CPU that has it.
+`cpu()` reads the CPU once. The fast profile (`fast=True`) trades exactness for bf16 where the
+plugin has it, a u8 KV cache, dynamic activation quantization and int4 weights; an explicit
+value wins, and `chatlab bench accuracy` measures the cost.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from chatlab._thirdparty import Jsonable, OVCompiled
+from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 PRECISIONS = ["f32", "bf16"]
 DEFAULT_PRECISION = "f32"
@@ -42,10 +44,8 @@ def normalize_precision(precision: str | None) -> str:
 
 @dataclass(frozen=True)
 class CPU:
-    """What the CPU offers chatlab: its model name, its kernel flags, the threads this process
-    may run on, whether it computes bf16 natively, and the precision OpenVINO's CPU plugin picks
-    by default here (None without OpenVINO). Read once per process by `cpu()`; everything in
-    chatlab that depends on the CPU asks `cpu()`, so a test fakes the CPU in one place."""
+    """The CPU's model, kernel flags, the threads this process may use, native bf16, and the
+    OpenVINO CPU plugin's default precision (None without OpenVINO); a test fakes `cpu()`."""
     model: str
     flags: frozenset[str]
     threads: int
@@ -73,9 +73,8 @@ def parse_cpuinfo(text: str) -> tuple[str | None, frozenset[str]]:
 
 
 def read_cpu() -> CPU:
-    """Read what this CPU offers now: /proc/cpuinfo for the model and flags, the scheduler for
-    the threads, and OpenVINO's CPU plugin for bf16 (its OPTIMIZATION_CAPABILITIES) and its
-    default precision; without OpenVINO, bf16 follows the kernel's flags."""
+    """/proc/cpuinfo, the scheduler's affinity, and OpenVINO's OPTIMIZATION_CAPABILITIES for
+    bf16 (without OpenVINO: the kernel's flags)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:  # not Linux: the platform names the CPU, OpenVINO still knows bf16
@@ -108,16 +107,14 @@ def cpu_info() -> dict[str, Jsonable]:
 
 
 def cpu_has_bf16() -> bool:
-    """Whether OpenVINO's CPU plugin can compute in bf16 here (its own capability list, which
-    follows the avx512_bf16 / amx_bf16 flags)."""
+    """Whether OpenVINO's CPU plugin can compute in bf16 here."""
     return cpu().bf16
 
 
 def check_precision(precision: str | None) -> str:
-    """Normalize and refuse bf16 on a CPU without it (rather than fall back to f32 silently,
-    which would make benchmarks lie)."""
+    """Normalized; bf16 on a CPU without it is refused (a silent f32 would make benchmarks lie)."""
     name = normalize_precision(precision)
-    if name == "bf16" and not cpu_has_bf16():
+    if name == "bf16" and not cpu().bf16:
         raise ChatlabError(
             f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
             f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision f32 "
@@ -137,14 +134,9 @@ KV_CACHE_PRECISIONS = ("f32", "f16", "bf16", "u8")
 def ov_config(precision: str, threads: int | None = None,
               kv_cache_precision: str | None = None,
               dynamic_quantization: bool | None = None) -> dict[str, Jsonable]:
-    """The compile properties every OpenVINO engine gets (chatlab's loop, optimum, genai).
-
-    At an f32 hint the CPU plugin still stores the KV cache in u8, which alone moves greedy
-    tokens; so f32 means f32 for the cache too, unless `kv_cache_precision` says otherwise. At
-    bf16 the plugin keeps its choice. f32 also means f32 activations: on CPUs with AMX or VNNI
-    the plugin quantizes activations to int8 before an int8/int4-weight matmul ("dynamic
-    quantization"), differently for a one-token step than for a many-token pass; so at f32 it
-    is off unless `dynamic_quantization=True` asks for its speed."""
+    """The compile properties every OpenVINO engine gets. At f32 the KV cache is f32 too (the
+    plugin's u8 cache alone moves greedy tokens) and dynamic activation quantization is off (it
+    quantizes a step differently from a many-token pass), unless asked otherwise."""
     config: dict[str, Jsonable] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
@@ -160,8 +152,7 @@ def ov_config(precision: str, threads: int | None = None,
 
 
 def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
-    """What a compiled model really runs at: its precision, thread count, KV cache precision and
-    the group size of its dynamic activation quantization (0: off)."""
+    """What a compiled model runs at: precision, threads, KV cache, dynamic quantization group."""
     facts: dict[str, Jsonable] = {"precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))}
     for key, name, read in (("threads", "INFERENCE_NUM_THREADS", int),
                             ("kv_cache", "KV_CACHE_PRECISION", type_name),
@@ -171,3 +162,52 @@ def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
         except Exception:  # noqa: BLE001 - a plugin without the property
             facts[key] = None
     return facts
+
+
+# the fast profile
+FAST_KV_CACHE = "u8"
+FAST_WEIGHTS = "int4"
+# backends whose loader takes the KV cache's precision and dynamic quantization
+OPENVINO_BACKENDS = ("openvino", "genai")
+
+
+def fast_weight_format(weight_formats: tuple[str, ...], default: str) -> str:
+    """int4 where the backend has it, else its default (torch runs its stored fp32 weights)."""
+    return FAST_WEIGHTS if FAST_WEIGHTS in weight_formats else default
+
+
+def fast_choices(backend: str, weight_format: str, precision: str | None,
+                 options: dict[str, LoaderOption]) -> tuple[str, dict[str, LoaderOption], list[str]]:
+    """The fast profile's precision and options on `backend` (explicit `options` kept), and
+    notes on what it could not turn on here."""
+    notes: list[str] = []
+    if precision is None:
+        here = cpu()
+        precision = "bf16" if here.bf16 else "f32"
+        if not here.bf16:
+            notes.append(f"bf16 is not among the CPU plugin's OPTIMIZATION_CAPABILITIES on "
+                         f"{here.model}, so the arithmetic stays f32")
+    out = dict(options)
+    if backend in OPENVINO_BACKENDS:
+        out.setdefault("kv_cache_precision", FAST_KV_CACHE)
+        out.setdefault("dynamic_quantization", True)
+        if out["dynamic_quantization"] is False:
+            notes.append("dynamic activation quantization off (speculation's verify pass needs "
+                         "it off, or it was asked off)")
+    else:
+        notes.append(f"the {backend} backend has no u8 KV cache or dynamic quantization")
+    if weight_format != FAST_WEIGHTS:
+        notes.append(f"{weight_format} weights, not {FAST_WEIGHTS}")
+    return precision, out, notes
+
+
+def compute_line(backend: AnyBackend) -> str:
+    """What a loaded backend computes with, as its runtime reports it, and the profile's notes."""
+    parts = [f"{backend.name} at {backend.precision}"]
+    if isinstance(backend, CompiledBackend):
+        facts = compiled_facts(backend.compiled)
+        group = facts["dynamic_quantization_group"]
+        parts.append(f"KV cache {facts['kv_cache'] or '?'}")
+        parts.append(f"dynamic activation quantization group {group}" if group else
+                     "no dynamic activation quantization")
+    return ", ".join(parts + list(backend.compute_notes if isinstance(backend, ProfiledBackend) else ()))

@@ -11,8 +11,7 @@ from typing import Callable, Literal
 from chatlab._thirdparty import LoaderOption
 from chatlab.backends import genai as genai_backend, openvino as openvino_backend, torch as torch_backend
 from chatlab.backends.export import WEIGHT_FORMATS
-from chatlab.backends.fast import fast_choices, fast_weight_format
-from chatlab.backends.precision import check_precision
+from chatlab.backends.precision import check_precision, fast_choices, fast_weight_format
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.memory import drop_page_cache
 from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
@@ -62,7 +61,7 @@ def _genai(model: str, weight_format: str, precision: str, **options: LoaderOpti
 
 
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
-# A switch (a flag without a value): the fast profile of chatlab.backends.fast, on every backend
+# A switch (a flag without a value): the fast profile of chatlab.backends.precision, on every backend
 FAST = Option("fast", bool, False, "trade exactness for speed with what this CPU offers: bf16 "
               "where the CPU plugin has it, a u8 KV cache, dynamic activation quantization, int4 "
               "weights (any of them given explicitly wins; what it falls back from is printed). "
@@ -144,7 +143,7 @@ def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BA
                  weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:
     """A ready backend by name (see REGISTRY for each one's options). `precision` None is f32,
-    or with `fast=True` the fast profile's choice (chatlab.backends.fast); the profile's notes,
+    or with `fast=True` the fast profile's choice (chatlab.backends.precision); the profile's notes,
     what it could not turn on here, are the backend's `compute_notes`."""
     spec, weight_format = check_choice(backend, weight_format, options)
     if not options.pop("fast", False):

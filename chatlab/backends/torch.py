@@ -5,24 +5,23 @@ position only) under `inference_mode`, with the input tensor reused.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from chatlab._thirdparty import HFCache, HFModel, HFTokenizer
-from chatlab.backends.facts import context_length_from, eos_ids_from
+from chatlab.backends.openvino import context_length_of, eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, normalize_precision
-from chatlab.models import asset_path, load_model
-from chatlab.models.assets import ASSETS
+from chatlab.models import ASSETS, asset_path, load_model
 
 if TYPE_CHECKING:
     import torch
 
 
 class TorchBackend:
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, model: HFModel, tokenizer: HFTokenizer, folder: Path | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION,
@@ -40,15 +39,15 @@ class TorchBackend:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = model.to(dtype).eval()
         self.tokenizer = tokenizer
-        config = model.config
-        self.vocab_size = int(config.vocab_size)
-        self.context_length = (context_length_from(folder) if folder
-                               else int(getattr(config, "max_position_embeddings", 2048)))
-        if folder is not None:
-            self.eos_ids = eos_ids_from(folder, tokenizer)
-        else:
-            gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-            self.eos_ids = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        self.vocab_size = int(model.config.vocab_size)
+        # the facts as `folder`'s config files give them (as an export's), else as the model's
+        config = json.loads((folder / "config.json").read_text()) if folder else model.config.to_dict()
+        self.context_length = context_length_of(config)
+        gen = model.generation_config
+        eos = eos_ids_from(folder) if folder else gen.eos_token_id if gen is not None else None
+        if not eos and tokenizer is not None:
+            eos = tokenizer.eos_token_id
+        self.eos_ids = [eos] if isinstance(eos, int) else [int(e) for e in eos or []]
         self.name = "torch"
         self.cache: HFCache = None
         self.length = 0  # tokens in the cache
@@ -76,13 +75,12 @@ class TorchBackend:
         return self._forward(self.torch.tensor([ids], dtype=self.torch.long), keep)
 
     def snapshot(self) -> tuple[object, int]:
-        """A deep copy of the cache (for chatlab.engine.prefix's LRU) and its size in bytes."""
+        """A deep copy of the cache (for chatlab.engine.lease's LRU) and its size in bytes."""
         import copy
 
         snap = copy.deepcopy(self.cache)
-        nbytes = sum(t.numel() * t.element_size() for layer in getattr(snap, "layers", [])
-                     for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-                     if t is not None and hasattr(t, "numel"))
+        nbytes = sum(t.numel() * t.element_size() for layer in snap.layers
+                     for t in (layer.keys, layer.values) if t is not None)
         return (snap, self.length), nbytes
 
     def restore(self, snap: object, length: int) -> None:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from chatlab._thirdparty import Jsonable, LoaderOption
-from chatlab.backends.fast import compute_line
+from chatlab.backends.precision import compute_line
 from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
-from chatlab.engine import load
+from chatlab.engine import engine as chat_engine
 from chatlab.engine.engine import ChatEngine
 from chatlab.engine.plan import ChatPlan
 from chatlab.engine.request import parse_request
@@ -91,7 +91,7 @@ def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
 
 def load_cli_engine(args: argparse.Namespace) -> ChatEngine:
     """The engine the flags ask for; with --fast, what the fast profile turned on, on stderr."""
-    engine = load.load_engine(**engine_options(args))
+    engine = chat_engine.load_engine(**engine_options(args))
     if args.fast:
         print(f"chatlab: fast mode: {compute_line(engine.backend)}", file=sys.stderr, flush=True)
     return engine

@@ -1,13 +1,9 @@
 """openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource).
 
-Only the generation step changes: the request is planned by ChatEngine (the prompt ids are
-chatlab's, not genai's chat template), its ids go to the one shared ContinuousBatchingPipeline,
-and the ids streamed back go through chatlab's own TextAssembler, tool-call parser and
-Accumulator, so a reply reads the same on both paths. No lease: the pipeline owns its KV cache.
-
-What genai cannot give (logprobs, logit_bias) is refused at `check` time, naming `--backend
-openvino`. Grammars become genai's structured output, translated from the Constraint chatlab's
-xgrammar path compiles.
+The plan is chatlab's; its ids go to the shared pipeline, and the ids streamed back go through
+chatlab's TextAssembler, parser and Accumulator, so a reply reads the same on both paths. What
+genai cannot give (logprobs, logit_bias) is refused at `check`; grammars become genai's
+structured output, translated from the Constraint chatlab compiles.
 """
 from __future__ import annotations
 

@@ -2,23 +2,15 @@
 work lists worth many times its text, and the allocator keeps that high-water mark after the 400.
 
 The bounds are lower bounds on the tokens of a text, so they never refuse what would fit:
-- a byte-level vocabulary (GPT-2's, SmolLM2's, Qwen's, tiktoken's) cuts the text's bytes into
-  tokens, whatever its pre-tokenizer and merges do, so between two adjacent bytes that no token
-  holds side by side (no token holds a letter and the space after it) every tokenization has a
-  boundary. Cut there, the text falls into segments, and a segment of L bytes is at least
-  L / max_bytes tokens (max_bytes: the longest token). A byte without a token of its own is
-  dropped by Hugging Face's BPE (SmolLM2 has none for 0xF1), its neighbours then meeting, or
-  written as the unknown token: either way, leaving such bytes out first counts no more.
-- any other vocabulary (SentencePiece's): no token covers more than max_chars characters or
-  decodes to more than max_bytes bytes, so C characters and B bytes of UTF-8 are at least
-  C / max_chars and B / max_bytes tokens (it assumes the tokenizer deletes no character).
-
-The text is read as the tokenizer reads it, after its own normalizer (Qwen's NFC composes
-characters). A message's content is assumed written verbatim by the template, but for
-whitespace at its ends (Jinja templates may trim it: the bounds read the stripped text). A
-content's first and last segments may share a token with the template text around them and,
-through it, with a neighbouring content: one token lost at most per content after the first,
-which the cut bound subtracts.
+- a byte-level vocabulary cuts the text into tokens at least between two adjacent bytes that no
+  token holds side by side; a segment of L bytes between such cuts is at least L / max_bytes
+  tokens. A byte without a token of its own is dropped (Hugging Face's BPE) or becomes the
+  unknown token: leaving such bytes out first counts no more.
+- any other vocabulary (SentencePiece's): C characters and B bytes are at least C / max_chars
+  and B / max_bytes tokens (assuming the tokenizer deletes no character).
+The text is read after the tokenizer's own normalizer, stripped at its ends (templates may trim
+it); a content may share one token with the template text around it, which the cut bound
+subtracts per content after the first.
 """
 from __future__ import annotations
 
@@ -62,11 +54,9 @@ class WithAddedTokens(Protocol):
 
 
 class TokenBound:
-    """What a tokenizer's vocabulary says about a text's tokens before the text is tokenized:
-    the longest token in characters and in bytes (None: unknown, no bound); for a byte-level
-    vocabulary, which pairs of adjacent bytes some token holds (`joins[a * 256 + b]`) and which
-    bytes have a token of their own (`kept`: Hugging Face's BPE drops a byte without one, so
-    its neighbours meet), and the tokenizer's normalizer."""
+    """A vocabulary's longest token in characters and bytes (None: no bound); for a byte-level
+    one, which adjacent byte pairs some token holds (`joins[a * 256 + b]`) and which bytes have
+    a token of their own (`kept`); and the tokenizer's normalizer."""
 
     def __init__(self, max_chars: int | None, max_bytes: int | None,
                  joins: npt.NDArray[np.bool_] | None = None, kept: npt.NDArray[np.bool_] | None = None,

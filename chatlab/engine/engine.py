@@ -1,30 +1,28 @@
-"""ChatEngine: a Plan in, OpenAI's shapes out.
-
-`check(request)` builds the Plan (everything before the queue). The chat path runs one
-pipeline — the token source's text deltas go through the format's streaming parser, whose events
-the Accumulator turns into deltas — and `chat` is the merge of `chat_stream`'s chunks, so the
-two cannot disagree. The token source is chatlab.engine.source's.
+"""ChatEngine: a Plan in, OpenAI's shapes out, over a token source (chatlab's loop over a step
+backend, or a batched pipeline: a new way to produce tokens is a new source, not a subclass).
+`check(request)` builds the Plan; `chat` is the merge of `chat_stream`'s chunks.
 """
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Iterator, overload
+from typing import TYPE_CHECKING, Iterator, Protocol, overload
 
-from chatlab._thirdparty import Jsonable, Processor
+from chatlab._thirdparty import Jsonable, LoaderOption, Processor
+from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend, speculation_options
 from chatlab.engine import shapes
-from chatlab.engine.accumulate import Accumulator, merge_chunks, merge_text_chunks
+from chatlab.engine.shapes import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.batched import GenaiSource
 from chatlab.engine.bound import TokenBound
-from chatlab.engine.lease import ModelGuard
+from chatlab.engine.lease import ModelGuard, PrefixCache
 from chatlab.engine.plan import ChatPlan, CompletionPlan, plan_chat, plan_completion
-from chatlab.engine.prefix import PrefixCache
 from chatlab.engine.request import ChatRequest, CompletionRequest
-from chatlab.engine.source import LoopSource, TokenSource, refuse_loop_speedups
 from chatlab.errors import ChatlabError
 from chatlab.generate import (Event, Finished, SamplingParams, Speculation, StopFn, TokenLogprob, chat_logprobs,
-                              completion_logprobs)
-from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
+                              completion_logprobs, generate)
+from chatlab.generate.speculate import check_backend, prepare
+from chatlab.protocols import AnyBackend, BatchedBackend, ModelFacts, StepBackend
 from chatlab.render.resolve import TemplateChoice, resolve
+from chatlab.tools.constrain import processor_for
 from chatlab.tools.stream import ContentDelta, ParserEvent
 from chatlab.types.responses import (ChatCompletion, ChatCompletionChunk, ChatLogprobs, TextChoice,
                                      TextCompletion, TextCompletionChunk, TextLogprobs)
@@ -33,7 +31,80 @@ if TYPE_CHECKING:
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
-__all__ = ["ChatEngine"]
+__all__ = ["ChatEngine", "load_engine"]
+
+
+class TokenSource(Protocol):
+    """What an engine drains: the events of one sequence at a time."""
+
+    @property
+    def backend(self) -> ModelFacts: ...
+
+    # How many sequences it runs at once (the server runs that many jobs side by side).
+    max_concurrency: int
+
+    def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
+        """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
+
+    def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
+        """The plan as this source runs it (its constraint adapted once, in the source's kind);
+        ChatlabError for a plan it cannot run (after planning, before queueing: a 400)."""
+
+    def constraint(self, plan: "ChatPlan") -> Processor:
+        """What `events` gets to enforce the plan's grammar, in this source's own kind."""
+
+    def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
+               should_stop: StopFn | None) -> Iterator["Event"]:
+        """The loop's events (TextDelta..., then Finished) for one sequence."""
+
+
+def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_prefix: bool) -> None:
+    """Speculation and prefix reuse are chatlab's loop's: refused for a backend that schedules
+    its own tokens."""
+    if speculate is not None or reuse_prefix:
+        raise ChatlabError(f"speculate and reuse_prefix drive chatlab's own loop; the {backend} "
+                           "backend batches and schedules its own tokens. Use --backend openvino "
+                           "(or torch) for them, or leave them out (on genai, --reuse-prefix is "
+                           "its own prefix caching: prefix_caching=True)")
+
+
+class LoopSource:
+    """chatlab's own loop over a step backend, one sequence at a time under a lease.
+    `speculate` turns on prompt-lookup speculative decoding for every reply; `reuse_prefix`
+    keeps the KV cache of earlier turns (PrefixCache). Both need a backend that can roll back,
+    checked here, before any request."""
+
+    max_concurrency = 1
+
+    def __init__(self, backend: StepBackend, speculate: Speculation | None = None,
+                 reuse_prefix: bool = False) -> None:
+        self.padded: bool | None = None  # whether verify passes are padded (when speculating)
+        if speculate is not None:
+            check_backend(backend)
+            self.padded = prepare(backend, speculate)  # now, not in the first request (OpenVINO: a compile)
+        self.prefix = PrefixCache(backend) if reuse_prefix else None
+        self.backend, self.guard = backend, ModelGuard(backend, reuse=self.prefix)
+        self.speculate = speculate
+
+    def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
+        return None  # the loop does everything a request can ask
+
+    def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
+        return plan  # the loop runs the compiled grammar the plan carries
+
+    def constraint(self, plan: "ChatPlan") -> Processor:
+        """The plan's compiled grammar as a fresh logits processor (it holds this run's matcher)."""
+        return processor_for(plan.constraint, int(self.backend.vocab_size))
+
+    def events(self, prompt_ids: tuple[int, ...], params: "SamplingParams", processor: Processor,
+               should_stop: StopFn | None) -> Iterator["Event"]:
+        """The loop's events under a lease, released when the generator ends or is closed."""
+        lease = self.guard.acquire()
+        try:
+            yield from generate(lease, list(prompt_ids), params, processor, should_stop,
+                                speculate=self.speculate, padded=self.padded)
+        finally:
+            lease.release()
 
 
 class ChatEngine:
@@ -209,3 +280,19 @@ def _take(tokens: list[TokenLogprob]) -> ChatLogprobs | None:
     tokens.clear()
     return out
 
+
+def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
+                weight_format: str | None = None, template: "TemplateChoice" = None,
+                precision: str | None = None, speculate: "Speculation | None" = None,
+                reuse_prefix: bool = False, **options: LoaderOption) -> ChatEngine:
+    """A ready engine for `model` on `backend`, every name and option checked (by the registry)
+    before anything loads. Options: the backend's (chatlab.backends.registry), and the loop's
+    `speculate` and `reuse_prefix` (LoopSource); `precision` None: f32, or the fast profile's
+    with `fast=True`."""
+    if speculate is not None:
+        options = speculation_options(backend, options)
+    spec, weight_format = check_choice(backend, weight_format, options)
+    if spec.source == "batched":
+        refuse_loop_speedups(backend, speculate, reuse_prefix)  # before a slow load
+    loaded = load_backend(model, backend, weight_format, precision, **options)
+    return ChatEngine(loaded, model, template, speculate=speculate, reuse_prefix=reuse_prefix)

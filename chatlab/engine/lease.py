@@ -1,23 +1,27 @@
-"""Who may drive the model now: a lease instead of a lock held across `yield`.
+"""Who may drive the model now, and what its KV cache already holds.
 
-A backend holds one KV cache, so one generation runs at a time; but a half-read `chat_stream`
-generator left in a notebook variable would hold a stream-long lock forever. Here the lock is
-held only for each backend call. A new generation waits while the current one is being read,
-but a lease left unread for `idle_s` seconds is taken over, and the abandoned generator, if ever
-resumed, ends with a clear error instead of reading a cache that is no longer its own.
+A Lease takes the backend's lock only for each call, not across `yield`: a new generation waits
+while the current one is being read, takes over a lease left unread for `idle_s` (a half-read
+stream in a notebook variable), and the abandoned generator, if resumed, ends with a clear error.
+
+PrefixCache keeps the longest common prefix of the ids the cache holds and the next prompt, and
+feeds only the rest, comparing ids (never trusting a conversation id). A live sequence that a
+prompt leaves behind is copied into a small LRU (`max_bytes`) and restored by a later prompt
+that extends it. The record holds while every backend call goes through the PrefixCache.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Callable, TypeVar
 
 import numpy as np
 
 from chatlab._thirdparty import Decoder, HFTokenizer
 from chatlab.errors import ChatlabError
-from chatlab.protocols import DecoderBackend, RollbackBackend, StepBackend
-
+from chatlab.protocols import (DecoderBackend, RollbackBackend, SnapshotBackend, SpeculativeBackend,
+                               StepBackend)
 
 _R = TypeVar("_R")
 
@@ -120,8 +124,8 @@ class RollbackLease(Lease):
 class ModelGuard:
     def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: StepBackend | None = None) -> None:
         self.backend, self.idle_s = backend, idle_s
-        # What the model calls go to: the backend, or a PrefixCache around it
-        # (chatlab.engine.prefix), so that its record of the cached ids changes under the lock.
+        # What the model calls go to: the backend, or a PrefixCache around it, so that its
+        # record of the cached ids changes under the lock.
         self.target: StepBackend = reuse if reuse is not None else backend
         self.rollback = self.target if isinstance(self.target, RollbackBackend) else None
         self.cond = threading.Condition()
@@ -139,3 +143,101 @@ class ModelGuard:
             lease = Lease(self) if self.rollback is None else RollbackLease(self, self.rollback)
             self.current = lease
             return lease
+
+
+MIN_REUSE = 16  # below this many shared tokens a full prefill is as cheap as the bookkeeping
+
+
+def common_prefix(a: list[int] | tuple[int, ...], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+class PrefixCache(Wrapper):
+    """Wraps `backend`'s prefill/step/extend/truncate and keeps track of the ids it caches."""
+
+    def __init__(self, backend: StepBackend, max_entries: int = 4, max_bytes: int = 256 << 20) -> None:
+        if not isinstance(backend, RollbackBackend):
+            raise ChatlabError(f"prefix reuse needs a backend that can roll its KV cache back; "
+                               f"{backend.name} cannot. Use --backend torch, or openvino with its "
+                               "default paged attention, or turn prefix reuse off")
+        self.backend: SpeculativeBackend = backend
+        self.live: list[int] = []  # the ids whose keys and values the backend holds now
+        self.saved: OrderedDict[tuple[int, ...], tuple[object, int]] = OrderedDict()  # backend's copies
+        self.sizes: dict[tuple[int, ...], int] = {}  # bytes of each saved copy
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        # where the live sequence is copied before another prompt replaces it (None: nowhere)
+        self.snapshots = backend if isinstance(backend, SnapshotBackend) and max_entries > 0 else None
+        self.reused = 0  # tokens the last prefill did not compute (tests, the TTFT script)
+
+    @property
+    def length(self) -> int:
+        return self.backend.length
+
+    def prefill(self, ids: list[int]) -> np.ndarray:
+        keep = common_prefix(self.live, ids)
+        best_saved = max(self.saved, key=lambda k: common_prefix(k, ids), default=None)
+        saved_keep = common_prefix(best_saved, ids) if best_saved is not None else 0
+        if saved_keep > keep and saved_keep >= MIN_REUSE:
+            snap, length = self.saved.pop(best_saved)  # type: ignore[arg-type]
+            self.sizes.pop(best_saved, None)  # type: ignore[arg-type]
+            self._save_live()  # after taking the saved one out: saving may evict
+            assert self.snapshots is not None  # it made the copy
+            self.snapshots.restore(snap, length)
+            self.live, keep = list(best_saved), saved_keep  # type: ignore[arg-type]
+        elif keep < MIN_REUSE or len(self.live) - keep >= MIN_REUSE:
+            # Not only when nothing is shared: two clients under one default system prompt
+            # share its ~30 ids, and cutting back to them would lose the other's whole turn.
+            self._save_live()
+        # At least the last prompt token is fed again: its logits are what the loop samples from.
+        keep = min(keep, len(ids) - 1)
+        if keep < MIN_REUSE:
+            self.reused, self.live = 0, list(ids)
+            return self.backend.prefill(ids)
+        self.backend.truncate(keep)
+        self.reused = keep
+        logits = self.backend.extend(ids[keep:], keep=1)[-1]
+        self.live = list(ids)
+        return logits
+
+    def step(self, token_id: int) -> np.ndarray:
+        out = self.backend.step(token_id)
+        self.live.append(token_id)
+        return out
+
+    def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
+        out = self.backend.extend(ids, keep)
+        self.live.extend(ids)
+        return out
+
+    def truncate(self, length: int) -> None:
+        self.backend.truncate(length)
+        del self.live[length:]
+
+    def reset(self) -> None:
+        self.backend.reset()
+        self.live = []
+
+    def forget(self) -> None:
+        """Drop the live sequence and every saved copy: the next prompt reuses nothing."""
+        self.reset()
+        self.saved.clear()
+        self.sizes.clear()
+
+    def _save_live(self) -> None:
+        """Copy the live sequence into the LRU before a prompt that does not extend it."""
+        if self.snapshots is None or len(self.live) < MIN_REUSE:
+            return
+        key = tuple(self.live)
+        snap, nbytes = self.snapshots.snapshot()
+        if nbytes > self.max_bytes:
+            return
+        self.saved[key] = (snap, len(key))
+        self.saved.move_to_end(key)
+        self.sizes[key] = nbytes
+        while len(self.saved) > self.max_entries or sum(self.sizes.values()) > self.max_bytes:
+            old, _ = self.saved.popitem(last=False)  # the least recently used goes first
+            self.sizes.pop(old, None)

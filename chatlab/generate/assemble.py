@@ -1,12 +1,9 @@
-"""Token ids in, the loop's events out: detokenizing, stop handling and the final record.
+"""Token ids in, the loop's events out: detokenizing, stop handling and the final record, shared
+by chatlab's loop and the genai path so both tell the client the same story.
 
-Everything that happens to a token *after* it is chosen lives here, so that any source of
-tokens tells the same story to the client: chatlab's own loop (which samples them) and the
-openvino-genai batched path (which receives them from another scheduler) both feed ids into a
-TextAssembler and forward its TextDelta / Finished events. The rules are the loop's: a stop id
-ends the reply and is never shown; text waits while it is half a character or could be the start
-of a stop string; a stop string is cut off with everything after it; at the end, held-back text
-is released unless it completes a stop string after all.
+A stop id ends the reply unseen. Text waits while it is half a character (U+FFFD) or could be
+the start of a stop string; a stop string is cut with all after it; at the end, held-back text
+is released unless it completes a stop string.
 """
 from __future__ import annotations
 
@@ -14,9 +11,105 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from chatlab._thirdparty import Decoder
-from chatlab.generate.detok import IncrementalDetokenizer
 from chatlab.generate.logprobs import TokenLogprob
-from chatlab.generate.stops import StopMatcher
+
+REPLACEMENT = "\ufffd"
+# Tokens of left context kept in the window; enough for any tokenizer's spacing decisions.
+CONTEXT_IDS = 5
+
+
+class IncrementalDetokenizer:
+    """Decodes a short window of recent tokens without and with the new one and emits the
+    difference (tokenizers add or drop spaces by context); the window slides once text is out."""
+
+    def __init__(self, tokenizer: Decoder) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.prefix = 0  # window start: context tokens already shown
+        self.read = 0  # tokens up to here are shown as text
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def add(self, token_id: int) -> str:
+        """Append one token; return the text that is now complete (possibly "")."""
+        self.ids.append(token_id)
+        shown = self._decode(self.ids[self.prefix:self.read])
+        full = self._decode(self.ids[self.prefix:])
+        if full.endswith(REPLACEMENT) or len(full) <= len(shown):
+            # An incomplete character (or a token that decodes to nothing yet): wait.
+            return ""
+        # With a stable prefix, `full` starts with `shown`; if a tokenizer rewrote the context
+        # (rare normalization effects) fall back to the common prefix so nothing is repeated.
+        if not full.startswith(shown):
+            n = 0
+            while n < min(len(shown), len(full)) and shown[n] == full[n]:
+                n += 1
+            shown = shown[:n]
+        delta = full[len(shown):]
+        self.prefix = max(0, len(self.ids) - CONTEXT_IDS)
+        self.read = len(self.ids)
+        return delta
+
+    def flush(self) -> str:
+        """At the end: whatever is still pending, replacement characters included."""
+        shown = self._decode(self.ids[self.prefix:self.read])
+        full = self._decode(self.ids[self.prefix:])
+        self.prefix = self.read = len(self.ids)
+        return full[len(shown):] if full.startswith(shown) else ""
+
+
+@dataclass
+class StopResult:
+    text: str  # safe to show now
+    stop: str | None = None  # the stop string that matched, when generation must end
+
+
+class StopMatcher:
+    """Holds back exactly the tail that is still a prefix of some stop string, and releases it
+    as soon as the next delta shows it is not."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = [s for s in dict.fromkeys(stops) if s]  # dedupe, keep order
+        self.held = ""  # text decoded but not yet shown: it may be the start of a stop string
+
+    def feed(self, delta: str) -> StopResult:
+        if not self.stops:
+            return StopResult(delta)
+        buf = self.held + delta
+        hit = self._earliest(buf)
+        if hit is not None:
+            at, stop = hit
+            self.held = ""
+            return StopResult(buf[:at], stop)
+        keep = self._held_suffix(buf)
+        self.held = buf[len(buf) - keep:] if keep else ""
+        return StopResult(buf[:len(buf) - keep])
+
+    def flush(self) -> str:
+        """Generation ended for another reason: what was held back is ordinary text after all."""
+        text, self.held = self.held, ""
+        return text
+
+    def _earliest(self, buf: str) -> tuple[int, str] | None:
+        # The earliest occurrence wins; among stops starting at the same place, the longest, so
+        # that with stops ["\n", "\nObservation:"] the whole marker is removed.
+        best: tuple[int, str] | None = None
+        for s in self.stops:
+            at = buf.find(s)
+            if at >= 0 and (best is None or at < best[0] or (at == best[0] and len(s) > len(best[1]))):
+                best = (at, s)
+        return best
+
+    def _held_suffix(self, buf: str) -> int:
+        """Length of the longest tail of `buf` that is a proper prefix of a stop string."""
+        keep = 0
+        for s in self.stops:
+            for n in range(min(len(s) - 1, len(buf)), keep, -1):
+                if buf.endswith(s[:n]):
+                    keep = n
+                    break
+        return keep
 
 
 @dataclass
@@ -50,13 +143,9 @@ Event = TextDelta | Finished
 
 
 class TextAssembler:
-    """One reply's text, built token by token.
-
-    `add(token)` returns the TextDelta that token made showable (or None); after a stop id or
-    a stop string `done` is True and the caller must stop producing tokens. `halt()` records
-    that the caller ended the reply for its own reason ("stop": a grammar finished, the client
-    left). `finish()` returns the closing events: the released tail (if any), then Finished.
-    """
+    """One reply's text, token by token: `add` returns the TextDelta a token made showable;
+    `done` means stop producing; `halt()` ends it for the caller's reason; `finish()` returns
+    the released tail (if any) and Finished."""
 
     def __init__(self, decoder: Decoder, stop: Iterable[str], stop_ids: Iterable[int],
                  prompt_tokens: int, with_logprobs: bool = False) -> None:

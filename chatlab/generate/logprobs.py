@@ -1,24 +1,11 @@
-"""Log-probabilities of generated tokens, computed from the loop's own logits, and their wire shapes.
+"""Log-probabilities of generated tokens, from the loop's own logits, and their wire shapes.
 
-Which distribution is reported. Between the model's raw logits and the sampled token the loop
-applies, in order: the grammar mask (constrained decoding), `logit_bias`, the repetition
-penalty, then temperature, top-k and top-p. chatlab reports `log_softmax` of the row *after the
-mask and the bias* and *before* everything else, because:
-
-- mask and bias decide which tokens the request allows at all; a logprob for a token the grammar
-  forbids would describe a reply that could not happen (it is -inf here, sent as -9999.0).
-- temperature, top-k and top-p are a sampling *strategy* over that distribution. Folding them in
-  would make greedy (T = 0) undefined (division by zero) and put -inf on every token outside the
-  top-k / top-p cut, which says nothing about how confident the model was.
-- the repetition penalty is left out for the same reason (it reshapes the row per draw from the
-  history); so with no penalty the greedy token is always the argmax of the reported
-  distribution, and the same text scores the same whatever the sampling settings were.
-
-This is what vLLM calls "raw" logprobs, except that logit_bias and the grammar mask are included.
-
-Token text and bytes. OpenAI's `bytes` are the token's own UTF-8 bytes, which for byte-level BPE
-can be half a character (an emoji split over tokens); `token` is those bytes as text, or
-"bytes:\\xNN..." when they are not valid UTF-8 on their own (OpenAI's own convention).
+The reported row is `log_softmax` after the grammar mask and `logit_bias` (they decide which
+tokens the request allows: a forbidden token is -inf, sent as -9999.0) and before the repetition
+penalty, temperature, top-k and top-p (a sampling strategy over that distribution: folded in,
+greedy would be undefined and the same text would score differently per setting). This is
+vLLM's "raw" logprobs plus the bias and the mask. `bytes` are the token's own UTF-8 bytes (half
+a character, for byte-level BPE); `token` is them as text, or "bytes:\\xNN..." when invalid.
 """
 from __future__ import annotations
 
@@ -63,14 +50,9 @@ GROUPS = 64  # top_ids splits the row into this many strided groups
 
 
 def top_ids(row: np.ndarray, n: int) -> np.ndarray:
-    """The n largest entries' ids, best first (ties: lower id first).
-
-    A full `argpartition` of the row costs more than everything else logprobs do, so this
-    looks at group maxima first. Group c holds ids c, c + cols, c + 2*cols, ... (the columns of
-    the row seen as a GROUPS x cols matrix, whose column maxima are one fast reduction). The n-th
-    best group maximum m is <= the n-th best entry (the n best maxima are n distinct entries),
-    so every group holding one of the n best entries has a maximum >= m: only those are searched.
-    """
+    """The n largest entries' ids, best first (ties: lower id first), without a full
+    argpartition: the row's strided groups (the columns of a GROUPS x cols matrix) whose maximum
+    reaches the n-th best group maximum are the only ones that can hold one of the n best."""
     if n <= 0:
         return np.empty(0, dtype=np.int64)
     size = row.shape[0]
@@ -157,13 +139,8 @@ def _byte_decoder() -> dict[str, int]:
 
 
 class Recorder:
-    """The loop's logprob bookkeeping: `observe` the row a token is drawn from, then `record` it.
-
-    `observe` computes log_softmax once per step but keeps only the shifted row and its
-    log-normalizer (one O(vocab) pass); the chosen token's logprob is then one subtraction. The
-    shifted row is a copy, so the sampler may still modify the logits in place (repetition
-    penalty) without changing what is reported.
-    """
+    """`observe` the row a token is drawn from (a shifted copy and its log-normalizer: the
+    sampler may edit the logits in place), then `record` the token (one subtraction)."""
 
     def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)

@@ -1,9 +1,5 @@
-"""The generation loop: prefill once, then sample → stop checks → stream → step, per token.
-
-This is the whole of what `model.generate()` or an engine does for one chat reply, written out
-so that each decision is visible: which ids end the reply (the template's stop ids merged with
-the model's eos), when text may be shown (after the detokenizer has a whole character and the
-stop matcher knows it is not the start of a stop string), and what is counted.
+"""The generation loop: prefill once, then sample → stop checks → stream → step, per token,
+written out so that each decision (the stop ids, when text may be shown, what is counted) shows.
 """
 from __future__ import annotations
 
@@ -70,12 +66,9 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
-    """Stream TextDelta events, then exactly one Finished (per token: the steps of _Picker).
-
-    `speculate` turns on prompt-lookup drafts (the backend must be able to roll back);
-    `padded`: whether the backend was already prepared for them (chatlab.generate.speculate's
-    `prepare`, by an engine at load) with verify passes of one width; None: prepare it here.
-    """
+    """TextDelta events, then exactly one Finished. `speculate`: prompt-lookup drafts (the
+    backend must roll back); `padded`: whether an engine already `prepare`d the backend for them
+    (None: prepare it here)."""
     import time
 
     params = params or SamplingParams()

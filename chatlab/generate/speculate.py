@@ -1,23 +1,14 @@
 """Prompt-lookup drafts: guess the next tokens by finding the last few tokens earlier in the text.
 
-A chat reply often copies: an extraction repeats a name from the sentence, a RAG answer quotes
-its passage, a rewrite keeps most words. When the last `ngram` tokens of prompt + reply appeared
-before, the tokens that followed them then are a cheap guess for what follows now. The loop
-(chatlab.generate.loop) feeds the guess to the model in one forward pass and keeps the part the
-model agrees with: a step of a small model is bound by reading the weights, not by arithmetic
-on one token, so a pass over k+1 tokens costs about one decode step.
+A chat reply often copies (a name from the question, a quoted passage). When the last `ngram`
+tokens appeared before, the tokens that followed them then are a cheap guess; the loop verifies
+the guess in one forward pass (bound by reading the weights, so about one decode step) and keeps
+the part the model agrees with. Shorter suffixes are tried down to `min_ngram`.
 
-No model drafts here: the settings are `draft_tokens` (k, the longest guess) and `ngram` (n, the
-longest suffix looked up; shorter ones are tried down to `min_ngram`, 2 by default: a single
-repeated token predicts too little to be worth a pass).
-
-A wrong guess costs a longer pass, so on a backend whose pass cost grows with the guess (torch)
-the guess is sized by how the last one went (when `adaptive`): see `PromptLookup.result`.
-OpenVINO instead pads every verify pass to 1 + k tokens on a graph compiled for that width
-(`prepare`; chatlab.backends.paged says why), so there a guess is as long as its match allows.
-On both, after `MISSES` drafts in a row of which nothing was accepted it stops drafting for a
-while; the pause doubles each time this repeats (up to `MAX_PAUSE` tokens), so text that copies
-nothing runs as plain decoding with rare probes.
+A wrong guess costs a longer pass, so where the pass cost grows with the guess (torch) it is
+sized by how the last one went (`adaptive`); OpenVINO pads every verify pass to 1 + k tokens on
+a graph compiled for that width (`prepare`). After `MISSES` empty drafts in a row drafting
+pauses, for twice as long each time (up to `MAX_PAUSE` tokens).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A pip constraints file pins every installed distribution to its installed version, and chatlab's
 needs (requirements/colab.txt) are resolved under it: pip adds only what is missing, or stops
 with its conflict and nothing is marked done. The export tools cap transformers below Colab's,
-so exports run in their own environment (chatlab.backends.export_env).
+so exports run in their own environment (chatlab.backends.export).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from chatlab.backends.precision import BF16_FLAGS, cpu
 from chatlab.lab import PYTHONS
 from chatlab.lab.colab import installed_versions
 from chatlab.models.assets import get_asset
-from chatlab.models.atomic import stale_folders
+from chatlab.models.cache import stale_folders
 from chatlab.models.store import all_assets, chatlab_home, describe
 
 PACKAGES = ["torch", "transformers", "tokenizers", "optimum-intel", "openvino", "openvino-genai",

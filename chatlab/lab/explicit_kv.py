@@ -18,7 +18,7 @@ import numpy as np
 
 from chatlab._thirdparty import OVModel
 from chatlab.backends.export import export_dir, export_model, is_exported
-from chatlab.backends.facts import eos_ids_from
+from chatlab.backends.openvino import eos_ids_from
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
@@ -69,7 +69,7 @@ def f32_cache_ports(model: OVModel) -> OVModel:
 class ExplicitKV:
     """A compiled stateless graph plus the few lines that carry its cache from step to step."""
 
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, threads: int | None = None) -> None:
         import openvino as ov

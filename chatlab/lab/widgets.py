@@ -21,7 +21,7 @@ class ChatWidget:
                  reuse_prefix: bool = False) -> None:
         """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share.
         `reuse_prefix`: each turn prefills only what is new since the last one (the engine's
-        chatlab.engine.prefix cache; for a backend the widget wraps itself)."""
+        chatlab.engine.lease cache; for a backend the widget wraps itself)."""
         import ipywidgets as w
 
         self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)

@@ -1,12 +1,9 @@
 """A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model.
 
-ChatGLM3 keeps its 9 special tokens *outside* the SentencePiece model, numbered right after its
-pieces: `[MASK] [gMASK] [sMASK] sop eop <|system|> <|user|> <|assistant|> <|observation|>`.
-`tokenize(text)` hands everything to SentencePiece unless `encode_special_tokens=True`, so
-`<|user|>` written in text becomes the pieces `<`, `|`, `user`, `|`, `>`: by design, a user cannot
-type a role token. The GLM command tokens (`[gMASK]`, `sop`, ...) are registered as added tokens,
-so they *are* matched in text; that is why Hugging Face's template path keeps the prefix right
-and only the role tokens break. The official renderer is `build_chat_input`, reproduced here.
+ChatGLM3's 9 special tokens sit after the SentencePiece pieces. `tokenize` hands text to
+SentencePiece unless `encode_special_tokens=True`, so a user cannot type a role token; the GLM
+command tokens (`[gMASK]`, `sop`, ...) are added tokens, matched in text. The official renderer
+is `build_chat_input`, reproduced here.
 """
 from __future__ import annotations
 

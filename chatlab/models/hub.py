@@ -1,18 +1,52 @@
-"""Hub ids load through the normal transformers path when the hub is reachable.
-
-Offline, transformers retries and then raises a long OSError; instead we look in the local
-Hugging Face cache first, then check reachability in at most a few seconds, and fail with a
-message that names the offline alternatives.
+"""Which model: a store name, a local model folder or a Hugging Face hub id, checked by name
+before anything loads; `CHATLAB_MODEL` picks the notebooks' and the CLI's (unset: SmolLM2).
+Hub ids come from the local Hugging Face cache first, then the hub if it answers within
+seconds; otherwise the error names the offline alternatives.
 """
 from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import Callable, TypeVar
 from urllib.parse import urlparse
 
-from chatlab.errors import ChatlabError, HubUnavailableError
+from chatlab.errors import ChatlabError, HubUnavailableError, UnknownNameError
 from chatlab.models.assets import ASSETS
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts)
+
+
+# what a Hugging Face model or tokenizer folder holds at least one of
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+
+def _exists(name: str) -> bool:
+    """Path.exists, but a 100k-character or NUL-holding name is simply not a path."""
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_name(name: str) -> None:
+    """A store name, a folder holding a model, or a hub id; anything else is a one-line error."""
+    if name in ASSETS:
+        return
+    if _exists(name):
+        folder = Path(name)
+        if not folder.is_dir() or not any((folder / f).is_file() for f in MODEL_FILES):
+            what = "folder" if folder.is_dir() else "file"
+            raise ChatlabError(f"{name[:200]!r} is a {what} but holds no model (none of "
+                               f"{', '.join(MODEL_FILES)}); pass a Hugging Face model folder, a "
+                               "store name (see `chatlab models`) or a hub id like Qwen/Qwen2.5-0.5B-Instruct")
+        return
+    if not _looks_like_hub_id(name):
+        raise UnknownNameError(
+            "model", name[:200], list(ASSETS) + ["a local folder", "a hub id like Qwen/Qwen2.5-0.5B-Instruct"])
+
 
 _T = TypeVar("_T")
 
@@ -57,3 +91,49 @@ def from_hub(loader: Callable[..., _T], hub_id: str, **kwargs: object) -> _T:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise ChatlabError(f"cannot load {hub_id!r} from the Hugging Face hub: {first}; check the "
                            "hub id (or use a store name, see `chatlab models`)") from None
+
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+STRONGER_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def default_model() -> str:
+    """`$CHATLAB_MODEL`, else the offline default; a value that names nothing is an error now,
+    not a traceback deep inside a model load."""
+    name = os.environ.get("CHATLAB_MODEL", "").strip()
+    if not name:
+        return DEFAULT_MODEL
+    try:
+        _check_name(name)
+    except ChatlabError as err:
+        raise ChatlabError(f"CHATLAB_MODEL={name[:200]!r} names no model ({err}); set it to a store "
+                           f"name, a model folder or a hub id, or unset it for {DEFAULT_MODEL}") from None
+    return name
+
+
+def model_note(model: str | None = None, timeout: float = 2.0) -> str:
+    """One line for a notebook: the model in use, and the stronger one when the hub is reachable."""
+    model = model or default_model()
+    line = f"model: {model} (set CHATLAB_MODEL before starting Jupyter to change it)"
+    if model != DEFAULT_MODEL:
+        return line + f"; the saved outputs were made with {DEFAULT_MODEL}, so yours will differ"
+    reachable, _ = hub_reachable(timeout=timeout)
+    if not reachable:
+        return line
+    return (f"{line}. The Hugging Face hub is reachable: CHATLAB_MODEL={STRONGER_MODEL} downloads "
+            "a 1.5B model (~3 GB, ~6 GB of memory in float32) that answers correctly and makes real "
+            "tool calls, about 10x slower per token on a CPU; the saved outputs below come from the "
+            "135M default")
+
+
+def local_model(name: str) -> str:
+    """What to hand to code that needs files on disk (the OpenVINO export): a store name or a
+    folder as it is, a hub id as its snapshot folder in the Hugging Face cache (downloaded once,
+    weights and tokenizer only; offline, only what the cache already holds)."""
+    _check_name(name)
+    if name in ASSETS or _exists(name):
+        return name
+    from huggingface_hub import snapshot_download
+
+    return str(from_hub(snapshot_download, name,
+                        allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken"]))

@@ -3,52 +3,17 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from chatlab._thirdparty import Embedding, HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
-from chatlab.models import standins
+from chatlab.models import convert
 from chatlab.models.assets import ASSETS, get_asset
-from chatlab.models.hub import from_hub
+from chatlab.models.hub import _check_name, _exists, from_hub
 from chatlab.models.qwen1 import Qwen1Tokenizer
 from chatlab.models.store import asset_path
 
 _T = TypeVar("_T")
-
-
-def _looks_like_hub_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts)
-
-
-# what a Hugging Face model or tokenizer folder holds at least one of
-MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model")
-
-
-def _exists(name: str) -> bool:
-    """Path.exists, but a 100k-character or NUL-holding name is simply not a path."""
-    try:
-        return Path(name).exists()
-    except (OSError, ValueError):
-        return False
-
-
-def _check_name(name: str) -> None:
-    """A store name, a folder holding a model, or a hub id; anything else is a one-line error."""
-    if name in ASSETS:
-        return
-    if _exists(name):
-        folder = Path(name)
-        if not folder.is_dir() or not any((folder / f).is_file() for f in MODEL_FILES):
-            what = "folder" if folder.is_dir() else "file"
-            raise ChatlabError(f"{name[:200]!r} is a {what} but holds no model (none of "
-                               f"{', '.join(MODEL_FILES)}); pass a Hugging Face model folder, a "
-                               "store name (see `chatlab models`) or a hub id like Qwen/Qwen2.5-0.5B-Instruct")
-        return
-    if not _looks_like_hub_id(name):
-        raise UnknownNameError(
-            "model", name[:200], list(ASSETS) + ["a local folder", "a hub id like Qwen/Qwen2.5-0.5B-Instruct"])
 
 
 def load_tokenizer(name: str) -> HFTokenizer:
@@ -61,7 +26,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
     if name in ASSETS:
         asset = ASSETS[name]
         if asset.build == "stand-in":
-            return standins.hub_or_standin(asset)
+            return convert.hub_or_standin(asset)
         return AutoTokenizer.from_pretrained(asset_path(name))
     if _exists(name):
         return _from_folder(AutoTokenizer.from_pretrained, name)

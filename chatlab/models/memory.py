@@ -1,12 +1,8 @@
 """Will a second model fit? The memory a session may still use, read where the limit lives.
 
-Binder limits a session through a memory cgroup, and `psutil.virtual_memory()` inside it reports
-the whole host. The limit and the usage are in the cgroup's own files: `memory.max` /
-`memory.current` (v2) or `memory.limit_in_bytes` / `memory.usage_in_bytes` (v1). Usage there
-counts page cache too, so what is compared with the limit is Kubernetes' "working set": usage
-minus the inactive file pages (`inactive_file` in `memory.stat`).
-
-Where no limit is set (a laptop, Colab's VM) the host's available memory is the answer.
+Binder limits a session through a memory cgroup, where `psutil.virtual_memory()` reports the
+whole host. The cgroup's own files give the limit and the working set (usage minus inactive file
+pages, as Kubernetes counts it), v1 or v2; without a limit the host's available memory is used.
 """
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from chatlab.models.home import chatlab_home
+from chatlab.models.cache import chatlab_home
 
 V1_ROOT, V2_ROOT = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -97,16 +93,9 @@ def _anon_rss() -> int:
 
 
 def drop_page_cache(folder: Path | None = None) -> int:
-    """Under a memory limit, ask the kernel to drop the cached pages of the files under `folder`
-    (chatlab's home by default); the number of files advised (0 where no limit is set).
-
-    A memory cgroup charges the page cache of the files its processes read. Loading a model
-    reads its weights into the compiled model, and the file's pages then count against the
-    session's limit beside the model itself; the working set keeps the pages read twice (a
-    second load of one export), although nothing reads them until the next load. The kernel
-    drops them only when it must, so they are dropped here. Pages a loaded model still maps
-    are kept (the advice passes over them). Without a limit (a laptop, Colab's VM) nothing is
-    done: there the cache makes the next load faster."""
+    """Under a memory limit, ask the kernel to drop the page cache of the files under `folder`
+    (chatlab's home): a cgroup charges it beside the loaded model, which already holds the
+    weights. The number of files advised; 0 without a limit, where the cache speeds reloads."""
     if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
         return 0
     advised = 0
@@ -126,12 +115,8 @@ def drop_page_cache(folder: Path | None = None) -> int:
 
 
 def release_freed_memory() -> int:
-    """Give the memory of deleted objects back to the system; the bytes of heap returned.
-
-    `del model` frees a PyTorch model's tensors, but glibc's malloc keeps the freed blocks, so
-    the session's memory cgroup still counts them under every model loaded afterwards by a
-    library with an allocator of its own (OpenVINO). Under a memory limit the page cache of the
-    deleted model's files goes too (`drop_page_cache`)."""
+    """Give the memory of deleted objects back to the system (glibc keeps freed blocks, which
+    the cgroup counts under the next model), and the page cache; the bytes of heap returned."""
     import gc
 
     gc.collect()  # objects in reference cycles are freed first
@@ -153,10 +138,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def trim_heap() -> int:
-    """Hand the free pages of the C heap back to the system; the bytes returned. Freed blocks
-    stay with the process otherwise: glibc's malloc keeps them, in every thread's arena, for
-    allocations that may never come (a tokenizer's work lists for a prompt that was refused).
-    `malloc_trim(0)` returns every free page; 0 where the C library is not glibc."""
+    """`malloc_trim(0)`: the C heap's free pages back to the system; the bytes returned (0
+    where the C library is not glibc)."""
     trim = _malloc_trim()
     if trim is None:
         return 0

@@ -1,14 +1,9 @@
-"""Hand out assets as local paths, building the converted ones once into the cache.
-
-The cache lives in `$CHATLAB_HOME` (default `~/.cache/chatlab`). A converted model is built in
-a temporary folder and renamed into place only once it is complete and verified (atomic.py). A
-`chatlab-asset.json` manifest records what it was built from and each file's size and sha256,
-and a build is served only while its files match (integrity.py); a damaged build is rebuilt, or
-explained when it cannot be.
+"""Hand out assets as local paths, building the converted ones once into the cache (built
+atomically, served only while its files match the manifest's records, chatlab.models.cache); a
+damaged build is rebuilt, or explained when it cannot be.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -17,11 +12,10 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
-from chatlab.models import convert, standins
+from chatlab.models import convert
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
-from chatlab.models.atomic import OWNER, atomic_folder, check_free_space, sweep_stale
-from chatlab.models.home import cache_dir, chatlab_home
-from chatlab.models.integrity import check_files, record_files, sha256_of
+from chatlab.models.cache import (OWNER, atomic_folder, cache_dir, chatlab_home, check_files, check_free_space,
+                                  record_files, sha256_of, sweep_stale)
 
 __all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
            "check_source", "describe", "is_available", "verify_cache"]
@@ -79,7 +73,7 @@ def _records_ok(records: object) -> bool:
 def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
     """None when the asset is not built (or was built from another source or recipe: it will be
     rebuilt); [] when its build is complete and every file matches its record; otherwise what
-    is damaged. `full` hashes every file (`chatlab models --verify`); see integrity.py."""
+    is damaged. `full` hashes every file (`chatlab models --verify`); see chatlab.models.cache."""
     folder = cache_dir(asset)
     data = read_manifest(folder)
     if data is None or data.get("sha256") != asset.sha256 or data.get("build_version") != BUILD_VERSION:
@@ -121,9 +115,7 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
 
 def is_available(asset: Asset) -> bool:
     """Whether the asset can be used here without the hub (built or buildable)."""
-    if asset.build == "stand-in":
-        return importlib.util.find_spec("chatlab.models.standins") is not None
-    return asset.source_files() is not None
+    return asset.build == "stand-in" or asset.source_files() is not None
 
 
 def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
@@ -131,7 +123,7 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
     rebuilding a cached build whose files no longer match what was recorded."""
     asset = name_or_asset if isinstance(name_or_asset, Asset) else get_asset(name_or_asset)
     if asset.build == "stand-in":
-        return standins.build(asset)
+        return convert.build(asset)
     paths = asset.source_files()
     if paths is None and asset.hidden:
         raise AssetError(f"{asset.name} is hidden here by {HIDE_OPTIONAL}=1 (the notebooks then show "

@@ -14,7 +14,7 @@ import statistics
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends import load_step_backend
-from chatlab.backends.fast import compute_line
+from chatlab.backends.precision import compute_line
 from chatlab.backends.precision import cpu_info
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
@@ -31,7 +31,7 @@ OUT = "data/bench/accuracy.json"
 
 def load_profile(model: str, profile: str) -> StepBackend:
     """chatlab's loop on OpenVINO: the exact default (int8 weights, f32 arithmetic, activations
-    and KV cache) or the fast profile (chatlab.backends.fast)."""
+    and KV cache) or the fast profile (chatlab.backends.precision)."""
     return load_step_backend(model, "openvino", fast=profile == "fast")
 
 

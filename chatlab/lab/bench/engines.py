@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Protocol
 from chatlab import backends
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.backends.export import export_model
-from chatlab.backends.fast import fast_choices
+from chatlab.backends.precision import fast_choices
 from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
 from chatlab.backends.registry import REGISTRY, check_choice, speculation_options
 from chatlab.errors import UnknownNameError
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # default: `chatlab bench` with no --engines; extra: only when named; speculative: also added
 # by --speculate alone; int4: the same at int4 weights, for equal bits with llama.cpp's q4_1;
-# fast: the fast profile (chatlab.backends.fast) on chatlab's loop and genai, beside llama.cpp
+# fast: the fast profile (chatlab.backends.precision) on chatlab's loop and genai, beside llama.cpp
 Group = Literal["default", "extra", "speculative", "int4", "fast"]
 
 
@@ -283,7 +283,7 @@ class GenAI:
         self.kv_cache: str | None = None
         self.dynamic_quantization: bool | None = None
         self.notes: list[str] = []
-        if fast:  # the settings chatlab's fast profile gives its own loop (chatlab.backends.fast)
+        if fast:  # the settings chatlab's fast profile gives its own loop (chatlab.backends.precision)
             options: dict[str, LoaderOption] = {"dynamic_quantization": False} if prompt_lookup else {}
             self.precision, chosen, self.notes = fast_choices("genai", weight_format, None, options)
             self.kv_cache = str(chosen["kv_cache_precision"])

@@ -33,7 +33,7 @@ from chatlab.lab.evals import measured_on
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
 SIDE_BY_SIDE = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
-# --fast: the fast profile (chatlab.backends.fast) on chatlab's loop and on genai, beside llama.cpp
+# --fast: the fast profile (chatlab.backends.precision) on chatlab's loop and on genai, beside llama.cpp
 FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
 OUT = "data/bench/speculate-run.json"
 

@@ -1,7 +1,7 @@
 """Time to first token over a growing chat, with and without prefix reuse, side by side.
 
 A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
-(chatlab.engine.prefix) only the new message (a passage and a question of notebook 08's set).
+(chatlab.engine.lease) only the new message (a passage and a question of notebook 08's set).
 The engines are timed interleaved, turn by turn, in one process; TTFT runs from the call to the
 first content chunk, rendering included.
 

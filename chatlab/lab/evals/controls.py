@@ -32,7 +32,7 @@ PEAK = 30.0  # softmax mass on the scripted token: 1 - vocab * e^-30, i.e. 1 at 
 class ScriptedBackend:
     """A step backend that plays `replies` (text, or token ids) one per prefill."""
 
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.fast)
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     name, precision, threads = "scripted", "f32", None
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from chatlab._thirdparty import Graded
 from chatlab.generate.sampling import top_p_filter
-from chatlab.generate.stops import StopMatcher
+from chatlab.generate.assemble import StopMatcher
 from chatlab.lab.exercises import Case, Exercise, register, short
 from chatlab.lab.explicit_kv import ExplicitKV, load as load_stateless
 from chatlab.models import default_model, load_tokenizer

@@ -1,17 +1,15 @@
-"""Build a cache folder atomically, sweep what killed builds left, and explain disk errors.
+"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically, and
+checked before they are served.
 
-A build writes into `.tmp-NAME-XXXX` next to its final place and is renamed into place only when
-it succeeds. A killed build cannot clean up after itself, so each temporary folder carries an
-owner file (pid, host, start time) and the next build or load next to it removes those whose
-owner on this host no longer runs, those older than STALE_AFTER_S with no owner we can check
-(another host), and any older than LIVE_MAX_S (pid reuse).
-
-The disk errors a build meets (a read-only CHATLAB_HOME, a full disk) become AssetErrors that
-say which folder and what to do.
+A build writes into `.tmp-NAME-XXXX` (with an owner file: pid, host, start time) and is renamed
+into place on success; the next build beside it sweeps those left by dead builds. Disk errors
+become AssetErrors naming the fix. Every file's size, sha256 and mtime is recorded; a load checks
+sizes, and hashes a file only when its mtime changed or when asked (`chatlab models --verify`).
 """
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -20,9 +18,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NotRequired, TypedDict
 
 from chatlab.errors import AssetError
+from chatlab.models.assets import Asset
 
 TMP_PREFIX = ".tmp-"
 OWNER = ".chatlab-build-owner.json"
@@ -130,3 +129,83 @@ def atomic_folder(final: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def chatlab_home() -> Path:
+    return Path(os.environ.get("CHATLAB_HOME") or Path.home() / ".cache" / "chatlab")
+
+
+def cache_dir(asset: Asset) -> Path:
+    return chatlab_home() / "models" / asset.name
+
+
+class FileRecord(TypedDict):
+    size: int
+    sha256: str
+    mtime_ns: NotRequired[int]
+
+
+FileRecords = dict[str, FileRecord]  # relative path -> its record
+
+
+def sha256_of(paths: list[Path], progress: str | None = None) -> tuple[str, int]:
+    """sha256 and size of the files read one after the other (parts of one blob)."""
+    from tqdm.auto import tqdm
+
+    digest, total = hashlib.sha256(), sum(p.stat().st_size for p in paths)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=progress, disable=progress is None) as bar:
+        for p in paths:
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    return digest.hexdigest(), total
+
+
+def file_sha256(path: Path) -> str:
+    return sha256_of([path])[0]
+
+
+def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecords:
+    """Size, sha256 and modification time of every file under `folder` except `skip`."""
+    records: FileRecords = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if rel in skip:
+            continue
+        stat = path.stat()
+        records[rel] = {"size": stat.st_size, "sha256": file_sha256(path),
+                        "mtime_ns": stat.st_mtime_ns}
+    return records
+
+
+def check_files(folder: Path, records: FileRecords, *, full: bool = False) -> tuple[list[str], bool]:
+    """(problems, refreshed): each damaged file with what is wrong, and whether a matching hash
+    refreshed a recorded modification time in `records` (the caller may save it)."""
+    problems: list[str] = []
+    refreshed = False
+    for rel, rec in records.items():
+        path = folder / rel
+        try:
+            stat = path.stat()
+        except OSError:
+            problems.append(f"{rel} is missing")
+            continue
+        if stat.st_size != rec["size"]:
+            problems.append(f"{rel} has {stat.st_size:,} bytes, {rec['size']:,} when built "
+                            f"({'truncated' if stat.st_size < rec['size'] else 'grown'})")
+            continue
+        if not full and stat.st_mtime_ns == rec.get("mtime_ns"):
+            continue
+        try:
+            digest = file_sha256(path)
+        except OSError as err:
+            problems.append(f"{rel} cannot be read ({err.strerror or err})")
+            continue
+        if digest != rec["sha256"]:
+            problems.append(f"{rel} was changed since the build (sha256 {digest[:12]}…, "
+                            f"{rec['sha256'][:12]}… when built)")
+        elif stat.st_mtime_ns != rec.get("mtime_ns"):
+            rec["mtime_ns"] = stat.st_mtime_ns
+            refreshed = True
+    return problems, refreshed
