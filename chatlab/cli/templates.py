@@ -9,7 +9,7 @@ from chatlab.cli.render import _read_json, load_cli_template
 from chatlab.models import load_tokenizer
 from chatlab.render.io import diff_templates
 from chatlab.render.io.certify import certify
-from chatlab.render.io.registry import TEMPLATE_FORMATS
+from chatlab.render.io.formats import TEMPLATE_FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab.render.compose import Resolution
 from chatlab.render.encoder import Encoder
-from chatlab.render.resolve import Resolution, resolve
+from chatlab.render.resolve import resolve
 
 PROBES = [
     [{"role": "user", "content": "hi"}],

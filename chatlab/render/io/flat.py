@@ -79,11 +79,6 @@ def check_flat(t: Template, target: str, drop_tools: bool) -> None:
                             f"a {target} template cannot name; {fix}", "the eos token ending assistant turns", target)
 
 
-def stop_strings(t: Template) -> list[str]:
-    """Stop words plus named stop tokens ("eos" is implied by every engine)."""
-    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
-
-
 def looks_special(word: str) -> bool:
     """`<|im_end|>`, `</s>`, `<eoa>`: a token name, not a phrase the model types."""
     return word.startswith("<") and word.endswith(">") and " " not in word and len(word) > 2

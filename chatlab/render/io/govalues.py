@@ -14,9 +14,19 @@ import json
 from typing import Sequence
 
 from chatlab._thirdparty import GoValue
-
-from chatlab.render.io.gotemplate import Val
 from chatlab.types import Message, ToolSpec
+
+
+class Val(str):
+    """A string that came from message `msg` (slot `slot`): rendered as content, never as markup."""
+
+    msg: int
+    slot: str
+
+    def __new__(cls, text: str, msg: int, slot: str = "content") -> "Val":
+        v = super().__new__(cls, text)
+        v.msg, v.slot = msg, slot
+        return v
 
 
 class GoStruct(dict):

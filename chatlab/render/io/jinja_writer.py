@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from chatlab.models import asset_path
-from chatlab.render.builtin import get_template
+from chatlab.render.template import get_template
 from chatlab.render.template import Parts, Template
 from chatlab.tools.format import lit
 

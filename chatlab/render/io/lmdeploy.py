@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import re
-from chatlab._thirdparty import Jsonable
+
 from chatlab.errors import CannotExpress, ChatlabError
-from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
+from chatlab.render.io.flat import around, check_flat, json_config, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
 
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
@@ -45,7 +45,7 @@ LMDEPLOY_BUILTINS: dict[str, str] = {
 CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 
-def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Jsonable]]:
+def parse_lmdeploy(text: str, origin: str = "<text>") -> Template:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
     data, unknown = json_config(text, origin, "LMDeploy chat-template",
                                 "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", LMDEPLOY_FIELDS)
@@ -81,9 +81,8 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
     roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
              "assistant": turn(f["assistant"], f["eoa"] + f["separator"]), "tool": turn(f["tool"], f["eotool"])}
     meta = data.get("meta_instruction")
-    t = Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
-                 default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
-    return t, data
+    return Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
+                    default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
 
 
 def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
@@ -128,5 +127,5 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     data = {"model_name": name, "system": system, "meta_instruction": t.default_system or "",
             "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
             "separator": end[len(eoa):], "tool": tool, "eotool": eotool, "capability": "chat",
-            "stop_words": stop_strings(t)}
+            "stop_words": t.stop_strings()}
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
