@@ -138,8 +138,7 @@ def test_diff_reports_every_difference_by_cause_so_a_bos_cannot_hide_the_real_on
 
 
 def test_diff_names_a_special_token_split():
-    from chatlab.render.encoder import encoder_for
-    from chatlab.render.ids import Piece, Rendered, encode_pieces
+    from chatlab.render.encoder import Piece, Rendered, encode_pieces, encoder_for
     from chatlab.render.io.diff import differences
     from test_engine_semantics import tok_with
 

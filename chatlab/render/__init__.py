@@ -6,7 +6,7 @@
 >>> render_ids(tokenizer, messages, model_name="chatglm3-6b")   # both steps in one call
 """
 from chatlab.render.compose import Resolution, as_messages
-from chatlab.render.ids import Rendered, SlotSpan
+from chatlab.render.encoder import Rendered, SlotSpan
 from chatlab.render.resolve import render_ids, resolve
 from chatlab.render.template import TEMPLATES, Template, get_template, list_templates
 

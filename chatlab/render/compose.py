@@ -16,8 +16,7 @@ from typing import Mapping, Protocol, Sequence
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
-from chatlab.render.encoder import Encoder, encoder_for
-from chatlab.render.ids import Piece, Rendered, encode_pieces
+from chatlab.render.encoder import Encoder, Piece, Rendered, encode_pieces, encoder_for, tokenizer_name
 from chatlab.render.jinja import jinja_pieces, template_reads
 from chatlab.render.template import TEMPLATES, Parts, Template, get_template
 from chatlab.tools import TOOL_FORMATS, ToolFormat, as_tools, format_of_chat_template
@@ -74,7 +73,7 @@ class Resolution:
     rule: str
     reason: str
     name: str
-    tokenizer: HFTokenizer | None = field(default=None, repr=False)
+    tokenizer: HFTokenizer = field(default=None, repr=False)  # None: a loaded file, not yet for a tokenizer
     template: Template | None = field(default=None, repr=False)
     chat_template: str | None = field(default=None, repr=False)
     modelfile: GoTemplate | None = field(default=None, repr=False)
@@ -118,7 +117,7 @@ class Resolution:
     def label(self) -> str:
         """The template as an error names it."""
         if self.rule == "tokenizer-template":  # a folder by its name only: no machine path in errors
-            who = str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__)
+            who = tokenizer_name(self.tokenizer)
             if PurePath(who).is_absolute():
                 who = PurePath(who).name
             return f"the chat_template of the tokenizer {who!r}"

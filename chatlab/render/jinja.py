@@ -1,19 +1,13 @@
-"""A tokenizer's own Jinja chat_template, rendered safely and turned into ids without injection.
+"""A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids
+without injection.
 
-Templates run in jinja2's ImmutableSandboxedEnvironment with what Hugging Face templates expect.
-Before the render, every string the client wrote (content, reasoning, tool-call arguments, every
-string in the tool definitions) is replaced by a sentinel `OPEN n CLOSE` of private-use
-characters no input contains; what lies between sentinels was written by the template, and the
-sentinels are the client's text, encoded as plain text. chatlab's `tojson` filter turns a
-sentinel it serializes into a JSON sentinel, which comes back JSON-escaped; `sort_keys` sorts by
-the original keys. A second render with the real strings checks that the template did not
-branch on them; if it did, the client text is located in the real render instead, and refused
-if that holds a control token the template did not write.
-
-Identifiers (names, ids, property names, `required` entries) are structure templates read
-(`name in required`), so they are marked only when they could form a special token
-(`Encoder.could_form_special`); protocol words (OpenAI's tool keys, JSON Schema's keywords and
-type names) never are. Equal tool strings share one sentinel, so they stay equal.
+Before the render, every string the client wrote is replaced by a sentinel `OPEN n CLOSE` of
+private-use characters no input contains, so what lies between sentinels was written by the
+template; chatlab's `tojson` turns a sentinel it serializes into a JSON one (`sort_keys` sorts by
+the original keys). A second render with the real strings checks that the template did not
+branch on them; if it did, the client text is located in the real render, and refused if that
+holds a control token the template did not write. Identifiers (names, ids, property names,
+`required`) are marked only when they could form a special token; protocol words never are.
 """
 from __future__ import annotations
 
@@ -27,8 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
-from chatlab.render.encoder import Encoder
-from chatlab.render.ids import Piece
+from chatlab.render.encoder import Encoder, Piece
 
 if TYPE_CHECKING:
     import jinja2

@@ -1,18 +1,13 @@
 """Which template a model gets, and why: the resolution chain (of the RTP-LLM article).
 
 1. "explicit": a template named by the user (a built-in, or a file chatlab.render.io reads);
-2. "model-renderer": a model whose official prompt is built in code, not by its chat_template
-   (ChatGLM3's build_chat_input, whose chat_template splits role tokens; Qwen-1's make_context,
-   which has no chat_template; ChatGLM2 and Baichuan2, built in code);
+2. "model-renderer": a model whose official prompt is built in code (ChatGLM3's build_chat_input,
+   Qwen-1's make_context, ChatGLM2, Baichuan2);
 3. "tokenizer-template": the tokenizer's own chat_template, through the safe Jinja path;
 4. "model-type": a built-in template chosen from the model's type or name;
 5. "chatml-fallback": ChatML.
-
-A request with tools is rendered by the template the chain chose, through its own tool section
-(a Jinja template's, in whatever format it writes) or its tool format; a template that has
-neither refuses the request, naming itself and what it lacks. The one other template a request
-can get is the built-in the model store names for that model ("tools-fallback", `for_tools`),
-never one guessed from a model's name.
+A request with tools goes to the chosen template's tool section or format, else is refused; the
+one other template it can get is the built-in the model store names ("tools-fallback").
 """
 from __future__ import annotations
 
@@ -23,7 +18,7 @@ from typing import Union
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.models.assets import ASSETS
 from chatlab.render.compose import Resolution
-from chatlab.render.ids import Rendered
+from chatlab.render.encoder import Rendered
 from chatlab.render.io.formats import load_template
 from chatlab.render.template import TEMPLATES
 

@@ -1,15 +1,11 @@
 """Chat templates as data, what each role's turn is made of at the level of token ids, and the
-built-in ones, each following its model's official prompt code (stop words and stop ids included:
-a server that takes them from elsewhere gets them wrong).
+built-in ones, each after its model's official prompt code (stop words and ids included).
 
-A turn is a tuple of parts. `T` is text the template writes (encoded like the template text of
-a Jinja chat_template: special-token text in it becomes the special id if the tokenizer has
-one); `S` is a special token that must become exactly one id whatever the tokenizer would do
-with its text (ChatGLM3's tokenizer splits `<|user|>` written as text); `BOS`/`EOS` are the
-tokenizer's own; `CONTENT` is where the message goes, always encoded as plain text; `BREAK`
-ends a run of text so that what follows is encoded on its own (ChatGLM3 encodes the role's
-"\\n" and the content separately); `ROUND` is the 1-based round number (ChatGLM2); `META` is
-the turn's metadata line (ChatGLM3 writes a tool call's name there), encoded as content.
+A turn is a tuple of parts: `T` template text (special-token text in it becomes the special id,
+as in a Jinja chat_template); `S` a special token that must be exactly one id (ChatGLM3's
+tokenizer splits `<|user|>` written as text); `BOS`/`EOS` the tokenizer's own; `CONTENT` the
+message, always plain text; `BREAK` ends a run of text, so what follows is encoded on its own;
+`ROUND` the 1-based round number (ChatGLM2); `META` the turn's metadata line (ChatGLM3's tool name).
 """
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ from typing import Iterable
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
 from chatlab.render.compose import Resolution
-from chatlab.render.encoder import encoder_for
-from chatlab.render.ids import Rendered
+from chatlab.render.encoder import Rendered, encoder_for, tokenizer_name
 from chatlab.render.io.diff import Difference, differences
 from chatlab.render.io.formats import EXPORT_TARGETS, export_template, load_template
 
@@ -211,7 +210,7 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
                         enc.special_id(token, source.name)
                     except MissingSpecialToken:
                         missing.append(token)
-            who = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+            who = tokenizer_name(tokenizer)
             raise MissingSpecialToken(
                 f"the tokenizer {who} has no special token {', '.join(map(repr, dict.fromkeys(missing)))}, which "
                 f"template {source.name!r} writes, so it renders nothing that template's model was trained on and "

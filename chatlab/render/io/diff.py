@@ -17,7 +17,7 @@ from pathlib import Path
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.render.compose import Resolution
-from chatlab.render.ids import Rendered
+from chatlab.render.encoder import Rendered
 from chatlab.render.io.formats import load_template
 
 CONTEXT = 4  # tokens shown before the difference (and as many after)

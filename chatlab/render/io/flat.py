@@ -1,12 +1,8 @@
 """Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold.
 
-Those formats write a turn as text around the content; the engine then encodes that text with
-its special tokens parsed, so a chatlab `S("<|im_start|>")` and the text "<|im_start|>" give the
-same id (for tokenizers that treat the token as special text: not ChatGLM3, whose template uses
-parts these formats cannot hold anyway). Everything else a chatlab template can say (the
-tokenizer's own bos/eos, encoding breaks, round numbers, metadata lines, a system folded into the
-first user turn, reasoning handling, tool formats) has no string form, and saying so is the job
-of `check_flat`: the error names the part and the fix.
+Those engines encode a turn's text with special tokens parsed, so `S("<|im_start|>")` and the text
+give the same id. What has no string form (bos/eos, breaks, rounds, metadata, a system folded
+into the first user turn, reasoning handling, tool formats) `check_flat` refuses, naming it.
 """
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """The subset of Go's text/template that Ollama chat templates use: its parser and evaluator.
 
-Read: text; fields and chains of them (`.System`, `.Function.Name`, `$.Tools`, `$m.ToolCalls`);
-`if` / `else if` / `else` / `end`; `range` over a list or a map (`range $i, $m := ...`, `else`,
-`break`, `continue`); `$x := expr` / `$x = expr`; the functions in FUNCS; string, integer and
-boolean literals; parentheses; comments; and the trim markers `{{-` / `-}}`. The fields are
-those Ollama passes (template.go: DOT_FIELDS). Anything else (pipes, `with`, `template`,
-`block`, method calls, other fields) is refused at parse time with the line and the construct,
-so an imported template never renders differently from Ollama in silence. Values that came from
-a message keep their message index (`Val`), so the output is encoded at id level. Go semantics
-kept: empty strings, lists and zero are false; `and`/`or` return an operand; `eq` takes several.
+Read: text; field chains (`.System`, `$.Tools`, `$m.ToolCalls`); if/else if/else/end; range over
+a list or map (with `$i, $m :=`, else, break, continue); `$x :=` / `$x =`; the FUNCS; literals;
+parentheses; comments; `{{-` / `-}}`. Anything else (pipes, `with`, `template`, other fields) is
+refused at parse time, naming the line, so an import never renders unlike Ollama in silence.
+Values from a message stay `Val`s (their message index), so the output is encoded at id level.
 """
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from dataclasses import dataclass, field
 
 from chatlab._thirdparty import GoValue
 from chatlab.errors import ChatlabError
-from chatlab.render.ids import Piece
+from chatlab.render.encoder import Piece
 from chatlab.render.io.govalues import GoStruct, Val, go_json, go_print, keys, printf, truth, value_owner
 
 DOT_FIELDS = {"System", "Prompt", "Suffix", "Response", "Messages", "Role", "Content", "Thinking", "Tools",

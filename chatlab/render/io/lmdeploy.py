@@ -1,17 +1,10 @@
 """LMDeploy's JSON chat-template config (`lmdeploy serve api_server --chat-template FILE.json`).
 
-LMDeploy renders a conversation as
-`{system}{meta_instruction}{eosys}` (only when the first message is not a system message: the
-meta_instruction is the default system prompt), then per message `{box}{content}{eox}` with
-box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool (both '' when the config
-has none: the tool's content bare after the assistant turn), then `{assistant}` to open the
-reply. Tool definitions and an assistant's tool_calls are not written at all. An unknown (or
-null: LMDeploy draws a random one) model_name is registered on LMDeploy's BaseChatTemplate;
-`chat_template()` drops null fields, so BaseChatTemplate's default '' fills them,
-meta_instruction included: a config without one still writes an (empty) system turn, and a
-template with no default system prompt cannot be written. model_path (to_json writes it) only
-matches models.
-Both directions go through a chatlab Template, so the import renders at id level.
+LMDeploy writes `{system}{meta_instruction}{eosys}` when the first message is not a system one,
+then per message `{box}{content}{eox}` (system/eosys, user/eoh, assistant/eoa+separator,
+tool/eotool), then `{assistant}`; no tool definitions or calls. Null fields become
+BaseChatTemplate's '', meta_instruction included, so a template without a default system prompt
+cannot be written. Both directions go through a chatlab Template, so imports render at id level.
 """
 from __future__ import annotations
 

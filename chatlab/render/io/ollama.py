@@ -1,18 +1,12 @@
-'''Ollama Modelfiles: read one (its TEMPLATE rendered at id level by the Go-template subset,
-gotemplate.py) and export a chatlab template as one (`ollama create NAME -f Modelfile`).
+'''Ollama Modelfiles: read one (its TEMPLATE rendered by the Go-template subset, gotemplate.py)
+and export a chatlab template as one (`ollama create NAME -f Modelfile`).
 
-A Modelfile is instructions, one per line: `FROM`, `TEMPLATE """…"""` (Go template syntax),
-`SYSTEM """…"""` (the default system prompt, prepended when the request has none), `PARAMETER
-stop "…"` (repeatable), and others that do not change the prompt.
-
-The export writes a Hermes tool format (Qwen2.5's) as Go template text that rebuilds chatlab's
-tool text key by key in Python's spacing, strings through printf %q. Ollama hands the template Go
-values (ollama/ollama fb30760, template.go): maps range in sorted key order, a property keeps
-only api.ToolProperty's keys. So the render is id-equal to chatlab's when the request is in the
-layout those values can say back: a tool's name, description, parameters (type, properties,
-required); property names sorted, each property's keys in the order type, description, enum,
-items; call arguments as json.dumps(args, sort_keys=True) writes them, scalar values. Outside
-that layout Ollama's prompt differs from chatlab's; `chatlab certify` shows where.
+The export writes a Hermes tool format as Go template text that rebuilds chatlab's tool text key
+by key. Ollama hands the template Go values (maps in sorted key order, a property's keys only
+api.ToolProperty's), so the render is id-equal to chatlab's when the request is in that layout:
+a tool's name, description, parameters (type, properties, required); property names sorted,
+keys in the order type, description, enum, items; call arguments as
+json.dumps(args, sort_keys=True) writes them. Elsewhere `chatlab certify` shows the difference.
 '''
 from __future__ import annotations
 
@@ -23,8 +17,7 @@ from typing import Sequence
 
 from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError
-from chatlab.render.encoder import Encoder
-from chatlab.render.ids import Piece
+from chatlab.render.encoder import Encoder, Piece
 from chatlab.render.io.flat import around, check_flat, flat, without_engine_bos
 from chatlab.render.io.gotemplate import Evaluator, GoNode, Parser, Val, cut_after_response, mentions
 from chatlab.render.io.govalues import message
