@@ -1,6 +1,6 @@
 """`chatlab diff-templates`: render one chat with two templates; exit 0 when the ids are equal,
 1 when they differ (the report says where and whose), 2 on bad input. `chatlab certify`: one
-template through every engine (exit codes in verdict.py and the command's help)."""
+template through every engine (exit codes in render/io/certify.py and the command's help)."""
 from __future__ import annotations
 
 import argparse

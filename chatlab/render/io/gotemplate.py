@@ -376,38 +376,3 @@ def _sprint(vals: list[GoValue]) -> str:
             out += " "
         out += go_print(v)
     return out
-
-
-def mentions(nodes: list[GoNode], name: str) -> bool:
-    """Whether any action refers to the field `name` (Ollama's Vars())."""
-    def in_expr(e: tuple) -> bool:
-        return (e[0] == "get" and name in e[2]) or (e[0] == "call" and any(in_expr(a) for a in e[2]))
-    for n in nodes:
-        if n.kind in ("out", "set") and in_expr(n.value):
-            return True
-        if n.kind in ("if", "range") and (any(in_expr(c) or mentions(b, name) for c, b in n.branches)
-                                          or mentions(n.orelse, name)):
-            return True
-    return False
-
-
-def cut_after_response(nodes: list[GoNode]) -> tuple[list[GoNode], bool]:
-    """Ollama's last legacy round: keep the template up to its first printed .Response."""
-    out: list[GoNode] = []
-    for n in nodes:
-        if n.kind == "out" and mentions([n], "Response"):
-            return [*out, n], True
-        if n.kind in ("if", "range"):
-            branches = []
-            for cond, body in n.branches:
-                body, found = cut_after_response(body)
-                branches.append((cond, body))
-                if found:
-                    return [*out, GoNode(n.kind, n.line, n.value, branches, [], n.names)], True
-            orelse, found = cut_after_response(n.orelse)
-            out.append(GoNode(n.kind, n.line, n.value, branches, orelse, n.names))
-            if found:
-                return out, True
-            continue
-        out.append(n)
-    return out, False

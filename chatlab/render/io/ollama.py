@@ -19,7 +19,7 @@ from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.encoder import Encoder, Piece
 from chatlab.render.io.flat import around, check_flat, flat, without_engine_bos
-from chatlab.render.io.gotemplate import Evaluator, GoNode, Parser, Val, cut_after_response, mentions
+from chatlab.render.io.gotemplate import Evaluator, GoNode, Parser, Val
 from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
 from chatlab.render.template import Parts, Template
@@ -39,9 +39,9 @@ class Modelfile:
 
     def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
                add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
-        """The pieces Ollama's template would produce for this chat.
-        As template.go: a template that mentions .Messages runs once over the collated chat; a legacy
-        .System/.Prompt/.Response one runs once per round, the last only up to its first .Response."""
+        """The pieces Ollama's template gives this chat. As template.go: a template that mentions
+        .Messages runs once over the collated chat; a legacy .System/.Prompt/.Response one runs
+        once per round, the last only up to its first .Response."""
         if tools and not mentions(self.nodes, "Tools"):
             raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
                                "(\"does not support tools\"); send the chat without tools or use a tool template",
@@ -144,6 +144,41 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoVal
     joined = Val("\n\n".join(c for _, c in system), system[0][0] if system else -1,
                  "system" if system and system[0][0] < 0 else "content")
     return joined, out
+
+
+def mentions(nodes: list[GoNode], name: str) -> bool:
+    """Whether any action refers to the field `name` (Ollama's Vars())."""
+    def in_expr(e: tuple) -> bool:
+        return (e[0] == "get" and name in e[2]) or (e[0] == "call" and any(in_expr(a) for a in e[2]))
+    for n in nodes:
+        if n.kind in ("out", "set") and in_expr(n.value):
+            return True
+        if n.kind in ("if", "range") and (any(in_expr(c) or mentions(b, name) for c, b in n.branches)
+                                          or mentions(n.orelse, name)):
+            return True
+    return False
+
+
+def cut_after_response(nodes: list[GoNode]) -> tuple[list[GoNode], bool]:
+    """Ollama's last legacy round: keep the template up to its first printed .Response."""
+    out: list[GoNode] = []
+    for n in nodes:
+        if n.kind == "out" and mentions([n], "Response"):
+            return [*out, n], True
+        if n.kind in ("if", "range"):
+            branches = []
+            for cond, body in n.branches:
+                body, found = cut_after_response(body)
+                branches.append((cond, body))
+                if found:
+                    return [*out, GoNode(n.kind, n.line, n.value, branches, [], n.names)], True
+            orelse, found = cut_after_response(n.orelse)
+            out.append(GoNode(n.kind, n.line, n.value, branches, orelse, n.names))
+            if found:
+                return out, True
+            continue
+        out.append(n)
+    return out, False
 
 
 def _quote(value: str, what: str) -> str:
