@@ -106,7 +106,7 @@ def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):
 def test_cli_export_the_format_cannot_express_exits_3_as_certify_does(capsys, argv, fragment):
     """Not bad input (2): the template is fine and the format too small for it, which certify
     reports as "cannot express" with exit 3; export-template says it with the same code."""
-    from chatlab.render.io.verdict import CANNOT, EXIT_CODES
+    from chatlab.render.io.certify import CANNOT, EXIT_CODES
 
     code, out, err = run(capsys, *argv)
     assert code == 3 == EXIT_CODES[CANNOT] and out == "" and fragment in err
@@ -138,9 +138,8 @@ def test_diff_reports_every_difference_by_cause_so_a_bos_cannot_hide_the_real_on
 
 
 def test_diff_names_a_special_token_split():
-    from chatlab.render.encoder import encoder_for
-    from chatlab.render.ids import Piece, Rendered, encode_pieces
-    from chatlab.render.io.causes import differences
+    from chatlab.render.encoder import Piece, Rendered, encode_pieces, encoder_for
+    from chatlab.render.io.diff import differences
     from test_engine_semantics import tok_with
 
     tok = tok_with("<|user|>", "<|end|>")

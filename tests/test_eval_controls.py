@@ -122,7 +122,7 @@ def test_the_finetune_control_replays_gold_through_the_loop(smollm2_tokenizer) -
     from chatlab.lab.evals.controls import ScriptedBackend
     from chatlab.render import resolve
     from chatlab.render.io import load_template
-    from chatlab.render.resolve import as_messages
+    from chatlab.render.compose import as_messages
 
     data = data_path("finetune")
     res = resolve(smollm2_tokenizer, template=load_template(data / "captain_byte.llamafactory.json", "llamafactory"))

@@ -22,7 +22,7 @@ CHAT = [{"role": "user", "content": "What is the capital of France?"},
 def _training(tokenizer: Any) -> Any:
     """The shape of data/finetune's training template (ChatML + a default system prompt),
     built from chatlab's own pieces."""
-    from chatlab.render.builtin import CHATML_ROLES
+    from chatlab.render.template import CHATML_ROLES
     from chatlab.render import Resolution
     from chatlab.render.template import Template
 

@@ -17,7 +17,7 @@ from chatlab.cli import main
 from chatlab.errors import ChatlabError
 from chatlab.render import resolve
 from chatlab.render.io import diff_templates, load_template
-from chatlab.render.io import llamafactory_classes as classes
+from chatlab.render.io import llamafactory as classes
 from oracles import llamafactory_oracle
 from test_engine_semantics import tok_with
 from test_llamafactory_corpus import CHATS, as_slot_json, union_tokenizer

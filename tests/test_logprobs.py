@@ -325,3 +325,20 @@ def test_real_model_greedy_tokens_have_the_maximal_logprob():
         assert e.logprob <= 0 and sum(math.exp(t.logprob) for t in e.top) <= 1 + 1e-5
     content = [e for d in deltas for e in d.logprobs]
     assert b"".join(bytes(e.bytes) for e in content).decode() == fin.text
+
+
+def test_a_tokenizers_kind_is_told_by_one_adapter(smollm2_tokenizer):
+    from chatlab._thirdparty import piece_spelling, tokenizer_kind
+    from chatlab.render.encoder import Encoder
+
+    assert tokenizer_kind(smollm2_tokenizer) == Encoder(smollm2_tokenizer).kind == "fast"
+    assert piece_spelling(smollm2_tokenizer) == TokenTexts(smollm2_tokenizer).mode == "bytelevel"
+    assert piece_spelling(smollm2_tokenizer.backend_tokenizer) == "bytelevel"  # a bare `tokenizers` one
+
+    class Unknown:
+        def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+            return "?"
+
+    assert tokenizer_kind(Unknown()) is None and TokenTexts(Unknown()).mode == "decode"
+    with pytest.raises(ChatlabError, match="cannot render for a Unknown"):
+        Encoder(Unknown())

@@ -3,7 +3,7 @@
 Three renders of each chat: chatlab's own (the built-in template), chatlab's import of the
 exported Modelfile (its Go-template evaluator), and Go's text/template running the same TEMPLATE
 on the values Ollama's template.go builds (tests/oracles/ollama_go). Inside the layout the export
-names (ollama_tools.py) all three are id-equal; outside it, Ollama's prompt differs from
+names (render/io/ollama.py) all three are id-equal; outside it, Ollama's prompt differs from
 chatlab's, and chatlab's import still predicts Ollama's exactly (so certify shows the difference).
 Skips where Go is absent.
 """

@@ -76,7 +76,7 @@ def test_runaway_go_template_is_bounded(monkeypatch):
     from chatlab.render import resolve
     from chatlab.render.io.jinja_writer import tokenizer_for
     from chatlab.render import get_template
-    import chatlab.render.io.goeval as goeval
+    import chatlab.render.io.gotemplate as goeval
 
     monkeypatch.setattr(goeval, "MAX_PIECES", 500)
     body = "{{ range .Messages }}" + "{{ range $.Messages }}{{ .Content }}{{ end }}" * 3 + "{{ end }}"

@@ -275,3 +275,21 @@ def test_ollama_template_without_tools_refuses_tools_as_ollama_does():
     tok = tokenizer_for(get_template("chatml"))
     with pytest.raises(ChatlabError, match="never mentions .Tools"):
         resolve(tok, template=load_template(DATA + "Modelfile")).render(CONVERSATIONS["single"], tools=TOOLS)
+
+
+def test_a_loaded_file_is_a_resolution_that_renders_once_given_a_tokenizer(tmp_path):
+    from chatlab.render import Resolution
+
+    path = tmp_path / "Modelfile"
+    path.write_text(export_template("smollm2", "ollama", drop_tools=True), encoding="utf-8")
+    loaded = load_template(path)
+    assert isinstance(loaded, Resolution) and loaded.tokenizer is None and loaded.rule == "explicit"
+    assert loaded.fmt == "ollama" and loaded.source == "Modelfile" and loaded.engine_bos == "ollama"
+    chat = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ChatlabError, match="without a tokenizer"):
+        loaded.render(chat)
+    tok = tokenizer_for(get_template("smollm2"))
+    res = resolve(tok, template=loaded)
+    assert res.tokenizer is tok and loaded.tokenizer is None  # the loaded file is left as it was
+    assert res.render(chat).ids == resolve(tok, template="smollm2").render(chat).ids
+    assert resolve(tok, template=res) is res  # a Resolution with its tokenizer is used as it is

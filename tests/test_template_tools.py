@@ -347,7 +347,7 @@ def test_certify_renders_what_render_and_serve_send(monkeypatch: pytest.MonkeyPa
     """certify's reference for each conversation is Resolution.render_request, the call that
     `chatlab render` and the server make, so its tools cells describe what they send."""
     from chatlab.render.io.certify import CONVERSATIONS, certify
-    from chatlab.render.resolve import Resolution
+    from chatlab.render.compose import Resolution
 
     seen: list[int] = []
     real = Resolution.render_request

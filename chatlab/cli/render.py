@@ -13,12 +13,12 @@ from chatlab.errors import ChatlabError
 from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
 from chatlab.render import resolve
 from chatlab.render.audit import audit
-from chatlab.render.builtin import TEMPLATES, get_template
-from chatlab.render.io import LoadedTemplate, diff_templates, export_template, load_template
-from chatlab.render.io.certify import certify, certify_export
+from chatlab.render.compose import Resolution
+from chatlab.render.io import diff_templates, export_template, load_template
+from chatlab.render.io.certify import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, certify, certify_export, explain
 from chatlab.render.io.certify import name as engine_name
-from chatlab.render.io.registry import EXPORT_TARGETS, TEMPLATE_FORMATS
-from chatlab.render.io.verdict import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, explain
+from chatlab.render.io.formats import EXPORT_TARGETS, TEMPLATE_FORMATS
+from chatlab.render.template import TEMPLATES, get_template
 from chatlab.types import parse_messages, parse_tools
 
 
@@ -107,7 +107,7 @@ def _check_template(name: str | None) -> None:
         get_template(name)  # an unknown name fails before any model loads
 
 
-def load_cli_template(name: str | None, fmt: str | None) -> str | LoadedTemplate | None:
+def load_cli_template(name: str | None, fmt: str | None) -> str | Resolution | None:
     """A built-in name as it is; a file loaded now (a bad file fails before any model loads)."""
     if name is None:
         if fmt:
@@ -179,7 +179,7 @@ def run_export_template(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_export(args: argparse.Namespace, template: "str | LoadedTemplate", text: str) -> bool:
+def check_export(args: argparse.Namespace, template: "str | Resolution", text: str) -> bool:
     """`export-template --model`: certify `text` (the export about to be printed) for its engine
     with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
     outcome is said on stderr, so stdout stays the file."""

@@ -14,35 +14,15 @@ subtracts per content after the first.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from chatlab._thirdparty import HFTokenizer
+from chatlab._thirdparty import HFTokenizer, tokenizer_kind
 from chatlab.errors import ContextLengthError
 
-if TYPE_CHECKING:
-    from tiktoken import Encoding
-    from tokenizers import Tokenizer
-
 CHUNK = 1 << 18  # bytes of text read at once by the forced-cut bound: its arrays stay small
-
-
-@runtime_checkable
-class TiktokenBacked(Protocol):
-    """A tokenizer over a tiktoken encoding (chatlab.models.qwen1's): raw byte tokens."""
-
-    @property
-    def enc(self) -> Encoding: ...
-
-
-@runtime_checkable
-class RustBacked(Protocol):
-    """A Hugging Face fast tokenizer, over the `tokenizers` library's Rust tokenizer."""
-
-    @property
-    def backend_tokenizer(self) -> Tokenizer: ...
 
 
 @runtime_checkable
@@ -76,7 +56,7 @@ class TokenBound:
         joins[(joined[:-1] << 8 | joined[1:])[inside]] = True
         kept = np.zeros(256, dtype=np.bool_)
         kept[[t[0] for t in tokens if len(t) == 1]] = True
-        normalizer = tokenizer.backend_tokenizer.normalizer if isinstance(tokenizer, RustBacked) else None
+        normalizer = tokenizer.backend_tokenizer.normalizer if tokenizer_kind(tokenizer) == "fast" else None
         longest = max(map(len, tokens))  # in bytes, so in characters too
         return cls(longest, longest, joins, kept, normalizer.normalize_str if normalizer is not None else None)
 
@@ -128,7 +108,7 @@ def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
     is not byte-level (SentencePiece's, a stand-in's). A Hugging Face vocabulary writes each
     byte as a character of GPT-2's table; its added tokens match raw text, so they stand for
     their text's UTF-8."""
-    if isinstance(tokenizer, TiktokenBacked):
+    if tokenizer_kind(tokenizer) == "tiktoken":
         enc = tokenizer.enc
         return [*map(enc.decode_single_token_bytes, range(enc.n_vocab)),
                 *(s.encode("utf-8") for s in enc.special_tokens_set)]
@@ -153,7 +133,7 @@ def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     """The longest token of the vocabulary in characters (an upper bound: for byte-level BPE
     the token's string has one character per byte), or None when the vocabulary is unreadable."""
     try:
-        if isinstance(tokenizer, TiktokenBacked):
+        if tokenizer_kind(tokenizer) == "tiktoken":
             enc = tokenizer.enc
             longest = max(len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
             return max([longest, *map(len, enc.special_tokens_set)])

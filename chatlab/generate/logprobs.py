@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder
+from chatlab._thirdparty import Decoder, piece_spelling
 
 if TYPE_CHECKING:
     from chatlab.types.responses import ChatLogprobs, TextLogprobs
@@ -88,12 +88,7 @@ class TokenTexts:
         self.tokenizer = tokenizer
         raw = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # HF fast, or `tokenizers`
         self.piece = getattr(raw, "id_to_token", None) or getattr(tokenizer, "convert_ids_to_tokens", None)
-        kind = repr(getattr(raw, "decoder", None) or "")
-        # a slow SentencePiece tokenizer (ChatGLM's) holds the processor itself, or one level down
-        has_sp = any(hasattr(t, "sp_model") for t in (tokenizer, getattr(tokenizer, "tokenizer", None)))
-        self.mode = ("bytelevel" if "ByteLevel" in kind else
-                     "sentencepiece" if has_sp or "Metaspace" in kind or "ByteFallback" in kind
-                     else "decode")
+        self.mode = piece_spelling(tokenizer)
         self._cache: dict[int, tuple[str, list[int]]] = {}
 
     def __call__(self, token_id: int) -> tuple[str, list[int]]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
-from chatlab.render.ids import Rendered
+from chatlab.render.encoder import Rendered
 
 if TYPE_CHECKING:
     from IPython.display import SVG

@@ -20,7 +20,7 @@ from chatlab.engine import ChatEngine, parse_request
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams
 from chatlab.protocols import StepBackend
-from chatlab.render.resolve import ChatMessages, Resolution, as_messages
+from chatlab.render.compose import ChatMessages, Resolution, as_messages
 
 if TYPE_CHECKING:
     import torch

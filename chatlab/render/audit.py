@@ -1,23 +1,18 @@
-"""Audit a tokenizer + template: render probe chats both ways and report what breaks.
-
-The "string path" is what most servers do: render the tokenizer's chat_template to text, then
-encode the text. The "id path" is chatlab's resolved renderer. Problems (exit code 1):
-- a special token the template writes is split into pieces when its text is encoded (ChatGLM3);
-- a doubled or unexpected BOS when the rendered text is encoded with default settings;
-- eos missing from the stop ids, or disagreeing with the model's generation_config, or an
-  end-of-turn token that nothing stops on (transformers 5.5.4's GGUF tokenizers);
-- the two paths disagree on an ordinary chat (first differing position, decoded side by side);
-- content turned into control ids on the id path (a self-check; it must never happen).
-Content turned into control ids on the string path is reported as a note: it is what every
-template-string server does, and the reason the id path exists.
+"""Audit a tokenizer + template: render probe chats on the "string path" (the chat_template
+rendered to text, then encoded: what most servers do) and the "id path" (chatlab's), and report
+what breaks. Problems (exit 1): a special token split into pieces when its text is encoded; a
+doubled or unexpected BOS; eos missing from the stops or disagreeing with generation_config; the
+paths disagreeing on an ordinary chat; content as control ids on the id path (never expected).
+Content as control ids on the string path is a note: the reason the id path exists.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
-from chatlab.render.encoder import Encoder
-from chatlab.render.resolve import Resolution, resolve
+from chatlab.render.compose import Resolution
+from chatlab.render.encoder import Encoder, tokenizer_name
+from chatlab.render.resolve import resolve
 
 PROBES = [
     [{"role": "user", "content": "hi"}],
@@ -83,7 +78,7 @@ def audit(tokenizer: HFTokenizer, model_name: str | None = None, template: str |
           generation_config: dict[str, Jsonable] | None = None) -> AuditReport:
     res = resolve(tokenizer, model_name, template)
     enc = res.encoder
-    name = model_name or str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
+    name = model_name or tokenizer_name(tokenizer)
     report = AuditReport(name, res.rule, res.name)
     has_template = isinstance(getattr(tokenizer, "chat_template", None), str) and hasattr(
         tokenizer, "apply_chat_template")

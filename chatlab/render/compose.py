@@ -1,23 +1,237 @@
-"""The built-in renderer: a Template plus messages (and tools) become pieces for `encode_pieces`.
+"""A template with its tokenizer, rendered to ids: `Resolution`, one type for a template however
+it came (a built-in, a file in another engine's format, the tokenizer's own chat_template), and
+`Composer`, which lays a built-in template's parts and a chat out as pieces for `encode_pieces`.
 
-Everything a message carries (content, tool names, arguments, results, tool definitions) goes in
-as `content` pieces, encoded as plain text; only the template's own parts can be control ids.
-Where tools go and how calls and results are written is the template's tool format's business
-(chatlab.tools): it hands back `Bit`s and `Turn`s, which this class lays out in the
-template's turns. io/jinja_writer.py writes the same rules as Jinja; tests prove the two agree.
+Everything a message carries goes in as `content` pieces, encoded as plain text; only the
+template's own parts can be control ids. Where tools go is the tool format's business
+(chatlab.tools); io/jinja_writer.py writes the same rules as Jinja, and tests hold the two equal.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import PurePath
+from typing import Mapping, Protocol, Sequence
 
-from chatlab._thirdparty import Jsonable
+from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError
-from chatlab.render.builtin import TEMPLATES
-from chatlab.render.encoder import Encoder
-from chatlab.render.ids import Piece
-from chatlab.render.template import Parts, Template
+from chatlab.render.encoder import Encoder, Piece, Rendered, encode_pieces, encoder_for, tokenizer_name
+from chatlab.render.jinja import jinja_pieces, template_reads
+from chatlab.render.template import TEMPLATES, Parts, Template, get_template
+from chatlab.tools import TOOL_FORMATS, ToolFormat, as_tools, format_of_chat_template
 from chatlab.tools.format import Bit, Turn
-from chatlab.types import Message, ToolSpec
+from chatlab.types import Message, ToolSpec, parse_messages
+
+# What render() takes: typed messages, or OpenAI-shaped dicts (a notebook's), parsed once.
+ChatMessages = Sequence[Message] | Sequence[Mapping[str, Jsonable]]
+
+# Tokens that end a turn in common chat_templates (the tool formats add their own).
+END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
+               "<end_of_turn>", *(t for f in TOOL_FORMATS.values() for t in f.end_tokens)]
+
+
+class GoTemplate(Protocol):
+    """An Ollama Modelfile (chatlab.render.io.ollama): its Go template runs the chat itself."""
+
+    template: str
+    system: str | None
+    stops: list[str]
+
+    def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
+               add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]: ...
+
+
+def as_messages(messages: Jsonable) -> list[Message]:
+    """Messages as they are; anything else (OpenAI dicts, from a notebook) parsed once."""
+    if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, Message) for m in messages):
+        return list(messages)
+    return parse_messages(messages)
+
+
+def vllm_message(m: Message) -> dict[str, Jsonable]:
+    """A message as vLLM hands it to a Jinja chat_template: tool-call arguments that are a JSON
+    object parsed (vLLM's chat_utils does), so `arguments | tojson` and `.items()` work."""
+    d = m.to_template()
+    for call in d.get("tool_calls", ()):
+        try:
+            args = json.loads(call["function"]["arguments"])
+        except ValueError:
+            continue
+        if isinstance(args, dict):
+            call["function"]["arguments"] = args
+    return d
+
+
+@dataclass
+class Resolution:
+    """Which template renders a chat, why (`rule`, `reason`), and for which tokenizer. The template
+    is one of: `template` (built-in parts, or an LMDeploy / LLaMA-Factory file read into them),
+    `chat_template` (Jinja, rendered in the sandbox), `modelfile` (an Ollama Go template).
+    `load_template` makes one without a tokenizer; `resolve(tokenizer, template=...)` adds it."""
+
+    rule: str
+    reason: str
+    name: str
+    tokenizer: HFTokenizer = field(default=None, repr=False)  # None: a loaded file, not yet for a tokenizer
+    template: Template | None = field(default=None, repr=False)
+    chat_template: str | None = field(default=None, repr=False)
+    modelfile: GoTemplate | None = field(default=None, repr=False)
+    # The engine whose own tokenizer call adds the bos id in front of the rendered text (a
+    # template in its format never writes it): "ollama" (llama.cpp adds it even when the text
+    # already starts with one) or "lmdeploy" (its encode drops a doubled one).
+    engine_bos: str | None = None
+    # The built-in the model store names for this model's requests with tools, where its own
+    # chat_template has no tool section (Asset.tool_template); None: no other template, ever.
+    tools_template: str | None = None
+    fmt: str = "builtin"  # the format it was written in: "builtin" or a name in TEMPLATE_FORMATS
+    source: str | None = None  # the file it was read from
+    notes: list[str] = field(default_factory=list)  # what its reader warned about
+
+    @classmethod
+    def builtin(cls, tokenizer: HFTokenizer | None, name: str, rule: str, reason: str) -> "Resolution":
+        return cls(rule, reason, name, tokenizer, template=get_template(name))
+
+    @cached_property
+    def tool_format(self) -> ToolFormat | None:
+        """How tools, calls and results are written and parsed (None: no format chatlab parses)."""
+        if self.template is not None:
+            return self.template.tool_format
+        source = self.modelfile.template if self.modelfile is not None else self.chat_template
+        return format_of_chat_template(source) if source else None
+
+    @property
+    def default_system(self) -> str | None:
+        if self.modelfile is not None:
+            return self.modelfile.system
+        return self.template.default_system if self.template is not None else None
+
+    @property
+    def stop_words(self) -> list[str]:
+        """The stop strings the template names ("eos" is implied by every engine)."""
+        if self.modelfile is not None:
+            return list(self.modelfile.stops)
+        return self.template.stop_strings() if self.template is not None else []
+
+    @property
+    def label(self) -> str:
+        """The template as an error names it."""
+        if self.rule == "tokenizer-template":  # a folder by its name only: no machine path in errors
+            who = tokenizer_name(self.tokenizer)
+            if PurePath(who).is_absolute():
+                who = PurePath(who).name
+            return f"the chat_template of the tokenizer {who!r}"
+        return f"template {self.name!r}"
+
+    @property
+    def writes_tools(self) -> bool:
+        """Whether this template writes tool definitions: a tool format, an Ollama template (which
+        renders .Tools or refuses them itself), or a Jinja template with a tool section."""
+        if self.tool_format is not None or self.modelfile is not None:
+            return True
+        return self.chat_template is not None and "tools" in template_reads(self.chat_template)
+
+    @property
+    def encoder(self) -> Encoder:
+        if self.tokenizer is None:
+            raise ChatlabError(f"{self.label} was loaded without a tokenizer; render it through "
+                               "resolve(tokenizer, template=...)")
+        return encoder_for(self.tokenizer)
+
+    def stops(self, tools: bool) -> tuple[list[str], list[int]]:
+        enc = self.encoder
+        if self.modelfile is not None:
+            names = ["eos", *(w for w in self.modelfile.stops if w in enc.added or w in enc.extra_specials)]
+            words = [w for w in self.modelfile.stops if w not in names]
+        elif self.template is not None:
+            fmt = self.template.tool_format
+            words = list(self.template.stop_words) + (list(fmt.stop_words) if tools and fmt else [])
+            names = list(self.template.stop_tokens)
+        else:
+            words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
+        ids: list[int] = []
+        for name in names:
+            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
+            if tid is not None and tid not in ids:
+                ids.append(tid)
+        return words, ids
+
+    def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
+               add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
+        """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
+        dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
+        if "functions" in options:  # would reach the Jinja context and be silently ignored
+            raise ChatlabError("render() takes legacy `functions` as tools: pass "
+                               "tools=chatlab.types.parse_tools(functions=...)")
+        msgs, tool_list = as_messages(messages), as_tools(tools)
+        self.check_tools(msgs, bool(tool_list))
+        enc = self.encoder
+        open_turn = False
+        if self.modelfile is not None:
+            pieces = self.modelfile.render(enc, msgs, tool_list, add_generation_prompt, options)
+        elif self.template is not None:
+            composer = Composer(self.template, enc, msgs, tool_list, options)
+            pieces = composer.render(add_generation_prompt)
+            open_turn = composer.open
+        else:
+            pieces = jinja_pieces(self.chat_template or "", enc, [vllm_message(m) for m in msgs],
+                                  [t.to_openai() for t in tool_list], add_generation_prompt, options)
+        ids, text, slots = encode_pieces(enc, pieces)
+        if self.engine_bos and enc.adds_bos and enc.bos_id is not None and (self.engine_bos == "ollama" or ids[:1] != [enc.bos_id]):
+            ids, text, slots = encode_pieces(enc, [Piece("special", enc.bos_id, -1, "bos"), *pieces])
+        words, stop_ids = self.stops(bool(tool_list))
+        return Rendered(ids=ids, text=text, slot_map=slots, stop_words=words, stop_ids=stop_ids,
+                        rule=self.rule, reason=self.reason, template=self.name, encoder=enc,
+                        open_turn=open_turn)
+
+    def check_tools(self, msgs: Sequence[Message], tools: bool) -> None:
+        """Refuse, naming the template and what it lacks, a request whose tools or earlier calls
+        it would leave out of the prompt (a template without a tool format refuses in Composer)."""
+        if self.chat_template is None:
+            return
+        with_tools = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
+        if tools and not self.writes_tools:
+            raise ChatlabError(f"{self.label} has no tool section (it never reads `tools`), so the tools "
+                               "would not reach the model; send the request without tools, or use a "
+                               f"template that writes them (a file, or a built-in: {with_tools})", param="tools")
+        calls = next((i for i, m in enumerate(msgs) if m.tool_calls), None)
+        if calls is not None and "tool_calls" not in self.chat_template:
+            raise ChatlabError(f"messages[{calls}] has tool calls, but {self.label} never writes "
+                               "`tool_calls`, so they would vanish from the prompt; send them as content, "
+                               f"or use a template that writes calls (a file, or a built-in: {with_tools})",
+                               param=f"messages[{calls}].tool_calls")
+
+    def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
+                       **options: Jsonable) -> tuple["Resolution", Rendered]:
+        """A request's render, as the server, `chatlab render` and `chatlab certify` all do it: a
+        request with tools, or with tool calls or results in its history, goes to `for_tools`.
+        Returns the resolution used and its render."""
+        msgs, tool_list = as_messages(messages), as_tools(tools)
+        used = self
+        if tool_list or any(m.tool_calls or m.role == "tool" for m in msgs):
+            used = self.for_tools()
+        return used, used.render(msgs, tool_list or None, add_generation_prompt, **options)
+
+    def explain(self) -> str:
+        return f"{self.name} (rule {self.rule}): {self.reason}"
+
+    def for_tokenizer(self, tokenizer: HFTokenizer) -> "Resolution":
+        """This template, rendering for `tokenizer`."""
+        return replace(self, tokenizer=tokenizer)
+
+    def for_tools(self) -> "Resolution":
+        """This resolution, unless the model store names a built-in for the model's tool requests
+        because its own chat_template has no tool section (SmolLM2's GGUF template ignores tools;
+        the `smollm2` built-in is the same ChatML layout with Hermes tools). Nothing else is ever
+        substituted: a template that cannot carry the request refuses it (`check_tools`)."""
+        if self.tools_template is None or self.writes_tools:
+            return self
+        name = self.tools_template
+        fmt = get_template(name).tool_format
+        return Resolution.builtin(self.tokenizer, name, "tools-fallback",
+                                  f"the {self.name!r} template has no tool section, and the model store names "
+                                  f"the built-in {name!r} template for this model's tool requests "
+                                  f"({fmt.name if fmt else 'no'} tool format)")
 
 
 class Composer:

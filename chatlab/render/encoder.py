@@ -1,20 +1,25 @@
-"""One small interface over the tokenizers chatlab renders for.
+"""From pieces to ids, with a map of which message and slot every id came from.
 
-The renderer needs four things from a tokenizer: the one id of a special token, which special
-texts the tokenizer itself would match inside *template* text (so template text encodes exactly
-as Hugging Face encodes a rendered chat_template), an encoding of *content* that never matches
-any special text (so content cannot inject control ids), and char offsets to map ids back to
-the pieces they came from. Fast HF tokenizers, slow ones (ChatGLM3) and tiktoken (Qwen-1)
-provide these in different ways; `Encoder` hides that.
+`Encoder` is one small interface over the tokenizers chatlab renders for (fast and slow Hugging
+Face ones, ChatGLM3's, Qwen-1's tiktoken): the one id of a special token, the special texts the
+tokenizer matches in template text, an encoding of content that never matches any special text,
+and char offsets. Every renderer produces `Piece`s: template text, message content, special ids
+and breaks. Template text is cut at the tokenizer's own special tokens; consecutive text
+(template and content) is encoded in one call, so merges across the boundary happen as in the
+rendered string, but that call never yields a control id: a user who types `<|im_end|>` gets
+those characters. A `break` ends a run early (ChatGLM3 encodes role line and content apart).
 """
 from __future__ import annotations
 
 import json
 import re
 import weakref
+from bisect import bisect_right
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable, NamedTuple
 
-from chatlab._thirdparty import Decoder, HFTokenizer
+from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, tokenizer_kind
 from chatlab.errors import ChatlabError, MissingSpecialToken
 
 _cache: "weakref.WeakKeyDictionary[HFTokenizer, Encoder]" = weakref.WeakKeyDictionary()
@@ -31,10 +36,20 @@ def encoder_for(tokenizer: HFTokenizer) -> "Encoder":
     return enc
 
 
+def tokenizer_name(tokenizer: HFTokenizer) -> str:
+    """The tokenizer as messages name it: its name or path, else its class."""
+    return str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+
+
 class Encoder:
     def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
-        if hasattr(tokenizer, "special_ids"):  # Qwen1Tokenizer (tiktoken)
+        kind = tokenizer_kind(tokenizer)
+        if kind is None:
+            raise ChatlabError(f"cannot render for a {type(tokenizer).__name__}; pass a Hugging Face "
+                               "tokenizer, a chatlab store tokenizer, or a model name from `chatlab models`")
+        self.kind: str = kind
+        if kind == "tiktoken":  # Qwen1Tokenizer: its specials are outside the tiktoken ranks
             self.added: dict[str, int] = dict(tokenizer.special_ids)
         else:
             added = getattr(tokenizer, "added_tokens_encoder", {})
@@ -45,24 +60,9 @@ class Encoder:
         self.special_text = {i: t for t, i in {**self.extra_specials, **self.added}.items()}
         alternatives = sorted(self.added, key=len, reverse=True)
         self.added_re = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
-        self.bos_id = getattr(tokenizer, "bos_token_id", None)
-        self.eos_id = getattr(tokenizer, "eos_token_id", None)
-        self.bos_token = getattr(tokenizer, "bos_token", None)
-        self.eos_token = getattr(tokenizer, "eos_token", None)
-        self.kind = self._detect()
+        self.bos_id, self.eos_id, self.bos_token, self.eos_token = (
+            getattr(tokenizer, a, None) for a in ("bos_token_id", "eos_token_id", "bos_token", "eos_token"))
         self._plain = self._plain_backend() if self.kind == "fast" else None
-
-    def _detect(self) -> str:
-        if hasattr(self.tokenizer, "enc") and hasattr(self.tokenizer, "special_ids"):
-            return "tiktoken"
-        if hasattr(self.tokenizer, "backend_tokenizer"):
-            return "fast"
-        if hasattr(getattr(self.tokenizer, "tokenizer", None), "sp_model"):
-            return "sentencepiece"
-        if hasattr(self.tokenizer, "_tokenize"):
-            return "slow"
-        raise ChatlabError(f"cannot render for a {type(self.tokenizer).__name__}; pass a Hugging Face "
-                           "tokenizer, a chatlab store tokenizer, or a model name from `chatlab models`")
 
     def _plain_backend(self) -> Decoder:
         """A twin of the Rust tokenizer with no added tokens: it cannot match special text."""
@@ -80,13 +80,14 @@ class Encoder:
         GGUF's add_bos_token, the same flag as the Hugging Face tokenizer's)."""
         if self.bos_id is None:
             return False
+        flag = bool(getattr(self.tokenizer, "add_bos_token", False))
         if self.kind in ("fast", "slow"):
             try:
                 ids = self.tokenizer.encode("a", add_special_tokens=True)
             except Exception:  # noqa: BLE001 - an exotic tokenizer: fall back on its flag
-                return bool(getattr(self.tokenizer, "add_bos_token", False))
+                return flag
             return bool(ids) and ids[0] == self.bos_id
-        return bool(getattr(self.tokenizer, "add_bos_token", False))
+        return flag
 
     def special_id(self, token: str, template: str = "") -> int:
         """The single id of a special token, or a ChatlabError naming the fix."""
@@ -97,7 +98,7 @@ class Encoder:
         ids = self.encode_plain(token)[0]
         if len(ids) == 1:  # an ordinary single piece (e.g. "sop" in a plain vocabulary)
             return ids[0]
-        name = getattr(self.tokenizer, "name_or_path", type(self.tokenizer).__name__)
+        name = tokenizer_name(self.tokenizer)
         raise MissingSpecialToken(f"template {template or '?'} needs the special token {token!r}, which the "
                                   f"tokenizer {name} does not have; choose a template made for this "
                                   "tokenizer (`chatlab templates`) or add the token to the tokenizer", token)
@@ -203,4 +204,187 @@ def _piece_offsets(pieces: list[str], length: int) -> list[tuple[int, int]]:
         else:
             pos += len(piece) + (pos < 0 and not piece.startswith("\u2581"))
         spans.append((min(start, length), min(max(pos, 0), length)))
+    return spans
+
+
+class Piece(NamedTuple):
+    kind: str  # "text" | "content" | "special" | "break"
+    value: str | int  # str, or the id of a special
+    message: int  # index into the messages; -1 for the prefix and the generation prompt
+    slot: str  # "prefix", "header", "content", "end", "tools", "tool_call", ...
+
+    @property
+    def text(self) -> str:
+        """The value of a text, content or break piece."""
+        assert isinstance(self.value, str), f"a {self.kind} piece holds an id, not text"
+        return self.value
+
+    @property
+    def special_id(self) -> int:
+        assert isinstance(self.value, int), f"a {self.kind} piece holds text, not an id"
+        return self.value
+
+
+@dataclass(frozen=True)
+class SlotSpan:
+    start: int  # token positions [start, end)
+    end: int
+    message_index: int
+    slot: str
+
+
+@dataclass
+class Rendered:
+    ids: list[int]
+    text: str
+    slot_map: Callable[[], list[SlotSpan]] = field(repr=False)
+    stop_words: list[str]
+    stop_ids: list[int]
+    rule: str = ""
+    reason: str = ""
+    template: str = ""
+    encoder: Encoder | None = field(default=None, repr=False)
+    open_turn: bool = False  # the prompt continues an assistant turn (ReAct after a tool result)
+
+    @cached_property
+    def slots(self) -> list[SlotSpan]:
+        return self.slot_map()
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        return self.encoder.tokens(self.ids) if self.encoder else []
+
+    def to_json(self) -> dict[str, Jsonable]:
+        return {"ids": self.ids, "tokens": self.tokens, "text": self.text,
+                "slots": [s.__dict__ for s in self.slots], "stop_words": self.stop_words,
+                "stop_ids": self.stop_ids, "rule": self.rule, "reason": self.reason,
+                "template": self.template}
+
+
+def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str, Callable[[], list[SlotSpan]]]:
+    """ids, the equivalent rendered text, and a function that computes the slot map."""
+    items: list[tuple[int, int, str] | list[tuple[str, int, str]]] = []  # an id, or a text run
+    texts: list[str] = []
+    run: list[tuple[str, int, str]] = []
+
+    def close() -> None:
+        nonlocal run
+        if run:
+            items.append(run)
+            run = []
+
+    pending: list[Piece] = []  # consecutive template text, matched for specials as one string
+
+    def flush() -> None:
+        for part, owner in _split_across(encoder, pending):
+            if isinstance(part, int):
+                close()
+                items.append((part, *owner))
+                texts.append(_special_text(encoder, part))
+            else:
+                run.append((part, *owner))
+                texts.append(part)
+        pending.clear()
+
+    for piece in pieces:
+        kind = piece.kind
+        if kind == "text":
+            pending.append(piece)
+            continue
+        flush()
+        if kind == "special":
+            close()
+            items.append((piece.special_id, piece.message, piece.slot))
+            texts.append(_special_text(encoder, piece.special_id))
+        elif kind == "break":
+            close()
+        elif piece.value:
+            run.append((piece.text, piece.message, piece.slot))
+            texts.append(piece.text)
+    flush()
+    close()
+    runs = [item for item in items if isinstance(item, list)]
+    mixed = [len({(m, s) for _, m, s in r}) > 1 for r in runs]
+    encoded = encoder.encode_many(["".join(t for t, _, _ in r) for r in runs], mixed)
+    ids: list[int] = []
+    k = 0
+    for item in items:
+        if isinstance(item, tuple):
+            ids.append(item[0])
+        else:
+            ids.extend(encoded[k][0])
+            k += 1
+    return ids, "".join(texts), lambda: _slot_map(items, encoded)
+
+
+def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int, tuple[int, str]]]:
+    """Consecutive template-text pieces cut at special-token text as ONE string, the way a
+    rendered prompt is tokenized: `<|` + `user` + `|>` from three template nodes (Ollama's
+    `<|{{ .Role }}|>`) is the one id of `<|user|>`, not five pieces. Each output part keeps the
+    owner (message, slot) of the piece it starts in; text parts are also cut at piece bounds so
+    the slot map still tells template text of different owners apart."""
+    if len(pieces) == 1:  # the common case: no boundary to look across
+        p = pieces[0]
+        return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.text)]
+    starts, pos = [], 0
+    for p in pieces:
+        starts.append(pos)
+        pos += len(p.text)
+    joined = "".join(p.text for p in pieces)
+    out: list[tuple[str | int, tuple[int, str]]] = []
+
+    def owner(at: int) -> tuple[int, str]:
+        p = pieces[bisect_right(starts, at) - 1]
+        return p.message, p.slot
+
+    def plain(pos: int, end: int) -> None:  # text, cut where a new piece begins
+        while pos < end:
+            k = bisect_right(starts, pos) - 1
+            stop = min(end, starts[k] + len(pieces[k].text))
+            out.append((joined[pos:stop], owner(pos)))
+            pos = stop
+
+    last = 0
+    for m in encoder.added_re.finditer(joined) if encoder.added_re is not None else ():
+        plain(last, m.start())
+        out.append((encoder.added[m.group()], owner(m.start())))
+        last = m.end()
+    plain(last, len(joined))
+    return out
+
+
+def _slot_map(items: list, encoded: list) -> list[SlotSpan]:
+    """Who owns each id; computed only when asked for (the hot path needs only the ids)."""
+    owners: list[tuple[int, str]] = []
+    runs = iter(encoded)
+    for item in items:
+        if isinstance(item, tuple):
+            owners.append(item[1:])
+            continue
+        new, offsets = next(runs)
+        if offsets is None:
+            owners.extend([(item[0][1], item[0][2])] * len(new))
+            continue
+        ends, pos = [], 0
+        for text, _, _ in item:
+            pos += len(text)
+            ends.append(pos)
+        for start, end in offsets:  # the piece holding the token's last character owns it, so
+            # a token merged across a boundary (" hi" after "[INST]") counts as the content's
+            j = bisect_right(ends, end - 1 if end > start else max(start - 1, 0))
+            owners.append(item[min(j, len(item) - 1)][1:])
+    return _spans(owners)
+
+
+def _special_text(encoder: Encoder, token_id: int) -> str:
+    return encoder.special_text.get(token_id) or encoder.tokens([token_id])[0]
+
+
+def _spans(owners: list[tuple[int, str]]) -> list[SlotSpan]:
+    spans: list[SlotSpan] = []
+    start = 0
+    for i in range(1, len(owners) + 1):
+        if i == len(owners) or owners[i] != owners[start]:
+            spans.append(SlotSpan(start, i, owners[start][0], owners[start][1]))
+            start = i
     return spans

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from chatlab._thirdparty import HFTokenizer, Jsonable
+from chatlab._thirdparty import HFTokenizer, Jsonable, tokenizer_kind
 from chatlab.errors import ChatlabError
 from chatlab.tools.enforceable import check_enforceable
 from chatlab.tools.format import ToolFormat, grammar_error, schema_ebnf
@@ -48,7 +48,7 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
 
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()))
     if key not in _COMPILERS:
-        if hasattr(tokenizer, "enc"):   # chatlab's tiktoken Qwen-1 tokenizer: raw byte tokens
+        if tokenizer_kind(tokenizer) == "tiktoken":   # raw byte tokens
             vocab = [tokenizer.enc.decode_single_token_bytes(i) for i in range(tokenizer.enc.n_vocab)]
             info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=vocab_size,
                                      stop_token_ids=stop_ids or [tokenizer.eos_token_id])

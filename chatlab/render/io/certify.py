@@ -1,27 +1,92 @@
 """`certify`: one template, a fixed set of conversations, every engine's semantics, one verdict.
 
-The template (a built-in, or a file in any format) is the reference. For each engine chatlab
-models, the template is written in that engine's format (export_template) and read back, so the
-render follows that engine's rules; a template already in an engine's format is that engine's.
-Each engine x conversation is a cell (verdict.py). `certify_export` checks one export, the text
-a user is about to write, the same way.
+The template (a built-in, or a file in any format) is the reference. For each engine, it is
+written in that engine's format (export_template) and read back, so the render follows that
+engine's rules. Each engine x conversation is a cell: "id-equal" (the same ids and stops),
+"differs" (the first difference named, with its cause), "cannot express" (the engine's format
+cannot write a construct: nothing compared), or "not rendered" (the template itself refuses the
+conversation). `certify_export` checks one export, the text a user is about to write.
+
+Exit codes: 0 when some cell rendered and none differs nor cannot be expressed; 1 when any
+differs; 3 (CannotExpress.exit_code) when nothing differs but some cell cannot be expressed, or
+nothing rendered; 2 is bad input (the CLI's code for a ChatlabError).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError, MissingSpecialToken
-from chatlab.render.encoder import encoder_for
-from chatlab.render.ids import Rendered
-from chatlab.render.io.causes import differences
-from chatlab.render.io.exporting import export_template
-from chatlab.render.io.loaded import LoadedTemplate, load_template
-from chatlab.render.io.registry import EXPORT_TARGETS
-from chatlab.render.io.verdict import (CANNOT, DIFFERS, EQUAL, EXIT_CODES, NOT_RENDERED, Cell, explain,
-                                      overall)
-from chatlab.render.resolve import of_loaded
+from chatlab.render.compose import Resolution
+from chatlab.render.encoder import Rendered, encoder_for, tokenizer_name
+from chatlab.render.io.diff import Difference, differences
+from chatlab.render.io.formats import EXPORT_TARGETS, export_template, load_template
+
+EQUAL, DIFFERS, CANNOT, NOT_RENDERED = "id-equal", "differs", "cannot express", "not rendered"
+EXIT_CODES = {EQUAL: 0, DIFFERS: 1, CANNOT: CannotExpress.exit_code, NOT_RENDERED: 3}
+SHOWN = 3  # tokens of each side shown for a difference
+
+
+def _tokens(tokens: list[str]) -> str:
+    shown = " ".join(map(repr, tokens[:SHOWN])) + (" ..." if len(tokens) > SHOWN else "")
+    return shown or "(nothing)"
+
+
+def explain(d: Difference, engine: str = "the engine") -> str:
+    """One difference in words: where, both sides' tokens, the cause."""
+    if d.cause == "stop words":
+        return (f"stop words differ (template: {_tokens(d.a_tokens)}; {engine}: {_tokens(d.b_tokens)}), "
+                f"so generation ends elsewhere")
+    why = d.cause
+    if d.cause == "bos":
+        why = f"bos: {engine} adds one the template does not write" if d.b_tokens and not d.a_tokens \
+            else f"bos: {engine} lacks the one the template writes"
+    return f"token {d.a_at}: template {_tokens(d.a_tokens)} | {engine} {_tokens(d.b_tokens)} [{why}]"
+
+
+@dataclass
+class Cell:
+    verdict: str  # EQUAL | DIFFERS | CANNOT | NOT_RENDERED
+    reason: str = ""  # CANNOT / NOT_RENDERED: why, in the converter's or renderer's words
+    construct: str = ""  # CANNOT: the construct the format has no way to write
+    target: str = ""  # CANNOT: that format
+    diffs: list[Difference] = field(default_factory=list)  # DIFFERS: every difference, in order
+
+    @property
+    def first(self) -> Difference | None:
+        return self.diffs[0] if self.diffs else None
+
+    def short(self, engine: str = "the engine") -> str:
+        if self.verdict == EQUAL:
+            return EQUAL
+        if self.verdict == DIFFERS:
+            assert self.first is not None  # a DIFFERS cell holds its differences
+            more = len(self.diffs) - 1
+            return f"differs at {explain(self.first, engine)}" + (f" (+{more} more)" if more else "")
+        if self.verdict == CANNOT:
+            return f"cannot express {self.construct} in {self.target}"
+        return f"not rendered: {self.reason}"
+
+    def to_json(self) -> dict[str, Jsonable]:
+        first = self.first
+        return {"verdict": self.verdict, "reason": self.reason, "construct": self.construct, "target": self.target,
+                "first_difference": None if first is None else
+                {"position": first.a_at, "engine_position": first.b_at, "template_tokens": list(first.a_tokens),
+                 "engine_tokens": list(first.b_tokens), "cause": first.cause},
+                "differences": [d.to_json() for d in self.diffs]}
+
+
+def overall(cells: Iterable[Cell]) -> str:
+    """The verdict over cells: any difference wins; then anything not expressible; then id-equal
+    if any cell rendered; else not rendered."""
+    seen = {c.verdict for c in cells}
+    for verdict in (DIFFERS, CANNOT, EQUAL):
+        if verdict in seen:
+            return verdict
+    return NOT_RENDERED
+
 
 TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
 Conversations = dict[str, tuple[list[dict], list[dict] | None]]  # name -> (messages, tools)
@@ -109,10 +174,10 @@ def name(engine: str) -> str:
     return TEMPLATE_ENGINES.get(engine, engine).split(" (")[0]
 
 
-def _render(loaded: LoadedTemplate, tokenizer: HFTokenizer, msgs: list[dict],
+def _render(loaded: Resolution, tokenizer: HFTokenizer, msgs: list[dict],
             tools: list[dict] | None) -> "Rendered":
     """The render `chatlab render --template` and the server send for this conversation."""
-    return of_loaded(loaded, tokenizer).render_request(msgs, tools)[1]
+    return loaded.for_tokenizer(tokenizer).render_request(msgs, tools)[1]
 
 
 def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:
@@ -122,8 +187,8 @@ def _uses_tools(msgs: list[dict], tools: list[dict] | None) -> bool:
 References = dict[str, "Rendered | str"]  # conversation -> the template's render, or why not
 
 
-def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
-                conversations: dict | None) -> tuple[LoadedTemplate, Conversations, References]:
+def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
+                conversations: dict | None) -> tuple[Resolution, Conversations, References]:
     """The template, the conversations, and the template's own render of each conversation, or
     why it does not render it. A special token the tokenizer lacks is bad input for the whole
     certificate, named once with every other one missing: no engine could be compared on it."""
@@ -145,7 +210,7 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
                         enc.special_id(token, source.name)
                     except MissingSpecialToken:
                         missing.append(token)
-            who = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+            who = tokenizer_name(tokenizer)
             raise MissingSpecialToken(
                 f"the tokenizer {who} has no special token {', '.join(map(repr, dict.fromkeys(missing)))}, which "
                 f"template {source.name!r} writes, so it renders nothing that template's model was trained on and "
@@ -157,7 +222,7 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
 
 
 def _row(tokenizer: HFTokenizer, engine: str, refs: References,
-         convs: Conversations, target: LoadedTemplate | None,
+         convs: Conversations, target: Resolution | None,
          refusal: CannotExpress | None = None, tools_refusal: CannotExpress | None = None) -> dict[str, Cell]:
     """One engine's cells. `target`: the template as that engine reads it (None: the format
     cannot hold it, `refusal` says why); `tools_refusal`: it was written without its tools (why),
@@ -185,13 +250,13 @@ def _row(tokenizer: HFTokenizer, engine: str, refs: References,
     return row
 
 
-def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
+def certify(tokenizer: HFTokenizer, template: "str | Path | Resolution",
             conversations: dict | None = None) -> Certificate:
     """Every engine's cells for `template` over `conversations` (default CONVERSATIONS)."""
     source, convs, refs = _references(tokenizer, template, conversations)
     cells: dict[str, dict[str, Cell]] = {}
     for engine in EXPORT_TARGETS:
-        target: LoadedTemplate | None = source  # the template as that engine reads it
+        target: Resolution | None = source  # the template as that engine reads it
         refusal: CannotExpress | None = None
         tools_refusal: CannotExpress | None = None
         if source.fmt != engine:
@@ -207,7 +272,7 @@ def certify(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate",
     return Certificate(source.source or source.name, cells, list(source.notes))
 
 
-def certify_export(tokenizer: HFTokenizer, template: "str | Path | LoadedTemplate", engine: str, text: str,
+def certify_export(tokenizer: HFTokenizer, template: "str | Path | Resolution", engine: str, text: str,
                    drop_tools: bool = False, conversations: dict | None = None) -> Certificate:
     """One engine's cells for `text`, the export of `template` to `engine` (written with
     `drop_tools` as given): whether that file, read by that engine, renders the template's ids."""

@@ -1,12 +1,8 @@
 """Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold.
 
-Those formats write a turn as text around the content; the engine then encodes that text with
-its special tokens parsed, so a chatlab `S("<|im_start|>")` and the text "<|im_start|>" give the
-same id (for tokenizers that treat the token as special text: not ChatGLM3, whose template uses
-parts these formats cannot hold anyway). Everything else a chatlab template can say (the
-tokenizer's own bos/eos, encoding breaks, round numbers, metadata lines, a system folded into the
-first user turn, reasoning handling, tool formats) has no string form, and saying so is the job
-of `check_flat`: the error names the part and the fix.
+Those engines encode a turn's text with special tokens parsed, so `S("<|im_start|>")` and the text
+give the same id. What has no string form (bos/eos, breaks, rounds, metadata, a system folded
+into the first user turn, reasoning handling, tool formats) `check_flat` refuses, naming it.
 """
 from __future__ import annotations
 
@@ -77,11 +73,6 @@ def check_flat(t: Template, target: str, drop_tools: bool) -> None:
     if t.assistant_eos:
         raise CannotExpress(f"template {t.name!r} ends assistant turns with the tokenizer's eos token, which "
                             f"a {target} template cannot name; {fix}", "the eos token ending assistant turns", target)
-
-
-def stop_strings(t: Template) -> list[str]:
-    """Stop words plus named stop tokens ("eos" is implied by every engine)."""
-    return list(dict.fromkeys([*t.stop_words, *(s for s in t.stop_tokens if s != "eos")]))
 
 
 def looks_special(word: str) -> bool:

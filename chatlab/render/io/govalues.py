@@ -1,12 +1,7 @@
-"""The values Ollama hands its Go template, and Go's ways of printing and comparing them.
-
-As Ollama's template/template.go and api/types.go build them (commit fb30760): tool properties
-and call arguments are plain Go maps, which range and marshal in sorted key order, so the
-client's key order is gone by the time the template runs; a type with a String() method
-(`stringer`) prints as its JSON, a struct without one in Go's struct syntax. The `json` func is
-Go's json.Marshal: struct fields in declaration order under their json names, compact, <, > and
-& escaped. Strings from the client stay `Val`s, so whatever prints them (directly, through
-printf or json) is encoded as content, never as control ids.
+"""The values Ollama hands its Go template (template.go, api/types.go at fb30760), and Go's ways
+of printing and comparing them: maps range and marshal in sorted key order; a type with String()
+prints as its JSON, a struct without one in Go's struct syntax; `json` is json.Marshal (fields in
+declaration order, compact, <, > and & escaped). Client strings stay `Val`s, encoded as content.
 """
 from __future__ import annotations
 
@@ -14,9 +9,19 @@ import json
 from typing import Sequence
 
 from chatlab._thirdparty import GoValue
-
-from chatlab.render.io.gotemplate import Val
 from chatlab.types import Message, ToolSpec
+
+
+class Val(str):
+    """A string that came from message `msg` (slot `slot`): rendered as content, never as markup."""
+
+    msg: int
+    slot: str
+
+    def __new__(cls, text: str, msg: int, slot: str = "content") -> "Val":
+        v = super().__new__(cls, text)
+        v.msg, v.slot = msg, slot
+        return v
 
 
 class GoStruct(dict):
@@ -106,7 +111,7 @@ def go_print(v: GoValue) -> str:
         return "true" if v else "false"
     if v is None:
         return "<nil>"
-    if getattr(v, "stringer", False):
+    if isinstance(v, (GoStruct, GoMap, GoList)) and v.stringer:
         return go_json(v)
     if isinstance(v, PropertyType):
         return str(v[0]) if len(v) == 1 else "" if not v else "[" + " ".join(map(str, v)) + "]"
@@ -176,8 +181,8 @@ _SHORT = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t":
 
 def go_type(v: GoValue) -> str:
     """printf %T: the Go type of a value as Ollama's template sees it (JSON numbers are float64)."""
-    if getattr(v, "type_name", None):
-        return str(v.type_name)
+    if isinstance(v, (GoStruct, GoMap, GoList, PropertyType)):
+        return v.type_name
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, str):

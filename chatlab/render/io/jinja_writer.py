@@ -1,20 +1,15 @@
-"""Write a built-in template as a Jinja chat_template that gives exactly the id-level ids.
-
-This is the file to pass to `vllm serve --chat-template` or to store as tokenizer_config's
-chat_template after fine-tuning with a chatlab template: rendered by Hugging Face
-`apply_chat_template` and encoded with special tokens, it reproduces `Resolution.render` ids
-(for content without special-token text; that difference is the injection the id-level path
-prevents). Every rule of compose.py is written again here, as Jinja; tests hold the two equal.
-Two conventions differ from the id level: a `BREAK` becomes one space before non-empty content
-(SentencePiece's dummy prefix then splits the same way as encoding the parts apart), and
-ChatGLM3 tool calls need their arguments as objects, as vLLM passes them.
+"""Write a built-in template as a Jinja chat_template that gives exactly the id-level ids: the
+file for `vllm serve --chat-template` or a fine-tuned tokenizer_config. Every rule of compose.py
+is written again here, and tests hold the two equal. Two conventions differ: a `BREAK` becomes a
+space before non-empty content (SentencePiece's dummy prefix then splits alike), and ChatGLM3
+tool calls take their arguments as objects, as vLLM passes them.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 from chatlab.models import asset_path
-from chatlab.render.builtin import get_template
+from chatlab.render.template import get_template
 from chatlab.render.template import Parts, Template
 from chatlab.tools.format import lit
 

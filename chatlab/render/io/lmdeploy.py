@@ -1,25 +1,18 @@
 """LMDeploy's JSON chat-template config (`lmdeploy serve api_server --chat-template FILE.json`).
 
-LMDeploy renders a conversation as
-`{system}{meta_instruction}{eosys}` (only when the first message is not a system message: the
-meta_instruction is the default system prompt), then per message `{box}{content}{eox}` with
-box/eox = system/eosys, user/eoh, assistant/eoa+separator, tool/eotool (both '' when the config
-has none: the tool's content bare after the assistant turn), then `{assistant}` to open the
-reply. Tool definitions and an assistant's tool_calls are not written at all. An unknown (or
-null: LMDeploy draws a random one) model_name is registered on LMDeploy's BaseChatTemplate;
-`chat_template()` drops null fields, so BaseChatTemplate's default '' fills them,
-meta_instruction included: a config without one still writes an (empty) system turn, and a
-template with no default system prompt cannot be written. model_path (to_json writes it) only
-matches models.
-Both directions go through a chatlab Template, so the import renders at id level.
+LMDeploy writes `{system}{meta_instruction}{eosys}` when the first message is not a system one,
+then per message `{box}{content}{eox}` (system/eosys, user/eoh, assistant/eoa+separator,
+tool/eotool), then `{assistant}`; no tool definitions or calls. Null fields become
+BaseChatTemplate's '', meta_instruction included, so a template without a default system prompt
+cannot be written. Both directions go through a chatlab Template, so imports render at id level.
 """
 from __future__ import annotations
 
 import json
 import re
-from chatlab._thirdparty import Jsonable
+
 from chatlab.errors import CannotExpress, ChatlabError
-from chatlab.render.io.flat import around, check_flat, json_config, stop_strings, stops_of, turn, without_engine_bos
+from chatlab.render.io.flat import around, check_flat, json_config, stops_of, turn, without_engine_bos
 from chatlab.render.template import Template
 
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
@@ -45,7 +38,7 @@ LMDEPLOY_BUILTINS: dict[str, str] = {
 CAPABILITIES = ("completion", "infilling", "chat", "python")
 
 
-def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[str, Jsonable]]:
+def parse_lmdeploy(text: str, origin: str = "<text>") -> Template:
     """A chatlab Template from an LMDeploy JSON config; errors name the field."""
     data, unknown = json_config(text, origin, "LMDeploy chat-template",
                                 "an LMDeploy chat template is a JSON object with model_name, user, eoh, ...", LMDEPLOY_FIELDS)
@@ -81,9 +74,8 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> tuple[Template, dict[st
     roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
              "assistant": turn(f["assistant"], f["eoa"] + f["separator"]), "tool": turn(f["tool"], f["eotool"])}
     meta = data.get("meta_instruction")
-    t = Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
-                 default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
-    return t, data
+    return Template(name or origin.rsplit(".", 1)[0], f"imported from {origin} (LMDeploy JSON)", roles,
+                    default_system="" if meta is None else meta, stop_words=words, stop_tokens=tokens)
 
 
 def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
@@ -128,5 +120,5 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     data = {"model_name": name, "system": system, "meta_instruction": t.default_system or "",
             "eosys": eosys, "user": user, "eoh": eoh, "assistant": assistant, "eoa": eoa,
             "separator": end[len(eoa):], "tool": tool, "eotool": eotool, "capability": "chat",
-            "stop_words": stop_strings(t)}
+            "stop_words": t.stop_strings()}
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"

@@ -1,12 +1,12 @@
-'''Ollama Modelfiles: export a chatlab template as one (`ollama create NAME -f Modelfile`), and read
-the template of one back, rendering it at id level with the Go-template subset (gotemplate.py).
+'''Ollama Modelfiles: read one (its TEMPLATE rendered by the Go-template subset, gotemplate.py)
+and export a chatlab template as one (`ollama create NAME -f Modelfile`).
 
-A Modelfile is instructions, one per line: `FROM`, `TEMPLATE """…"""` (Go template syntax),
-`SYSTEM """…"""` (the default system prompt: Ollama prepends it as a system message when the
-request has none), `PARAMETER stop "…"` (repeatable), and others (ADAPTER, LICENSE, MESSAGE,
-REQUIRES) that do not change the prompt. The export writes system messages in place
-(`range .Messages` with `eq .Role "system"`), as chatlab does, and opens the reply at the end,
-as Ollama's chat always does.
+The export writes a Hermes tool format as Go template text that rebuilds chatlab's tool text key
+by key. Ollama hands the template Go values (maps in sorted key order, a property's keys only
+api.ToolProperty's), so the render is id-equal to chatlab's when the request is in that layout:
+a tool's name, description, parameters (type, properties, required); property names sorted,
+keys in the order type, description, enum, items; call arguments as
+json.dumps(args, sort_keys=True) writes them. Elsewhere `chatlab certify` shows the difference.
 '''
 from __future__ import annotations
 
@@ -17,15 +17,13 @@ from typing import Sequence
 
 from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError
-from chatlab.render.encoder import Encoder
-from chatlab.render.ids import Piece
-from chatlab.render.io import ollama_tools
-from chatlab.render.io.flat import around, check_flat, flat, stop_strings, without_engine_bos
-from chatlab.render.io.goeval import Evaluator, cut_after_response, mentions
-from chatlab.render.io.gotemplate import GoNode, Parser, Val
+from chatlab.render.encoder import Encoder, Piece
+from chatlab.render.io.flat import around, check_flat, flat, without_engine_bos
+from chatlab.render.io.gotemplate import Evaluator, GoNode, Parser, Val
 from chatlab.render.io.govalues import message
 from chatlab.render.io.govalues import tools as go_tools
 from chatlab.render.template import Parts, Template
+from chatlab.tools.jsonstyle import CALL_ARGS, CALL_END, CALL_HEAD, RESULT_CLOSE, RESULT_OPEN, TOOLS_HEAD, TOOLS_TAIL
 from chatlab.types import Message, ToolSpec
 
 INSTRUCTIONS = ("FROM", "TEMPLATE", "SYSTEM", "PARAMETER", "ADAPTER", "LICENSE", "MESSAGE", "REQUIRES")
@@ -38,6 +36,48 @@ class Modelfile:
     stops: list[str] = field(default_factory=list)
     parameters: dict[str, list[str]] = field(default_factory=dict)
     nodes: list[GoNode] = field(default_factory=list, repr=False)
+
+    def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
+               add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
+        """The pieces Ollama's template gives this chat. As template.go: a template that mentions
+        .Messages runs once over the collated chat; a legacy .System/.Prompt/.Response one runs
+        once per round, the last only up to its first .Response."""
+        if tools and not mentions(self.nodes, "Tools"):
+            raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
+                               "(\"does not support tools\"); send the chat without tools or use a tool template",
+                               param="tools")
+        if not add_generation_prompt:
+            raise ChatlabError("an Ollama template always decides itself how the reply opens; "
+                               "add_generation_prompt=False cannot be honoured, render with a Jinja or built-in template")
+        indexed = list(enumerate(messages))
+        if self.system and (not messages or messages[0].role != "system"):
+            indexed.insert(0, (-1, Message(role="system", content=self.system)))
+        system, collated = _collate(indexed)
+        ev = Evaluator({})
+        think = options.get("think")
+        vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "",
+                                    "Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
+                                    "IsThinkSet": think is not None}
+
+        def execute(tree: list[GoNode]) -> None:
+            ev.root = dict(vals)
+            ev.run(tree, ev.root, [{"$": ev.root}], -1)
+            vals.update(System="", Prompt="", Response="")
+
+        if mentions(self.nodes, "Messages"):
+            vals.update(System=system, Messages=collated, Tools=go_tools(tools))
+            execute(self.nodes)
+            return ev.out
+        nodes = self.nodes if mentions(self.nodes, "Response") else [*self.nodes, GoNode("out", 0, ("get", "", ["Response"]))]
+
+        for m in collated:  # the legacy loop of Ollama's Template.Execute
+            role = m["Role"]
+            if role == "system" and (vals["Prompt"] or vals["Response"]) or role == "user" and vals["Response"]:
+                execute(nodes)
+            if role in ("system", "user", "assistant"):
+                vals[{"system": "System", "user": "Prompt", "assistant": "Response"}[role]] = m["Content"]
+        execute(cut_after_response(nodes)[0])
+        return ev.out
 
 
 def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
@@ -106,47 +146,39 @@ def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoVal
     return joined, out
 
 
-def render_modelfile(mf: Modelfile, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-                     add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
-    """The pieces Ollama's template would produce for this chat (the Resolution renderer hook).
-    As template.go: a template that mentions .Messages runs once over the collated chat; a legacy
-    .System/.Prompt/.Response one runs once per round, the last only up to its first .Response."""
-    if tools and not mentions(mf.nodes, "Tools"):
-        raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
-                           "(\"does not support tools\"); send the chat without tools or use a tool template",
-                           param="tools")
-    if not add_generation_prompt:
-        raise ChatlabError("an Ollama template always decides itself how the reply opens; "
-                           "add_generation_prompt=False cannot be honoured, render with a Jinja or built-in template")
-    indexed = list(enumerate(messages))
-    if mf.system and (not messages or messages[0].role != "system"):
-        indexed.insert(0, (-1, Message(role="system", content=mf.system)))
-    system, collated = _collate(indexed)
-    ev = Evaluator({})
-    think = options.get("think")
-    vals: dict[str, GoValue] = {"System": "", "Prompt": "", "Response": "", "Suffix": "",
-                                "Think": bool(think), "ThinkLevel": think if isinstance(think, str) else "",
-                                "IsThinkSet": think is not None}
+def mentions(nodes: list[GoNode], name: str) -> bool:
+    """Whether any action refers to the field `name` (Ollama's Vars())."""
+    def in_expr(e: tuple) -> bool:
+        return (e[0] == "get" and name in e[2]) or (e[0] == "call" and any(in_expr(a) for a in e[2]))
+    for n in nodes:
+        if n.kind in ("out", "set") and in_expr(n.value):
+            return True
+        if n.kind in ("if", "range") and (any(in_expr(c) or mentions(b, name) for c, b in n.branches)
+                                          or mentions(n.orelse, name)):
+            return True
+    return False
 
-    def execute(tree: list[GoNode]) -> None:
-        ev.root = dict(vals)
-        ev.run(tree, ev.root, [{"$": ev.root}], -1)
-        vals.update(System="", Prompt="", Response="")
 
-    if mentions(mf.nodes, "Messages"):
-        vals.update(System=system, Messages=collated, Tools=go_tools(tools))
-        execute(mf.nodes)
-        return ev.out
-    nodes = mf.nodes if mentions(mf.nodes, "Response") else [*mf.nodes, GoNode("out", 0, ("get", "", ["Response"]))]
-
-    for m in collated:  # the legacy loop of Ollama's Template.Execute
-        role = m["Role"]
-        if role == "system" and (vals["Prompt"] or vals["Response"]) or role == "user" and vals["Response"]:
-            execute(nodes)
-        if role in ("system", "user", "assistant"):
-            vals[{"system": "System", "user": "Prompt", "assistant": "Response"}[role]] = m["Content"]
-    execute(cut_after_response(nodes)[0])
-    return ev.out
+def cut_after_response(nodes: list[GoNode]) -> tuple[list[GoNode], bool]:
+    """Ollama's last legacy round: keep the template up to its first printed .Response."""
+    out: list[GoNode] = []
+    for n in nodes:
+        if n.kind == "out" and mentions([n], "Response"):
+            return [*out, n], True
+        if n.kind in ("if", "range"):
+            branches = []
+            for cond, body in n.branches:
+                body, found = cut_after_response(body)
+                branches.append((cond, body))
+                if found:
+                    return [*out, GoNode(n.kind, n.line, n.value, branches, [], n.names)], True
+            orelse, found = cut_after_response(n.orelse)
+            out.append(GoNode(n.kind, n.line, n.value, branches, orelse, n.names))
+            if found:
+                return out, True
+            continue
+        out.append(n)
+    return out, False
 
 
 def _quote(value: str, what: str) -> str:
@@ -158,7 +190,7 @@ def _quote(value: str, what: str) -> str:
 
 def export_ollama(t: Template, drop_tools: bool = False) -> str:
     """A Modelfile whose TEMPLATE renders like `t`; FROM is a placeholder to point at the model.
-    A Hermes tool format (Qwen2.5's) is written with its tools, calls and results (ollama_tools.py
+    A Hermes tool format (Qwen2.5's) is written with its tools, calls and results (py
     says in which request layout Ollama's render is then id-equal); other tool formats are refused
     unless `drop_tools`."""
     target = "Ollama Modelfile"
@@ -180,11 +212,11 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     if hermes:
         sys_before, sys_after = around(system, "system turn", t, target)
         user_before, user_after = around(t.turn("user"), "user turn", t, target)
-        arms = [branch("system", system, '{{ if and (eq $i 0) $.Tools }}' + ollama_tools.tool_list("\n\n") + "{{ end }}"),
-                branch("user", t.turn("user")), branch("assistant", t.turn("assistant"), ollama_tools.calls()),
-                'if eq .Role "tool" }}' + ollama_tools.result(user_before, user_after)]
+        arms = [branch("system", system, '{{ if and (eq $i 0) $.Tools }}' + tool_list("\n\n") + "{{ end }}"),
+                branch("user", t.turn("user")), branch("assistant", t.turn("assistant"), calls()),
+                'if eq .Role "tool" }}' + result(user_before, user_after)]
         loop = ('{{ $prev := "" }}{{ range $i, $m := .Messages }}{{ if and (eq $i 0) $.Tools (ne .Role "system") }}'
-                + sys_before + ollama_tools.tool_list("") + sys_after + "{{ end }}{{ " + "{{ else ".join(arms)
+                + sys_before + tool_list("") + sys_after + "{{ end }}{{ " + "{{ else ".join(arms)
                 + '{{ end }}{{ $prev = .Role }}{{ end }}')
     else:
         arms = [branch("system", system), branch("user", t.turn("user")), branch("assistant", t.turn("assistant"))]
@@ -211,7 +243,64 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
            "FROM ./model.gguf", f"TEMPLATE {_quote(body, 'template text')}"]
     if t.default_system is not None:
         out.append(f"SYSTEM {_quote(t.default_system, 'default system prompt')}")
-    for stop in stop_strings(t):  # JSON quoting is Go's for plain strings; newlines need """
+    for stop in t.stop_strings():  # JSON quoting is Go's for plain strings; newlines need """
         quoted = _quote(stop, "stop word") if "\n" in stop else json.dumps(stop, ensure_ascii=False)
         out.append(f"PARAMETER stop {quoted}")
     return "\n".join(out) + "\n"
+
+
+# A value of a Go map (an argument, an enum member, an items key): a string quoted as
+# json.dumps would, anything else through Go's json (numbers, booleans, null are the same).
+_SCALAR = ('{{ if eq (printf "%T" $x) "string" }}{{ printf "%q" $x }}'
+           '{{ else }}{{ json $x }}{{ end }}')
+
+
+def _map(expr: str) -> str:
+    """`expr` (a Go map) as {"k": v, ...} in sorted key order, Python's spacing."""
+    return ('{{ "{" }}{{ $s := "" }}{{ range $k, $x := ' + expr + ' }}{{ $s }}{{ printf "%q" $k }}: '
+            + _SCALAR + '{{ $s = ", " }}{{ end }}}')
+
+
+def _list(expr: str) -> str:
+    return '[{{ range $k, $x := ' + expr + ' }}{{ if $k }}, {{ end }}' + _SCALAR + '{{ end }}]'
+
+
+def _field(name: str, cond: str, value: str) -> str:
+    """`, "name": value` (the separator only after an earlier field), when `cond` holds."""
+    return '{{ if ' + cond + ' }}{{ $f }}"' + name + '": ' + value + '{{ $f = ", " }}{{ end }}'
+
+
+_TYPE = ('{{ if eq (len $p.Type) 1 }}{{ printf "%q" (index $p.Type 0) }}{{ else }}'
+         '[{{ range $k, $t := $p.Type }}{{ if $k }}, {{ end }}{{ printf "%q" $t }}{{ end }}]{{ end }}')
+_PROPERTY = ('{{ "{" }}{{ $f := "" }}' + _field("type", "$p.Type", _TYPE)
+             + _field("description", "$p.Description", '{{ printf "%q" $p.Description }}')
+             + _field("enum", "$p.Enum", _list("$p.Enum"))
+             + _field("items", "$p.Items", _map("$p.Items")) + '}')
+# "properties": {} is an empty map, absent properties a nil one: only json tells them apart
+_HAS_PROPS = '(ne (json $fn.Parameters.Properties) "null")'
+_PARAMETERS = ('{{ "{" }}{{ $f := "" }}' + _field("type", "$fn.Parameters.Type", '{{ printf "%q" $fn.Parameters.Type }}')
+               + _field("properties", _HAS_PROPS,
+                        '{{ "{" }}{{ $q := "" }}{{ range $name, $p := $fn.Parameters.Properties }}{{ $q }}'
+                        '{{ printf "%q" $name }}: ' + _PROPERTY + '{{ $q = ", " }}{{ end }}}')
+               + _field("required", "$fn.Parameters.Required", _list("$fn.Parameters.Required")) + '}')
+_TOOL = ('{"type": "function", "function": {{ "{" }}{{ $fn := .Function }}"name": {{ printf "%q" $fn.Name }}'
+         '{{ if $fn.Description }}, "description": {{ printf "%q" $fn.Description }}{{ end }}'
+         '{{ if or $fn.Parameters.Type ' + _HAS_PROPS + ' }}, "parameters": ' + _PARAMETERS + '{{ end }}}}')
+
+
+def tool_list(lead: str) -> str:
+    """The system turn's tool list after `lead` (a blank line after system text, else nothing)."""
+    return (lead + TOOLS_HEAD + '{{ range $.Tools }}\n' + _TOOL + '{{ end }}' + TOOLS_TAIL)
+
+
+def calls() -> str:
+    """An assistant message's calls after its content (`$m` is the message)."""
+    return ('{{ range $j, $c := $m.ToolCalls }}{{ if or $j $m.Content }}\n{{ end }}' + CALL_HEAD
+            + '{{ $c.Function.Name }}' + CALL_ARGS + _map("$c.Function.Arguments") + CALL_END + '{{ end }}')
+
+
+def result(user_before: str, user_after: str) -> str:
+    """A tool result: a user turn of <tool_response> blocks, consecutive results sharing it."""
+    return ('{{ $next := "" }}{{ range $k, $n := slice $.Messages $i }}{{ if eq $k 1 }}{{ $next = $n.Role }}'
+            '{{ end }}{{ end }}{{ if ne $prev "tool" }}' + user_before + '{{ else }}\n{{ end }}'
+            + RESULT_OPEN + '\n{{ .Content }}\n' + RESULT_CLOSE + '{{ if ne $next "tool" }}' + user_after + '{{ end }}')
