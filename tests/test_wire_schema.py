@@ -10,7 +10,7 @@ from chatlab._thirdparty import Jsonable
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.errors import ChatlabError
 from chatlab.generate import limits
-from chatlab.types import wire
+import chatlab.types as wire
 
 RANGES = {"temperature": limits.TEMPERATURE, "top_p": limits.TOP_P, "top_k": limits.TOP_K,
           "repetition_penalty": limits.REPETITION_PENALTY, "presence_penalty": limits.PRESENCE_PENALTY,
