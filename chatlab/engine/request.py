@@ -21,13 +21,21 @@ from chatlab.generate.sampling import check_logit_bias
 from chatlab.types import (MAX_STOP_CHARS, MAX_STOPS, FromWire, Functions, Message, Messages, Prompt,
                            ResponseFormat, Stop, ToolChoice, Tools, ToolSpec, Wire, WireFunctionChoice,
                            WireResponseFormat, WireToolChoice, check_text, choice_of, field_path,
-                           format_of, merge_tools, messages_of, named_choice, refusal, tools_of)
+                           format_of, merge_tools, messages_of, named_choice, Refusal, refusal, tools_of)
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
 MAX_BODY_DEPTH = 64  # the chat domain nests schemas 32 deep; the body wraps them a few levels more
 DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 INT64 = (-(2**63), 2**63 - 1)
+
+
+def _bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    """logit_bias with int keys, refused in field order (SamplingParams' one check)."""
+    try:
+        return None if bias is None else check_logit_bias(bias)
+    except ChatlabError as err:
+        raise Refusal(str(err), whole=True, param=err.param) from None
 
 
 class StreamOptions(Wire):
@@ -60,8 +68,7 @@ class SamplingFields(Wire):
     user: str | None = None
     ignore_eos: bool = False  # extension (as in vLLM): benchmarks generate exactly max_tokens
     # token id (a string key, as JSON has) -> bias in [-100, 100]; held with int keys
-    logit_bias: Annotated[dict[int, float] | None, FromWire(dict[str, float] | None,
-                                                            lambda v: None if v is None else check_logit_bias(v))] = None
+    logit_bias: Annotated[dict[int, float] | None, FromWire(dict[str, float] | None, _bias)] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -147,10 +154,10 @@ class SamplingFields(Wire):
         return params.validated(context_length, prompt_len, vocab_size)
 
 
-class ChatRequest(SamplingFields):
-    nullable = ("n", "stream", "logprobs")
+class ChatFields(Wire):
+    """The chat fields: chatlab.types' wire shapes, held as its domain objects (first in a
+    ChatRequest, so their refusals come before the sampling fields')."""
 
-    # chatlab.types' wire shapes, held as its domain objects
     messages: Annotated[tuple[Message, ...], FromWire(Messages, messages_of)]
     tools: Annotated[tuple[ToolSpec, ...], FromWire(Tools, tools_of)] = ()
     tool_choice: Annotated[ToolChoice, FromWire(WireToolChoice, choice_of)] = None  # type: ignore[assignment]
@@ -159,20 +166,14 @@ class ChatRequest(SamplingFields):
     functions: Annotated[tuple[ToolSpec, ...], FromWire(Functions, tools_of, deprecated=True)] = ()
     function_call: Annotated[ToolChoice | None, FromWire(WireToolChoice, choice_of, WireFunctionChoice,
                                                          deprecated=True)] = None
-    parallel_tool_calls: bool | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     _legacy: bool = PrivateAttr(False)  # answer in the old `functions` shape
 
     @model_validator(mode="after")
-    def _tools_and_choice(self) -> "ChatRequest":
+    def _tools_and_choice(self) -> "ChatFields":
         """tool_choice names one of the tools; "none" or no tools render none (vLLM's default)."""
         tools = merge_tools(self.tools, self.functions, "tools" if self.tools or not self.functions else "functions")
         choice = named_choice(self.tool_choice or self.function_call, tools)
         self._legacy = bool(self.functions) and not self.tools
-        if self.top_logprobs and not self.logprobs:
-            raise ChatlabError(f"top_logprobs={self.top_logprobs} needs logprobs=true; set logprobs "
-                               "to true or drop top_logprobs", param="top_logprobs")
         if choice.mode == "none" or not tools:
             tools, choice = [], ToolChoice("none")
         for name, value in (("tools", tuple(tools)), ("tool_choice", choice), ("functions", ()),
@@ -183,6 +184,21 @@ class ChatRequest(SamplingFields):
     @property
     def legacy(self) -> bool:
         return self._legacy
+
+
+class ChatRequest(SamplingFields, ChatFields):
+    nullable = ("n", "stream", "logprobs")
+
+    parallel_tool_calls: bool | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _alternatives(self) -> "ChatRequest":
+        if self.top_logprobs and not self.logprobs:
+            raise ChatlabError(f"top_logprobs={self.top_logprobs} needs logprobs=true; set logprobs "
+                               "to true or drop top_logprobs", param="top_logprobs")
+        return self
 
     @property
     def token_logprobs(self) -> tuple[bool, int]:

@@ -1,16 +1,10 @@
-"""The chat domain: messages, tools, tool choice and response format.
-
-OpenAI's wire shapes are pydantic models: one definition validates what a client sends, documents
-it (/openapi.json) and makes the frozen objects that every layer below takes (`Message`,
-`ToolSpec`, ...). A validator refuses with a `Refusal` written relative to the value's place, so
-`param` is the field's path (`messages[0].role`) however the value was reached. The `parse_*`
-functions apply the same models to plain dicts (the CLI, a notebook); domain objects pass through.
+"""The chat domain read from OpenAI's wire shapes: pydantic models that validate what a client
+sends, document it (/openapi.json) and make the frozen objects of chatlab.types.objects. The
+`parse_*` functions apply them to plain dicts (the CLI, a notebook); domain objects pass through.
 """
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Callable, ClassVar, Literal, get_args
 
@@ -20,195 +14,16 @@ from pydantic_core import CoreSchema, core_schema
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.types.objects import (NAME_RE, FormatKind, Message, Refusal, ResponseFormat, Role, ToolCall,
+                                   ToolChoice, ToolSpec, check_text, field_path, json_at, name_at,
+                                   param_of, refusal, schema_at, text_at)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # OpenAI's rule for function names (plus '.')
-MAX_SCHEMA_DEPTH = 32
-MAX_SCHEMA_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 8_192
 MAX_TOOLS = 128  # OpenAI's limit
 MAX_STOPS, MAX_STOP_CHARS = 16, 1_000
-
-Role = Literal["system", "user", "assistant", "tool"]
 WireRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
 ROLES: tuple[str, ...] = get_args(WireRole)  # developer -> system, function -> tool (legacy)
-ChoiceMode = Literal["auto", "none", "required", "named"]
-FormatKind = Literal["text", "json_object", "json_schema"]
 Name = Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
-
-
-# -- the domain: what every layer below the edge takes ----------------------------------------
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text of an object, exactly as the model (or client) wrote it
-
-    def to_openai(self) -> dict[str, Jsonable]:
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
-
-
-@dataclass(frozen=True)
-class Message:
-    role: Role
-    content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None  # tool results: which call this answers
-    name: str | None = None  # tool results: the tool's name
-    reasoning: str | None = None  # assistant `reasoning_content` (Qwen3's <think>)
-
-    def to_template(self) -> dict[str, Jsonable]:
-        """The dict shape that Jinja chat templates and the built-in renderers read."""
-        d: dict[str, Jsonable] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            d["tool_calls"] = [c.to_openai() for c in self.tool_calls]
-        if self.reasoning is not None:
-            d["reasoning_content"] = self.reasoning
-        if self.tool_call_id is not None:
-            d["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            d["name"] = self.name
-        return d
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str = ""
-    parameters: dict[str, Jsonable] | None = None  # as sent: templates write "no parameters" their way
-
-    @property
-    def schema(self) -> dict[str, Jsonable]:
-        """The arguments' JSON schema (an empty object when the tool declares no parameters:
-        none sent, or `{}`, which alone would let a grammar write any JSON value)."""
-        return self.parameters if self.parameters else {"type": "object", "properties": {}}
-
-    def to_openai(self) -> dict[str, Jsonable]:
-        fn: dict[str, Jsonable] = {"name": self.name}
-        if self.description:
-            fn["description"] = self.description
-        if self.parameters is not None:
-            fn["parameters"] = self.parameters
-        return {"type": "function", "function": fn}
-
-
-@dataclass(frozen=True)
-class ToolChoice:
-    mode: ChoiceMode = "auto"
-    name: str | None = None  # with mode "named"
-
-    def to_openai(self) -> Jsonable:
-        return {"type": "function", "function": {"name": self.name}} if self.mode == "named" else self.mode
-
-
-@dataclass(frozen=True)
-class ResponseFormat:
-    kind: FormatKind
-    schema: dict[str, Jsonable] | None = None  # json_schema: the schema; json_object: None
-    name: str | None = None
-
-
-# -- refusals and where they point ------------------------------------------------------------
-class Refusal(ValueError):
-    """A validator's refusal, written relative to the refused value's path: the message is the
-    path followed by `text` (or `text` alone when `whole`); `param` is the path extended by
-    `field` (or `param` itself when given)."""
-
-    def __init__(self, text: str, field: str = "", whole: bool = False, param: str | None = None) -> None:
-        super().__init__(text)
-        self.text, self.field, self.whole, self.param = text, field, whole, param
-
-    def at(self, where: str) -> ChatlabError:
-        return ChatlabError(self.text if self.whole else where + self.text, self.param or where + self.field)
-
-
-_TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "none", "tuple"}
-
-
-def field_path(parts: list[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p[:64]}" if out else p[:64])
-    return out or "the request body"
-
-
-def param_of(loc: tuple[Jsonable, ...]) -> str | None:
-    """A pydantic error location as a field path (`stream_options.include_usage`), without the
-    union-member and validator names pydantic puts in between (`stop.list[str].0`)."""
-    parts: list[str | int] = [p for p in loc if isinstance(p, int) or (
-        isinstance(p, str) and p.isidentifier() and p not in _TYPE_NAMES)]
-    return field_path(parts) if parts else None
-
-
-def refusal(err: ValidationError, *root: str) -> ChatlabError:
-    """The first error of a validation as a ChatlabError whose `param` names the field."""
-    first = err.errors(include_url=False, include_input=False)[0]
-    param = param_of((*root, *first["loc"]))
-    cause = first.get("ctx", {}).get("error")
-    if isinstance(cause, Refusal):
-        return cause.at(param or "")
-    msg = first["msg"].removeprefix("Value error, ")
-    return ChatlabError(f"{param}: {msg}" if param and not msg.startswith(param) else msg, param)
-
-
-def _text(value: Jsonable, at: str) -> str:
-    """A string that can be encoded: lone UTF-16 surrogates ("\\ud800") cannot be tokenized."""
-    if not isinstance(value, str):
-        raise Refusal(f"{at} must be a string, not {type(value).__name__}", at)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise Refusal(f"{at} holds a lone UTF-16 surrogate at character {err.start} "
-                      "(e.g. '\\ud800'); send valid Unicode text", at) from None
-    return value
-
-
-def check_text(value: Jsonable, where: str) -> str:
-    """`value` as encodable text, or a ChatlabError naming `where`."""
-    try:
-        return _text(value, "")
-    except Refusal as r:
-        raise r.at(where) from None
-
-
-def _name(value: Jsonable, at: str) -> str:
-    if not isinstance(value, str) or not NAME_RE.match(value):
-        shown = repr(value)[:40] + ("…" if len(repr(value)) > 40 else "")
-        raise Refusal(f"{at} {shown} is not a valid name; use 1-64 characters of "
-                      "a-z, A-Z, 0-9, '_', '-' or '.'", at)
-    return value
-
-
-def _json(value: Jsonable, at: str) -> str:
-    """JSON text of `value`, refusing values too large, too deep or not encodable."""
-    def depth(v: Jsonable, d: int = 0) -> int:
-        if d > MAX_SCHEMA_DEPTH:
-            raise Refusal(f"{at} is nested deeper than {MAX_SCHEMA_DEPTH} levels; flatten it", at)
-        kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
-        return max((depth(k, d + 1) for k in kids), default=d)
-
-    depth(value)
-    text = json.dumps(value, ensure_ascii=False)
-    if len(text) > MAX_SCHEMA_CHARS:
-        raise Refusal(f"{at} is {len(text):,} characters of JSON, over the limit of "
-                      f"{MAX_SCHEMA_CHARS:,}; shorten it", at)
-    return _text(text, at)
-
-
-def _schema(schema: Jsonable, at: str) -> dict[str, Jsonable]:
-    """A usable JSON schema (jsonschema's metaschema check), within the size and depth limits."""
-    import jsonschema
-
-    if not isinstance(schema, dict):
-        raise Refusal(f"{at} must be a JSON schema object, not {type(schema).__name__}", at)
-    _json(schema, at)
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        path = "/".join(map(str, e.path)) or "the top"
-        raise Refusal(f"{at} is not a valid JSON schema: {e.message[:200]} (at {path}); fix the schema",
-                      at) from None
-    return schema
 
 
 # -- the wire shapes --------------------------------------------------------------------------
@@ -251,11 +66,11 @@ def _calls(msg: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
             raise Refusal(f"{at} has no function name; expected "
                           '{"type": "function", "function": {"name": ..., "arguments": "{...}"}}',
                           f"{at}.function.name")
-        call_id = _text(call["id"], f"{at}.id")[:128] if call.get("id") else None
+        call_id = text_at(call["id"], f"{at}.id")[:128] if call.get("id") else None
         args = fn.get("arguments")
         where = f"{at}.function.arguments"
-        text = "{}" if args is None else _json(args, where) if isinstance(args, dict) else _text(args, where)
-        out.append({"id": call_id, "function": {"name": _name(fn["name"], f"{at}.function.name"),
+        text = "{}" if args is None else json_at(args, where) if isinstance(args, dict) else text_at(args, where)
+        out.append({"id": call_id, "function": {"name": name_at(fn["name"], f"{at}.function.name"),
                                                 "arguments": text}})
     return out
 
@@ -281,14 +96,14 @@ class WireMessage(Wire):
             raise Refusal(f".role: unknown role {str(role)[:40]!r}; valid roles: {', '.join(ROLES)}", ".role")
         content = msg.get("content")
         if isinstance(content, str):
-            _text(content, ".content")
+            text_at(content, ".content")
         elif isinstance(content, list):
             for j, part in enumerate(content):
                 if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                     kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                     raise Refusal(f".content[{j}] is a {kind!r} part; this model takes text only: send a "
                                   'string or [{"type": "text", "text": "..."}] parts', f".content[{j}]")
-                _text(part["text"], f".content[{j}].text")
+                text_at(part["text"], f".content[{j}].text")
         elif content is not None:
             raise Refusal(f".content must be a string, a list of text parts or null, not "
                           f"{type(content).__name__}", ".content")
@@ -305,13 +120,13 @@ class WireMessage(Wire):
             if not isinstance(msg["tool_call_id"], str) or not msg["tool_call_id"]:
                 raise Refusal(".tool_call_id must be the id (a non-empty string) of the assistant's tool "
                               "call that this message answers, or left out", ".tool_call_id")
-            out["tool_call_id"] = _text(msg["tool_call_id"], ".tool_call_id")
+            out["tool_call_id"] = text_at(msg["tool_call_id"], ".tool_call_id")
         if msg.get("name") is not None:  # a participant's or a tool's name: bounded, plain
-            out["name"] = _name(msg["name"], ".name")
+            out["name"] = name_at(msg["name"], ".name")
         if role == "function" and out.get("name") is None:
             raise Refusal(" (function) has no name; send the function's name", ".name")
         if role == "assistant" and isinstance(msg.get("reasoning_content"), str):
-            out["reasoning_content"] = _text(msg["reasoning_content"], ".reasoning_content")
+            out["reasoning_content"] = text_at(msg["reasoning_content"], ".reasoning_content")
         return out
 
     def domain(self, i: int) -> Message:
@@ -339,14 +154,14 @@ class Function(Wire):
             raise Refusal(' has no name; each tool needs {"type": "function", "function": {"name": "...", '
                           '"parameters": {...}}}', ".name")
         assert isinstance(fn, dict)  # a WireTool checked it
-        name = _name(fn["name"], f"{named}.name")
-        desc = _text(fn.get("description") or "", f"{named}.description")
+        name = name_at(fn["name"], f"{named}.name")
+        desc = text_at(fn.get("description") or "", f"{named}.description")
         if len(desc) > MAX_DESCRIPTION_CHARS:
             raise Refusal(f"{named}.description is {len(desc):,} characters, over the limit of "
                           f"{MAX_DESCRIPTION_CHARS:,}; shorten it", f"{named}.description")
         params = fn.get("parameters")
         return {"name": name, "description": desc,
-                "parameters": None if params is None else _arguments_schema(_schema(params, ".parameters"))}
+                "parameters": None if params is None else _arguments_schema(schema_at(params, ".parameters"))}
 
     def domain(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
@@ -429,8 +244,8 @@ class WireResponseFormat(Wire):
                           ".json_schema.schema", whole=True)
         name = spec.get("name")
         return {"type": kind, "json_schema": {
-            "schema": _schema(spec["schema"], ".json_schema.schema"),
-            "name": _text(name, ".json_schema.name") if isinstance(name, str) else None}}
+            "schema": schema_at(spec["schema"], ".json_schema.schema"),
+            "name": text_at(name, ".json_schema.name") if isinstance(name, str) else None}}
 
     def domain(self) -> ResponseFormat | None:
         if self.type == "text":
@@ -596,5 +411,5 @@ def parse_response_format(fmt: Jsonable) -> ResponseFormat | None:
 
 
 __all__ = ["FromWire", "Message", "NAME_RE", "ResponseFormat", "Refusal", "ToolCall", "ToolChoice",
-           "ToolSpec", "Wire", "check_text", "param_of", "parse_messages", "parse_response_format",
-           "parse_tool_choice", "parse_tools", "refusal"]
+           "ToolSpec", "Wire", "check_text", "field_path", "param_of", "parse_messages",
+           "parse_response_format", "parse_tool_choice", "parse_tools", "refusal"]
