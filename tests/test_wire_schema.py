@@ -1,5 +1,5 @@
 """/openapi.json and the request parser come from one definition: every field the parser takes
-is in the document with the parser's type and limits (generate/limits.py, chatlab.types.wire),
+is in the document with the parser's type and limits (generate/limits.py, chatlab.types),
 and nothing else is. No model: the engine is scripted."""
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The request at the edge, parsed once: OpenAI's chat and completion bodies as frozen pydantic
-models, shared by `chatlab complete`, the server and notebooks. The same models validate, document
-(/openapi.json) and make the loop's SamplingParams (`to_sampling_params`).
-
-Unknown fields are ignored (clients send many); parsing is strict, as OpenAI's is ("0.5" is not a
-number). The chat fields are chatlab.types' wire shapes, held as its domain objects. Every refusal
-is a ChatlabError whose `param` names the field. `top_k`, `repetition_penalty` and `ignore_eos`
-are extensions, as in vLLM.
+"""OpenAI's chat and completion bodies as frozen pydantic models (shared by `chatlab complete`,
+the server and notebooks) that validate, document (/openapi.json) and make the loop's
+SamplingParams. Unknown fields are ignored; parsing is strict, as OpenAI's is. `top_k`,
+`repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
 """
 from __future__ import annotations
 

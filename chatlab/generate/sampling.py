@@ -1,8 +1,6 @@
-"""Sampling parameters and the sampler that turns one row of logits into one token id.
-
-Everything works on a 1-D float32 numpy row. The sampler avoids full-vocabulary work where it
-can: greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
-`argpartition` (O(vocab)) and only then sorts, softmaxes and applies top-p on those few.
+"""Sampling parameters and the sampler that turns one 1-D float32 row of logits into a token id:
+greedy is one `argmax`; sampling cuts the row to the top-k candidates with `argpartition` and
+only then sorts, softmaxes and applies top-p on those few.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""OpenAI's error body for every failure, and what makes sure nothing else leaks: the handlers
-and two ASGI middlewares. A bad request is a 400 (never a 422, never a 500) whose `param` names
-the field to blame. BodyLimit reads the body itself, counting bytes (Content-Length or chunked),
-and answers 413 past the limit: inside the route FastAPI's body parsing would swallow it.
-CatchAll answers an unexpected exception with a 500 and `Connection: close` without re-raising
-it (re-raised, uvicorn closes a kept-alive connection under the client's next request).
+"""OpenAI's error body for every failure, and the handlers and ASGI middlewares that make sure
+nothing else leaks: a bad request is a 400 (never a 422, never a 500) whose `param` names the
+field to blame; an oversized body a 413; an unexpected exception a 500.
 """
 from __future__ import annotations
 
@@ -97,7 +94,8 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Refuse bodies over `max_bytes` with 413; hand the app the body already read."""
+    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive (a limit inside the
+    route is swallowed by FastAPI's body parsing); hand the app the body already read."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -151,7 +149,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 class CatchAll:
-    """Unexpected exceptions: logged, answered with a generic 500, connection closed."""
+    """Unexpected exceptions: logged, answered with a generic 500, connection closed, and not
+    re-raised (uvicorn would close a kept-alive connection under the client's next request)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -1,13 +1,8 @@
 """A bounded, fair queue in front of the model, and one request's generation driven through it.
 
-Jobs run on `workers` threads (one for chatlab's loop, more for an engine that batches) while the
-event loop keeps accepting requests. Waiting jobs are grouped by client (the request's `user`,
-else its address) and taken round-robin, so one client sending twenty requests cannot starve
-another who sent one. When `max_waiting` jobs wait, new ones get 429 at once, with a
-`Retry-After` of about one job's duration. A cancelled job (its client left) leaves the queue at
-once if waiting; a running one sees its cancel flag, checked per token. A streamed request's
-client leaving is heard by sse-starlette, which closes the event generator (and so the job); for
-a non-streamed one a watcher task waits for `http.disconnect` and cancels the job.
+Jobs run on `workers` threads; waiting jobs are taken round-robin by client (`user`, else the
+address), so twenty requests from one cannot starve another's one. Past `max_waiting`: 429 with
+a `Retry-After`. A job whose client left is withdrawn, or sees its cancel flag per token.
 """
 from __future__ import annotations
 
