@@ -114,6 +114,8 @@ class WireMessage(Wire):
         if role == "assistant" and content is None and not calls:
             raise Refusal(" (assistant) has neither content nor tool_calls; send one", ".content")
         out: dict[str, Jsonable] = {"role": role, "content": content, "tool_calls": calls or None}
+        if calls and msg.get("tool_calls") is None:  # legacy: the one call, as sent
+            out.update(tool_calls=None, function_call=calls[0]["function"])
         # optional, as vLLM, LMDeploy and Ollama take a result without one (no chatlab renderer
         # reads it; a template that needs it, such as Mistral's, says so itself)
         if role == "tool" and msg.get("tool_call_id") is not None:
@@ -131,9 +133,10 @@ class WireMessage(Wire):
 
     def domain(self, i: int) -> Message:
         """The message as the i-th of its list (calls sent without an id get one from i)."""
-        legacy = self.function_call is not None and self.tool_calls is None
-        calls = tuple(ToolCall(c.id or (f"call_{i}" if legacy else f"call_{i}_{j}"), c.function.name,
-                               str(c.function.arguments)) for j, c in enumerate(self.tool_calls or ()))
+        calls = tuple(ToolCall(c.id or f"call_{i}_{j}", c.function.name, str(c.function.arguments))
+                      for j, c in enumerate(self.tool_calls or ()))
+        if self.function_call is not None:
+            calls = (ToolCall(f"call_{i}", self.function_call.name, str(self.function_call.arguments)),)
         content = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content or ())
         role: Role = {"developer": "system", "function": "tool"}.get(self.role, self.role)  # type: ignore[assignment]
         return Message(role, content, calls, self.tool_call_id, self.name, self.reasoning_content)
@@ -283,7 +286,7 @@ def _a_list(value: Jsonable) -> Jsonable:
     if value is not None and not isinstance(value, (list, tuple)):
         raise Refusal(f" must be a list, got {type(value).__name__}; pass "
                       '[{"type": "function", "function": {"name": ..., "parameters": {...}}}]')
-    return value
+    return None if value is None else list(value)
 
 
 Messages = Annotated[list[WireMessage], BeforeValidator(_nonempty_list), Field(min_length=1)]
