@@ -5,18 +5,16 @@ sends, document it (/openapi.json) and make the frozen objects of chatlab.types.
 from __future__ import annotations
 
 import json
-from functools import cache
-from typing import Annotated, Any, Callable, ClassVar, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler,
-                      StringConstraints, TypeAdapter, ValidationError, model_validator)
-from pydantic_core import CoreSchema, core_schema
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError,
+                      model_validator)
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
-from chatlab.types.objects import (NAME_RE, FormatKind, Message, Refusal, ResponseFormat, Role, ToolCall,
-                                   ToolChoice, ToolSpec, check_text, field_path, json_at, name_at,
-                                   param_of, refusal, schema_at, text_at)
+from chatlab.types.objects import (NAME_RE, FormatKind, FromWire, Message, Refusal, ResponseFormat, Role,
+                                   ToolCall, ToolChoice, ToolSpec, adapter, check_text, field_path, json_at,
+                                   name_at, param_of, refusal, schema_at, text_at)
 
 MAX_DESCRIPTION_CHARS = 8_192
 MAX_TOOLS = 128  # OpenAI's limit
@@ -26,7 +24,6 @@ ROLES: tuple[str, ...] = get_args(WireRole)  # developer -> system, function -> 
 Name = Annotated[str, StringConstraints(pattern=NAME_RE.pattern)]
 
 
-# -- the wire shapes --------------------------------------------------------------------------
 class Wire(BaseModel):
     # strict, as OpenAI's parsing is ("0.5" is not a number); validators built on first use
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True, defer_build=True)
@@ -175,10 +172,8 @@ class LegacyFunction(Function):
 
 
 def _arguments_schema(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
-    """A tool's parameters: the schema of its arguments object ("type": "object"), or `{}` for a
-    tool that declares none. A call's arguments are always a JSON object, so a schema of anything
-    else (an array, a string, a root enum, no type at all) describes no call a model can make:
-    the forced grammar would write a value that no parser can return as a call."""
+    """A tool's parameters: the schema of its arguments object, or `{}` for none. A call's
+    arguments are always a JSON object: a forced grammar for anything else writes no call."""
     if not schema or schema.get("type") == "object":
         return schema
     root = f'"type": {json.dumps(schema["type"])}' if "type" in schema else 'no "type"'
@@ -299,49 +294,6 @@ Stop = str | Annotated[list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], F
 Prompt = str | list[str]
 
 
-def _inline(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
-    """A JSON schema with its $defs inlined (no wire shape recurses), so each field's schema in
-    /openapi.json stands alone."""
-    defs = schema.pop("$defs", {})
-
-    def inline(node: Jsonable) -> Jsonable:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                return inline(defs[ref.rsplit("/", 1)[1]])
-            return {k: inline(v) for k, v in node.items()}
-        return [inline(v) for v in node] if isinstance(node, list) else node
-
-    out = inline(schema)
-    assert isinstance(out, dict)
-    return out
-
-
-@cache
-def _adapter(shape: Any) -> TypeAdapter[Jsonable]:
-    return TypeAdapter(shape)
-
-
-class FromWire:
-    """A field read as a wire shape and held as what `convert` makes of it: validated by the
-    shape's models, documented as the shape (`doc`, when the documented form differs)."""
-
-    def __init__(self, shape: object, convert: Callable[[Jsonable], Jsonable], doc: object = None,
-                 deprecated: bool = False) -> None:
-        self.shape, self.convert, self.doc, self.deprecated = shape, convert, doc, deprecated
-
-    def __get_pydantic_core_schema__(self, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(self.convert, handler.generate_schema(self.shape))
-
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Jsonable]:
-        doc = self.doc or self.shape
-        out = _inline(_adapter(doc).json_schema())
-        if "anyOf" in out:  # null means "left out": documented as the shape alone
-            options = [o for o in out.pop("anyOf") if o.get("type") != "null"]
-            out = {**out, **options[0]} if len(options) == 1 else {**out, "anyOf": options}
-        return {**out, "deprecated": True} if self.deprecated else out
-
-
 def messages_of(wire: list[WireMessage]) -> tuple[Message, ...]:
     return tuple(m.domain(i) for i, m in enumerate(wire))
 
@@ -386,7 +338,7 @@ def named_choice(choice: ToolChoice | None, tools: list[ToolSpec]) -> ToolChoice
 
 def _validate(shape: object, value: Jsonable, root: str) -> Jsonable:
     try:
-        return _adapter(shape).validate_python(value)
+        return adapter(shape).validate_python(value)
     except ValidationError as err:
         raise refusal(err, root) from None
 

@@ -1,14 +1,17 @@
-"""The chat domain as frozen objects, what every layer below the edge takes, and the refusal a
-wire-shape validator raises: written relative to the refused value's place, so `param` is the
-field's path (`messages[0].role`) however the value was reached."""
+"""The chat domain as frozen objects, what every layer below the edge takes; the refusal a
+wire-shape validator raises, written relative to the refused value's place so that `param` is
+the field's path (`messages[0].role`) however the value was reached; and `FromWire`, the field
+that is read as a wire shape and held as a domain object."""
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal
+from functools import cache
+from typing import Any, Callable, Literal
 
-from pydantic import ValidationError
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, TypeAdapter, ValidationError
+from pydantic_core import CoreSchema, core_schema
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
@@ -197,3 +200,44 @@ def schema_at(schema: Jsonable, at: str) -> dict[str, Jsonable]:
     return schema
 
 
+def _inline(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
+    """A JSON schema with its $defs inlined (no wire shape recurses), so each field's schema in
+    /openapi.json stands alone."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Jsonable) -> Jsonable:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in node.items()}
+        return [inline(v) for v in node] if isinstance(node, list) else node
+
+    out = inline(schema)
+    assert isinstance(out, dict)
+    return out
+
+
+@cache
+def adapter(shape: Any) -> TypeAdapter[Jsonable]:
+    return TypeAdapter(shape)
+
+
+class FromWire:
+    """A field read as a wire shape and held as what `convert` makes of it: validated by the
+    shape's models, documented as the shape (`doc`, when the documented form differs)."""
+
+    def __init__(self, shape: object, convert: Callable[[Jsonable], Jsonable], doc: object = None,
+                 deprecated: bool = False) -> None:
+        self.shape, self.convert, self.doc, self.deprecated = shape, convert, doc, deprecated
+
+    def __get_pydantic_core_schema__(self, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self.convert, handler.generate_schema(self.shape))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Jsonable]:
+        doc = self.doc or self.shape
+        out = _inline(adapter(doc).json_schema())
+        if "anyOf" in out:  # null means "left out": documented as the shape alone
+            options = [o for o in out.pop("anyOf") if o.get("type") != "null"]
+            out = {**out, **options[0]} if len(options) == 1 else {**out, "anyOf": options}
+        return {**out, "deprecated": True} if self.deprecated else out
