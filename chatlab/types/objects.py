@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, TypeAdapter, ValidationError
 from pydantic_core import CoreSchema, core_schema
@@ -219,8 +219,9 @@ def _inline(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
 
 
 @cache
-def adapter(shape: Any) -> TypeAdapter[Jsonable]:
-    return TypeAdapter(shape)
+def adapter(shape: object) -> TypeAdapter[Jsonable]:
+    """The validator of a wire shape (a type form, which mypy cannot name), built once on first use."""
+    return TypeAdapter(shape)  # type: ignore[arg-type]
 
 
 class FromWire:
