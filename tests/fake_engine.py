@@ -1,4 +1,4 @@
-"""The one fake engine the server tests share (chatlab.serve.engine.Engine without a model).
+"""The one fake engine the server tests share (chatlab.serve.app.Engine without a model).
 
 It answers with a fixed script of words and controls time: `gate` holds every non-streamed
 run until set, `hold` keeps each run going (up to that many seconds, or until `release` is set)

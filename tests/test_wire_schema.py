@@ -1,5 +1,5 @@
 """/openapi.json and the request parser come from one definition: every field the parser takes
-is in the document with the parser's type and limits (generate/limits.py, chatlab.types.wire),
+is in the document with the parser's type and limits (generate/limits.py, chatlab.types),
 and nothing else is. No model: the engine is scripted."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from chatlab._thirdparty import Jsonable
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
 from chatlab.errors import ChatlabError
 from chatlab.generate import limits
-from chatlab.types import wire
+import chatlab.types as wire
 
 RANGES = {"temperature": limits.TEMPERATURE, "top_p": limits.TOP_P, "top_k": limits.TOP_K,
           "repetition_penalty": limits.REPETITION_PENALTY, "presence_penalty": limits.PRESENCE_PENALTY,
@@ -116,3 +116,48 @@ def test_the_chat_fields_schema_is_the_parsers_wire_shape(doc: dict) -> None:
             fmt["json_schema"] = {"name": "x", "schema": {"type": "object"}}
         parse_request({**BASE[ChatRequest], "response_format": fmt})
     assert props["functions"]["deprecated"] and props["function_call"]["deprecated"]
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("messages", [{"role": "user", "content": [{"type": "image_url"}]}], "messages[0].content[0]"),
+    ("messages", [{"role": "assistant", "tool_calls": [{"function": {"name": "a b"}}]}],
+     "messages[0].tool_calls[0].function.name"),
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}],
+     "tools[0].function.parameters"),
+    ("tools", "f", "tools"),
+])
+def test_the_request_and_the_parse_functions_refuse_with_one_model(field: str, value: Jsonable, param: str) -> None:
+    """A chat field is refused by the same wire model, with the same words and `param`, whether
+    it comes in a request body or through chatlab.types' parse functions."""
+    parse = {"messages": wire.parse_messages, "tools": wire.parse_tools}[field]
+    with pytest.raises(ChatlabError) as direct:
+        parse(value)
+    with pytest.raises(ChatlabError) as body:
+        parse_request({**BASE[ChatRequest], field: value})
+    assert (str(body.value), body.value.param) == (str(direct.value), direct.value.param)
+    assert direct.value.param == param and str(direct.value).startswith(param)
+
+
+def test_sampling_params_from_a_request_are_not_range_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request model holds the sampling ranges, so the SamplingParams it makes are not
+    checked against them again; SamplingParams made directly are (the one check for Python)."""
+    from chatlab.generate import SamplingParams
+
+    calls: list[float] = []
+    holds = limits.Range.holds
+    monkeypatch.setattr(limits.Range, "holds", lambda self, v: (calls.append(v), holds(self, v))[1])
+    req = parse_request({**BASE[ChatRequest], "temperature": 0.5, "top_p": 0.9, "frequency_penalty": 1})
+    params = req.to_sampling_params([], [], prompt_len=10, context_length=100, vocab_size=50)
+    assert (params.temperature, params.top_p, params.frequency_penalty, calls) == (0.5, 0.9, 1, [])
+    with pytest.raises(ChatlabError, match="temperature"):
+        SamplingParams(temperature=2.5)
+    assert calls
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"logit_bias": {"x": 1}}, "logit_bias"),
+    ({"logit_bias": {"1": 101}}, "logit_bias"),
+    ({"top_logprobs": 2}, "top_logprobs"),
+])
+def test_what_sampling_params_refused_is_refused_by_the_request(body: dict[str, Jsonable], param: str) -> None:
+    assert refused_param(ChatRequest, {**BASE[ChatRequest], **body}) == param

@@ -8,11 +8,11 @@ a bad request is refused before it waits in a queue and `chat` / `chat_stream` o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol
 
 from chatlab._thirdparty import HFTokenizer, Processor
 from chatlab.engine.bound import ContextWindow, fits_before_tokenizing
-from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields
+from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.models.memory import trim_heap
@@ -29,9 +29,6 @@ class Planner(ContextWindow, Protocol):
     resolution: Resolution
     tokenizer: HFTokenizer
     vocab_size: int
-
-
-DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 
 
 @dataclass(frozen=True)
@@ -73,33 +70,6 @@ class CompletionPlan:
     user: str | None = None
 
 
-def sampling(req: SamplingFields, stop: list[str], stop_ids: list[int], prompt_len: int,
-             context_length: int, vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
-    """The loop's SamplingParams for one choice, checked against the room that a prompt of
-    `prompt_len` tokens (shorter than the window: the planners check) leaves in it."""
-    room = context_length - prompt_len
-    wanted = req.max_new_tokens
-    if wanted is not None and wanted > room:
-        name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
-        raise ContextLengthError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
-                           f"context window of {context_length}; use {name} <= {room}", param=name)
-    params = SamplingParams(
-        max_new_tokens=wanted or min(DEFAULT_MAX_TOKENS, room),
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0,
-        repetition_penalty=req.repetition_penalty or 1.0,
-        presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-        seed=None if req.seed is None else req.seed + seed_offset,
-        stop=[*stop, *(req.stop or ())], stop_ids=[] if req.ignore_eos else list(stop_ids),
-        ignore_eos=req.ignore_eos,
-        # the wire's string keys; SamplingParams turns them into ids (or refuses them, naming
-        # logit_bias) once, when it is made
-        logit_bias=cast("dict[int, float]", dict(req.logit_bias or {})),
-        logprobs=req.token_logprobs[0], top_logprobs=req.token_logprobs[1])
-    # the window is checked above, with the field's name; the copy records it for the loop
-    return params.validated(context_length, prompt_len, vocab_size)
-
-
 def overflow(prompt_len: int, context_length: int, where: str) -> ContextLengthError:
     """The error for a tokenized prompt that fills the context window, once the heap that
     tokenizing it grew is handed back: the caller drops the prompt's ids and render first."""
@@ -125,8 +95,8 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
                                                   choice=req.tool_choice, response_format=req.response_format,
                                                   fmt=fmt, stop_ids=list(rendered.stop_ids) or None)
     ids = tuple(rendered.ids)
-    params = tuple(sampling(req, list(rendered.stop_words), list(rendered.stop_ids), len(ids),
-                            engine.context_length, engine.vocab_size, seed_offset=i)
+    params = tuple(req.to_sampling_params(list(rendered.stop_words), list(rendered.stop_ids), len(ids),
+                                          engine.context_length, engine.vocab_size, seed_offset=i)
                    for i in range(req.n))
     return ChatPlan(req.messages, req.tools, req.tool_choice, req.response_format, ids, params,
                     tool_format=fmt if req.response_format is None else None, call_format=fmt,
@@ -160,6 +130,6 @@ def plan_completion(engine: Planner, req: CompletionRequest) -> CompletionPlan:
             del ids
             raise overflow(prompt_len, engine.context_length, where)
         prompts.append((text, ids))
-        params.append(tuple(sampling(req, [], [], len(ids), engine.context_length, engine.vocab_size,
-                                     seed_offset=k) for k in range(req.n)))
+        params.append(tuple(req.to_sampling_params([], [], len(ids), engine.context_length, engine.vocab_size,
+                                                   seed_offset=k) for k in range(req.n)))
     return CompletionPlan(tuple(prompts), tuple(params), req.echo, req.stream, req.include_usage, req.user)

@@ -1,40 +1,40 @@
-"""The request at the edge, parsed once: OpenAI's chat and completion bodies as frozen objects,
-shared by `chatlab complete`, the server and notebooks.
-
-Unknown fields are ignored (clients send many). Parsing is *strict*, as OpenAI's is: "0.5" is not
-a number, `true` is not an integer. The sampling ranges come from chatlab.generate.limits, which
-SamplingParams reads too. The chat domain is parsed by chatlab.types inside this model's
-validation, so a ChatRequest holds chatlab.types objects; its OpenAPI schema is the wire shape
-(chatlab.types.wire). Every refusal is a ChatlabError whose `param` names the field.
-`top_k`, `repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
+"""OpenAI's chat and completion bodies as frozen pydantic models (shared by `chatlab complete`,
+the server and notebooks) that validate, document (/openapi.json) and make the loop's
+SamplingParams. Unknown fields are ignored; parsing is strict, as OpenAI's is. `top_k`,
+`repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
 """
 from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar, overload
 
-from pydantic import (BaseModel, ConfigDict, Field, SkipValidation, ValidationError,
-                      ValidationInfo, WithJsonSchema, field_validator, model_validator)
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import (Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from chatlab._thirdparty import Jsonable, PydanticField
-from chatlab.engine.wire import check_body, param_of
-from chatlab.errors import ChatlabError
-from chatlab.generate import limits
-from chatlab.types import (Message, ResponseFormat, ToolChoice, ToolSpec, parse_messages,
-                           parse_response_format, parse_tool_choice, parse_tools, wire)
-from chatlab.types.wire import MAX_STOP_CHARS, MAX_STOPS
+from chatlab.errors import ChatlabError, ContextLengthError
+from chatlab.generate import SamplingParams, limits
+from chatlab.generate.sampling import check_logit_bias
+from chatlab.types import (MAX_STOP_CHARS, MAX_STOPS, FromWire, Functions, Message, Messages, Prompt,
+                           ResponseFormat, Stop, ToolChoice, Tools, ToolSpec, Wire, WireFunctionChoice,
+                           WireResponseFormat, WireToolChoice, check_text, choice_of, field_path,
+                           format_of, merge_tools, messages_of, named_choice, Refusal, refusal, tools_of)
 
 MAX_NAME_CHARS = 256  # `model`, `user`: ids, not text
 MAX_CHOICES = 32  # /v1/completions: prompts × n, all generated one after another
+MAX_BODY_DEPTH = 64  # the chat domain nests schemas 32 deep; the body wraps them a few levels more
+DEFAULT_MAX_TOKENS = 1024  # when the client sends none; SmolLM2 could run on for 8k tokens
 INT64 = (-(2**63), 2**63 - 1)
 
 
-class _Strict(BaseModel):
-    # validators built on first use: `chatlab --help` loads these models but never validates
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True, frozen=True, defer_build=True)
+def _bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    """logit_bias with int keys, refused in field order (SamplingParams' one check)."""
+    try:
+        return None if bias is None else check_logit_bias(bias)
+    except ChatlabError as err:
+        raise Refusal(str(err), whole=True, param=err.param) from None
 
 
-class StreamOptions(_Strict):
+class StreamOptions(Wire):
     include_usage: bool = False
 
 
@@ -43,7 +43,7 @@ def _ranged(rng: limits.Range) -> PydanticField:
     return Field(default=None, **rng.field())
 
 
-class SamplingFields(_Strict):
+class SamplingFields(Wire):
     # fields OpenAI's spec marks nullable but chatlab gives a plain default: null means the default
     nullable: ClassVar[tuple[str, ...]] = ("n", "stream")
 
@@ -56,14 +56,15 @@ class SamplingFields(_Strict):
     frequency_penalty: float | None = _ranged(limits.FREQUENCY_PENALTY)
     max_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
     max_completion_tokens: int | None = _ranged(limits.MAX_NEW_TOKENS)
-    stop: Annotated[tuple[str, ...] | None, WithJsonSchema(wire.STOP_SCHEMA)] = None
+    stop: Annotated[tuple[str, ...] | None, FromWire(Stop, lambda v: None if v is None else tuple(v))] = None
     n: int = Field(default=1, ge=1, le=8)
     seed: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
     ignore_eos: bool = False  # extension (as in vLLM): benchmarks generate exactly max_tokens
-    logit_bias: dict[str, float] | None = None  # token id (as a string key) -> bias in [-100, 100]
+    # token id (a string key, as JSON has) -> bias in [-100, 100]; held with int keys
+    logit_bias: Annotated[dict[int, float] | None, FromWire(dict[str, float] | None, _bias)] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -97,9 +98,9 @@ class SamplingFields(_Strict):
             raise ValueError(f"seed must be a 64-bit integer ({INT64[0]} to {INT64[1]})")
         return v % 2**64
 
-    @field_validator("stop", mode="before")  # before: the raw value, then the tuple is checked
+    @field_validator("stop", mode="before")  # the raw value; the wire shape then checks the list
     @classmethod
-    def _stops(cls, v: Jsonable) -> tuple[str, ...] | None:
+    def _stops(cls, v: Jsonable) -> list[str] | None:
         if v is None:
             return None
         stops = [v] if isinstance(v, str) else v
@@ -108,7 +109,7 @@ class SamplingFields(_Strict):
         if len(stops) > MAX_STOPS or any(len(s) > MAX_STOP_CHARS for s in stops):
             raise ValueError(f"stop takes up to {MAX_STOPS} strings of up to {MAX_STOP_CHARS:,} "
                              "characters each; send fewer or shorter stop strings")
-        return tuple(stops)
+        return stops
 
     @property
     def token_logprobs(self) -> tuple[bool, int]:
@@ -123,45 +124,77 @@ class SamplingFields(_Strict):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    def to_sampling_params(self, stop: list[str], stop_ids: list[int], prompt_len: int, context_length: int,
+                           vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
+        """The loop's SamplingParams for one choice, checked against the room that a prompt of
+        `prompt_len` tokens (shorter than the window: the planners check) leaves in it. The
+        ranges are this model's, so they are not checked again."""
+        room = context_length - prompt_len
+        wanted = self.max_new_tokens
+        if wanted is not None and wanted > room:
+            name = "max_completion_tokens" if self.max_completion_tokens else "max_tokens"
+            raise ContextLengthError(f"{name}={wanted} plus the prompt's {prompt_len} tokens exceeds the "
+                                     f"context window of {context_length}; use {name} <= {room}", param=name)
+        logprobs, top_logprobs = self.token_logprobs
+        params = SamplingParams(
+            max_new_tokens=wanted or min(DEFAULT_MAX_TOKENS, room),
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p, top_k=self.top_k or 0,
+            repetition_penalty=self.repetition_penalty or 1.0,
+            presence_penalty=self.presence_penalty or 0.0, frequency_penalty=self.frequency_penalty or 0.0,
+            seed=None if self.seed is None else self.seed + seed_offset,
+            stop=[*stop, *(self.stop or ())], stop_ids=[] if self.ignore_eos else list(stop_ids),
+            ignore_eos=self.ignore_eos, logit_bias=dict(self.logit_bias or {}),
+            logprobs=logprobs, top_logprobs=top_logprobs, trusted=True)
+        # the window is checked above, with the field's name; the copy records it for the loop
+        return params.validated(context_length, prompt_len, vocab_size)
 
-class ChatRequest(SamplingFields):
+
+class ChatFields(Wire):
+    """The chat fields: chatlab.types' wire shapes, held as its domain objects (first in a
+    ChatRequest, so their refusals come before the sampling fields')."""
+
+    messages: Annotated[tuple[Message, ...], FromWire(Messages, messages_of)]
+    tools: Annotated[tuple[ToolSpec, ...], FromWire(Tools, tools_of)] = ()
+    tool_choice: Annotated[ToolChoice, FromWire(WireToolChoice, choice_of)] = None  # type: ignore[assignment]
+    response_format: Annotated[ResponseFormat | None, FromWire(WireResponseFormat | None, format_of)] = None
+    # the legacy shapes, folded into tools / tool_choice once validated
+    functions: Annotated[tuple[ToolSpec, ...], FromWire(Functions, tools_of, deprecated=True)] = ()
+    function_call: Annotated[ToolChoice | None, FromWire(WireToolChoice, choice_of, WireFunctionChoice,
+                                                         deprecated=True)] = None
+    _legacy: bool = PrivateAttr(False)  # answer in the old `functions` shape
+
+    @model_validator(mode="after")
+    def _tools_and_choice(self) -> "ChatFields":
+        """tool_choice names one of the tools; "none" or no tools render none (vLLM's default)."""
+        tools = merge_tools(self.tools, self.functions, "tools" if self.tools or not self.functions else "functions")
+        choice = named_choice(self.tool_choice or self.function_call, tools)
+        self._legacy = bool(self.functions) and not self.tools
+        if choice.mode == "none" or not tools:
+            tools, choice = [], ToolChoice("none")
+        for name, value in (("tools", tuple(tools)), ("tool_choice", choice), ("functions", ()),
+                            ("function_call", None)):
+            object.__setattr__(self, name, value)  # frozen to callers; settled here, once
+        return self
+
+    @property
+    def legacy(self) -> bool:
+        return self._legacy
+
+
+class ChatRequest(SamplingFields, ChatFields):
     nullable = ("n", "stream", "logprobs")
 
-    # chatlab.types objects (parsed by `_parse_chat`), documented as the wire shape they come from
-    messages: Annotated[tuple[Message, ...], SkipValidation, WithJsonSchema(wire.MESSAGES_SCHEMA)]
-    tools: Annotated[tuple[ToolSpec, ...], SkipValidation, WithJsonSchema(wire.TOOLS_SCHEMA)] = ()
-    tool_choice: Annotated[ToolChoice, SkipValidation,
-                           WithJsonSchema(wire.TOOL_CHOICE_SCHEMA)] = ToolChoice("auto")
-    response_format: Annotated[ResponseFormat | None, SkipValidation,
-                               WithJsonSchema(wire.RESPONSE_FORMAT_SCHEMA)] = None
-    # the legacy shapes, folded into tools / tool_choice while parsing (then always None)
-    functions: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTIONS_SCHEMA)] = None
-    function_call: Annotated[None, SkipValidation, WithJsonSchema(wire.FUNCTION_CALL_SCHEMA)] = None
     parallel_tool_calls: bool | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    # set by parsing, never read from the body: answer in the old `functions` shape
-    legacy: SkipJsonSchema[Annotated[bool, SkipValidation]] = Field(default=False, exclude=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_chat(cls, data: Jsonable) -> Jsonable:
-        """The chat fields through chatlab.types, once. tool_choice needs the tools, so this is
-        one validator over the body rather than one per field."""
-        if not isinstance(data, dict):
-            return data  # pydantic then says "should be a valid dictionary"
-        data = dict(data)  # parse_* pass chatlab.types objects through: a caller may send those
-        data["messages"] = tuple(parse_messages(data.get("messages")))
-        tools = parse_tools(data.get("tools"), data.get("functions"))
-        raw_choice = data.get("tool_choice")
-        choice = parse_tool_choice(raw_choice if raw_choice is not None else data.get("function_call"),
-                                   tools)
-        legacy = bool(data.get("functions")) and not data.get("tools")
-        if choice.mode == "none" or not tools:  # vLLM's default: no tools in the prompt either
-            tools, choice = [], ToolChoice("none")
-        data.update(tools=tuple(tools), tool_choice=choice, functions=None, function_call=None,
-                    response_format=parse_response_format(data.get("response_format")), legacy=legacy)
-        return data
+    @model_validator(mode="after")
+    def _alternatives(self) -> "ChatRequest":
+        if self.top_logprobs and not self.logprobs:
+            raise ChatlabError(f"top_logprobs={self.top_logprobs} needs logprobs=true; set logprobs "
+                               "to true or drop top_logprobs", param="top_logprobs")
+        return self
 
     @property
     def token_logprobs(self) -> tuple[bool, int]:
@@ -171,7 +204,7 @@ class ChatRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     nullable = ("n", "stream", "echo")
 
-    prompt: Annotated[str | tuple[str, ...], WithJsonSchema(wire.PROMPT_SCHEMA)]
+    prompt: Annotated[str | tuple[str, ...], FromWire(Prompt, lambda v: v if isinstance(v, str) else tuple(v))]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)  # legacy: the number of alternatives
     # OpenAI fields chatlab does not implement: refused unless they ask for nothing
@@ -184,11 +217,9 @@ class CompletionRequest(SamplingFields):
 
     @field_validator("prompt", mode="before")
     @classmethod
-    def _prompt(cls, v: Jsonable) -> str | tuple[str, ...]:
-        if isinstance(v, str) and v:
+    def _prompt(cls, v: Jsonable) -> str | list[str]:
+        if isinstance(v, str) and v or isinstance(v, list) and v and all(isinstance(p, str) and p for p in v):
             return v
-        if isinstance(v, list) and v and all(isinstance(p, str) and p for p in v):
-            return tuple(v)
         raise ValueError("prompt must be a non-empty string or a non-empty list of non-empty "
                          "strings (token-id prompts are not supported)")
 
@@ -225,6 +256,28 @@ class CompletionRequest(SamplingFields):
 _R = TypeVar("_R", bound=SamplingFields)
 
 
+def check_body(data: Jsonable) -> None:
+    """What no field's type can express, over the whole body (known fields or not): every string,
+    key included, encodable, and no deeper than MAX_BODY_DEPTH. Iterative: a hostile body cannot
+    recurse us."""
+    stack: list[tuple[Jsonable, list[str | int]]] = [(data, [])]
+    while stack:
+        value, where = stack.pop()
+        if len(where) > MAX_BODY_DEPTH:
+            raise ChatlabError(f"{field_path(where[:8])}... is nested deeper than {MAX_BODY_DEPTH} "
+                               "levels; flatten it", param=field_path(where[:1]))
+        if isinstance(value, str):
+            check_text(value, field_path(where))  # its error names the path as its param
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str) or key != key.encode("utf-8", "replace").decode():
+                    raise ChatlabError(f"a key in {field_path(where)} holds a lone UTF-16 surrogate "
+                                       "(e.g. '\\ud800'); send valid Unicode text", param=field_path(where))
+                stack.append((item, [*where, key]))
+        elif isinstance(value, list):
+            stack.extend((item, [*where, i]) for i, item in enumerate(value))
+
+
 @overload
 def parse_request(data: Jsonable) -> ChatRequest: ...
 @overload
@@ -237,12 +290,9 @@ def parse_request(data: Jsonable, cls: type[SamplingFields] = ChatRequest) -> Sa
     try:
         req = cls.model_validate(data)
     except ValidationError as err:
-        first = err.errors(include_url=False, include_input=False)[0]
-        param = param_of(tuple(first["loc"]))
-        msg = first["msg"].removeprefix("Value error, ")
-        raise ChatlabError(f"{param}: {msg}" if param and not msg.startswith(param) else msg, param) from None
+        raise refusal(err) from None
     if isinstance(req, CompletionRequest) and len(req.prompts) * req.n > MAX_CHOICES:
         raise ChatlabError(f"{len(req.prompts)} prompts × n={req.n} is {len(req.prompts) * req.n} "
-                        f"completions, over the limit of {MAX_CHOICES}; send fewer prompts or a "
-                        "smaller n", "prompt")
+                           f"completions, over the limit of {MAX_CHOICES}; send fewer prompts or a "
+                           "smaller n", "prompt")
     return req

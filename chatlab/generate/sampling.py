@@ -1,13 +1,11 @@
-"""Sampling parameters and the sampler that turns one row of logits into one token id.
-
-Everything works on a 1-D float32 numpy row. The sampler avoids full-vocabulary work where it
-can: greedy is one `argmax`; sampling first cuts the row to the top-k candidates with
-`argpartition` (O(vocab)) and only then sorts, softmaxes and applies top-p on those few.
+"""Sampling parameters and the sampler that turns one 1-D float32 row of logits into a token id:
+greedy is one `argmax`; sampling cuts the row to the top-k candidates with `argpartition` and
+only then sorts, softmaxes and applies top-p on those few.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 
 import numpy as np
 
@@ -25,9 +23,10 @@ MAX_CANDIDATES = 1000
 class SamplingParams:
     """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut.
 
-    The value ranges are chatlab.generate.limits (the server's request schema reads the same
-    ones). Values are checked once, when the object is made; `validate` then only checks what
-    depends on the model: the context window and logit_bias ids against the vocabulary."""
+    The value ranges are chatlab.generate.limits, checked here when the object is made, unless
+    it is made `trusted` from a request model that already holds them to the same limits
+    (chatlab.engine.request). `validate` checks what depends on the model: the context window
+    and logit_bias ids against the vocabulary."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
@@ -49,12 +48,15 @@ class SamplingParams:
     # What `validated` checked these values against (see `checked`): the plan's params carry it,
     # so the loop does not check them again; not a value anyone sets.
     checked_for: tuple[object, ...] | None = field(default=None, compare=False, repr=False)
+    trusted: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, trusted: bool) -> None:
+        if trusted:
+            return
         # the two forms accepted for convenience become the one form, here and only here
         if isinstance(self.stop, str):  # a lone string is a common slip; accept it
             self.stop = [self.stop]
-        self.logit_bias = _check_logit_bias(self.logit_bias, None)
+        self.logit_bias = check_logit_bias(self.logit_bias, None)
 
         # a value outside its range: ChatlabError naming the valid range
         def bad(name: str, value: object, valid: str) -> ChatlabError:
@@ -95,7 +97,7 @@ class SamplingParams:
                 f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has {prompt_tokens} "
                 f"tokens and the context window is {context_length}; use max_new_tokens <= "
                 f"{max(room, 0)} or a shorter prompt", param="max_tokens")
-        _check_logit_bias(self.logit_bias, vocab_size)
+        check_logit_bias(self.logit_bias, vocab_size)
 
     def _model_key(self, context_length: int | None, prompt_tokens: int,
                    vocab_size: int | None) -> tuple[object, ...]:
@@ -108,7 +110,7 @@ class SamplingParams:
         """`validate`, then a copy that says what it was checked against (the engine's plan
         holds such copies; `generate()` then skips the check it would repeat)."""
         self.validate(context_length, prompt_tokens, vocab_size)
-        return replace(self, checked_for=self._model_key(context_length, prompt_tokens, vocab_size))
+        return replace(self, checked_for=self._model_key(context_length, prompt_tokens, vocab_size), trusted=True)
 
     def checked(self, context_length: int | None, prompt_tokens: int, vocab_size: int | None) -> bool:
         """Whether `validated` already checked these very values against this model and prompt."""
@@ -132,7 +134,7 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _check_logit_bias(bias: object, vocab_size: int | None) -> dict[int, float]:
+def check_logit_bias(bias: object, vocab_size: int | None = None) -> dict[int, float]:
     """The bias map with int keys; ChatlabError (param "logit_bias") for a key or value OpenAI
     would refuse."""
     if bias is None:

@@ -1,8 +1,7 @@
-"""The OpenAI-compatible HTTP surface: routes, auth, limits. Generation is the engine's job.
-
-Every route checks everything checkable first — the body (middleware.BodyLimit), the wire
-shape (chatlab.engine.request), then `engine.check` (render, compile: on a worker thread, off
-the event loop) — so a bad request is a 400 before it costs a place in the fair queue.
+"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document, and the
+`Engine` protocol the routes call (chatlab.engine.ChatEngine is one). Every route checks
+everything checkable first (the body size, the request model, then `engine.check` on a worker
+thread), so a bad request is a 400 before it costs a place in the fair queue.
 
 Model names follow RTP-LLM, not vLLM: a request naming any model is answered by the one served,
 and the response names it (langchain's `ChatOpenAI(model="anything-you-like")` just works);
@@ -12,22 +11,52 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import TypedDict, TypeVar
+from typing import Iterator, Protocol, TypedDict, TypeVar, overload
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
 from chatlab._thirdparty import Jsonable
+from chatlab.engine.plan import ChatPlan, CompletionPlan
 from chatlab.engine.request import ChatRequest, CompletionRequest, SamplingFields, parse_request
-from chatlab.serve.errors import APIError, install_handlers
-from chatlab.serve.docs import body_doc, openapi_schema
-from chatlab.serve.engine import Engine
-from chatlab.serve.jobs import run
-from chatlab.serve.middleware import BodyLimit, CatchAll
-from chatlab.serve.queue import FairQueue
+from chatlab.generate import StopFn
+from chatlab.serve.errors import APIError, BodyLimit, CatchAll, install_handlers
+from chatlab.serve.queue import FairQueue, run
+from chatlab.types.responses import ChatCompletion, ChatCompletionChunk, TextCompletion, TextCompletionChunk
 
 _R = TypeVar("_R", bound=SamplingFields)
+REF = "#/components/schemas/{model}"
+
+
+class Engine(Protocol):
+    """What the routes need from an engine: facts for the model card and the queue, `check` to
+    turn a request into a plan before queueing (every 400 is raised there), and the calls that
+    run a checked plan."""
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def created(self) -> int: ...
+    @property
+    def context_length(self) -> int: ...
+    @property
+    def max_concurrency(self) -> int: ...  # sequences it runs at once: the queue's workers
+
+    @overload
+    def check(self, req: ChatRequest) -> ChatPlan: ...
+    @overload
+    def check(self, req: CompletionRequest) -> CompletionPlan: ...
+    def check(self, req: ChatRequest | CompletionRequest) -> ChatPlan | CompletionPlan: ...
+
+    def render(self, req: ChatRequest) -> dict[str, Jsonable]: ...
+    def chat(self, plan: ChatPlan, should_stop: StopFn | None = None) -> ChatCompletion: ...
+    def chat_stream(self, plan: ChatPlan, should_stop: StopFn | None = None) -> Iterator[ChatCompletionChunk]: ...
+    def completion(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> TextCompletion: ...
+    def completion_stream(self, plan: CompletionPlan,
+                          should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]: ...
 
 
 class AppOptions(TypedDict, total=False):
@@ -49,6 +78,23 @@ def read_request(raw: bytes, cls: type[_R]) -> _R:
     except ValueError:  # also bad UTF-8 and integers over 4,300 digits
         raise APIError(400, "the request body is not valid JSON; send a JSON object") from None
     return parse_request(data, cls)
+
+
+def body_doc(cls: type) -> dict[str, Jsonable]:
+    """The route reads its body itself (so every failure is an OpenAI error), so the request
+    model is added to the document by hand."""
+    schema = {"$ref": REF.format(model=cls.__name__)}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def openapi_schema(app: FastAPI) -> dict[str, Jsonable]:
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        _, defs = models_json_schema([(ChatRequest, "validation"), (CompletionRequest, "validation")],
+                                     ref_template=REF)
+        doc.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        app.openapi_schema = doc
+    return app.openapi_schema
 
 
 def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int = 32,

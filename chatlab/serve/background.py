@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Unpack
 
 from chatlab.errors import ChatlabError
-from chatlab.serve.engine import Engine
 
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-    from chatlab.serve.app import AppOptions
+    from chatlab.serve.app import AppOptions, Engine
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -49,7 +48,7 @@ class ServerHandle:
 
 def start_server(engine: "Engine", host: str = "127.0.0.1", port: int | None = None,
                  *, log_level: str = "warning", **app_options: Unpack["AppOptions"]) -> ServerHandle:
-    """Serve `engine` (a ChatEngine, or another chatlab.serve.engine.Engine) on host:port in a
+    """Serve `engine` (a ChatEngine, or another chatlab.serve.app.Engine) on host:port in a
     background thread; port None = a free one."""
     import uvicorn
 

@@ -1,26 +1,34 @@
-"""A bounded, fair queue in front of the model.
+"""A bounded, fair queue in front of the model, and one request's generation driven through it.
 
-Jobs run on `workers` threads (one for chatlab's loop, more for an engine that batches) while the
-event loop keeps accepting requests. Waiting jobs are grouped by client (the request's `user`,
-else its address) and taken round-robin, so one client sending twenty requests cannot starve
-another who sent one. When `max_waiting` jobs wait, new ones get 429 at once, with a
-`Retry-After` of about one job's duration. A cancelled job (its client left) leaves the queue at
-once if waiting; a running one sees its cancel flag, checked per token.
+Jobs run on `workers` threads; waiting jobs are taken round-robin by client (`user`, else the
+address), so twenty requests from one cannot starve another's one. Past `max_waiting`: 429 with
+a `Retry-After`. A job whose client left is withdrawn, or sees its cancel flag per token.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import AsyncIterator, Callable
+from collections.abc import Generator
+from typing import AsyncIterator, Callable, Iterator
 
-from chatlab.serve.errors import APIError
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette.sse import EventSourceResponse
+
+from chatlab.engine.request import SamplingFields
+from chatlab.generate import StopFn
+from chatlab.serve.errors import APIError, exception_body
+from chatlab.types.responses import Answer, Chunk
 
 # (emit, cancelled) -> None; what is emitted (an answer, a chunk, an error) is only passed on
 JobBody = Callable[[Callable[[object], None], Callable[[], bool]], None]
 _DONE = object()
+Work = Callable[[StopFn], Iterator[Chunk] | Answer]  # should_stop -> an answer or its chunks
+CLIENT_GONE = 499  # nginx's "client closed request": logged, never seen by anyone
 
 
 class Job:
@@ -140,3 +148,51 @@ class FairQueue:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+async def run(request: Request, queue: FairQueue, req: SamplingFields, work: Work) -> Response:
+    client = req.user or (request.client.host if request.client else "anonymous")
+    job = queue.submit(lambda emit, cancelled: _drive(work, emit, cancelled), client)
+    if req.stream:
+        return EventSourceResponse(_events(job), sep="\n", ping=600)
+    watcher = asyncio.create_task(_cancel_when_gone(request, job))
+    try:
+        answer = await job.first()
+    finally:
+        watcher.cancel()
+    if answer is not None:
+        return JSONResponse(answer)
+    if job.cancelled.is_set() and await request.is_disconnected():
+        return Response(status_code=CLIENT_GONE)
+    raise APIError(500, "generation produced no response; the server log has details")
+
+
+async def _cancel_when_gone(request: Request, job: Job) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    job.cancel()
+
+
+async def _events(job: Job) -> AsyncIterator[str]:
+    try:
+        async for chunk in job:
+            yield json.dumps(chunk, ensure_ascii=False)
+    except Exception as err:  # noqa: BLE001 - mid-stream: an error event, not a crash
+        yield json.dumps(exception_body(err), ensure_ascii=False)
+    yield "[DONE]"
+
+
+def _drive(work: Work, emit: Callable[[object], None], cancelled: StopFn) -> None:
+    """Run one engine call on the worker thread, emitting its dict or each of its chunks."""
+    result = work(cancelled)
+    if isinstance(result, dict):
+        emit(result)
+        return
+    try:
+        for chunk in result:
+            if cancelled():
+                break
+            emit(chunk)
+    finally:
+        if isinstance(result, Generator):
+            result.close()  # a generator left early releases the model now, not at garbage collection
