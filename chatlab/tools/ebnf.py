@@ -56,7 +56,6 @@ def _parse(body: str) -> Node:
         return ("alt", options)
 
     def seq() -> Node:
-        nonlocal pos
         items: list[Node] = []
         while True:
             skip()
