@@ -276,6 +276,7 @@ def test_model_note_offline_is_one_line_and_online_suggests_a_stronger_model(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     note = model_note()
     assert "\n" not in note and "smollm2-135m-instruct" in note and "CHATLAB_MODEL" in note
+    assert "%env CHATLAB_MODEL=" in note and "before starting Jupyter" not in note  # works on Colab
     assert choice.STRONGER_MODEL not in note
     monkeypatch.setattr("chatlab.models.hub.hub_reachable", lambda timeout: (True, "reachable"))
     online = model_note()

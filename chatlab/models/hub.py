@@ -114,7 +114,7 @@ def default_model() -> str:
 def model_note(model: str | None = None, timeout: float = 2.0) -> str:
     """One line for a notebook: the model in use, and the stronger one when the hub is reachable."""
     model = model or default_model()
-    line = f"model: {model} (set CHATLAB_MODEL before starting Jupyter to change it)"
+    line = f"model: {model} (to change it, run %env CHATLAB_MODEL=<name> in a cell above this one)"
     if model != DEFAULT_MODEL:
         return line + f"; the saved outputs were made with {DEFAULT_MODEL}, so yours will differ"
     reachable, _ = hub_reachable(timeout=timeout)
