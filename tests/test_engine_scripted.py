@@ -251,20 +251,21 @@ def test_complete_cli_parses_the_request_once(tmp_path: Any, monkeypatch: pytest
     """`chatlab complete` parses the body once (messages and tools included, before the model
     loads: a bad tool fails without loading anything) and the engine re-parses nothing."""
     from chatlab.cli import main
-    from chatlab.engine import engine as chat_engine, request
+    from chatlab.engine import engine as chat_engine
+    from chatlab.types import Message
 
     counts = {"messages": 0, "loads": 0}
-    real = request.parse_messages
+    real = Message.__init__
 
-    def counting(messages: Any) -> Any:
+    def counting(self: Message, *args: Any, **kwargs: Any) -> None:  # every parse builds each Message
         counts["messages"] += 1
-        return real(messages)
+        real(self, *args, **kwargs)
 
     def fake_load(**_: Any) -> ChatEngine:
         counts["loads"] += 1
         return engine_for("hermes", ["It is sunny."])
 
-    monkeypatch.setattr(request, "parse_messages", counting)
+    monkeypatch.setattr(Message, "__init__", counting)
     monkeypatch.setattr(chat_engine, "load_engine", fake_load)
     msgs, tools = tmp_path / "m.json", tmp_path / "t.json"
     msgs.write_text(json.dumps(ASK))
