@@ -92,11 +92,14 @@ def _summary(result):
 
 
 def _stream(fmt: str, text: str, cuts: list[int]):
+    """Feed `text` cut at `cuts`; what the parser holds is always the end of what it was fed."""
     parser, events, last = get_parser(fmt, TOOLS), [], 0
     for cut in sorted(set(cuts)) + [len(text)]:
         events += parser.feed(text[last:cut])
         last = cut
+        assert text[:cut].endswith(parser.held())
     events += parser.finish()
+    assert parser.held() == ""
     return events
 
 
@@ -172,8 +175,8 @@ def test_hermes_holds_back_only_trailing_space(text, data):
 def test_hermes_holds_exactly_a_partial_tag():
     parser = get_parser("hermes", TOOLS)
     assert parser.feed("Sure <tool") == [ContentDelta("Sure")]
-    assert parser.feed("_cal") == []
-    assert parser.feed("x") == [ContentDelta(" <tool_calx")]
+    assert parser.feed("_cal") == [] and parser.held() == " <tool_cal"
+    assert parser.feed("x") == [ContentDelta(" <tool_calx")] and parser.held() == ""
 
 
 def test_hermes_streams_argument_fragments_before_the_call_ends():
@@ -198,6 +201,7 @@ def test_cut_off_call_is_withdrawn_and_becomes_content():
 def test_react_holds_back_the_thought_until_it_knows_what_follows():
     parser = get_parser("react", TOOLS)
     assert parser.feed("Thought: I need the weather.") == []
+    assert parser.held() == "Thought: I need the weather."
     assert parser.feed("\nAction: get_weather\nAction Input: {}") == []
     events = parser.finish()
     assert events[0] == ContentDelta("I need the weather.")

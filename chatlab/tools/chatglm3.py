@@ -31,9 +31,11 @@ class ChatGLM3Parser(StreamParser):
         super().__init__(tools)
         self.body_starts = (FENCE, FUNC + "(")
         self.state = "start"
-        self.pending = ""
         self.name = ""
         self.call_parts: list[str] = []
+
+    def _held(self) -> str:
+        return "".join(self.call_parts) if self.state == "call" else self.pending
 
     def _consume(self, text: str, final: bool) -> None:
         if self.state == "call":

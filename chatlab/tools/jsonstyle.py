@@ -44,6 +44,12 @@ class JsonCall:
             self._stream()
         return used
 
+    def held(self) -> str:
+        """The object text not yet given out: all of it (with the prefix) until the call is
+        announced, then what follows the arguments streamed so far."""
+        text = self.scan.text()
+        return self.prefix + text if self.index is None else text[self.sent:]
+
     def known_name(self) -> str | None:
         """The call's name once its string is complete and names one of the tools, else None."""
         raw = self.scan.value_text("name")
@@ -136,10 +142,14 @@ class JsonCallParser(StreamParser):
         super().__init__(tools)
         self.state = "start"
         self.after_call = False
-        self.pending = ""              # held text (always short, except inside bad calls)
         self.call: JsonCall | None = None
         self.searched = 0              # how much of pending the bad state already searched
         self.closed = False            # close state: the call was valid and has ended
+
+    def _held(self) -> str:
+        if self.state == "call" and self.call is not None:
+            return self.call.held() + self.pending
+        return self.pending
 
     def _consume(self, text: str, final: bool) -> None:
         self.pending += text

@@ -51,12 +51,17 @@ class ReActParser(StreamParser):
         self.MARKERS = (self.ACTION, self.FINAL)
         self.opener = self.ACTION
         self.state = "start"
-        self.pending = ""
         self.thought_parts: list[str] = []   # thought state: the held thought
         self.thought_tail = ""     # its last characters, where a marker may have begun
         self.thought: str | None = None
         self.said = False          # plain state: content already emitted
         self.call_parts: list[str] = []
+
+    def _held(self) -> str:
+        if self.state == "plain" and not self.said:
+            return self.pending[1:]   # after the virtual newline, which was never fed
+        parts = {"thought": self.thought_parts, "call": self.call_parts}.get(self.state, [])
+        return "".join(parts) + self.pending
 
     def _consume(self, text: str, final: bool) -> None:
         if self.state == "call":   # everything after the action marker is the call: collect

@@ -126,6 +126,7 @@ class StreamParser(ABC):
         self._next_index = 0
         self._finished = False
         self.cut = False  # set by finish(): the length limit ended the output, not the model
+        self.pending = ""  # text read but not yet given out, while a marker may still follow
 
     # -- the public surface -------------------------------------------------------------
     def feed(self, delta: str) -> list[ParserEvent]:
@@ -148,6 +149,11 @@ class StreamParser(ABC):
         """Everything emitted so far, added up (after finish(): the final answer)."""
         return fold(self._history)
 
+    def held(self) -> str:
+        """The text fed so far that no event has given out yet: what streaming waits on.
+        Empty after finish(), which gives out everything."""
+        return "" if self._finished else self._held()
+
     def parse(self, text: str) -> ParseResult:
         self.feed(text)
         self.finish()
@@ -157,6 +163,9 @@ class StreamParser(ABC):
     @abstractmethod
     def _consume(self, text: str, final: bool) -> None:
         """Read `text` (`final`: nothing follows), emitting events with the helpers below."""
+
+    def _held(self) -> str:
+        return self.pending
 
     # -- helpers for subclasses ---------------------------------------------------------
     def _drain(self) -> list[ParserEvent]:
