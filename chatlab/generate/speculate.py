@@ -1,14 +1,7 @@
-"""Prompt-lookup drafts: guess the next tokens by finding the last few tokens earlier in the text.
-
-A chat reply often copies (a name from the question, a quoted passage). When the last `ngram`
-tokens appeared before, the tokens that followed them then are a cheap guess; the loop verifies
-the guess in one forward pass (bound by reading the weights, so about one decode step) and keeps
-the part the model agrees with. Shorter suffixes are tried down to `min_ngram`.
-
-A wrong guess costs a longer pass, so where the pass cost grows with the guess (torch) it is
-sized by how the last one went (`adaptive`); OpenVINO pads every verify pass to 1 + k tokens on
-a graph compiled for that width (`prepare`). After `MISSES` empty drafts in a row drafting
-pauses, for twice as long each time (up to `MAX_PAUSE` tokens).
+"""Prompt-lookup drafts: when the last `ngram` tokens appeared earlier, the tokens that followed
+them are a cheap guess, verified in one forward pass. Guesses are sized by how the last went
+(`adaptive`) unless the backend pads verify passes (`prepare`); after `MISSES` empty drafts in a
+row drafting pauses, twice as long each time.
 """
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ FIRST_PAUSE, MAX_PAUSE = 8, 128  # tokens decoded plainly before the next probe
 
 @dataclass(frozen=True)
 class Speculation:
-    """How to speculate: `chatlab complete/serve --speculate prompt-lookup --draft-tokens K
-    --ngram N`, `generate(..., speculate=Speculation())`, `ChatEngine(..., speculate=...)`."""
+    """How to speculate (`--speculate prompt-lookup --draft-tokens K --ngram N`)."""
 
     method: str = "prompt-lookup"
     draft_tokens: int = 3
@@ -55,8 +47,7 @@ class Speculation:
 
     @property
     def shortest(self) -> int:
-        """The shortest n-gram looked up: min_ngram, or ngram when that is shorter (ngram=1 asks
-        for single-token lookups, whatever the default min_ngram)."""
+        """The shortest n-gram looked up (ngram=1 asks for single tokens, whatever min_ngram)."""
         return min(self.min_ngram, self.ngram)
 
 
@@ -72,9 +63,8 @@ def check_backend(backend: StepBackend) -> SpeculativeBackend:
 
 
 def prepare(backend: object, spec: Speculation) -> bool:
-    """Let the backend set up for guesses of up to `spec.draft_tokens` (OpenVINO compiles a
-    graph for verify passes of 1 + k tokens, chatlab.backends.paged); whether its verify
-    passes now cost the same for any guess up to k, so that sizing them would save nothing."""
+    """Let the backend set up for guesses of up to `spec.draft_tokens`; whether its verify
+    passes now cost the same for any guess up to k (so sizing them saves nothing)."""
     if not isinstance(backend, PaddedVerifyBackend):
         return False
     backend.prepare_verify(spec.draft_tokens + 1)
@@ -83,15 +73,12 @@ def prepare(backend: object, spec: Speculation) -> bool:
 
 class PromptLookup:
     """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come.
-    `fixed_width`: every verify pass costs the same up to k guessed tokens (a backend that pads
-    them, see `prepare`), so each guess is as long as the match allows; the pauses still apply."""
+    `fixed_width`: verify passes are padded, so each guess is as long as the match allows."""
 
     def __init__(self, spec: Speculation, prompt_ids: list[int], fixed_width: bool = False) -> None:
         self.spec = spec
         self.ids: list[int] = list(prompt_ids)
-        # n -> {n-gram: end position of its latest occurrence}; ends < `indexed` are in it. The
-        # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
-        # *earlier* occurrence and always has at least one token after it.
+        # n -> {n-gram: end of its latest occurrence}; the current suffix itself is never indexed
         self.index: dict[int, dict[tuple[int, ...], int]] = {
             n: {} for n in range(spec.shortest, spec.ngram + 1)}
         self.indexed = 0
@@ -133,9 +120,8 @@ class PromptLookup:
         return []
 
     def result(self, drafted: int, accepted: int) -> None:
-        """Record a verify pass: size the next guess (when sized: twice the last one if it was
-        kept whole, else what was kept plus one; at least MIN_DRAFT, at most draft_tokens), and
-        back off after MISSES empty ones in a row (when adaptive)."""
+        """Record a verify pass: size the next guess (twice a guess kept whole, else what was
+        kept plus one), and back off after MISSES empty ones in a row."""
         self.drafts += 1
         self.drafted += drafted
         self.accepted += accepted
