@@ -1,10 +1,6 @@
-"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
-
-One scheduler thread is the pipeline's only caller: prompts arrive as token ids, and each gets
-a `GenaiStream` on which the thread hands over the new ids after every step (the text side stays
-chatlab's, chatlab.engine.batched). genai's `step()` holds the GIL throughout, so after each step
-the thread waits (at most HANDOFF_S) until the consumers have taken their ids.
-"""
+"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once: one
+scheduler thread, the pipeline's only caller, hands each `GenaiStream` its new ids after every
+step, then waits (at most HANDOFF_S) for the consumers, since `step()` holds the GIL."""
 from __future__ import annotations
 
 import itertools
@@ -46,9 +42,8 @@ class GenaiStream:
 
 
 class GenaiBackend:
-    """An exported model with genai's batched pipeline as the compute (no prefill/step:
-    chatlab.engine.batched drains its streams). `prefix_caching` is genai's own, off by default
-    so that a benchmark repeating one prompt times real prefills."""
+    """An exported model with genai's batched pipeline as the compute (`prefix_caching`,
+    genai's own, is off by default so a benchmark times real prefills)."""
 
     compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
@@ -165,9 +160,8 @@ class GenaiBackend:
             self._end(s, "CANCEL")
 
     def _rebuild(self) -> None:
-        """A fresh pipeline after a failed step. A request genai fails on stays inside its
-        pipeline (a grammar it cannot read fails every later step too), so the streams that
-        ran have heard the error and the next requests get a new pipeline."""
+        """A fresh pipeline after a failed step (a request genai fails on stays inside its
+        pipeline and would fail every later step)."""
         old, self.pipe = self.pipe, None
         del old  # its paged KV cache goes before the new one is allocated
         try:

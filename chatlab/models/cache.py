@@ -1,10 +1,6 @@
-"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically, and
-checked before they are served.
-
-A build writes into `.tmp-NAME-XXXX` (with an owner file: pid, host, start time) and is renamed
-into place on success; the next build beside it sweeps those left by dead builds. Disk errors
-become AssetErrors naming the fix. Every file's size, sha256 and mtime is recorded; a load checks
-sizes, and hashes a file only when its mtime changed or when asked (`chatlab models --verify`).
+"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically into
+`.tmp-NAME-XXXX` (dead builds' leftovers swept), and checked before they are served: sizes on
+every load, sha256 when the mtime changed or when asked (`chatlab models --verify`).
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model.
-
-ChatGLM3's 9 special tokens sit after the SentencePiece pieces. `tokenize` hands text to
-SentencePiece unless `encode_special_tokens=True`, so a user cannot type a role token; the GLM
-command tokens (`[gMASK]`, `sop`, ...) are added tokens, matched in text. The official renderer
-is `build_chat_input`, reproduced here.
+"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model: its 9
+special tokens after the pieces, role tokens typed by a user never matched (unless
+`encode_special_tokens=True`), and the official renderer `build_chat_input`.
 """
 from __future__ import annotations
 
@@ -171,11 +168,8 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
 
 @contextmanager
 def special_tokens_from_text(tok: HFTokenizer) -> Iterator[HFTokenizer]:
-    """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id.
-
-    The flag is ChatGLM3's own `encode_special_tokens`, read at tokenize time by the real
-    tokenizer (THUDM/chatglm3-6b's remote code) and by the stand-in alike, so the same notebook
-    code shows the same thing with either: the comparison is always within one tokenizer."""
+    """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id
+    (ChatGLM3's own `encode_special_tokens`, read by the real tokenizer and the stand-in alike)."""
     if not hasattr(tok, "encode_special_tokens"):
         raise TypeError(f"{type(tok).__name__} has no encode_special_tokens flag: not a ChatGLM3 tokenizer")
     before = tok.encode_special_tokens

@@ -1,14 +1,10 @@
 """How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, or a
 stand-in for an asset no package ships.
 
-transformers dequantizes the GGUF weights but builds the wrong tokenizer for these files
-(SmolLM2's eos, Qwen2.5's added tokens), so the tokenizer is rebuilt from the GGUF metadata:
-byte-level BPE with llama.cpp's pre-tokenizer, every CONTROL / USER_DEFINED token one special id.
-Before the folder goes into place: a text round-trip, one id per control token, and "Paris".
-
-The ChatGLM3 tokenizer's stand-in is a SentencePiece model trained from `data/chatglm3_corpus/`,
-in ChatGLM3Tokenizer with the real chat_template: only the pieces, so the ordinary ids, differ.
-The real tokenizer is used, and said so, when the hub or the local Hugging Face cache has it.
+transformers builds the wrong tokenizer for these GGUFs (SmolLM2's eos, Qwen2.5's added
+tokens), so it is rebuilt from the metadata: byte-level BPE with llama.cpp's pre-tokenizer,
+every CONTROL / USER_DEFINED token one special id. The ChatGLM3 stand-in is a SentencePiece
+model trained from `data/chatglm3_corpus/` (only its ordinary ids differ from the real one's).
 """
 from __future__ import annotations
 

@@ -36,9 +36,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
 @contextmanager
 def quiet_loading() -> Iterator[None]:
     """Load weights without notebook residue, for this block only: no progress bar, and no
-    warning-level load report (transformers logs one when a checkpoint holds a key the class
-    does not use, e.g. MiniLM's `embeddings.position_ids` buffer: expected and harmless).
-    Errors still show; the previous settings come back afterwards."""
+    warning-level load report (errors still show)."""
     from transformers.utils import logging
 
     bar_was, level_was = logging.is_progress_bar_enabled(), logging.get_verbosity()

@@ -1,8 +1,5 @@
-"""Will a second model fit? The memory a session may still use, read where the limit lives.
-
-Binder limits a session through a memory cgroup, where `psutil.virtual_memory()` reports the
-whole host. The cgroup's own files give the limit and the working set (usage minus inactive file
-pages, as Kubernetes counts it), v1 or v2; without a limit the host's available memory is used.
+"""Will a second model fit? The memory a session may still use: under a cgroup (Binder), its
+limit and working set, v1 or v2, as Kubernetes counts them; else the host's available memory.
 """
 from __future__ import annotations
 
@@ -93,9 +90,8 @@ def _anon_rss() -> int:
 
 
 def drop_page_cache(folder: Path | None = None) -> int:
-    """Under a memory limit, ask the kernel to drop the page cache of the files under `folder`
-    (chatlab's home): a cgroup charges it beside the loaded model, which already holds the
-    weights. The number of files advised; 0 without a limit, where the cache speeds reloads."""
+    """Under a memory limit (which charges the page cache), ask the kernel to drop the cache of
+    the files under `folder`; the number of files advised."""
     if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
         return 0
     advised = 0

@@ -1,8 +1,5 @@
-"""Qwen-1's tiktoken tokenizer, offline, with the small HF-like surface chatlab uses.
-
-Qwen-1 ships `qwen.tiktoken` and builds ChatML in code (`make_context`), with no chat_template.
-Special tokens live above the 151,643 BPE ranks and are never produced from text unless asked.
-"""
+"""Qwen-1's tiktoken tokenizer, offline, with the small HF-like surface chatlab uses (special
+tokens sit above the 151,643 BPE ranks and come from text only when asked)."""
 from __future__ import annotations
 
 import base64

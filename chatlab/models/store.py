@@ -1,7 +1,5 @@
-"""Hand out assets as local paths, building the converted ones once into the cache (built
-atomically, served only while its files match the manifest's records, chatlab.models.cache); a
-damaged build is rebuilt, or explained when it cannot be.
-"""
+"""Hand out assets as local paths, building the converted ones once into the cache; a damaged
+build is rebuilt, or explained when it cannot be."""
 from __future__ import annotations
 
 import json
@@ -71,9 +69,8 @@ def _records_ok(records: object) -> bool:
 
 
 def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
-    """None when the asset is not built (or was built from another source or recipe: it will be
-    rebuilt); [] when its build is complete and every file matches its record; otherwise what
-    is damaged. `full` hashes every file (`chatlab models --verify`); see chatlab.models.cache."""
+    """None when the asset is not built (from this source and recipe); [] when every file
+    matches its record; otherwise what is damaged. `full` hashes every file."""
     folder = cache_dir(asset)
     data = read_manifest(folder)
     if data is None or data.get("sha256") != asset.sha256 or data.get("build_version") != BUILD_VERSION:
@@ -155,9 +152,8 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
 
 
 def describe(asset: Asset) -> dict[str, object]:
-    """One row of `chatlab models`. `state`: shipped (used as installed), built, not built,
-    damaged, unchecked (built before file records) or missing (not installed); `problems`
-    lists what is damaged."""
+    """One row of `chatlab models` (`state`: shipped, built, not built, damaged, unchecked or
+    missing)."""
     available = is_available(asset)
     path: str | None = None
     state, problems = ("not built" if available else "missing"), []

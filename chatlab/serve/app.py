@@ -1,11 +1,7 @@
-"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document, and the
-`Engine` protocol the routes call (chatlab.engine.ChatEngine is one). Every route checks
-everything checkable first (the body size, the request model, then `engine.check` on a worker
-thread), so a bad request is a 400 before it costs a place in the fair queue.
-
-Model names follow RTP-LLM, not vLLM: a request naming any model is answered by the one served,
-and the response names it (langchain's `ChatOpenAI(model="anything-you-like")` just works);
-`GET /v1/models/{id}` follows the same rule. `strict_model_name=True` restores vLLM's 404.
+"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document. Every route
+checks everything first, so a bad request is a 400 before it takes a place in the fair queue.
+A request naming any model is answered by the one served, as in RTP-LLM
+(`strict_model_name=True`: vLLM's 404).
 """
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ REF = "#/components/schemas/{model}"
 
 
 class Engine(Protocol):
-    """What the routes need from an engine: facts for the model card and the queue, `check` to
-    turn a request into a plan before queueing (every 400 is raised there), and the calls that
+    """What the routes need from an engine: its facts, `check` (every 400), and the calls that
     run a checked plan."""
 
     @property

@@ -1,6 +1,5 @@
-"""Start the server from Python, e.g. inside a running notebook, where `uvicorn.run()` fails (an
-event loop is already running): the server runs in a daemon thread with its own loop.
-"""
+"""Start the server from Python (a notebook, whose running event loop `uvicorn.run()` refuses):
+in a daemon thread with its own loop."""
 from __future__ import annotations
 
 import socket

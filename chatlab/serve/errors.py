@@ -1,7 +1,5 @@
-"""OpenAI's error body for every failure, and the handlers and ASGI middlewares that make sure
-nothing else leaks: a bad request is a 400 (never a 422, never a 500) whose `param` names the
-field to blame; an oversized body a 413; an unexpected exception a 500.
-"""
+"""OpenAI's error body for every failure: a bad request is a 400 (never a 422 or a 500) whose
+`param` names the field; an oversized body a 413; an unexpected exception a 500."""
 from __future__ import annotations
 
 import logging
@@ -40,17 +38,14 @@ def _encodable(text: str) -> str:
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> ErrorBody:
-    """OpenAI's error object for a failure answered with `status`: the same body whether it is
-    the response (unstreamed) or an error event inside a stream, so its `type` depends on what
-    went wrong, never on `stream`."""
+    """OpenAI's error object for a failure answered with `status`, streamed or not."""
     return {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
                       "param": None if param is None else _encodable(param), "code": code}}
 
 
 def exception_body(err: BaseException) -> ErrorBody:
-    """The error event for an exception raised while a stream was already answering: a client
-    error (ChatlabError, APIError) keeps its status's type, param and code; anything else is the
-    server's, with no details leaked."""
+    """The error event for an exception raised mid-stream: a client error keeps its type, param
+    and code; anything else is the server's, with no details leaked."""
     if isinstance(err, ChatlabError):
         return error_body(400, str(err), err.param, err.code)
     if isinstance(err, APIError):
