@@ -1,7 +1,4 @@
-"""The project's data, found through the package instead of a path relative to wherever a
-notebook happens to run: `data/` beside the `chatlab/` package of an editable install, or
-`$CHATLAB_DATA` (a copy of it) when chatlab was installed some other way.
-"""
+"""The project's data: `data/` beside the package of an editable install, else `$CHATLAB_DATA`."""
 from __future__ import annotations
 
 import os

@@ -1,8 +1,5 @@
-"""The seams between a model and what drives it, as structural protocols: ModelFacts (every
-backend), StepBackend (`prefill(ids)` resets the cache and returns the last logits, `step(id)`
-feeds one more) with what only some can do, checked with isinstance (RollbackBackend,
-PaddedVerifyBackend, SnapshotBackend), and BatchedBackend (ids in, a stream of new ids out).
-"""
+"""The seams between a model and what drives it, as structural protocols: ModelFacts, the
+StepBackend and what only some can do (checked with isinstance), and BatchedBackend."""
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
@@ -77,9 +74,8 @@ class SnapshotBackend(Protocol):
 
 
 class LogitsProcessor(Protocol):
-    """What chatlab's loop enforces a grammar with (chatlab.tools.constrain.GrammarProcessor):
-    `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
-    edited the given one), `accept` advances it by the sampled token."""
+    """What chatlab's loop enforces a grammar with: `mask` sets forbidden tokens to -inf (the
+    row, or None when it edited the given one), `accept` advances it."""
 
     def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
     def accept(self, token: int) -> object: ...

@@ -1,9 +1,5 @@
-"""Child processes that die with chatlab, and optimum-cli run that way with a progress bar.
-
-`python -m chatlab.backends.child PARENT_PID COMMAND ARGS...` asks the kernel to SIGKILL it when
-the parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND (unlike `Popen(preexec_fn=...)`,
-safe with threads). The kernel's parent is the forking thread; `run_cli` blocks in it.
-"""
+"""Child processes that die with chatlab (`python -m chatlab.backends.child PARENT_PID COMMAND
+ARGS...` sets PR_SET_PDEATHSIG, then execs), and optimum-cli run that way with a progress bar."""
 from __future__ import annotations
 
 import ctypes

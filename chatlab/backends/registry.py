@@ -1,8 +1,5 @@
-"""The one table of chatlab's backends: for each name, how to load it, which token source
-drives it (chatlab's loop, or a batched pipeline), its weight formats and default, and the
-loader options it takes, each of which is a CLI flag (chatlab.cli.args declares them from this
-table). Every command and the Python API read this table, so a backend is added here once.
-"""
+"""The one table of chatlab's backends: how to load each, its token source, weight formats and
+loader options (each a CLI flag). Every command and the Python API read it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -131,9 +128,8 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
 
 
 def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
-    """The loader options for a backend that will speculate: a verify pass must agree with a
-    step, so the CPU plugin's dynamic quantization of activations is off unless asked for (a
-    backend asked for it then refuses speculation, naming the fix)."""
+    """The loader options for a backend that will speculate: dynamic quantization off unless
+    asked for (a verify pass must agree with a step)."""
     if "dynamic_quantization" in get_spec(backend).option_names():
         return {"dynamic_quantization": False, **options}
     return options
@@ -142,9 +138,8 @@ def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                  weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:
-    """A ready backend by name (see REGISTRY for each one's options). `precision` None is f32,
-    or with `fast=True` the fast profile's choice (chatlab.backends.precision); the profile's notes,
-    what it could not turn on here, are the backend's `compute_notes`."""
+    """A ready backend by name (see REGISTRY for each one's options); `precision` None is f32,
+    or the fast profile's with `fast=True`."""
     spec, weight_format = check_choice(backend, weight_format, options)
     if not options.pop("fast", False):
         loaded = spec.loader(model, weight_format, check_precision(precision), **options)

@@ -1,8 +1,4 @@
-"""PyTorch backend: a transformers causal LM and its DynamicCache, one token per call.
-
-Each step is one forward with `logits_to_keep=1` (the output projection runs for the last
-position only) under `inference_mode`, with the input tensor reused.
-"""
+"""PyTorch backend: a transformers causal LM and its DynamicCache, one token per call."""
 from __future__ import annotations
 
 import json

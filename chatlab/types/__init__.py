@@ -1,7 +1,5 @@
-"""The chat domain read from OpenAI's wire shapes: pydantic models that validate what a client
-sends, document it (/openapi.json) and make the frozen objects of chatlab.types.objects. The
-`parse_*` functions apply them to plain dicts (the CLI, a notebook); domain objects pass through.
-"""
+"""The chat domain read from OpenAI's wire shapes: pydantic models that validate, document
+(/openapi.json) and make chatlab.types.objects; `parse_*` apply them to plain dicts."""
 from __future__ import annotations
 
 import json
@@ -253,9 +251,8 @@ class WireResponseFormat(Wire):
 
 
 def _choice(choice: Jsonable) -> Jsonable:
-    """`tool_choice` (or legacy `function_call`) in its one wire form: "auto" / "none" /
-    "required", or {"type": "function", "function": {"name": N}} from that, legacy {"name": N}
-    or a bare tool name (the CLI's --tool-choice NAME)."""
+    """`tool_choice` (or legacy `function_call`) in its one wire form (a legacy {"name": N} or a
+    bare tool name becomes {"type": "function", "function": {"name": N}})."""
     if isinstance(choice, ToolChoice):
         return choice.to_openai()
     if choice is None or choice in ("auto", "none", "required"):

@@ -1,7 +1,5 @@
-"""The chat domain as frozen objects, what every layer below the edge takes; the refusal a
-wire-shape validator raises, written relative to the refused value's place so that `param` is
-the field's path (`messages[0].role`) however the value was reached; and `FromWire`, the field
-that is read as a wire shape and held as a domain object."""
+"""The chat domain as frozen objects; the refusal a wire-shape validator raises, relative to
+the refused value's path (`param`); and `FromWire`, read as a wire shape, held as an object."""
 from __future__ import annotations
 
 import json
@@ -99,9 +97,8 @@ class ResponseFormat:
 
 # -- refusals and where they point ------------------------------------------------------------
 class Refusal(ValueError):
-    """A validator's refusal, written relative to the refused value's path: the message is the
-    path followed by `text` (or `text` alone when `whole`); `param` is the path extended by
-    `field` (or `param` itself when given)."""
+    """A validator's refusal: the message is the value's path and `text` (`text` alone when
+    `whole`); `param` is the path extended by `field` (or `param` when given)."""
 
     def __init__(self, text: str, field: str = "", whole: bool = False, param: str | None = None) -> None:
         super().__init__(text)

@@ -1,7 +1,5 @@
-"""OpenAI's response shapes as chatlab sends them, typed once: what the engine builds and the
-server, the CLI and the tests read back. They check nothing at run time. `NotRequired` marks a
-key chatlab leaves out rather than sends as null.
-"""
+"""OpenAI's response shapes as chatlab sends them, typed once (`NotRequired`: a key left out
+rather than sent as null)."""
 # No `from __future__ import annotations` here: Python 3.11 reads NotRequired in a TypedDict
 # only from evaluated annotations, and __required_keys__ must be right at run time (the tests
 # check produced responses against them).
