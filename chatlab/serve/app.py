@@ -76,8 +76,7 @@ def read_request(raw: bytes, cls: type[_R]) -> _R:
 
 
 def body_doc(cls: type) -> dict[str, Jsonable]:
-    """The route reads its body itself (so every failure is an OpenAI error), so the request
-    model is added to the document by hand."""
+    """The request model in the document (the route reads its body itself)."""
     schema = {"$ref": REF.format(model=cls.__name__)}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
@@ -102,9 +101,8 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
     queue = FairQueue(max_waiting=max_waiting, workers=int(engine.max_concurrency))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
-    # The routes reach the engine through app.state, never a closure over `engine`: FastAPI
-    # keeps classified endpoints in module-level lru_caches, so a closure would keep the model's
-    # memory alive for the life of the process. On shutdown the app lets go of it.
+    # routes reach the engine through app.state (FastAPI's lru_caches would keep a closure's
+    # model alive for the life of the process), released on shutdown
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> Engine:
@@ -161,9 +159,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
 
     @app.get("/v1/models/{model_id:path}", dependencies=[Depends(auth)])
     async def model(model_id: str) -> dict[str, Jsonable]:
-        # a client that may send `model="gpt-4o"` may also look it up first (the openai client's
-        # models.retrieve): the card says which model answers, as a chat response's `model` does
-        if not serves(model_id):
+        if not serves(model_id):  # the card says which model answers, as a response's `model`
             raise not_served(model_id)
         return card()
 

@@ -32,8 +32,7 @@ class APIError(Exception):
 
 
 def _encodable(text: str) -> str:
-    """Messages may quote what the client sent; a lone surrogate in them would make the error
-    response itself fail to encode (a 500 while reporting a 400)."""
+    """A message that quotes a lone surrogate the client sent, made encodable."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -89,13 +88,12 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive (a limit inside the
-    route is swallowed by FastAPI's body parsing); hand the app the body already read."""
+    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive; hand the app the
+    body already read."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
-        # an oversized body is read on (and dropped) up to this much before answering, so the
-        # client, still sending, reads the 413 instead of a reset connection
+        # read on (and dropped) up to this much, so a client still sending reads the 413
         self.drain_bytes = max(4 * max_bytes, 8_000_000)
 
     def too_big(self) -> ASGIApp:
@@ -129,8 +127,7 @@ class BodyLimit:
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that yields the buffered body once, then the connection's own messages (so
-    routes can still hear `http.disconnect`)."""
+    """A `receive` that yields the buffered body once, then the connection's own messages."""
     sent = False
 
     async def replay() -> Message:
@@ -144,8 +141,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 class CatchAll:
-    """Unexpected exceptions: logged, answered with a generic 500, connection closed, and not
-    re-raised (uvicorn would close a kept-alive connection under the client's next request)."""
+    """Unexpected exceptions: logged, answered with a generic 500 and not re-raised."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
