@@ -54,8 +54,7 @@ class CannotExpress(ChatlabError):
 
 
 class MissingSpecialToken(ChatlabError):
-    """The template names a special token the tokenizer does not have: nothing it renders with
-    that tokenizer is the template's layout, so nothing can be compared or certified."""
+    """The template names a special token the tokenizer does not have (nothing can be certified)."""
 
     def __init__(self, message: str, token: str) -> None:
         super().__init__(message)

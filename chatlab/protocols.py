@@ -59,8 +59,7 @@ class SpeculativeBackend(StepBackend, RollbackBackend, Protocol):
 
 @runtime_checkable
 class PaddedVerifyBackend(Protocol):
-    """Verify passes on a graph compiled for one width (`prepare_verify`, OpenVINO's paged
-    graph): every guess up to that width then costs the same."""
+    """Verify passes on a graph compiled for one width (`prepare_verify`)."""
 
     def prepare_verify(self, width: int) -> None: ...
 

@@ -15,9 +15,7 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 
 PR_SET_PDEATHSIG = 1
-# The stages of an export, as the progress bar names them. optimum-cli logs little: nncf's
-# weight-compression report marks the second; the model's XML appearing in the output folder
-# marks the third (the model is saved; the tokenizer conversion follows).
+# the stages of an export: nncf's compression report marks the second, the model's XML the third
 STAGES = ["converting the graph", "compressing weights", "converting the tokenizer"]
 COMPRESSION_LOG = ("weight compression", "bitwidth")
 
@@ -46,8 +44,7 @@ def stage_of(stage: int, line: str, out: Path | None) -> int:
 
 
 def run_cli(args: list[str], desc: str, out: Path | None = None) -> None:
-    """Run optimum-cli (dying with us), with a stage bar on stderr that ticks every half second
-    even while the child is silent; on failure raise with the end of its log."""
+    """Run optimum-cli (dying with us) under a stage bar; on failure raise with its log's end."""
     from tqdm.auto import tqdm
 
     tail: deque[str] = deque(maxlen=15)

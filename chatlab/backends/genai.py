@@ -160,8 +160,7 @@ class GenaiBackend:
             self._end(s, "CANCEL")
 
     def _rebuild(self) -> None:
-        """A fresh pipeline after a failed step (a request genai fails on stays inside its
-        pipeline and would fail every later step)."""
+        """A fresh pipeline after a failed step (the failing request stays inside the old one)."""
         old, self.pipe = self.pipe, None
         del old  # its paged KV cache goes before the new one is allocated
         try:

@@ -118,8 +118,7 @@ class _Exported:
 
 
 class StatefulBackend(_Exported):
-    """The stateful graph as exported (attention="sdpa"): its cache lives in state variables
-    that only grow, so it cannot roll back (no speculation, no prefix reuse)."""
+    """The stateful graph as exported (attention="sdpa"): its cache cannot roll back."""
 
     attention = "sdpa"
 
@@ -241,8 +240,7 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
                  model_name: str | None = None, kv_cache_precision: str | None = None,
                  attention: str = DEFAULT_ATTENTION,
                  dynamic_quantization: bool | None = None) -> PagedBackend | StatefulBackend:
-    """The exported model in `folder` on the attention graph asked for (paged falls back to
-    the stateful graph, with a warning)."""
+    """The exported model in `folder` on the attention graph asked for (paged may fall back)."""
     precision = check_precision(precision)
     if attention not in ATTENTIONS:
         raise UnknownNameError("attention", attention, ATTENTIONS)

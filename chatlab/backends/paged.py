@@ -83,8 +83,7 @@ class PagedGraph:
         return core.compile_model(model, "CPU", self.config), sliced
 
     def add_verify(self, width: int) -> None:
-        """A second compile, sharing the blocks, for verify passes of exactly `width` tokens (so
-        steps and verify passes each keep a graph of their own shapes)."""
+        """A second compile, sharing the blocks, for verify passes of exactly `width` tokens."""
         if width == self.verify_width:
             return
         if width < 2:
@@ -183,8 +182,7 @@ class PagedGraph:
         self.length = length
 
     def step(self, token_id: int) -> np.ndarray:
-        """One token, its inputs bound once per prefill and then only written to (`infer()`
-        with no arguments converts nothing)."""
+        """One token, its inputs bound once per prefill and then only written to."""
         import openvino as ov
 
         total = self.length + 1

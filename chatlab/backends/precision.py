@@ -171,8 +171,7 @@ def fast_weight_format(weight_formats: tuple[str, ...], default: str) -> str:
 
 def fast_choices(backend: str, weight_format: str, precision: str | None,
                  options: dict[str, LoaderOption]) -> tuple[str, dict[str, LoaderOption], list[str]]:
-    """The fast profile's precision and options (explicit ones kept), and notes on what it
-    could not turn on here."""
+    """The fast profile's precision and options (explicit ones kept), and what it could not do."""
     notes: list[str] = []
     if precision is None:
         here = cpu()

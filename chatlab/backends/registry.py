@@ -138,8 +138,7 @@ def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                  weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:
-    """A ready backend by name (see REGISTRY for each one's options); `precision` None is f32,
-    or the fast profile's with `fast=True`."""
+    """A ready backend by name (see REGISTRY for each one's options)."""
     spec, weight_format = check_choice(backend, weight_format, options)
     if not options.pop("fast", False):
         loaded = spec.loader(model, weight_format, check_precision(precision), **options)
@@ -175,8 +174,7 @@ def every_option() -> list[Option]:
 
 
 def options_for(backend: str, given: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
-    """`given` (options set on the command line), checked against `backend`: an option that
-    belongs only to another backend is an error naming its flag (not silently ignored)."""
+    """`given` checked against `backend`: another backend's option is an error naming its flag."""
     spec = get_spec(backend)
     foreign = sorted(set(given) - spec.option_names())
     if foreign:

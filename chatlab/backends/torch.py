@@ -27,8 +27,7 @@ class TorchBackend:
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        # bf16 is refused on a CPU without bf16 instructions; `emulate_bf16=True` accepts it
-        # anyway (PyTorch rounds in software: a lesson can show bf16's drift, not its speed).
+        # `emulate_bf16=True`: bf16 in software on a CPU without it (its drift, not its speed)
         self.precision = normalize_precision(precision) if emulate_bf16 else check_precision(precision)
         self.threads = torch.get_num_threads()
         # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does.

@@ -138,8 +138,7 @@ def structured_config(constraint: Constraint | None) -> Processor:
 
 
 def ebnf_for_genai(ebnf: str) -> str:
-    """xgrammar's printed EBNF as the older xgrammar in openvino-genai reads it (`{n,}`, not
-    `{n, -1}`)."""
+    """xgrammar's printed EBNF as openvino-genai's older xgrammar reads it (`{n,}`)."""
     return _UNBOUNDED.sub(r"{\1,}", ebnf)
 
 

@@ -97,8 +97,7 @@ class TokenBound:
 
 
 def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
-    """The bytes each token of a byte-level vocabulary stands for (added tokens: their UTF-8),
-    or None where the vocabulary is not byte-level."""
+    """The bytes each token of a byte-level vocabulary stands for (None: not byte-level)."""
     if tokenizer_kind(tokenizer) == "tiktoken":
         enc = tokenizer.enc
         return [*map(enc.decode_single_token_bytes, range(enc.n_vocab)),

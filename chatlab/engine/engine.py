@@ -154,8 +154,7 @@ class ChatEngine:
         return self.source.constraint(plan) if plan.constrained else None
 
     def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:
-        """The token source's events (TextDelta..., then Finished) for one choice of a chat plan,
-        its constraint applied: tokens and timings rather than OpenAI's shapes."""
+        """The token source's events (TextDelta..., then Finished) for one choice of a plan."""
         processor = self._constraint(plan)
         return self._generate(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
@@ -277,8 +276,7 @@ def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BAC
                 weight_format: str | None = None, template: "TemplateChoice" = None,
                 precision: str | None = None, speculate: "Speculation | None" = None,
                 reuse_prefix: bool = False, **options: LoaderOption) -> ChatEngine:
-    """A ready engine for `model` on `backend`, every name and option checked before anything
-    loads. `options` are the backend's (chatlab.backends.registry)."""
+    """A ready engine for `model` on `backend`, every name and option checked before loading."""
     if speculate is not None:
         options = speculation_options(backend, options)
     spec, weight_format = check_choice(backend, weight_format, options)

@@ -98,8 +98,7 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
 
 
 def refuse_unparsed_calls(resolution: Resolution, choice: ToolChoice) -> None:
-    """Tools in a template call format chatlab cannot parse: any tool_choice but "none" is
-    refused (as vLLM without a --tool-call-parser)."""
+    """Tools in a call format chatlab cannot parse: any tool_choice but "none" is refused."""
     said = "named" if choice.mode == "named" else repr(choice.mode)
     raise ChatlabError(f"{resolution.label} writes tools in its own format, which is none of the tool-call "
                        f"formats chatlab parses ({', '.join(TOOL_FORMATS)}), so tool_choice {said} cannot be "

@@ -123,8 +123,7 @@ class SamplingFields(Wire):
 
     def to_sampling_params(self, stop: list[str], stop_ids: list[int], prompt_len: int, context_length: int,
                            vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
-        """The loop's SamplingParams for one choice, checked against the room a prompt of
-        `prompt_len` tokens leaves in the window."""
+        """The loop's SamplingParams for one choice, within the room the prompt leaves."""
         room = context_length - prompt_len
         wanted = self.max_new_tokens
         if wanted is not None and wanted > room:
@@ -146,8 +145,7 @@ class SamplingFields(Wire):
 
 
 class ChatFields(Wire):
-    """The chat fields, held as chatlab.types' domain objects (first in a ChatRequest, so their
-    refusals come first)."""
+    """The chat fields, held as domain objects (first in a ChatRequest: their refusals first)."""
 
     messages: Annotated[tuple[Message, ...], FromWire(Messages, messages_of)]
     tools: Annotated[tuple[ToolSpec, ...], FromWire(Tools, tools_of)] = ()
@@ -252,8 +250,7 @@ _R = TypeVar("_R", bound=SamplingFields)
 
 
 def check_body(data: Jsonable) -> None:
-    """Over the whole body, iteratively: every string (keys too) encodable, no deeper than
-    MAX_BODY_DEPTH."""
+    """Every string of the body (keys too) encodable, no deeper than MAX_BODY_DEPTH."""
     stack: list[tuple[Jsonable, list[str | int]]] = [(data, [])]
     while stack:
         value, where = stack.pop()

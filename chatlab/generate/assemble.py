@@ -58,8 +58,7 @@ class StopResult:
 
 
 class StopMatcher:
-    """Holds back exactly the tail that is still a prefix of some stop string, and releases it
-    as soon as the next delta shows it is not."""
+    """Holds back exactly the tail that is still a prefix of some stop string."""
 
     def __init__(self, stops: list[str]) -> None:
         self.stops = [s for s in dict.fromkeys(stops) if s]  # dedupe, keep order
@@ -129,8 +128,7 @@ Event = TextDelta | Finished
 
 
 class TextAssembler:
-    """One reply's text, token by token: `add` returns the TextDelta a token made showable;
-    `finish()` returns the released tail (if any) and Finished."""
+    """One reply's text, token by token: `add` a token, `finish()` with Finished."""
 
     def __init__(self, decoder: Decoder, stop: Iterable[str], stop_ids: Iterable[int],
                  prompt_tokens: int, with_logprobs: bool = False) -> None:

@@ -121,8 +121,7 @@ def byte_table() -> dict[str, int]:
 
 
 class Recorder:
-    """`observe` the row a token is drawn from (a shifted copy: the sampler may edit the logits
-    in place), then `record` the token."""
+    """`observe` the row a token is drawn from (a copy), then `record` the token."""
 
     def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)
@@ -165,8 +164,7 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChatLogprobs:
 
 
 def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> TextLogprobs:
-    """Legacy completions' `choice.logprobs` (`offset` shifts text_offset). As in OpenAI's API
-    each `top_logprobs` dict also holds the chosen token."""
+    """Legacy completions' `choice.logprobs` (each `top_logprobs` also holds the chosen token)."""
     tops = []
     for e in entries:
         top = {t.text: _wire(t.logprob) for t in e.top}

@@ -184,8 +184,7 @@ class Sampler:
         logits[ids] = np.where(vals > 0, vals / rp, vals * rp)
 
     def penalize_reply(self, logits: np.ndarray) -> None:
-        """OpenAI's presence and frequency penalties, in place, over the reply's tokens only:
-        logit[j] -= presence * (count[j] > 0) + frequency * count[j]."""
+        """OpenAI's presence and frequency penalties, in place, over the reply's tokens only."""
         p = self.params
         if not p.penalized or not self.counts:
             return

@@ -63,8 +63,7 @@ def check_backend(backend: StepBackend) -> SpeculativeBackend:
 
 
 def prepare(backend: object, spec: Speculation) -> bool:
-    """Let the backend set up for guesses of up to `spec.draft_tokens`; whether its verify
-    passes now cost the same for any guess up to k (so sizing them saves nothing)."""
+    """Set the backend up for `spec`'s guesses; whether its verify passes are now padded."""
     if not isinstance(backend, PaddedVerifyBackend):
         return False
     backend.prepare_verify(spec.draft_tokens + 1)
@@ -72,8 +71,7 @@ def prepare(backend: object, spec: Speculation) -> bool:
 
 
 class PromptLookup:
-    """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come.
-    `fixed_width`: verify passes are padded, so each guess is as long as the match allows."""
+    """Drafts for one reply, from an index of every n-gram's latest position."""
 
     def __init__(self, spec: Speculation, prompt_ids: list[int], fixed_width: bool = False) -> None:
         self.spec = spec

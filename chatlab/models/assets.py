@@ -27,9 +27,7 @@ class Asset:
     optional: bool = False
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)
-    # A chat model whose own chat_template has no tool section: the built-in template (same
-    # layout, plus a tool format) that renders its requests with tools, named here, by the store,
-    # so that no request is re-templated on a guess from a model's name.
+    # for a chat_template without a tool section: the built-in template that renders with tools
     tool_template: str = ""
 
     @property

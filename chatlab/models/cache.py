@@ -54,8 +54,7 @@ def is_stale(tmp: Path, now: float | None = None) -> bool:
 
 
 def sweep_stale(parent: Path) -> list[Path]:
-    """Remove stale temporary build folders in `parent`; the ones removed. Never raises: a
-    read-only or missing folder simply has nothing to sweep."""
+    """Remove stale temporary build folders in `parent` (never raises); the ones removed."""
     removed: list[Path] = []
     try:
         candidates = [p for p in parent.iterdir() if p.name.startswith(TMP_PREFIX) and p.is_dir()]
@@ -176,8 +175,7 @@ def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecord
 
 
 def check_files(folder: Path, records: FileRecords, *, full: bool = False) -> tuple[list[str], bool]:
-    """(problems, refreshed): each damaged file with what is wrong, and whether a matching hash
-    refreshed a recorded modification time in `records` (the caller may save it)."""
+    """(each damaged file with what is wrong, whether a recorded mtime in `records` changed)."""
     problems: list[str] = []
     refreshed = False
     for rel, rec in records.items():

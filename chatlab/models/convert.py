@@ -124,8 +124,7 @@ def convert_gguf(asset: Asset, paths: list[Path], out: Path) -> None:
     from tqdm.auto import tqdm
 
     steps = tqdm(total=4, desc=f"building {asset.name}", unit="step")
-    # Scratch space (the concatenated parts) lives inside `out`, the build's temporary folder, so
-    # a killed build leaves one folder for the store's sweep to remove, not a second one.
+    # scratch space inside `out`: a killed build leaves one folder to sweep
     with tempfile.TemporaryDirectory(dir=out, prefix=".work-") as work:
         gguf = _single_gguf(paths, Path(work))
         steps.set_postfix_str("tokenizer from GGUF metadata")
@@ -198,8 +197,7 @@ def _corpus_lines() -> list[str]:
     if not files:
         raise AssetError(f"the ChatGLM3 stand-in corpus is missing ({folder}/*.txt); "
                          "restore data/chatglm3_corpus from the repository (git checkout data)")
-    # One sentence per line: a newline never enters the vocabulary, so "\n" stays the byte
-    # piece <0x0A> (id 13), exactly as in the real tokenizer.
+    # one sentence per line: "\n" stays the byte piece <0x0A>, as in the real tokenizer
     return [line for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

@@ -96,8 +96,7 @@ STRONGER_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def default_model() -> str:
-    """`$CHATLAB_MODEL`, else the offline default; a value that names nothing is an error now,
-    not a traceback deep inside a model load."""
+    """`$CHATLAB_MODEL` (checked now), else the offline default."""
     name = os.environ.get("CHATLAB_MODEL", "").strip()
     if not name:
         return DEFAULT_MODEL

@@ -51,8 +51,7 @@ def quiet_loading() -> Iterator[None]:
 
 
 def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Embedding:
-    """A llama-index embedding model for an embeddings asset (offline, from its package),
-    loaded quietly (see quiet_loading)."""
+    """A llama-index embedding model for an embeddings asset, loaded quietly."""
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     if name not in ASSETS or ASSETS[name].kind != "embeddings":

@@ -134,8 +134,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def trim_heap() -> int:
-    """`malloc_trim(0)`: the C heap's free pages back to the system; the bytes returned (0
-    where the C library is not glibc)."""
+    """`malloc_trim(0)`; the bytes returned (0 where the C library is not glibc)."""
     trim = _malloc_trim()
     if trim is None:
         return 0

@@ -49,8 +49,7 @@ def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
 
 
 def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
-    """Replace the manifest atomically (another process may be reading it); False when the
-    cache is read-only, which only means the next load checks again."""
+    """Replace the manifest atomically; False when the cache is read-only."""
     tmp = folder / f".{ASSET_MANIFEST}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps(data, indent=2))
@@ -86,8 +85,7 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
 
 
 def _record_legacy(asset: Asset, folder: Path) -> bool:
-    """Adopt a build from before file records: run the checks a build ends with, then record
-    its files. Cheaper than a rebuild, and it never deletes a folder others may be reading."""
+    """Adopt a build from before file records: run a build's final checks, then record its files."""
     data = read_manifest(folder) or {}
     try:
         convert.verify_folder(folder)
@@ -116,8 +114,7 @@ def is_available(asset: Asset) -> bool:
 
 
 def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
-    """The local folder (or file) of an asset, converting it into the cache on first use and
-    rebuilding a cached build whose files no longer match what was recorded."""
+    """The local folder (or file) of an asset, built (or rebuilt when damaged) on first use."""
     asset = name_or_asset if isinstance(name_or_asset, Asset) else get_asset(name_or_asset)
     if asset.build == "stand-in":
         return convert.build(asset)

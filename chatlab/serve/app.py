@@ -28,8 +28,7 @@ REF = "#/components/schemas/{model}"
 
 
 class Engine(Protocol):
-    """What the routes need from an engine: its facts, `check` (every 400), and the calls that
-    run a checked plan."""
+    """What the routes need from an engine: its facts, `check` (every 400), and the runs."""
 
     @property
     def model_name(self) -> str: ...

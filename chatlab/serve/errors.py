@@ -88,8 +88,7 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive; hand the app the
-    body already read."""
+    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes

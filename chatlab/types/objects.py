@@ -198,8 +198,7 @@ def schema_at(schema: Jsonable, at: str) -> dict[str, Jsonable]:
 
 
 def _inline(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
-    """A JSON schema with its $defs inlined (no wire shape recurses), so each field's schema in
-    /openapi.json stands alone."""
+    """A JSON schema with its $defs inlined (no wire shape recurses)."""
     defs = schema.pop("$defs", {})
 
     def inline(node: Jsonable) -> Jsonable:

@@ -1,8 +1,6 @@
 """OpenAI's response shapes as chatlab sends them, typed once (`NotRequired`: a key left out
 rather than sent as null)."""
-# No `from __future__ import annotations` here: Python 3.11 reads NotRequired in a TypedDict
-# only from evaluated annotations, and __required_keys__ must be right at run time (the tests
-# check produced responses against them).
+# no `from __future__ import annotations`: 3.11 needs evaluated NotRequired for __required_keys__
 from typing import Literal, NotRequired, TypedDict
 
 
