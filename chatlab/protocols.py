@@ -66,8 +66,6 @@ class PaddedVerifyBackend(Protocol):
 
 @runtime_checkable
 class SnapshotBackend(Protocol):
-    """A KV cache that can be copied out (opaque, with its size in bytes) and back."""
-
     def snapshot(self) -> tuple[object, int]: ...
     def restore(self, snap: object, length: int) -> None: ...
 
@@ -115,8 +113,6 @@ class ProfiledBackend(Protocol):
 
 @runtime_checkable
 class CompiledBackend(Protocol):
-    """A backend over one OpenVINO compiled model, whose properties say what it computes with."""
-
     compiled: OVCompiled
 
 

@@ -123,7 +123,6 @@ def int4_group_size(folder: Path) -> int:
 
 def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
              python: str | None = None) -> list[str]:
-    """optimum-cli's command line; `python` defaults to `export_python()`."""
     args = [python or export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
@@ -162,8 +161,8 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
         partial.mkdir(parents=True)
         try:
-            run_cli(cli_args(src, weight_format, partial, stateful), f"export {Path(model).name} {final.name}",
-                    partial)
+            label = f"export {Path(model).name} {final.name}"
+            run_cli(cli_args(src, weight_format, partial, stateful), label, partial)
             verify(partial, stateful)
             (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),

@@ -172,7 +172,6 @@ class GenaiBackend:
         self.rebuilds += 1
 
     def _collect(self) -> None:
-        """Hand each stream its new ids; end the streams genai has finished."""
         from openvino_genai.py_openvino_genai import GenerationStatus
 
         for rid, s in list(self._active.items()):

@@ -203,7 +203,6 @@ class PagedBackend(_Exported):
 
     @property
     def verify_width(self) -> int | None:
-        """Tokens every verify pass is padded to, or None: not prepared."""
         return self.graph.verify_width if self.graph.verify else None
 
     def prepare_verify(self, width: int) -> None:

@@ -49,7 +49,6 @@ class CPU:
     default_precision: str | None = None
 
     def record(self) -> dict[str, Jsonable]:
-        """The JSON a stored result keeps beside its numbers."""
         return {"model": self.model, "flags": [f for f in REPORTED_FLAGS if f in self.flags],
                 "threads": self.threads, "bf16": self.bf16}
 
@@ -96,12 +95,10 @@ def cpu() -> CPU:
 
 
 def cpu_info() -> dict[str, Jsonable]:
-    """This CPU as a stored result records it."""
     return cpu().record()
 
 
 def cpu_has_bf16() -> bool:
-    """Whether OpenVINO's CPU plugin can compute in bf16 here."""
     return cpu().bf16
 
 

@@ -150,7 +150,6 @@ class ChatEngine:
         return self.source.events(prompt_ids, params, processor, should_stop)
 
     def _constraint(self, plan: ChatPlan) -> Processor:
-        """What the token source enforces the plan's constraint with, in its own kind."""
         return self.source.constraint(plan) if plan.constrained else None
 
     def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:

@@ -19,8 +19,6 @@ from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
 
 class Planner(ContextWindow, Protocol):
-    """What planning reads from the engine (a ChatEngine)."""
-
     resolution: Resolution
     tokenizer: HFTokenizer
     vocab_size: int

@@ -18,7 +18,6 @@ StopFn = Callable[[], bool]  # should_stop: True ends the reply (a client gone, 
 
 
 def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
-    """The template's stop ids plus the model's own eos ids (unless `ignore_eos`)."""
     ids = set(params.stop_ids)
     if not params.ignore_eos:
         ids.update(backend.eos_ids)

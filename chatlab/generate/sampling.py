@@ -100,7 +100,6 @@ class SamplingParams:
         return replace(self, checked_for=self._model_key(context_length, prompt_tokens, vocab_size), trusted=True)
 
     def checked(self, context_length: int | None, prompt_tokens: int, vocab_size: int | None) -> bool:
-        """Whether `validated` already checked these very values against this model and prompt."""
         return self.checked_for == self._model_key(context_length, prompt_tokens, vocab_size)
 
     @property
@@ -160,7 +159,6 @@ class Sampler:
                                        count=len(params.logit_bias))
 
     def accept(self, token: int) -> None:
-        """Record a generated token for the penalties that look back at the reply."""
         if self.params.repetition_penalty != 1.0:
             self.seen.append(token)
         if self.params.penalized:
@@ -208,7 +206,6 @@ class Sampler:
         return int(ids[self.rng.choice(len(ids), p=probs)])
 
     def _candidates(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ids sampling may pick and their probabilities (temperature, top-k, top-p)."""
         p = self.params
         k = min(p.top_k or MAX_CANDIDATES, MAX_CANDIDATES, logits.shape[0])
         ids, probs = top_k_probs(logits, k, p.temperature)

@@ -76,7 +76,6 @@ def stale_folders(root: Path) -> list[Path]:
 
 
 def disk_error(err: BaseException, where: Path) -> AssetError | None:
-    """An AssetError explaining `err` when it is a disk problem, else None."""
     text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
     if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
             or any(s in text for s in ("No space left on device", "os error 28", "StorageFull"))):
@@ -162,7 +161,6 @@ def file_sha256(path: Path) -> str:
 
 
 def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecords:
-    """Size, sha256 and modification time of every file under `folder` except `skip`."""
     records: FileRecords = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()

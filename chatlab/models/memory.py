@@ -79,7 +79,6 @@ def headroom() -> tuple[int, str]:
 
 
 def _anon_rss() -> int:
-    """This process's anonymous resident memory in bytes (0 where /proc is not readable)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("RssAnon:"):

@@ -109,7 +109,6 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
              "source": [str(p) for p in paths], "files": files}, indent=2))
 
 def is_available(asset: Asset) -> bool:
-    """Whether the asset can be used here without the hub (built or buildable)."""
     return asset.build == "stand-in" or asset.source_files() is not None
 
 

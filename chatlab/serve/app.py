@@ -53,9 +53,7 @@ class Engine(Protocol):
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]: ...
 
 
-class AppOptions(TypedDict, total=False):
-    """create_app's keywords, as start_server passes them on."""
-
+class AppOptions(TypedDict, total=False):  # create_app's keywords, as start_server passes them
     api_key: str | None
     max_waiting: int
     max_messages: int

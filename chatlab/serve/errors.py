@@ -22,8 +22,6 @@ TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_fo
 
 
 class APIError(Exception):
-    """An error with its HTTP status, raised by routes and the queue."""
-
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  headers: dict[str, str] | None = None):
         super().__init__(message)

@@ -338,7 +338,6 @@ def _validate(shape: object, value: Jsonable, root: str) -> Jsonable:
 
 
 def parse_messages(messages: Jsonable) -> list[Message]:
-    """OpenAI-shaped messages (dicts or Messages) as Messages."""
     return list(messages_of(_validate(Messages, messages, "messages")))
 
 

@@ -12,16 +12,12 @@ class Usage(TypedDict):
 
 # -- logprobs -------------------------------------------------------------------------------
 class TopLogprobEntry(TypedDict):
-    """One alternative token in a chat `top_logprobs` list."""
-
     token: str
     logprob: float
     bytes: list[int]
 
 
 class LogprobEntry(TopLogprobEntry):
-    """One generated token in a chat `logprobs.content` list."""
-
     top_logprobs: list[TopLogprobEntry]
 
 
@@ -30,9 +26,7 @@ class ChatLogprobs(TypedDict):
     refusal: None
 
 
-class TextLogprobs(TypedDict):
-    """Legacy completions' `logprobs`: parallel lists, one entry per token."""
-
+class TextLogprobs(TypedDict):  # legacy completions: parallel lists, one entry per token
     tokens: list[str]
     token_logprobs: list[float]
     top_logprobs: list[dict[str, float]]  # token text -> logprob, the chosen token included
@@ -51,9 +45,7 @@ class AssistantToolCall(TypedDict):
     function: AssistantFunctionCall
 
 
-class FunctionCallDelta(TypedDict, total=False):
-    """A piece of a call: the name once, then argument fragments."""
-
+class FunctionCallDelta(TypedDict, total=False):  # the name once, then argument fragments
     name: str
     arguments: str
 
@@ -66,9 +58,7 @@ class ToolCallDelta(TypedDict):
 
 
 # -- chat completions -----------------------------------------------------------------------
-class Delta(TypedDict, total=False):
-    """One streamed change to the assistant message (empty in a choice's last chunk)."""
-
+class Delta(TypedDict, total=False):  # empty in a choice's last chunk
     role: Literal["assistant"]
     content: str
     tool_calls: list[ToolCallDelta]
