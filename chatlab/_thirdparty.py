@@ -20,7 +20,6 @@ GenaiPipeline = Any
 GenaiConfig = Any
 GenaiHandle = Any
 Processor = Any
-Widget = Any
 Jsonable = Any
 LoaderOption = Any
 PydanticField = Any
@@ -52,8 +51,3 @@ def piece_spelling(tokenizer: Decoder) -> str:
             "Metaspace" in decoder or "ByteFallback" in decoder:
         return "sentencepiece"
     return "decode"
-
-__all__ = ["Decoder", "Embedding", "GenaiConfig", "GenaiHandle", "GenaiPipeline", "GoValue",
-           "Graded", "HFCache", "HFModel", "HFTokenizer", "Jsonable", "LoaderOption", "OVCompiled",
-           "OVModel", "OVPort", "OVRequest", "OVTensor", "Processor", "PydanticField", "Widget",
-           "piece_spelling", "tokenizer_kind"]

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from chatlab.errors import ChatlabError
 
-__all__ = ["data_dir", "data_path"]
-
 
 def data_dir() -> Path:
     """The data folder: `$CHATLAB_DATA`, else `data/` beside the imported package."""

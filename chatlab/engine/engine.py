@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
-__all__ = ["ChatEngine", "load_engine"]
 
 
 class TokenSource(Protocol):

@@ -22,15 +22,12 @@ from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
 from chatlab.models.cache import atomic_folder, cache_dir
 from chatlab.models.hub import from_hub
+from chatlab.models.qwen1 import QWEN_SPLIT
 
 CONTROL, USER_DEFINED = 3, 4
 
-# llama.cpp's pre-tokenizer regexes for the two vocabularies we ship (llama-vocab.cpp).
+# llama.cpp's GPT-2 pre-tokenizer regex (llama-vocab.cpp)
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 
 
 def read_metadata(gguf_path: Path) -> dict[str, Jsonable]:
@@ -58,7 +55,7 @@ def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
                          "supported: qwen2, smollm, gpt2")
     # SmolLM splits every digit on its own before the GPT-2 regex.
     steps = [] if pre in ("qwen2", "gpt2") else [pre_tokenizers.Digits(individual_digits=True)]
-    split = QWEN2_SPLIT if pre == "qwen2" else GPT2_SPLIT
+    split = QWEN_SPLIT if pre == "qwen2" else GPT2_SPLIT
     return pre_tokenizers.Sequence([
         *steps, pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
