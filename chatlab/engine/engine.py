@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
 
-
 class TokenSource(Protocol):
     """What an engine drains: the events of one sequence at a time."""
 
