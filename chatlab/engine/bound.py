@@ -131,7 +131,6 @@ def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     return max(map(len, vocab), default=0) or None
 
 
-
 def _spelled_bytes(tokenizer: HFTokenizer) -> int | None:
     """An upper bound on the bytes one token decodes to: its UTF-8 spelling (None: unreadable)."""
     try:
