@@ -60,16 +60,6 @@ class SPTokenizer:
                 run.append(i)
         return "".join(out) + self.sp_model.decode(run)
 
-    def convert_token_to_id(self, token: str) -> int:
-        return self.special_tokens.get(token) or self.sp_model.PieceToId(token)
-
-    def convert_id_to_token(self, index: int) -> str:
-        if index in self.index_special_tokens:
-            return self.index_special_tokens[index]
-        if index >= self.sp_model.vocab_size() or index < 0:
-            return ""
-        return self.sp_model.IdToPiece(index)
-
 
 class ChatGLM3Tokenizer(PreTrainedTokenizer):
     """The ChatGLM3 tokenizer surface: `get_command`, `build_single_message`, `build_chat_input`."""
@@ -110,10 +100,13 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         return self.tokenizer.tokenize(text, encode_special_tokens=self.encode_special_tokens)
 
     def _convert_token_to_id(self, token: str) -> int:
-        return self.tokenizer.convert_token_to_id(token)
+        return self.tokenizer.special_tokens.get(token) or self.tokenizer.sp_model.PieceToId(token)
 
     def _convert_id_to_token(self, index: int) -> str:
-        return self.tokenizer.convert_id_to_token(index)
+        sp = self.tokenizer
+        if index in sp.index_special_tokens:
+            return sp.index_special_tokens[index]
+        return sp.sp_model.IdToPiece(index) if 0 <= index < sp.sp_model.vocab_size() else ""
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return self.tokenizer.decode_ids([self._convert_token_to_id(t) for t in tokens])

@@ -10,7 +10,6 @@ class Usage(TypedDict):
     total_tokens: int
 
 
-# -- logprobs -------------------------------------------------------------------------------
 class TopLogprobEntry(TypedDict):
     token: str
     logprob: float
@@ -33,7 +32,6 @@ class TextLogprobs(TypedDict):  # legacy completions: parallel lists, one entry 
     text_offset: list[int]
 
 
-# -- tool calls -----------------------------------------------------------------------------
 class AssistantFunctionCall(TypedDict):
     name: str
     arguments: str  # the arguments as JSON text, as the model wrote them
@@ -57,7 +55,6 @@ class ToolCallDelta(TypedDict):
     function: FunctionCallDelta
 
 
-# -- chat completions -----------------------------------------------------------------------
 class Delta(TypedDict, total=False):  # empty in a choice's last chunk
     role: Literal["assistant"]
     content: str
@@ -107,7 +104,6 @@ class ChatCompletionChunk(TypedDict):
     usage: NotRequired[Usage]  # only in the usage chunk
 
 
-# -- legacy completions ---------------------------------------------------------------------
 class TextChoice(TypedDict):
     index: int
     text: str
@@ -133,7 +129,6 @@ class TextCompletion(TypedDict):
     usage: Usage | None
 
 
-# -- errors ---------------------------------------------------------------------------------
 class ErrorDetail(TypedDict):
     message: str
     type: str  # "invalid_request_error", "server_error", ...
