@@ -62,7 +62,6 @@ class GenaiBackend:
         sched.dynamic_split_fuse = True
         sched.enable_prefix_caching = bool(prefix_caching)
         self.prefix_caching = bool(prefix_caching)
-        # The precision is always passed (left unset, the CPU plugin picks bf16 on bf16 CPUs).
         config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
         self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.pipe: GenaiPipeline = self._build()

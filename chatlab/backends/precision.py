@@ -154,7 +154,6 @@ def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
     return facts
 
 
-# the fast profile
 FAST_KV_CACHE = "u8"
 FAST_WEIGHTS = "int4"
 # backends whose loader takes the KV cache's precision and dynamic quantization

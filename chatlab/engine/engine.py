@@ -36,8 +36,7 @@ class TokenSource(Protocol):
     @property
     def backend(self) -> ModelFacts: ...
 
-    # How many sequences it runs at once (the server runs that many jobs side by side).
-    max_concurrency: int
+    max_concurrency: int  # sequences it runs at once: the server's jobs side by side
 
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
         """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
@@ -115,11 +114,9 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        # what the vocabulary says of a prompt's tokens before it is tokenized
         self.token_bound = TokenBound.of(self.tokenizer)
         self.max_concurrency = self.source.max_concurrency
 
-    # -- before the queue ---------------------------------------------------------------------
     @overload
     def check(self, req: ChatRequest) -> ChatPlan: ...
     @overload
@@ -142,7 +139,6 @@ class ChatEngine:
         return {"model": self.model_name, **plan.rendered.to_json(),
                 "tool_format": fmt.name if fmt is not None else None, "prompt_tokens": len(plan.prompt_ids)}
 
-    # -- running a plan -----------------------------------------------------------------------
     def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                   should_stop: StopFn | None) -> Iterator[Event]:
         return self.source.events(prompt_ids, params, processor, should_stop)
@@ -214,7 +210,6 @@ class ChatEngine:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
-    # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan,
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
         cid, used = shapes.new_id("cmpl"), [0, 0]

@@ -149,7 +149,6 @@ class Recorder:
         return TokenLogprob(token_id, text, logprob, raw, top, text_offset)
 
 
-# -- wire shapes ---------------------------------------------------------------------------
 def _wire(logprob: float) -> float:
     return logprob if logprob > WIRE_FLOOR else WIRE_FLOOR
 

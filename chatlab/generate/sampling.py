@@ -47,7 +47,6 @@ class SamplingParams:
             self.stop = [self.stop]
         self.logit_bias = check_logit_bias(self.logit_bias, None)
 
-        # a value outside its range: ChatlabError naming the valid range
         def bad(name: str, value: object, valid: str) -> ChatlabError:
             return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}", param=name)
 

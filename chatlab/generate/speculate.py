@@ -86,8 +86,7 @@ class PromptLookup:
         self.size = min(FIRST_DRAFT, spec.draft_tokens) if self.sized else spec.draft_tokens
         self.pause = 0  # tokens left before drafting again
         self.next_pause = FIRST_PAUSE
-        # counts the bench and tests read
-        self.drafts = self.drafted = self.accepted = 0
+        self.drafts = self.drafted = self.accepted = 0  # what the bench and tests read
 
     def add(self, token: int) -> None:
         self.ids.append(token)

@@ -23,7 +23,6 @@ ChoiceMode = Literal["auto", "none", "required", "named"]
 FormatKind = Literal["text", "json_object", "json_schema"]
 
 
-# -- the domain: what every layer below the edge takes ----------------------------------------
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -95,7 +94,6 @@ class ResponseFormat:
     name: str | None = None
 
 
-# -- refusals and where they point ------------------------------------------------------------
 class Refusal(ValueError):
     """A validator's refusal: the message is the value's path and `text` (`text` alone when
     `whole`); `param` is the path extended by `field` (or `param` when given)."""
