@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer, LoaderOption
+from chatlab._thirdparty import GenaiConfig, GenaiHandle, GenaiPipeline, LoaderOption
 from chatlab.backends.export import export_model
-from chatlab.backends.openvino import ExportedModel
+from chatlab.backends.openvino import ExportBackend
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
@@ -41,11 +41,9 @@ class GenaiStream:
         self.cancelled.set()
 
 
-class GenaiBackend:
+class GenaiBackend(ExportBackend):
     """An exported model with genai's batched pipeline as the compute (`prefix_caching`,
     genai's own, is off by default so a benchmark times real prefills)."""
-
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
@@ -53,6 +51,7 @@ class GenaiBackend:
                  prefix_caching: bool = False, dynamic_quantization: bool | None = None) -> None:
         import openvino_genai as genai
 
+        super().__init__(folder, None, model_name, name)
         precision = check_precision(precision)
         sched = genai.SchedulerConfig()
         sched.cache_size = max(1, int(round(cache_gb)))  # GB of paged KV cache
@@ -68,9 +67,6 @@ class GenaiBackend:
         self.rebuilds = 0  # pipelines replaced after a failed step (see _run)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
-        self.exported = ExportedModel(folder, model_name)
-        self.folder, self.model_name, self.name = folder, model_name, name
-        self.context_length, self.eos_ids = self.exported.context_length, self.exported.eos_ids
         self.vocab_size = int(json.loads((folder / "config.json").read_text())["vocab_size"])
         self._ids = itertools.count()
         self._cond = threading.Condition()
@@ -79,14 +75,6 @@ class GenaiBackend:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="chatlab-genai", daemon=True)
         self._thread.start()
-
-    @property
-    def tokenizer(self) -> HFTokenizer:
-        return self.exported.tokenizer
-
-    @property
-    def decoder(self) -> Decoder:
-        return self.exported.decoder
 
     def __repr__(self) -> str:
         return (f"<GenaiBackend {self.name} {self.precision} vocab={self.vocab_size} "

@@ -83,8 +83,8 @@ ATTENTIONS = ["paged", "sdpa"]
 DEFAULT_ATTENTION = "paged"
 
 
-class _Exported:
-    """What both graphs share: the export's facts and tokenizers, and the applied precision."""
+class ExportBackend:
+    """What a backend over an export has: its facts and tokenizers (and a compiled graph's precision)."""
 
     compiled: OVCompiled
     vocab_size: int
@@ -117,7 +117,7 @@ class _Exported:
                 f"ctx={self.context_length}>")
 
 
-class StatefulBackend(_Exported):
+class StatefulBackend(ExportBackend):
     """The stateful graph as exported (attention="sdpa"): its cache cannot roll back."""
 
     attention = "sdpa"
@@ -163,7 +163,7 @@ class StatefulBackend(_Exported):
         return self._run(self._ids, self._pos)
 
 
-class PagedBackend(_Exported):
+class PagedBackend(ExportBackend):
     """The graph rewritten for paged attention: the cache is in blocks chatlab owns, so it can
     roll back, copy itself out, and verify a guess on a graph of one width."""
 
