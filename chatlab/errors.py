@@ -1,6 +1,5 @@
 """One exception family for everything a user can get wrong: every ChatlabError names the problem
-and the fix; the CLI prints it without a traceback and the server turns it into an OpenAI error.
-"""
+and the fix; the CLI prints it without a traceback and the server turns it into an OpenAI error."""
 from __future__ import annotations
 
 

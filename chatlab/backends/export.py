@@ -3,8 +3,7 @@
 optimum-cli converts in a child process, one export per (source, weight format) at a time, into
 `.partial-<format>`, renamed once complete. optimum-intel caps its dependencies below Colab's, so
 it runs in CHATLAB_EXPORT_PYTHON, else this Python when it meets the export stack, else an
-isolated venv that sees this Python's site-packages behind its own.
-"""
+isolated venv that sees this Python's site-packages behind its own."""
 from __future__ import annotations
 
 import fcntl

@@ -2,8 +2,7 @@
 
 `attention="paged"` (the default, PagedBackend) runs the graph rewritten for paged attention:
 faster, and it can roll back (speculation, prefix reuse). `attention="sdpa"` (StatefulBackend)
-runs the stateful graph as exported, its cache in state variables that only grow.
-"""
+runs the stateful graph as exported, its cache in state variables that only grow."""
 from __future__ import annotations
 
 import json

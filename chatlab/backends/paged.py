@@ -3,8 +3,7 @@
 `paged_attention_transformation` (what openvino-genai runs) makes the KV cache an input chatlab
 owns (`key_cache.N` / `value_cache.N`), read through a table of block numbers: a decode step has
 the shapes of the last, where the stateful graph re-plans a mask one column longer. Blocks are
-0, 1, 2, ... in order, grown (copied over) when a reply outgrows them; the token axis is axis 0.
-"""
+0, 1, 2, ... in order, grown (copied over) when a reply outgrows them; the token axis is axis 0."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,8 +2,7 @@
 
 chatlab passes f32 unless bf16 is asked for (OpenVINO's bf16 default drifts from fp32). The fast
 profile (`fast=True`) trades exactness for bf16, a u8 KV cache, dynamic activation quantization
-and int4 weights; an explicit value wins.
-"""
+and int4 weights; an explicit value wins."""
 from __future__ import annotations
 
 import os

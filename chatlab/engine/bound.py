@@ -3,8 +3,7 @@ high-water mark in the allocator). The bounds are lower bounds, so they never re
 a byte-level vocabulary must cut between adjacent bytes no token holds together (a segment of L
 bytes is at least L / max_bytes tokens); any other vocabulary gives C / max_chars and
 B / max_bytes. Texts are read normalized and stripped; each content after the first may share
-one token with the template text around it.
-"""
+one token with the template text around it."""
 from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence, runtime_checkable

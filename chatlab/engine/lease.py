@@ -3,8 +3,7 @@
 A Lease takes the backend's lock per call, not across `yield`: a new generation takes over a
 lease left unread for `idle_s`, and the abandoned generator, if resumed, ends with a clear error.
 PrefixCache feeds only what follows the longest common prefix of the cached ids and the next
-prompt; a live sequence a prompt leaves behind is kept in a small LRU for a later prompt.
-"""
+prompt; a live sequence a prompt leaves behind is kept in a small LRU for a later prompt."""
 from __future__ import annotations
 
 import threading

@@ -3,8 +3,7 @@
 The row is `log_softmax` after the grammar mask and `logit_bias` (what the request allows) and
 before penalties, temperature, top-k and top-p (a sampling strategy over that distribution):
 vLLM's "raw" logprobs plus the bias and the mask. `token` is the token's own bytes as text, or
-"bytes:\\xNN..." when they are not valid UTF-8.
-"""
+"bytes:\\xNN..." when they are not valid UTF-8."""
 from __future__ import annotations
 
 import math

@@ -4,8 +4,7 @@ stand-in for an asset no package ships.
 transformers builds the wrong tokenizer for these GGUFs (SmolLM2's eos, Qwen2.5's added
 tokens), so it is rebuilt from the metadata: byte-level BPE with llama.cpp's pre-tokenizer,
 every CONTROL / USER_DEFINED token one special id. The ChatGLM3 stand-in is a SentencePiece
-model trained from `data/chatglm3_corpus/` (only its ordinary ids differ from the real one's).
-"""
+model trained from `data/chatglm3_corpus/` (only its ordinary ids differ from the real one's)."""
 from __future__ import annotations
 
 import hashlib

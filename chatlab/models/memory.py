@@ -1,6 +1,5 @@
 """Will a second model fit? The memory a session may still use: under a cgroup (Binder), its
-limit and working set, v1 or v2, as Kubernetes counts them; else the host's available memory.
-"""
+limit and working set, v1 or v2, as Kubernetes counts them; else the host's available memory."""
 from __future__ import annotations
 
 import functools

@@ -1,8 +1,7 @@
 """The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document. Every route
 checks everything first, so a bad request is a 400 before it takes a place in the fair queue.
 A request naming any model is answered by the one served, as in RTP-LLM
-(`strict_model_name=True`: vLLM's 404).
-"""
+(`strict_model_name=True`: vLLM's 404)."""
 from __future__ import annotations
 
 import json
