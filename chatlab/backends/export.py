@@ -1,9 +1,6 @@
-"""`chatlab export`: a model of the store → a cached OpenVINO folder, fp32, int8 or int4.
-
-optimum-cli converts in a child process, one export per (source, weight format) at a time, into
-`.partial-<format>`, renamed once complete. optimum-intel caps its dependencies below Colab's, so
-it runs in CHATLAB_EXPORT_PYTHON, else this Python when it meets the export stack, else an
-isolated venv that sees this Python's site-packages behind its own."""
+"""`chatlab export`: a model of the store → a cached OpenVINO folder (fp32, int8 or int4), made by
+optimum-cli in a child process, under a lock, into `.partial-<format>` renamed once complete; run
+by CHATLAB_EXPORT_PYTHON, this Python, or an isolated venv (optimum-intel caps Colab's packages)."""
 from __future__ import annotations
 
 import fcntl

@@ -1,8 +1,5 @@
-"""OpenVINO backend: chatlab's own loop over the graph that optimum-intel exports.
-
-`attention="paged"` (the default, PagedBackend) runs the graph rewritten for paged attention:
-faster, and it can roll back (speculation, prefix reuse). `attention="sdpa"` (StatefulBackend)
-runs the stateful graph as exported, its cache in state variables that only grow."""
+"""OpenVINO backend: chatlab's own loop over the graph optimum-intel exports, paged (the default:
+faster, and it rolls back) or stateful as exported (`attention="sdpa"`: its cache only grows)."""
 from __future__ import annotations
 
 import json

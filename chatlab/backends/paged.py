@@ -1,9 +1,6 @@
-"""One sequence on OpenVINO's paged-attention graph: prefill and decode, cache in blocks.
-
-`paged_attention_transformation` (what openvino-genai runs) makes the KV cache an input chatlab
-owns (`key_cache.N` / `value_cache.N`), read through a table of block numbers: a decode step has
-the shapes of the last, where the stateful graph re-plans a mask one column longer. Blocks are
-0, 1, 2, ... in order, grown (copied over) when a reply outgrows them; the token axis is axis 0."""
+"""One sequence on OpenVINO's paged-attention graph (`paged_attention_transformation`): the KV cache
+is an input chatlab owns, in blocks 0, 1, 2, ... grown as a reply needs, so a decode step keeps
+the shapes of the last (the stateful graph re-plans a mask one column longer)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,8 +1,5 @@
-"""Inference precision, explicit and reported as the runtime applied it; what the CPU offers.
-
-chatlab passes f32 unless bf16 is asked for (OpenVINO's bf16 default drifts from fp32). The fast
-profile (`fast=True`) trades exactness for bf16, a u8 KV cache, dynamic activation quantization
-and int4 weights; an explicit value wins."""
+"""Inference precision, explicit (f32 unless bf16 is asked for) and reported as the runtime applied
+it; what the CPU offers; the fast profile (bf16, u8 KV cache, dynamic quantization, int4)."""
 from __future__ import annotations
 
 import os

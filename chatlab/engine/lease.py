@@ -1,9 +1,5 @@
-"""Who may drive the model now, and what its KV cache already holds.
-
-A Lease takes the backend's lock per call, not across `yield`: a new generation takes over a
-lease left unread for `idle_s`, and the abandoned generator, if resumed, ends with a clear error.
-PrefixCache feeds only what follows the longest common prefix of the cached ids and the next
-prompt; a live sequence a prompt leaves behind is kept in a small LRU for a later prompt."""
+"""Who may drive the model now (a Lease locks per call; one left unread for `idle_s` is taken
+over), and what its KV cache holds (PrefixCache feeds only what follows the cached prefix)."""
 from __future__ import annotations
 
 import threading

@@ -1,9 +1,5 @@
-"""Log-probabilities of generated tokens, from the loop's own logits, and their wire shapes.
-
-The row is `log_softmax` after the grammar mask and `logit_bias` (what the request allows) and
-before penalties, temperature, top-k and top-p (a sampling strategy over that distribution):
-vLLM's "raw" logprobs plus the bias and the mask. `token` is the token's own bytes as text, or
-"bytes:\\xNN..." when they are not valid UTF-8."""
+"""Log-probabilities of generated tokens and their wire shapes: `log_softmax` of the row after the
+grammar mask and logit_bias, before penalties and sampling (vLLM's "raw" logprobs)."""
 from __future__ import annotations
 
 import math

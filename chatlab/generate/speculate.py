@@ -1,7 +1,5 @@
-"""Prompt-lookup drafts: when the last `ngram` tokens appeared earlier, the tokens that followed
-them are a cheap guess, verified in one forward pass. Guesses are sized by how the last went
-(`adaptive`) unless the backend pads verify passes (`prepare`); after `MISSES` empty drafts in a
-row drafting pauses, twice as long each time."""
+"""Prompt-lookup drafts: the tokens that followed an earlier occurrence of the last `ngram` are a
+guess, verified in one pass; sized by how the last went, paused after `MISSES` empty drafts."""
 from __future__ import annotations
 
 from dataclasses import dataclass

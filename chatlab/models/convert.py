@@ -1,10 +1,6 @@
-"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, or a
-stand-in for an asset no package ships.
-
-transformers builds the wrong tokenizer for these GGUFs (SmolLM2's eos, Qwen2.5's added
-tokens), so it is rebuilt from the metadata: byte-level BPE with llama.cpp's pre-tokenizer,
-every CONTROL / USER_DEFINED token one special id. The ChatGLM3 stand-in is a SentencePiece
-model trained from `data/chatglm3_corpus/` (only its ordinary ids differ from the real one's)."""
+"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, its tokenizer
+rebuilt from the GGUF metadata (transformers builds it wrong), or the ChatGLM3 stand-in: a
+SentencePiece model trained from `data/chatglm3_corpus/`."""
 from __future__ import annotations
 
 import hashlib

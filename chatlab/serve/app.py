@@ -1,7 +1,5 @@
-"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document. Every route
-checks everything first, so a bad request is a 400 before it takes a place in the fair queue.
-A request naming any model is answered by the one served, as in RTP-LLM
-(`strict_model_name=True`: vLLM's 404)."""
+"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document. A bad request is
+a 400 before it queues; any model name is answered by the one served (RTP-LLM's rule)."""
 from __future__ import annotations
 
 import json
