@@ -1,4 +1,4 @@
-"""Backends: PyTorch and OpenVINO for chatlab's loop, openvino-genai's batching (chatlab.backends.registry)."""
+"""Backends: PyTorch and OpenVINO for chatlab's loop, openvino-genai's batching (see .registry)."""
 from __future__ import annotations
 
 from chatlab.backends.precision import DEFAULT_PRECISION, PRECISIONS, check_precision
