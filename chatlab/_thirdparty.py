@@ -40,8 +40,7 @@ def tokenizer_kind(tokenizer: HFTokenizer) -> str | None:
 
 
 def piece_spelling(tokenizer: Decoder) -> str:
-    """How a token's piece spells its bytes: "bytelevel" ("Ġ" for a space), "sentencepiece"
-    ("▁", "<0xE2>"), or "decode" (the id is decoded alone)."""
+    """How a token's piece spells its bytes: "bytelevel" ("Ġ"), "sentencepiece" ("▁") or "decode"."""
     raw = getattr(tokenizer, "backend_tokenizer", None) or tokenizer
     decoder = repr(getattr(raw, "decoder", None) or "")
     if "ByteLevel" in decoder:

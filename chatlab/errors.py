@@ -42,8 +42,7 @@ class HubUnavailableError(ChatlabError):
 
 
 class CannotExpress(ChatlabError):
-    """A template construct the target format cannot write (`construct`, `target`): not bad
-    input, so every command exits 3 for it, not 2."""
+    """A template construct the target format cannot write: not bad input, so exit 3, not 2."""
 
     exit_code = 3
 

@@ -46,8 +46,7 @@ def source_folder(model: str) -> Path:
 
 
 def source_key(model: str) -> str:
-    """The cache key of a source: a store name as is; a local folder by its name, resolved path
-    and its files' sizes and mtimes."""
+    """The cache key of a source: a store name, or a folder's name, path and files' sizes and mtimes."""
     if _is_store_model(model):
         return model
     src = source_folder(model)

@@ -42,8 +42,7 @@ class GenaiStream:
 
 
 class GenaiBackend(ExportBackend):
-    """An exported model with genai's batched pipeline as the compute (`prefix_caching`,
-    genai's own, is off by default so a benchmark times real prefills)."""
+    """An exported model with genai's batched pipeline as the compute (prefix caching off by default)."""
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",

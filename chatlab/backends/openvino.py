@@ -53,8 +53,7 @@ class ExportedModel:
 
     @property
     def decoder(self) -> Decoder:
-        """What the loop's detokenizer decodes with: `tokenizers` straight from tokenizer.json
-        (no transformers or torch), else the chat tokenizer."""
+        """What the loop decodes with: `tokenizers` from tokenizer.json (no torch), else the tokenizer."""
         if self._decoder is None:
             path = self.folder / "tokenizer.json"
             if path.is_file() and not cleans_up_spaces(self.folder):
@@ -160,8 +159,7 @@ class StatefulBackend(ExportBackend):
 
 
 class PagedBackend(ExportBackend):
-    """The graph rewritten for paged attention: the cache is in blocks chatlab owns, so it can
-    roll back, copy itself out, and verify a guess on a graph of one width."""
+    """The graph rewritten for paged attention: its cache rolls back, copies out, verifies guesses."""
 
     attention = "paged"
 

@@ -119,8 +119,7 @@ class PagedGraph:
         self.length = 0  # the blocks are simply overwritten by the next prompt
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
-        """Feed `ids` after the cached tokens in one pass; the logits of the last `keep` (a view).
-        Up to `verify_width` tokens go to the verify graph."""
+        """Feed `ids` after the cached tokens in one pass; the logits of the last `keep` (a view)."""
         n, past = len(ids), self.length
         if not ids or not 1 <= keep <= n:
             raise ValueError(f"extend needs tokens and 1 <= keep <= {n}")

@@ -36,8 +36,7 @@ def normalize_precision(precision: str | None) -> str:
 
 @dataclass(frozen=True)
 class CPU:
-    """The CPU's model, flags, threads this process may use, native bf16, and the OpenVINO
-    plugin's default precision (None without OpenVINO)."""
+    """The CPU's model, flags, usable threads, native bf16, and OpenVINO's default precision."""
     model: str
     flags: frozenset[str]
     threads: int

@@ -128,8 +128,7 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
 
 
 def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
-    """The loader options for a backend that will speculate: dynamic quantization off unless
-    asked for (a verify pass must agree with a step)."""
+    """Options for a backend that will speculate: dynamic quantization off unless asked for."""
     if "dynamic_quantization" in get_spec(backend).option_names():
         return {"dynamic_quantization": False, **options}
     return options

@@ -97,8 +97,7 @@ class GenaiSource:
 
 def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None,
                       vocab_size: int | None = None) -> GenaiConfig:
-    """genai's GenerationConfig for chatlab's SamplingParams (stop strings are matched by
-    chatlab on its own text; a top_k that cuts nothing is left unset)."""
+    """genai's GenerationConfig for chatlab's SamplingParams (stop strings are chatlab's to match)."""
     import openvino_genai as genai
 
     cfg = genai.GenerationConfig()

@@ -63,8 +63,7 @@ def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_pref
 
 
 class LoopSource:
-    """chatlab's own loop over a step backend, one sequence at a time under a lease, with
-    optional prompt-lookup speculation and prefix reuse (both checked here, before any request)."""
+    """chatlab's own loop over a step backend, one sequence at a time under a lease."""
 
     max_concurrency = 1
 

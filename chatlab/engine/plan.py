@@ -62,8 +62,7 @@ class CompletionPlan:
 
 
 def overflow(prompt_len: int, context_length: int, where: str) -> ContextLengthError:
-    """The error for a tokenized prompt that fills the window, after trimming the heap that
-    tokenizing grew (the caller drops the ids first)."""
+    """The error for a tokenized prompt that fills the window, the heap trimmed first."""
     trim_heap()
     return ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
                               f"of {context_length}; send fewer or shorter messages", param=where)

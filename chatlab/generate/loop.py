@@ -61,8 +61,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
-    """TextDelta events, then exactly one Finished. `padded`: whether an engine already
-    `prepare`d the backend for `speculate` (None: prepare it here)."""
+    """TextDelta events, then one Finished. `padded` None: `prepare` the backend for `speculate` here."""
     import time
 
     params = params or SamplingParams()

@@ -38,8 +38,7 @@ class Asset:
 
     @property
     def hidden(self) -> bool:
-        """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is 1 (or true,
-        yes): how a machine that has it runs the notebooks' "not installed" branch."""
+        """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is set (1, true, yes)."""
         flag = os.environ.get(HIDE_OPTIONAL, "").strip().lower()
         return self.optional and flag in ("1", "true", "yes")
 

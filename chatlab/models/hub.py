@@ -124,8 +124,7 @@ def model_note(model: str | None = None, timeout: float = 2.0) -> str:
 
 
 def local_model(name: str) -> str:
-    """A store name or folder as it is, a hub id as its snapshot folder in the Hugging Face
-    cache (downloaded once), for code that needs files on disk."""
+    """A store name or folder as it is, a hub id as its snapshot folder in the Hugging Face cache."""
     _check_name(name)
     if name in ASSETS or _exists(name):
         return name

@@ -35,8 +35,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:
-    """Load weights without notebook residue, for this block only: no progress bar, and no
-    warning-level load report (errors still show)."""
+    """Within the block, load weights with no progress bar and no warning-level load report."""
     from transformers.utils import logging
 
     bar_was, level_was = logging.is_progress_bar_enabled(), logging.get_verbosity()

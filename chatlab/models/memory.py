@@ -88,8 +88,7 @@ def _anon_rss() -> int:
 
 
 def drop_page_cache(folder: Path | None = None) -> int:
-    """Under a memory limit (which charges the page cache), ask the kernel to drop the cache of
-    the files under `folder`; the number of files advised."""
+    """Under a memory limit, drop the page cache of the files under `folder`; the files advised."""
     if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
         return 0
     advised = 0
@@ -109,8 +108,7 @@ def drop_page_cache(folder: Path | None = None) -> int:
 
 
 def release_freed_memory() -> int:
-    """Give the memory of deleted objects back to the system (glibc keeps freed blocks, which
-    the cgroup counts under the next model), and the page cache; the bytes of heap returned."""
+    """Give freed heap and the page cache back to the system; the bytes of heap returned."""
     import gc
 
     gc.collect()  # objects in reference cycles are freed first

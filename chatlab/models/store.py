@@ -146,8 +146,7 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
 
 
 def describe(asset: Asset) -> dict[str, object]:
-    """One row of `chatlab models` (`state`: shipped, built, not built, damaged, unchecked or
-    missing)."""
+    """One row of `chatlab models`."""
     available = is_available(asset)
     path: str | None = None
     state, problems = ("not built" if available else "missing"), []

@@ -95,8 +95,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
     queue = FairQueue(max_waiting=max_waiting, workers=int(engine.max_concurrency))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
-    # routes reach the engine through app.state (FastAPI's lru_caches would keep a closure's
-    # model alive for the life of the process), released on shutdown
+    # routes read the engine from app.state (FastAPI's caches would keep a closure's model alive)
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> Engine:

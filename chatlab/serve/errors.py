@@ -41,8 +41,7 @@ def error_body(status: int, message: str, param: str | None = None, code: str | 
 
 
 def exception_body(err: BaseException) -> ErrorBody:
-    """The error event for an exception raised mid-stream: a client error keeps its type, param
-    and code; anything else is the server's, with no details leaked."""
+    """The error event for an exception raised mid-stream (a server error leaks no details)."""
     if isinstance(err, ChatlabError):
         return error_body(400, str(err), err.param, err.code)
     if isinstance(err, APIError):

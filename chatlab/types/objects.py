@@ -65,8 +65,7 @@ class ToolSpec:
 
     @property
     def schema(self) -> dict[str, Jsonable]:
-        """The arguments' JSON schema (an empty object when the tool declares no parameters:
-        none sent, or `{}`, which alone would let a grammar write any JSON value)."""
+        """The arguments' JSON schema (an empty object's when the tool declares no parameters)."""
         return self.parameters if self.parameters else {"type": "object", "properties": {}}
 
     def to_openai(self) -> dict[str, Jsonable]:
