@@ -193,6 +193,10 @@ def _corpus_lines() -> list[str]:
     return [line for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _corpus_hash(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
 def train_model(lines: list[str]) -> bytes:
     import sentencepiece as spm
 
@@ -208,7 +212,7 @@ def train_model(lines: list[str]) -> bytes:
 def build(asset: Asset) -> Path:
     """The stand-in's folder (tokenizer.model + tokenizer_config.json), trained once and cached."""
     lines = _corpus_lines()
-    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    digest = _corpus_hash(lines)
     folder = cache_dir(asset)
     try:
         manifest = json.loads((folder / "chatlab-asset.json").read_text())
