@@ -1,15 +1,10 @@
-"""The project's data, found through the package instead of a path relative to wherever a
-notebook happens to run: `data/` beside the `chatlab/` package of an editable install, or
-`$CHATLAB_DATA` (a copy of it) when chatlab was installed some other way.
-"""
+"""The project's data: `data/` beside the package of an editable install, else `$CHATLAB_DATA`."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from chatlab.errors import ChatlabError
-
-__all__ = ["data_dir", "data_path"]
 
 
 def data_dir() -> Path:

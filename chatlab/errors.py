@@ -1,14 +1,11 @@
 """One exception family for everything a user can get wrong: every ChatlabError names the problem
-and the fix; the CLI prints it without a traceback and the server turns it into an OpenAI error.
-"""
+and the fix; the CLI prints it without a traceback and the server turns it into an OpenAI error."""
 from __future__ import annotations
 
 
 class ChatlabError(Exception):
-    """A user-facing error: bad input, a missing asset, an unreachable hub.
-
-    `param` names the request field to blame (`messages[0].role`, `tools[2].function.name`),
-    carried as data from where the check ran to OpenAI's error body; None when no one field is."""
+    """A user-facing error: bad input, a missing asset, an unreachable hub. `param` names the
+    request field to blame (`messages[0].role`), None when no one field is."""
 
     exit_code = 2
     code: str | None = None  # OpenAI's error `code` for this kind of error, when it has one
@@ -45,10 +42,7 @@ class HubUnavailableError(ChatlabError):
 
 
 class CannotExpress(ChatlabError):
-    """A template construct the target format has no way to write (a converter's refusal): the
-    template is fine, the format is too small for it. `construct` names the part, `target` the
-    format, so a certificate can tell this apart from a render that differs. Not bad input, so
-    not exit 2: every command exits 3 for it (`export-template`, and `certify`'s verdict)."""
+    """A template construct the target format cannot write: not bad input, so exit 3, not 2."""
 
     exit_code = 3
 
@@ -58,8 +52,7 @@ class CannotExpress(ChatlabError):
 
 
 class MissingSpecialToken(ChatlabError):
-    """The template names a special token the tokenizer does not have: nothing it renders with
-    that tokenizer is the template's layout, so nothing can be compared or certified."""
+    """The template names a special token the tokenizer does not have (nothing can be certified)."""
 
     def __init__(self, message: str, token: str) -> None:
         super().__init__(message)

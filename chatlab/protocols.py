@@ -1,8 +1,5 @@
-"""The seams between a model and what drives it, as structural protocols: ModelFacts (every
-backend), StepBackend (`prefill(ids)` resets the cache and returns the last logits, `step(id)`
-feeds one more) with what only some can do, checked with isinstance (RollbackBackend,
-PaddedVerifyBackend, SnapshotBackend), and BatchedBackend (ids in, a stream of new ids out).
-"""
+"""The seams between a model and what drives it, as structural protocols: ModelFacts, the
+StepBackend and what only some can do (checked with isinstance), and BatchedBackend."""
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
@@ -62,24 +59,20 @@ class SpeculativeBackend(StepBackend, RollbackBackend, Protocol):
 
 @runtime_checkable
 class PaddedVerifyBackend(Protocol):
-    """Verify passes on a graph compiled for one width (`prepare_verify`, OpenVINO's paged
-    graph): every guess up to that width then costs the same."""
+    """Verify passes on a graph compiled for one width (`prepare_verify`)."""
 
     def prepare_verify(self, width: int) -> None: ...
 
 
 @runtime_checkable
 class SnapshotBackend(Protocol):
-    """A KV cache that can be copied out (opaque, with its size in bytes) and back."""
-
     def snapshot(self) -> tuple[object, int]: ...
     def restore(self, snap: object, length: int) -> None: ...
 
 
 class LogitsProcessor(Protocol):
-    """What chatlab's loop enforces a grammar with (chatlab.tools.constrain.GrammarProcessor):
-    `mask` sets the tokens the grammar forbids to -inf (returning the row, or None when it
-    edited the given one), `accept` advances it by the sampled token."""
+    """What chatlab's loop enforces a grammar with: `mask` sets forbidden tokens to -inf (the
+    row, or None when it edited the given one), `accept` advances it."""
 
     def mask(self, logits: np.ndarray) -> np.ndarray | None: ...
     def accept(self, token: int) -> object: ...
@@ -120,8 +113,6 @@ class ProfiledBackend(Protocol):
 
 @runtime_checkable
 class CompiledBackend(Protocol):
-    """A backend over one OpenVINO compiled model, whose properties say what it computes with."""
-
     compiled: OVCompiled
 
 

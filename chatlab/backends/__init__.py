@@ -1,6 +1,4 @@
-"""Backends the generation loop can drive: PyTorch (transformers) and OpenVINO (optimum's IR);
-and openvino-genai's continuous batching ("genai"), which chatlab.engine.batched drives instead.
-Which backends exist, their options and defaults: chatlab.backends.registry."""
+"""Backends: PyTorch and OpenVINO for chatlab's loop, openvino-genai's batching (see .registry)."""
 from __future__ import annotations
 
 from chatlab.backends.precision import DEFAULT_PRECISION, PRECISIONS, check_precision

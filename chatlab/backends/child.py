@@ -1,9 +1,5 @@
-"""Child processes that die with chatlab, and optimum-cli run that way with a progress bar.
-
-`python -m chatlab.backends.child PARENT_PID COMMAND ARGS...` asks the kernel to SIGKILL it when
-the parent dies (prctl PR_SET_PDEATHSIG), then execs COMMAND (unlike `Popen(preexec_fn=...)`,
-safe with threads). The kernel's parent is the forking thread; `run_cli` blocks in it.
-"""
+"""Child processes that die with chatlab (`python -m chatlab.backends.child PARENT_PID COMMAND
+ARGS...` sets PR_SET_PDEATHSIG, then execs), and optimum-cli run that way with a progress bar."""
 from __future__ import annotations
 
 import ctypes
@@ -19,9 +15,7 @@ from pathlib import Path
 from chatlab.errors import ChatlabError
 
 PR_SET_PDEATHSIG = 1
-# The stages of an export, as the progress bar names them. optimum-cli logs little: nncf's
-# weight-compression report marks the second; the model's XML appearing in the output folder
-# marks the third (the model is saved; the tokenizer conversion follows).
+# the stages of an export: nncf's compression report marks the second, the model's XML the third
 STAGES = ["converting the graph", "compressing weights", "converting the tokenizer"]
 COMPRESSION_LOG = ("weight compression", "bitwidth")
 
@@ -50,8 +44,7 @@ def stage_of(stage: int, line: str, out: Path | None) -> int:
 
 
 def run_cli(args: list[str], desc: str, out: Path | None = None) -> None:
-    """Run optimum-cli (dying with us), with a stage bar on stderr that ticks every half second
-    even while the child is silent; on failure raise with the end of its log."""
+    """Run optimum-cli (dying with us) under a stage bar; on failure raise with its log's end."""
     from tqdm.auto import tqdm
 
     tail: deque[str] = deque(maxlen=15)

@@ -1,13 +1,6 @@
-"""`chatlab export`: a model of the store → a cached OpenVINO folder, fp32, int8 or int4.
-
-optimum-cli converts, in a child process that dies with chatlab. One export per (source, weight
-format) at a time (a lock file); it is written to `.partial-<format>` and renamed once complete
-and readable; a local folder is keyed by a hash of its path and files' sizes and times.
-
-optimum-intel caps its dependencies below Colab's, so it runs in CHATLAB_EXPORT_PYTHON, else
-this Python when it meets the export stack, else an isolated venv (built once per Python and
-lock) that sees this Python's site-packages behind its own and holds the lock's export stack.
-"""
+"""`chatlab export`: a model of the store → a cached OpenVINO folder (fp32, int8 or int4), made by
+optimum-cli in a child process, under a lock, into `.partial-<format>` renamed once complete; run
+by CHATLAB_EXPORT_PYTHON, this Python, or an isolated venv (optimum-intel caps Colab's packages)."""
 from __future__ import annotations
 
 import fcntl
@@ -45,9 +38,7 @@ def source_folder(model: str) -> Path:
     if _is_store_model(model):
         return asset_path(model)
     if _looks_like_hub_id(model) and not _exists(model):
-        # A hub id (CHATLAB_MODEL=org/name): its snapshot folder in the Hugging Face cache,
-        # downloaded once when the hub is reachable; offline, only what the cache holds.
-        model = local_model(model)
+        model = local_model(model)  # a hub id: its snapshot folder in the Hugging Face cache
     if _exists(str(Path(model) / "config.json")):  # OSError-safe: a 100k-character name is no path
         return Path(model).resolve()
     chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
@@ -55,9 +46,7 @@ def source_folder(model: str) -> Path:
 
 
 def source_key(model: str) -> str:
-    """The cache key of a source: a store name as is (the store pins its bytes by sha256); a
-    local folder by its name, resolved path and the size and mtime of its files (cheap, and it
-    changes when the folder is moved or its files are rewritten)."""
+    """The cache key of a source: a store name, or a folder's name, path and files' sizes and mtimes."""
     if _is_store_model(model):
         return model
     src = source_folder(model)
@@ -86,8 +75,7 @@ def lock_path(final: Path) -> Path:
 
 @contextmanager
 def export_lock(final: Path, blocking: bool = True) -> Iterator[bool]:
-    """Hold the export's lock (yields False if `blocking` is off and someone else holds it).
-    flock is released by the kernel when its holder dies, even on SIGKILL."""
+    """Hold the export's lock (False: not `blocking`, and someone else holds it)."""
     path = lock_path(final)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
@@ -130,7 +118,6 @@ def int4_group_size(folder: Path) -> int:
 
 def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
              python: str | None = None) -> list[str]:
-    """optimum-cli's command line; `python` defaults to `export_python()`."""
     args = [python or export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
@@ -169,9 +156,8 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         shutil.rmtree(partial, ignore_errors=True)  # we hold the lock: a leftover is dead
         partial.mkdir(parents=True)
         try:
-            args = (cli_args(src, weight_format, partial) if stateful  # the usual call, unchanged
-                    else cli_args(src, weight_format, partial, stateful=False))
-            run_cli(args, f"export {Path(model).name} {final.name}", partial)
+            label = f"export {Path(model).name} {final.name}"
+            run_cli(cli_args(src, weight_format, partial, stateful), label, partial)
             verify(partial, stateful)
             (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
@@ -186,8 +172,7 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
 
 
 def verify(folder: Path, stateful: bool = True) -> None:
-    """Refuse an export that OpenVINO cannot read or whose KV cache is not where it should be:
-    inside the model as state (stateful) or exposed as `past_key_values.*` inputs (stateless)."""
+    """Refuse an export OpenVINO cannot read or whose KV cache is not where it should be."""
     import openvino as ov
 
     xml = folder / "openvino_model.xml"
@@ -205,16 +190,13 @@ def verify(folder: Path, stateful: bool = True) -> None:
                            "by chatlab's OpenVINO loop")
 
 
-# What the export child imports that the kernel does not need: installed in the venv at the
-# lock's versions. Everything else is resolved against this Python's packages, which pip sees
-# through the .pth file (pinning those to the lock too can pull a second torch).
+# installed in the venv at the lock's versions; the rest comes from this Python's packages
 EXPORT_STACK = ["optimum-intel", "optimum", "nncf", "transformers", "huggingface-hub"]
 STAMP = ".chatlab-export-env"
 
 
 def unmet(distribution: str = "optimum-intel") -> list[str]:
-    """The requirements of `distribution` and of the export stack that this Python does not
-    meet (a missing package is one too); [] when the export can run here."""
+    """The export stack's requirements this Python does not meet ([]: the export runs here)."""
     from packaging.requirements import Requirement
 
     problems = []

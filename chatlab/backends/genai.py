@@ -1,10 +1,6 @@
-"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once.
-
-One scheduler thread is the pipeline's only caller: prompts arrive as token ids, and each gets
-a `GenaiStream` on which the thread hands over the new ids after every step (the text side stays
-chatlab's, chatlab.engine.batched). genai's `step()` holds the GIL throughout, so after each step
-the thread waits (at most HANDOFF_S) until the consumers have taken their ids.
-"""
+"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once: one
+scheduler thread, the pipeline's only caller, hands each `GenaiStream` its new ids after every
+step, then waits (at most HANDOFF_S) for the consumers, since `step()` holds the GIL."""
 from __future__ import annotations
 
 import itertools
@@ -16,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chatlab._thirdparty import Decoder, GenaiConfig, GenaiHandle, GenaiPipeline, HFTokenizer, LoaderOption
+from chatlab._thirdparty import GenaiConfig, GenaiHandle, GenaiPipeline, LoaderOption
 from chatlab.backends.export import export_model
-from chatlab.backends.openvino import ExportedModel
+from chatlab.backends.openvino import ExportBackend
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, ov_config
 from chatlab.errors import ChatlabError
 
@@ -45,12 +41,8 @@ class GenaiStream:
         self.cancelled.set()
 
 
-class GenaiBackend:
-    """An exported model with genai's batched pipeline as the compute (no prefill/step:
-    chatlab.engine.batched drains its streams). `prefix_caching` is genai's own, off by default
-    so that a benchmark repeating one prompt times real prefills."""
-
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
+class GenaiBackend(ExportBackend):
+    """An exported model with genai's batched pipeline as the compute (prefix caching off by default)."""
 
     def __init__(self, folder: Path, precision: str = DEFAULT_PRECISION, max_seqs: int = DEFAULT_MAX_SEQS,
                  cache_gb: float = 1.0, threads: int | None = None, name: str = "genai",
@@ -58,6 +50,7 @@ class GenaiBackend:
                  prefix_caching: bool = False, dynamic_quantization: bool | None = None) -> None:
         import openvino_genai as genai
 
+        super().__init__(folder, None, model_name, name)
         precision = check_precision(precision)
         sched = genai.SchedulerConfig()
         sched.cache_size = max(1, int(round(cache_gb)))  # GB of paged KV cache
@@ -67,16 +60,12 @@ class GenaiBackend:
         sched.dynamic_split_fuse = True
         sched.enable_prefix_caching = bool(prefix_caching)
         self.prefix_caching = bool(prefix_caching)
-        # The precision is always passed (left unset, the CPU plugin picks bf16 on bf16 CPUs).
         config = ov_config(precision, threads, kv_cache_precision, dynamic_quantization)
         self._build = lambda: genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", config)
         self.pipe: GenaiPipeline = self._build()
         self.rebuilds = 0  # pipelines replaced after a failed step (see _run)
         self.precision, self.threads = precision, threads  # genai does not report what it applied
         self.max_seqs = int(max_seqs)
-        self.exported = ExportedModel(folder, model_name)
-        self.folder, self.model_name, self.name = folder, model_name, name
-        self.context_length, self.eos_ids = self.exported.context_length, self.exported.eos_ids
         self.vocab_size = int(json.loads((folder / "config.json").read_text())["vocab_size"])
         self._ids = itertools.count()
         self._cond = threading.Condition()
@@ -85,14 +74,6 @@ class GenaiBackend:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="chatlab-genai", daemon=True)
         self._thread.start()
-
-    @property
-    def tokenizer(self) -> HFTokenizer:
-        return self.exported.tokenizer
-
-    @property
-    def decoder(self) -> Decoder:
-        return self.exported.decoder
 
     def __repr__(self) -> str:
         return (f"<GenaiBackend {self.name} {self.precision} vocab={self.vocab_size} "
@@ -165,9 +146,7 @@ class GenaiBackend:
             self._end(s, "CANCEL")
 
     def _rebuild(self) -> None:
-        """A fresh pipeline after a failed step. A request genai fails on stays inside its
-        pipeline (a grammar it cannot read fails every later step too), so the streams that
-        ran have heard the error and the next requests get a new pipeline."""
+        """A fresh pipeline after a failed step (the failing request stays inside the old one)."""
         old, self.pipe = self.pipe, None
         del old  # its paged KV cache goes before the new one is allocated
         try:
@@ -179,7 +158,6 @@ class GenaiBackend:
         self.rebuilds += 1
 
     def _collect(self) -> None:
-        """Hand each stream its new ids; end the streams genai has finished."""
         from openvino_genai.py_openvino_genai import GenerationStatus
 
         for rid, s in list(self._active.items()):

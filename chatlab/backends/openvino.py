@@ -1,14 +1,5 @@
-"""OpenVINO backend: chatlab's own loop over the graph that optimum-intel exports.
-
-The export is stateful: the KV cache lives in state variables, attention is SDPA over a mask that
-grows every step. `attention="paged"` (the default, PagedBackend) runs the graph rewritten for
-paged attention (chatlab.backends.paged): faster, and it can roll back (speculation, prefix
-reuse). `attention="sdpa"` (StatefulBackend) runs the graph as exported (inputs `input_ids`,
-`attention_mask`, `position_ids`, `beam_idx`), resetting its state before each prompt. Both
-project the last position only at prefill, and keep per-token Python to a few array writes.
-What an export says of its model (context window, end ids, tokenizers) is ExportedModel's,
-shared with the genai backend.
-"""
+"""OpenVINO backend: chatlab's own loop over the graph optimum-intel exports, paged (the default:
+faster, and it rolls back) or stateful as exported (`attention="sdpa"`: its cache only grows)."""
 from __future__ import annotations
 
 import json
@@ -55,17 +46,14 @@ class ExportedModel:
 
     @property
     def tokenizer(self) -> HFTokenizer:
-        """The chat tokenizer (for rendering), loaded on first use: it pulls in transformers
-        and torch, which generation itself does not need (see `decoder`)."""
+        """The chat tokenizer, loaded on first use (generation does not need transformers)."""
         if self._tokenizer is None:
             self._tokenizer = load_tokenizer(self.model_name or str(self.folder))
         return self._tokenizer
 
     @property
     def decoder(self) -> Decoder:
-        """What the loop's detokenizer calls `.decode(ids, skip_special_tokens=...)` on: the
-        `tokenizers` library straight from tokenizer.json, without transformers or torch (a
-        tokenizers.Tokenizer, untyped), else the chat tokenizer."""
+        """What the loop decodes with: `tokenizers` from tokenizer.json (no torch), else the tokenizer."""
         if self._decoder is None:
             path = self.folder / "tokenizer.json"
             if path.is_file() and not cleans_up_spaces(self.folder):
@@ -86,14 +74,12 @@ def cleans_up_spaces(folder: Path) -> bool:
     return bool(config.get("clean_up_tokenization_spaces", False))
 
 
-# How attention runs (see the module's docstring); both give the same greedy tokens (tested).
 ATTENTIONS = ["paged", "sdpa"]
 DEFAULT_ATTENTION = "paged"
 
 
-class _Exported:
-    """What both graphs share: the export's facts and tokenizers, and the compiled model's
-    precision and threads as the plugin applied them."""
+class ExportBackend:
+    """What a backend over an export has: its facts and tokenizers (and a compiled graph's precision)."""
 
     compiled: OVCompiled
     vocab_size: int
@@ -107,7 +93,6 @@ class _Exported:
         self.length = 0
 
     def _read_facts(self, precision: str) -> None:
-        # What the plugin actually applied, not what we asked for: tests and the bench read these.
         facts = compiled_facts(self.compiled)
         self.precision, self.threads = facts["precision"], facts["threads"]
         if self.precision != precision:
@@ -127,9 +112,8 @@ class _Exported:
                 f"ctx={self.context_length}>")
 
 
-class StatefulBackend(_Exported):
-    """The stateful graph as exported (attention="sdpa"): its cache lives in state variables
-    that only grow, so it cannot roll back (no speculation, no prefix reuse)."""
+class StatefulBackend(ExportBackend):
+    """The stateful graph as exported (attention="sdpa"): its cache cannot roll back."""
 
     attention = "sdpa"
 
@@ -144,7 +128,6 @@ class StatefulBackend(_Exported):
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
         self.vocab_size = int(model.output("logits").get_partial_shape()[2].get_length())
-        # Preallocated inputs; a decode step only writes two numbers into them.
         self._mask = np.ones((1, self.context_length), dtype=np.int64)
         self._ids = np.zeros((1, 1), dtype=np.int64)
         self._pos = np.zeros((1, 1), dtype=np.int64)
@@ -175,10 +158,8 @@ class StatefulBackend(_Exported):
         return self._run(self._ids, self._pos)
 
 
-class PagedBackend(_Exported):
-    """The graph rewritten for paged attention (attention="paged", chatlab.backends.paged): the
-    cache is in blocks chatlab owns, so it can roll back, copy itself out, and verify a guess
-    on a graph of one width."""
+class PagedBackend(ExportBackend):
+    """The graph rewritten for paged attention: its cache rolls back, copies out, verifies guesses."""
 
     attention = "paged"
 
@@ -216,12 +197,10 @@ class PagedBackend(_Exported):
 
     @property
     def verify_width(self) -> int | None:
-        """Tokens every verify pass is padded to (a graph of its own), or None: not prepared."""
         return self.graph.verify_width if self.graph.verify else None
 
     def prepare_verify(self, width: int) -> None:
-        """Compile the paged graph's verify graph for passes of `width` tokens (1 + the longest
-        guess), so that no pass changes a graph's input shapes (chatlab.backends.paged)."""
+        """Compile the verify graph for passes of `width` tokens (1 + the longest guess)."""
         if not self.exact_extend:
             raise ChatlabError("speculative decoding on this OpenVINO backend would change greedy "
                                "output: its CPU plugin quantizes activations differently for a "
@@ -254,13 +233,11 @@ def open_backend(folder: Path, tokenizer: HFTokenizer = None, precision: str = D
                  model_name: str | None = None, kv_cache_precision: str | None = None,
                  attention: str = DEFAULT_ATTENTION,
                  dynamic_quantization: bool | None = None) -> PagedBackend | StatefulBackend:
-    """The exported model in `folder` on the attention graph asked for; paged falls back to the
-    stateful graph, with a warning, for a graph OpenVINO cannot rewrite."""
+    """The exported model in `folder` on the attention graph asked for (paged may fall back)."""
     precision = check_precision(precision)
     if attention not in ATTENTIONS:
         raise UnknownNameError("attention", attention, ATTENTIONS)
-    # The precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs. At f32
-    # a k-token verify pass then agrees with k steps (ov_config; PagedBackend.exact_extend).
+    # the precision is always passed: left unset, the CPU plugin picks bf16 on bf16 CPUs
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
               **ov_config(precision, threads, kv_cache_precision, dynamic_quantization)}
     if attention == "paged":

@@ -1,15 +1,6 @@
-"""One sequence on OpenVINO's paged-attention graph: prefill and decode, cache in blocks.
-
-`paged_attention_transformation` (what openvino-genai runs) rewrites optimum's stateful graph so
-that the KV cache is an input chatlab owns (`key_cache.N` / `value_cache.N`, [blocks, kv_heads,
-block, head_size]) read through a table of block numbers. It is faster than the stateful graph,
-whose every decode step re-plans a mask one column longer: here a step has the shapes of the last.
-
-For one sequence the blocks are 0, 1, 2, ... in order, `past_lens` counts the cached tokens and
-`subsequence_begins` = [0, new tokens]; the block size is the plugin's. A reply that outgrows the
-blocks gets larger ones, the filled blocks copied over. The token axis is the batch axis here
-([tokens, 1, hidden]), so the last-position slice goes on axis 0, not 1.
-"""
+"""One sequence on OpenVINO's paged-attention graph (`paged_attention_transformation`): the KV cache
+is an input chatlab owns, in blocks 0, 1, 2, ... grown as a reply needs, so a decode step keeps
+the shapes of the last (the stateful graph re-plans a mask one column longer)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,14 +9,12 @@ import numpy as np
 
 from chatlab._thirdparty import Jsonable, OVCompiled, OVModel, OVPort, OVRequest, OVTensor
 
-# Headroom allocated past the prompt, in tokens, so that a reply rarely has to grow the blocks.
-GROW_TOKENS = 256
+GROW_TOKENS = 256  # headroom past the prompt, so a reply rarely grows the blocks
 
 
 def slice_last_position(model: OVModel, axis: int = 1, start: OVPort = None) -> bool:
-    """Make `logits` cover the last position only (axis 1 of the stateful graph, 0 of the paged
-    one); `start`, a graph output holding a negative index, keeps that many last positions
-    instead. False when the graph is not the expected one."""
+    """Make `logits` cover the last position only (`start`, a graph output holding a negative
+    index: that many last positions). False when the graph is not the expected one."""
     import openvino.opset13 as ops
 
     node = model.output("logits").get_node().input_value(0).get_node()
@@ -55,19 +44,17 @@ class PagedGraph:
         self.ports = cache_ports(self.compiled)
         if not self.ports:
             raise ValueError(f"{folder}: no attention for the paged rewrite to replace")
-        # Tokens per block: axis 2 of a value block. Not of a key block: with a u8 cache the
-        # plugin stores each key block's per-channel scales as extra rows (40 = 32 + 8 here).
+        # tokens per block from a value block (a u8 key block holds extra rows of scales)
         value = next(p for p in self.ports if p.get_any_name().startswith("value_cache."))
         self.block = value.get_partial_shape()[2].get_length()
         self.vocab_size = int(self.compiled.output(0).get_partial_shape()[-1].get_length())
         self.request = self.compiled.create_infer_request()
-        # The verify graph (add_verify): a second compile for passes of exactly `verify_width`.
         self.verify: OVRequest | None = None
         self.verify_width = 0
         self.caches: dict[str, OVTensor] = {}
         self.blocks = 0  # allocated
         self.length = 0  # tokens cached
-        # A decode step's inputs, preallocated: it writes a few numbers into them.
+        # a decode step's inputs, preallocated: it writes a few numbers into them
         self._id, self._pos = np.zeros(1, np.int64), np.zeros(1, np.int64)
         self._past, self._begins = np.zeros(1, np.int32), np.array([0, 1], np.int32)
         self._table_begins, self._context = np.zeros(2, np.int32), np.zeros((), np.int32)
@@ -82,8 +69,7 @@ class PagedGraph:
         core = ov.Core()
         model = core.read_model(self.folder / "openvino_model.xml")
         paged_attention_transformation(model)
-        # The slice keeps the last `-logits_keep` positions, an input of its own: 1 for prefill
-        # and decode, one per token for a speculative verify pass (all rows it must judge).
+        # the slice keeps the last `-logits_keep` positions (more for a verify pass)
         keep = ov.opset13.parameter([1], ov.Type.i64, name="logits_keep")
         keep.output(0).get_tensor().set_names({"logits_keep"})
         model.add_parameters([keep])  # before the slice: validating it needs the input declared
@@ -93,9 +79,7 @@ class PagedGraph:
         return core.compile_model(model, "CPU", self.config), sliced
 
     def add_verify(self, width: int) -> None:
-        """Compile the graph again for verify passes of exactly `width` tokens, sharing the
-        blocks: the plugin re-plans a graph whose input shapes change, so steps and verify
-        passes each keep a graph of their own shapes."""
+        """A second compile, sharing the blocks, for verify passes of exactly `width` tokens."""
         if width == self.verify_width:
             return
         if width < 2:
@@ -135,10 +119,7 @@ class PagedGraph:
         self.length = 0  # the blocks are simply overwritten by the next prompt
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
-        """Feed `ids` after the cached tokens in one pass; the logits of the last `keep`,
-        [keep, vocab] (a view). The inputs go in by name, as arrays of this call's shapes:
-        `past_lens` says where the new tokens start, so a cache cut back by `truncate` is
-        simply written over from there. Up to `verify_width` tokens go to the verify graph."""
+        """Feed `ids` after the cached tokens in one pass; the logits of the last `keep` (a view)."""
         n, past = len(ids), self.length
         if not ids or not 1 <= keep <= n:
             raise ValueError(f"extend needs tokens and 1 <= keep <= {n}")
@@ -166,9 +147,8 @@ class PagedGraph:
         return inputs
 
     def _verify(self, ids: list[int], keep: int) -> np.ndarray:
-        """A pass on the verify graph: `ids` padded to its width with copies of the last id.
-        Attention is causal, so the padding changes no row of the real tokens; its cache
-        entries lie past `length`, where the next call writes over them."""
+        """A pass on the verify graph, `ids` padded to its width (causal: the padding changes
+        no real row, and its cache entries lie past `length`)."""
         assert self.verify is not None
         n, width, past = len(ids), self.verify_width, self.length
         self._ensure(past + width)
@@ -191,16 +171,13 @@ class PagedGraph:
         self.length = length
 
     def truncate(self, length: int) -> None:
-        """Forget the tokens past `length`: the next call's `past_lens` starts there, and the
-        blocks past it are overwritten (nothing else in the graph remembers them)."""
+        """Forget the tokens past `length`: the next call writes over them."""
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
         self.length = length
 
     def step(self, token_id: int) -> np.ndarray:
-        """One token. Its inputs are bound to the request once per prefill and then only written
-        to: `infer()` with no arguments skips the per-call conversion of seven arrays. The block
-        table is bound again only when the sequence enters a new block."""
+        """One token, its inputs bound once per prefill and then only written to."""
         import openvino as ov
 
         total = self.length + 1

@@ -1,11 +1,5 @@
-"""Inference precision, explicit and reported as the runtime applied it; what the CPU offers.
-
-OpenVINO's CPU plugin computes in bf16 by default on bf16 CPUs, and greedy answers then drift
-from PyTorch's fp32; so chatlab always passes f32 unless bf16 is asked for on a CPU that has it.
-`cpu()` reads the CPU once. The fast profile (`fast=True`) trades exactness for bf16 where the
-plugin has it, a u8 KV cache, dynamic activation quantization and int4 weights; an explicit
-value wins, and `chatlab bench accuracy` measures the cost.
-"""
+"""Inference precision, explicit (f32 unless bf16 is asked for) and reported as the runtime applied
+it; what the CPU offers; the fast profile (bf16, u8 KV cache, dynamic quantization, int4)."""
 from __future__ import annotations
 
 import os
@@ -22,12 +16,10 @@ from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 PRECISIONS = ["f32", "bf16"]
 DEFAULT_PRECISION = "f32"
-# Spellings people use for the same thing (`fp32` is also chatlab's weight-format name).
 ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32",
            "bf16": "bf16", "bfloat16": "bf16"}
-# The kernel flags of a CPU that computes bf16 natively; OpenVINO's CPU plugin follows them.
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# The flags a stored result records beside its numbers (they decide bf16 and int8 speed).
+# the flags a stored result records beside its numbers (they decide bf16 and int8 speed)
 REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16",
                   "amx_int8"]
 
@@ -44,8 +36,7 @@ def normalize_precision(precision: str | None) -> str:
 
 @dataclass(frozen=True)
 class CPU:
-    """The CPU's model, kernel flags, the threads this process may use, native bf16, and the
-    OpenVINO CPU plugin's default precision (None without OpenVINO); a test fakes `cpu()`."""
+    """The CPU's model, flags, usable threads, native bf16, and OpenVINO's default precision."""
     model: str
     flags: frozenset[str]
     threads: int
@@ -53,7 +44,6 @@ class CPU:
     default_precision: str | None = None
 
     def record(self) -> dict[str, Jsonable]:
-        """The JSON a stored result keeps beside its numbers."""
         return {"model": self.model, "flags": [f for f in REPORTED_FLAGS if f in self.flags],
                 "threads": self.threads, "bf16": self.bf16}
 
@@ -64,8 +54,7 @@ def flags_say_bf16(flags: Iterable[str]) -> bool:
 
 
 def parse_cpuinfo(text: str) -> tuple[str | None, frozenset[str]]:
-    """The model name and flags of the first processor in /proc/cpuinfo's text ("Features" is
-    the flags line's name on ARM); None for a model the text does not name."""
+    """The model name (or None) and flags of the first processor in /proc/cpuinfo's text."""
     model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
     flags = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
     return (model.group(1).strip() if model else None,
@@ -73,8 +62,7 @@ def parse_cpuinfo(text: str) -> tuple[str | None, frozenset[str]]:
 
 
 def read_cpu() -> CPU:
-    """/proc/cpuinfo, the scheduler's affinity, and OpenVINO's OPTIMIZATION_CAPABILITIES for
-    bf16 (without OpenVINO: the kernel's flags)."""
+    """/proc/cpuinfo, the scheduler's affinity, and OpenVINO's bf16 capability (else the flags)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:  # not Linux: the platform names the CPU, OpenVINO still knows bf16
@@ -102,12 +90,10 @@ def cpu() -> CPU:
 
 
 def cpu_info() -> dict[str, Jsonable]:
-    """This CPU as a stored result records it: model, the bf16/AMX/VNNI flags, threads, bf16."""
     return cpu().record()
 
 
 def cpu_has_bf16() -> bool:
-    """Whether OpenVINO's CPU plugin can compute in bf16 here."""
     return cpu().bf16
 
 
@@ -134,9 +120,8 @@ KV_CACHE_PRECISIONS = ("f32", "f16", "bf16", "u8")
 def ov_config(precision: str, threads: int | None = None,
               kv_cache_precision: str | None = None,
               dynamic_quantization: bool | None = None) -> dict[str, Jsonable]:
-    """The compile properties every OpenVINO engine gets. At f32 the KV cache is f32 too (the
-    plugin's u8 cache alone moves greedy tokens) and dynamic activation quantization is off (it
-    quantizes a step differently from a many-token pass), unless asked otherwise."""
+    """The compile properties every OpenVINO engine gets: at f32, unless asked otherwise, an f32
+    KV cache and no dynamic activation quantization (either alone moves greedy tokens)."""
     config: dict[str, Jsonable] = {"INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
@@ -164,7 +149,6 @@ def compiled_facts(compiled: OVCompiled) -> dict[str, Jsonable]:
     return facts
 
 
-# the fast profile
 FAST_KV_CACHE = "u8"
 FAST_WEIGHTS = "int4"
 # backends whose loader takes the KV cache's precision and dynamic quantization
@@ -178,8 +162,7 @@ def fast_weight_format(weight_formats: tuple[str, ...], default: str) -> str:
 
 def fast_choices(backend: str, weight_format: str, precision: str | None,
                  options: dict[str, LoaderOption]) -> tuple[str, dict[str, LoaderOption], list[str]]:
-    """The fast profile's precision and options on `backend` (explicit `options` kept), and
-    notes on what it could not turn on here."""
+    """The fast profile's precision and options (explicit ones kept), and what it could not do."""
     notes: list[str] = []
     if precision is None:
         here = cpu()

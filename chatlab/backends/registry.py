@@ -1,8 +1,5 @@
-"""The one table of chatlab's backends: for each name, how to load it, which token source
-drives it (chatlab's loop, or a batched pipeline), its weight formats and default, and the
-loader options it takes, each of which is a CLI flag (chatlab.cli.args declares them from this
-table). Every command and the Python API read this table, so a backend is added here once.
-"""
+"""The one table of chatlab's backends: how to load each, its token source, weight formats and
+loader options (each a CLI flag). Every command and the Python API read it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -131,9 +128,7 @@ def check_choice(backend: str, weight_format: str | None, options: dict[str, Loa
 
 
 def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
-    """The loader options for a backend that will speculate: a verify pass must agree with a
-    step, so the CPU plugin's dynamic quantization of activations is off unless asked for (a
-    backend asked for it then refuses speculation, naming the fix)."""
+    """Options for a backend that will speculate: dynamic quantization off unless asked for."""
     if "dynamic_quantization" in get_spec(backend).option_names():
         return {"dynamic_quantization": False, **options}
     return options
@@ -142,9 +137,7 @@ def speculation_options(backend: str, options: dict[str, LoaderOption]) -> dict[
 def load_backend(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BACKEND,
                  weight_format: str | None = None, precision: str | None = None,
                  **options: LoaderOption) -> AnyBackend:
-    """A ready backend by name (see REGISTRY for each one's options). `precision` None is f32,
-    or with `fast=True` the fast profile's choice (chatlab.backends.precision); the profile's notes,
-    what it could not turn on here, are the backend's `compute_notes`."""
+    """A ready backend by name (see REGISTRY for each one's options)."""
     spec, weight_format = check_choice(backend, weight_format, options)
     if not options.pop("fast", False):
         loaded = spec.loader(model, weight_format, check_precision(precision), **options)
@@ -180,8 +173,7 @@ def every_option() -> list[Option]:
 
 
 def options_for(backend: str, given: dict[str, LoaderOption]) -> dict[str, LoaderOption]:
-    """`given` (options set on the command line), checked against `backend`: an option that
-    belongs only to another backend is an error naming its flag (not silently ignored)."""
+    """`given` checked against `backend`: another backend's option is an error naming its flag."""
     spec = get_spec(backend)
     foreign = sorted(set(given) - spec.option_names())
     if foreign:

@@ -1,8 +1,4 @@
-"""PyTorch backend: a transformers causal LM and its DynamicCache, one token per call.
-
-Each step is one forward with `logits_to_keep=1` (the output projection runs for the last
-position only) under `inference_mode`, with the input tensor reused.
-"""
+"""PyTorch backend: a transformers causal LM and its DynamicCache, one token per call."""
 from __future__ import annotations
 
 import json
@@ -31,8 +27,7 @@ class TorchBackend:
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        # bf16 is refused on a CPU without bf16 instructions; `emulate_bf16=True` accepts it
-        # anyway (PyTorch rounds in software: a lesson can show bf16's drift, not its speed).
+        # `emulate_bf16=True`: bf16 in software on a CPU without it (its drift, not its speed)
         self.precision = normalize_precision(precision) if emulate_bf16 else check_precision(precision)
         self.threads = torch.get_num_threads()
         # bf16 casts the weights (and so the activations) like OpenVINO's bf16 hint does.

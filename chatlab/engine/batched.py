@@ -1,10 +1,5 @@
-"""openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource).
-
-The plan is chatlab's; its ids go to the shared pipeline, and the ids streamed back go through
-chatlab's TextAssembler, parser and Accumulator, so a reply reads the same on both paths. What
-genai cannot give (logprobs, logit_bias) is refused at `check`; grammars become genai's
-structured output, translated from the Constraint chatlab compiles.
-"""
+"""openvino-genai's continuous batching as a ChatEngine's token source (GenaiSource): chatlab's
+plan in, ids back through chatlab's TextAssembler, so a reply reads the same on both paths."""
 from __future__ import annotations
 
 import json
@@ -49,8 +44,7 @@ class GenaiSource:
 
     def accept(self, plan: ChatPlan | CompletionPlan) -> ChatPlan | CompletionPlan:
         if isinstance(plan, ChatPlan) and plan.constrained:
-            # translated once, now: a structure genai cannot express is a 400, not mid-stream,
-            # and a grammar genai cannot read never reaches the pipeline all requests share
+            # translated now: a grammar genai cannot read is a 400, never reaching the shared pipeline
             try:
                 return replace(plan, adapted=structured_config(plan.constraint))
             except UnreadableGrammar as err:
@@ -103,10 +97,7 @@ class GenaiSource:
 
 def generation_config(params: SamplingParams, stop_ids: set[int], structured: Processor = None,
                       vocab_size: int | None = None) -> GenaiConfig:
-    """genai's GenerationConfig for chatlab's SamplingParams. Stop strings are not passed:
-    chatlab matches them on its own text and cancels the request (same rules as the loop).
-    A top_k of at least the vocabulary (or past what genai's size_t holds) cuts nothing, so it
-    is left unset, as the loop treats it."""
+    """genai's GenerationConfig for chatlab's SamplingParams (stop strings are chatlab's to match)."""
     import openvino_genai as genai
 
     cfg = genai.GenerationConfig()
@@ -140,16 +131,13 @@ def structured_config(constraint: Constraint | None) -> Processor:
         return None
     kind, spec = constraint.kind, constraint.spec
     if kind == "schema":
-        # through xgrammar's compact JSON grammar, as the loop compiles it: genai's own JSON
-        # schema mode allows free whitespace, which a small model spends its budget on
+        # xgrammar's compact JSON grammar: genai's schema mode allows free whitespace
         return genai.StructuredOutputConfig(grammar=readable_ebnf(schema_ebnf(spec[0], spec[1])))
     return genai.StructuredOutputConfig(structural_tags_config=structural_tag(spec))
 
 
 def ebnf_for_genai(ebnf: str) -> str:
-    """xgrammar's printed EBNF, readable by the older xgrammar inside openvino-genai: the newer
-    one prints an unbounded repetition as `{n, -1}`, which the older parser refuses; `{n,}` is
-    the same repetition in the syntax both read."""
+    """xgrammar's printed EBNF as openvino-genai's older xgrammar reads it (`{n,}`)."""
     return _UNBOUNDED.sub(r"{\1,}", ebnf)
 
 
@@ -163,8 +151,7 @@ class UnreadableGrammar(ChatlabError):
 
 
 def readable_ebnf(ebnf: str) -> str:
-    """ebnf_for_genai's text, every name a rule uses being a rule (UnreadableGrammar otherwise):
-    a grammar genai fails to read fails inside the shared pipeline's step."""
+    """ebnf_for_genai's text; UnreadableGrammar where a rule uses a name genai does not know."""
     text = ebnf_for_genai(ebnf)
     names = unknown_names(text)
     if names:
@@ -177,8 +164,7 @@ _PRINTED_AS_BUILTINS = ("pattern", "patternProperties", "propertyNames")
 
 
 def unreadable(plan: ChatPlan, names: list[str]) -> ChatlabError:
-    """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame
-    (the response_format's schema, or the first tool whose own grammar is unreadable)."""
+    """The 400 for a plan whose grammar genai cannot read, naming the schema keyword to blame."""
     blamed: tuple[Jsonable, str] | None = None
     if plan.constraint is not None and plan.constraint.kind == "schema":
         assert plan.response_format is not None  # a schema constraint is the response_format's

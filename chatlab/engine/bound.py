@@ -1,17 +1,9 @@
-"""A prompt that cannot fit is refused before it is tokenized: tokenizing a huge prompt builds
-work lists worth many times its text, and the allocator keeps that high-water mark after the 400.
-
-The bounds are lower bounds on the tokens of a text, so they never refuse what would fit:
-- a byte-level vocabulary cuts the text into tokens at least between two adjacent bytes that no
-  token holds side by side; a segment of L bytes between such cuts is at least L / max_bytes
-  tokens. A byte without a token of its own is dropped (Hugging Face's BPE) or becomes the
-  unknown token: leaving such bytes out first counts no more.
-- any other vocabulary (SentencePiece's): C characters and B bytes are at least C / max_chars
-  and B / max_bytes tokens (assuming the tokenizer deletes no character).
-The text is read after the tokenizer's own normalizer, stripped at its ends (templates may trim
-it); a content may share one token with the template text around it, which the cut bound
-subtracts per content after the first.
-"""
+"""A prompt that cannot fit is refused before it is tokenized (tokenizing a huge prompt leaves a
+high-water mark in the allocator). The bounds are lower bounds, so they never refuse what fits:
+a byte-level vocabulary must cut between adjacent bytes no token holds together (a segment of L
+bytes is at least L / max_bytes tokens); any other vocabulary gives C / max_chars and
+B / max_bytes. Texts are read normalized and stripped; each content after the first may share
+one token with the template text around it."""
 from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence, runtime_checkable
@@ -21,6 +13,7 @@ import numpy.typing as npt
 
 from chatlab._thirdparty import HFTokenizer, tokenizer_kind
 from chatlab.errors import ContextLengthError
+from chatlab.generate.logprobs import byte_table
 
 CHUNK = 1 << 18  # bytes of text read at once by the forced-cut bound: its arrays stay small
 
@@ -35,8 +28,7 @@ class WithAddedTokens(Protocol):
 
 class TokenBound:
     """A vocabulary's longest token in characters and bytes (None: no bound); for a byte-level
-    one, which adjacent byte pairs some token holds (`joins[a * 256 + b]`) and which bytes have
-    a token of their own (`kept`); and the tokenizer's normalizer."""
+    one, the byte pairs some token holds (`joins[a * 256 + b]`) and the bytes it keeps."""
 
     def __init__(self, max_chars: int | None, max_bytes: int | None,
                  joins: npt.NDArray[np.bool_] | None = None, kept: npt.NDArray[np.bool_] | None = None,
@@ -104,10 +96,7 @@ class TokenBound:
 
 
 def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
-    """The bytes each token of a byte-level vocabulary stands for, or None where the vocabulary
-    is not byte-level (SentencePiece's, a stand-in's). A Hugging Face vocabulary writes each
-    byte as a character of GPT-2's table; its added tokens match raw text, so they stand for
-    their text's UTF-8."""
+    """The bytes each token of a byte-level vocabulary stands for (None: not byte-level)."""
     if tokenizer_kind(tokenizer) == "tiktoken":
         enc = tokenizer.enc
         return [*map(enc.decode_single_token_bytes, range(enc.n_vocab)),
@@ -117,9 +106,8 @@ def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound
         return None
     added = set(tokenizer.added_tokens_encoder) if isinstance(tokenizer, WithAddedTokens) else set()
-    # each character of the table to its byte, any other character below 256 out of Latin-1's
-    # reach, so that encoding to Latin-1 fails for a piece that is not byte-level
-    table = _byte_table()
+    # any character outside the table maps past Latin-1, so a piece that is not byte-level fails
+    table = byte_table()
     to_bytes = {ord(c): b for c, b in table.items()}
     to_bytes.update((b, 0xFFFF) for b in range(256) if chr(b) not in table)
     try:
@@ -130,8 +118,7 @@ def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
 
 
 def max_token_chars(tokenizer: HFTokenizer) -> int | None:
-    """The longest token of the vocabulary in characters (an upper bound: for byte-level BPE
-    the token's string has one character per byte), or None when the vocabulary is unreadable."""
+    """The longest token in characters (None: the vocabulary is unreadable)."""
     try:
         if tokenizer_kind(tokenizer) == "tiktoken":
             enc = tokenizer.enc
@@ -143,18 +130,8 @@ def max_token_chars(tokenizer: HFTokenizer) -> int | None:
     return max(map(len, vocab), default=0) or None
 
 
-def _byte_table() -> dict[str, int]:
-    """GPT-2's table of the 256 characters byte-level BPE writes bytes as, each to its byte:
-    printable Latin-1 bytes stand for themselves, the others for chr(256 + n)."""
-    kept = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    others = [b for b in range(256) if b not in kept]
-    return {**{chr(b): b for b in kept}, **{chr(256 + n): b for n, b in enumerate(others)}}
-
-
 def _spelled_bytes(tokenizer: HFTokenizer) -> int | None:
-    """The most bytes of text one token of a vocabulary that is not byte-level decodes to (an
-    upper bound): no more than its own UTF-8 spelling (SentencePiece's '▁' is three bytes for
-    one space); None when the vocabulary is unreadable."""
+    """An upper bound on the bytes one token decodes to: its UTF-8 spelling (None: unreadable)."""
     try:
         vocab = tokenizer.get_vocab()
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound
@@ -172,8 +149,7 @@ class ContextWindow(Protocol):
 
 
 def fits_before_tokenizing(engine: ContextWindow, texts: Sequence[str], where: str) -> None:
-    """ContextLengthError (param `where`) when `texts`, the contents one prompt writes
-    verbatim, cannot fit the context window."""
+    """ContextLengthError (param `where`) when the contents of one prompt cannot fit the window."""
     window = engine.context_length
     tokens, size = engine.token_bound.tokens_at_least(texts, window)
     if tokens >= window:
@@ -183,7 +159,4 @@ def fits_before_tokenizing(engine: ContextWindow, texts: Sequence[str], where: s
 
 
 def utf8_len(text: str) -> int:
-    """The UTF-8 length of `text` (ASCII text is counted without encoding it)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

@@ -1,7 +1,5 @@
 """ChatEngine: a Plan in, OpenAI's shapes out, over a token source (chatlab's loop over a step
-backend, or a batched pipeline: a new way to produce tokens is a new source, not a subclass).
-`check(request)` builds the Plan; `chat` is the merge of `chat_stream`'s chunks.
-"""
+backend, or a batched pipeline). `chat` is the merge of `chat_stream`'s chunks."""
 from __future__ import annotations
 
 import time
@@ -31,8 +29,6 @@ if TYPE_CHECKING:
     # what one choice yields to the accumulator: parser events, a token's logprobs, the end
     ChoiceEvent = ParserEvent | list[TokenLogprob] | Finished
 
-__all__ = ["ChatEngine", "load_engine"]
-
 
 class TokenSource(Protocol):
     """What an engine drains: the events of one sequence at a time."""
@@ -40,8 +36,7 @@ class TokenSource(Protocol):
     @property
     def backend(self) -> ModelFacts: ...
 
-    # How many sequences it runs at once (the server runs that many jobs side by side).
-    max_concurrency: int
+    max_concurrency: int  # sequences it runs at once: the server's jobs side by side
 
     def refuse(self, req: "ChatRequest | CompletionRequest") -> None:
         """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
@@ -59,8 +54,7 @@ class TokenSource(Protocol):
 
 
 def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_prefix: bool) -> None:
-    """Speculation and prefix reuse are chatlab's loop's: refused for a backend that schedules
-    its own tokens."""
+    """Speculation and prefix reuse belong to chatlab's loop: refused for a batched backend."""
     if speculate is not None or reuse_prefix:
         raise ChatlabError(f"speculate and reuse_prefix drive chatlab's own loop; the {backend} "
                            "backend batches and schedules its own tokens. Use --backend openvino "
@@ -69,10 +63,7 @@ def refuse_loop_speedups(backend: str, speculate: Speculation | None, reuse_pref
 
 
 class LoopSource:
-    """chatlab's own loop over a step backend, one sequence at a time under a lease.
-    `speculate` turns on prompt-lookup speculative decoding for every reply; `reuse_prefix`
-    keeps the KV cache of earlier turns (PrefixCache). Both need a backend that can roll back,
-    checked here, before any request."""
+    """chatlab's own loop over a step backend, one sequence at a time under a lease."""
 
     max_concurrency = 1
 
@@ -122,11 +113,9 @@ class ChatEngine:
         self.resolution = resolve(self.tokenizer, model_name=model_name, template=template)
         self.context_length = int(backend.context_length)
         self.created = int(time.time())
-        # what the vocabulary says of a prompt's tokens before it is tokenized
         self.token_bound = TokenBound.of(self.tokenizer)
         self.max_concurrency = self.source.max_concurrency
 
-    # -- before the queue ---------------------------------------------------------------------
     @overload
     def check(self, req: ChatRequest) -> ChatPlan: ...
     @overload
@@ -149,27 +138,22 @@ class ChatEngine:
         return {"model": self.model_name, **plan.rendered.to_json(),
                 "tool_format": fmt.name if fmt is not None else None, "prompt_tokens": len(plan.prompt_ids)}
 
-    # -- running a plan -----------------------------------------------------------------------
     def _generate(self, prompt_ids: tuple[int, ...], params: SamplingParams, processor: Processor,
                   should_stop: StopFn | None) -> Iterator[Event]:
         return self.source.events(prompt_ids, params, processor, should_stop)
 
     def _constraint(self, plan: ChatPlan) -> Processor:
-        """What the token source enforces the plan's constraint with, in its own kind."""
         return self.source.constraint(plan) if plan.constrained else None
 
     def events(self, plan: ChatPlan, choice: int = 0, should_stop: StopFn | None = None) -> Iterator[Event]:
-        """The token source's own events (TextDelta..., then one Finished) for one choice of a
-        chat plan, its constraint applied: for callers that want tokens and timings rather than
-        OpenAI's shapes (the chat widget, fine-tune evaluation, the benches)."""
+        """The token source's events (TextDelta..., then Finished) for one choice of a plan."""
         processor = self._constraint(plan)
         return self._generate(plan.prompt_ids, plan.params[choice], processor, should_stop)
 
     def _choice_events(self, plan: ChatPlan, params: SamplingParams,
                        should_stop: StopFn | None) -> Iterator[ChoiceEvent]:
-        """Parser events for one choice, with the tokens' logprobs (a list, when asked for) and
-        the loop's Finished among them; Finished comes before the parser's final events so that
-        the accumulator knows whether the reply was cut short."""
+        """Parser events for one choice, with token logprobs (lists) and the loop's Finished,
+        which comes before the parser's final events so the accumulator knows of a cut."""
         fmt = plan.tool_format
         parser = fmt.parser(plan.tools) if fmt is not None else None
         cut = False  # the length limit ended the reply: a call whose name is complete stays one
@@ -225,7 +209,6 @@ class ChatEngine:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
         return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
-    # -- /v1/completions: raw text in, text out, no template ----------------------------------
     def completion_stream(self, plan: CompletionPlan,
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
         cid, used = shapes.new_id("cmpl"), [0, 0]
@@ -256,8 +239,7 @@ class ChatEngine:
 
 def source_for(backend: AnyBackend, speculate: Speculation | None = None,
                reuse_prefix: bool = False) -> TokenSource:
-    """The token source a backend is drained through: chatlab's loop for a step backend, the
-    backend's own batching for a batched one."""
+    """chatlab's loop for a step backend, the backend's own batching for a batched one."""
     if isinstance(backend, StepBackend):
         return LoopSource(backend, speculate, reuse_prefix)
     if isinstance(backend, BatchedBackend):
@@ -285,10 +267,7 @@ def load_engine(model: str = "smollm2-135m-instruct", backend: str = DEFAULT_BAC
                 weight_format: str | None = None, template: "TemplateChoice" = None,
                 precision: str | None = None, speculate: "Speculation | None" = None,
                 reuse_prefix: bool = False, **options: LoaderOption) -> ChatEngine:
-    """A ready engine for `model` on `backend`, every name and option checked (by the registry)
-    before anything loads. Options: the backend's (chatlab.backends.registry), and the loop's
-    `speculate` and `reuse_prefix` (LoopSource); `precision` None: f32, or the fast profile's
-    with `fast=True`."""
+    """A ready engine for `model` on `backend`, every name and option checked before loading."""
     if speculate is not None:
         options = speculation_options(backend, options)
     spec, weight_format = check_choice(backend, weight_format, options)

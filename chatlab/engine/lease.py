@@ -1,14 +1,5 @@
-"""Who may drive the model now, and what its KV cache already holds.
-
-A Lease takes the backend's lock only for each call, not across `yield`: a new generation waits
-while the current one is being read, takes over a lease left unread for `idle_s` (a half-read
-stream in a notebook variable), and the abandoned generator, if resumed, ends with a clear error.
-
-PrefixCache keeps the longest common prefix of the ids the cache holds and the next prompt, and
-feeds only the rest, comparing ids (never trusting a conversation id). A live sequence that a
-prompt leaves behind is copied into a small LRU (`max_bytes`) and restored by a later prompt
-that extends it. The record holds while every backend call goes through the PrefixCache.
-"""
+"""Who may drive the model now (a Lease locks per call; one left unread for `idle_s` is taken
+over), and what its KV cache holds (PrefixCache feeds only what follows the cached prefix)."""
 from __future__ import annotations
 
 import threading
@@ -31,8 +22,7 @@ class Superseded(ChatlabError):
 
 
 class Wrapper:
-    """What wraps a step backend and reads its model facts through (a lease, a prefix cache):
-    the loop reads the facts from what it drives."""
+    """A step backend's wrapper (a lease, a prefix cache) that reads its model facts through."""
 
     backend: StepBackend
 
@@ -124,8 +114,7 @@ class RollbackLease(Lease):
 class ModelGuard:
     def __init__(self, backend: StepBackend, idle_s: float = 2.0, reuse: StepBackend | None = None) -> None:
         self.backend, self.idle_s = backend, idle_s
-        # What the model calls go to: the backend, or a PrefixCache around it, so that its
-        # record of the cached ids changes under the lock.
+        # the backend, or a PrefixCache around it (its record then changes under the lock)
         self.target: StepBackend = reuse if reuse is not None else backend
         self.rollback = self.target if isinstance(self.target, RollbackBackend) else None
         self.cond = threading.Condition()
@@ -189,9 +178,7 @@ class PrefixCache(Wrapper):
             self.snapshots.restore(snap, length)
             self.live, keep = list(best_saved), saved_keep  # type: ignore[arg-type]
         elif keep < MIN_REUSE or len(self.live) - keep >= MIN_REUSE:
-            # Not only when nothing is shared: two clients under one default system prompt
-            # share its ~30 ids, and cutting back to them would lose the other's whole turn.
-            self._save_live()
+            self._save_live()  # two clients sharing a system prompt keep each other's turns
         # At least the last prompt token is fed again: its logits are what the loop samples from.
         keep = min(keep, len(ids) - 1)
         if keep < MIN_REUSE:

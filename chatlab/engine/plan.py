@@ -1,10 +1,5 @@
-"""From a request to a Plan: everything decided and checked before any token is generated.
-
-The *server* renders (id-level, through the resolved template), merges the template's stop words
-and ids with the request's `stop`, and decides whether tool calls are parsed from free text
-("auto") or forced by a grammar ("required", a named tool, or a JSON response_format), once, so
-a bad request is refused before it waits in a queue and `chat` / `chat_stream` only execute.
-"""
+"""From a request to a Plan: rendered, stops merged, tool calls parsed or forced by a grammar,
+all decided and checked once, so a bad request is refused before it waits in a queue."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,8 +19,6 @@ from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
 
 class Planner(ContextWindow, Protocol):
-    """What planning reads from the engine (a ChatEngine)."""
-
     resolution: Resolution
     tokenizer: HFTokenizer
     vocab_size: int
@@ -33,8 +26,7 @@ class Planner(ContextWindow, Protocol):
 
 @dataclass(frozen=True)
 class ChatPlan:
-    """Everything a run needs, decided once: executors (chatlab's loop, genai's pipeline) adapt
-    it and never re-derive any of it."""
+    """Everything a run needs, decided once: executors adapt it and never re-derive it."""
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]  # what is rendered and may be called (empty: none)
@@ -50,8 +42,7 @@ class ChatPlan:
     include_usage: bool = False
     user: str | None = None
     rendered: Rendered | None = field(default=None, repr=False, compare=False)
-    # what an executor made of `constraint` for its own token source (genai's structured-output
-    # config), attached once at check time by that executor; chatlab's loop needs none
+    # `constraint` in a token source's own kind (genai's structured-output config), set at check
     adapted: Processor = field(default=None, repr=False, compare=False)
 
     @property
@@ -71,8 +62,7 @@ class CompletionPlan:
 
 
 def overflow(prompt_len: int, context_length: int, where: str) -> ContextLengthError:
-    """The error for a tokenized prompt that fills the context window, once the heap that
-    tokenizing it grew is handed back: the caller drops the prompt's ids and render first."""
+    """The error for a tokenized prompt that fills the window, the heap trimmed first."""
     trim_heap()
     return ContextLengthError(f"the prompt has {prompt_len} tokens, which fills the context window "
                               f"of {context_length}; send fewer or shorter messages", param=where)
@@ -105,11 +95,7 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
 
 
 def refuse_unparsed_calls(resolution: Resolution, choice: ToolChoice) -> None:
-    """Tools that the template writes with its own tool section, in a call format chatlab has no
-    parser for: as vLLM without a --tool-call-parser, "auto" is refused (a call would come back
-    as unparsed text, never as tool_calls), and so are "required" and a named tool (a call in an
-    unknown format cannot be enforced). tool_choice "none" is served as text (without the tools
-    in the prompt: ChatRequest drops them for "none")."""
+    """Tools in a call format chatlab cannot parse: any tool_choice but "none" is refused."""
     said = "named" if choice.mode == "named" else repr(choice.mode)
     raise ChatlabError(f"{resolution.label} writes tools in its own format, which is none of the tool-call "
                        f"formats chatlab parses ({', '.join(TOOL_FORMATS)}), so tool_choice {said} cannot be "

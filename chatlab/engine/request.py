@@ -1,8 +1,6 @@
-"""OpenAI's chat and completion bodies as frozen pydantic models (shared by `chatlab complete`,
-the server and notebooks) that validate, document (/openapi.json) and make the loop's
-SamplingParams. Unknown fields are ignored; parsing is strict, as OpenAI's is. `top_k`,
-`repetition_penalty` and `ignore_eos` are extensions, as in vLLM.
-"""
+"""OpenAI's chat and completion bodies as frozen pydantic models that validate, document
+(/openapi.json) and make the loop's SamplingParams. `top_k`, `repetition_penalty` and
+`ignore_eos` are extensions, as in vLLM."""
 from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar, overload
@@ -90,8 +88,7 @@ class SamplingFields(Wire):
     @field_validator("seed")
     @classmethod
     def _seed(cls, v: int | None) -> int | None:
-        """OpenAI takes any int64. The sampler's generator takes only unsigned seeds, so a
-        negative seed is read as the same 64 bits unsigned (-1 -> 2**64 - 1), as torch does."""
+        """Any int64, read as the same 64 bits unsigned (-1 -> 2**64 - 1), as torch does."""
         if v is None:
             return None
         if not INT64[0] <= v <= INT64[1]:
@@ -126,9 +123,7 @@ class SamplingFields(Wire):
 
     def to_sampling_params(self, stop: list[str], stop_ids: list[int], prompt_len: int, context_length: int,
                            vocab_size: int | None, seed_offset: int = 0) -> SamplingParams:
-        """The loop's SamplingParams for one choice, checked against the room that a prompt of
-        `prompt_len` tokens (shorter than the window: the planners check) leaves in it. The
-        ranges are this model's, so they are not checked again."""
+        """The loop's SamplingParams for one choice, within the room the prompt leaves."""
         room = context_length - prompt_len
         wanted = self.max_new_tokens
         if wanted is not None and wanted > room:
@@ -146,13 +141,11 @@ class SamplingFields(Wire):
             stop=[*stop, *(self.stop or ())], stop_ids=[] if self.ignore_eos else list(stop_ids),
             ignore_eos=self.ignore_eos, logit_bias=dict(self.logit_bias or {}),
             logprobs=logprobs, top_logprobs=top_logprobs, trusted=True)
-        # the window is checked above, with the field's name; the copy records it for the loop
         return params.validated(context_length, prompt_len, vocab_size)
 
 
 class ChatFields(Wire):
-    """The chat fields: chatlab.types' wire shapes, held as its domain objects (first in a
-    ChatRequest, so their refusals come before the sampling fields')."""
+    """The chat fields, held as domain objects (first in a ChatRequest: their refusals first)."""
 
     messages: Annotated[tuple[Message, ...], FromWire(Messages, messages_of)]
     tools: Annotated[tuple[ToolSpec, ...], FromWire(Tools, tools_of)] = ()
@@ -257,9 +250,7 @@ _R = TypeVar("_R", bound=SamplingFields)
 
 
 def check_body(data: Jsonable) -> None:
-    """What no field's type can express, over the whole body (known fields or not): every string,
-    key included, encodable, and no deeper than MAX_BODY_DEPTH. Iterative: a hostile body cannot
-    recurse us."""
+    """Every string of the body (keys too) encodable, no deeper than MAX_BODY_DEPTH."""
     stack: list[tuple[Jsonable, list[str | int]]] = [(data, [])]
     while stack:
         value, where = stack.pop()

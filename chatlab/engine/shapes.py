@@ -1,10 +1,5 @@
-"""OpenAI's response shapes, built and merged in one place so the CLI and the server agree.
-
-The Accumulator turns parser events into deltas, and a non-streamed reply is the merge of the
-same chunks. The last choice chunk has an empty delta and the finish_reason; the usage chunk has
-`choices: []`. An announced tool call stays a call (cut off by `max_tokens`, it keeps its
-arguments); a withdrawn call's markup never goes into `content`.
-"""
+"""OpenAI's response shapes, built and merged in one place so the CLI and the server agree: a
+non-streamed reply is the merge of the same chunks the Accumulator makes from parser events."""
 from __future__ import annotations
 
 import time

@@ -1,10 +1,6 @@
-"""Token ids in, the loop's events out: detokenizing, stop handling and the final record, shared
-by chatlab's loop and the genai path so both tell the client the same story.
-
-A stop id ends the reply unseen. Text waits while it is half a character (U+FFFD) or could be
-the start of a stop string; a stop string is cut with all after it; at the end, held-back text
-is released unless it completes a stop string.
-"""
+"""Token ids in, the loop's events out (detokenizing, stops, the final record), shared by
+chatlab's loop and the genai path. Text waits while it is half a character or could start a
+stop string; a stop id ends the reply unseen."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,8 +10,7 @@ from chatlab._thirdparty import Decoder
 from chatlab.generate.logprobs import TokenLogprob
 
 REPLACEMENT = "\ufffd"
-# Tokens of left context kept in the window; enough for any tokenizer's spacing decisions.
-CONTEXT_IDS = 5
+CONTEXT_IDS = 5  # tokens of left context: enough for any tokenizer's spacing decisions
 
 
 class IncrementalDetokenizer:
@@ -37,11 +32,8 @@ class IncrementalDetokenizer:
         shown = self._decode(self.ids[self.prefix:self.read])
         full = self._decode(self.ids[self.prefix:])
         if full.endswith(REPLACEMENT) or len(full) <= len(shown):
-            # An incomplete character (or a token that decodes to nothing yet): wait.
-            return ""
-        # With a stable prefix, `full` starts with `shown`; if a tokenizer rewrote the context
-        # (rare normalization effects) fall back to the common prefix so nothing is repeated.
-        if not full.startswith(shown):
+            return ""  # an incomplete character, or nothing yet
+        if not full.startswith(shown):  # the tokenizer rewrote the context: the common prefix
             n = 0
             while n < min(len(shown), len(full)) and shown[n] == full[n]:
                 n += 1
@@ -66,8 +58,7 @@ class StopResult:
 
 
 class StopMatcher:
-    """Holds back exactly the tail that is still a prefix of some stop string, and releases it
-    as soon as the next delta shows it is not."""
+    """Holds back exactly the tail that is still a prefix of some stop string."""
 
     def __init__(self, stops: list[str]) -> None:
         self.stops = [s for s in dict.fromkeys(stops) if s]  # dedupe, keep order
@@ -92,8 +83,7 @@ class StopMatcher:
         return text
 
     def _earliest(self, buf: str) -> tuple[int, str] | None:
-        # The earliest occurrence wins; among stops starting at the same place, the longest, so
-        # that with stops ["\n", "\nObservation:"] the whole marker is removed.
+        # the earliest occurrence wins; at the same place, the longest
         best: tuple[int, str] | None = None
         for s in self.stops:
             at = buf.find(s)
@@ -115,9 +105,7 @@ class StopMatcher:
 @dataclass
 class TextDelta:
     text: str
-    # the tokens whose text starts within this delta (text may lag them: a token that is half a
-    # character, or the start of a possible stop string, waits for the delta that shows it)
-    token_ids: list[int]
+    token_ids: list[int]  # the tokens whose text starts within this delta
     logprobs: list[TokenLogprob] | None = None  # one per token_ids entry, when params.logprobs
 
 
@@ -130,10 +118,7 @@ class Finished:
     completion_tokens: int
     stop_reason: str | int | None = None  # the stop string or stop id that matched
     timings: dict[str, float] = field(default_factory=dict)
-    # With params.logprobs: the tokens no TextDelta carried, i.e. the stop id, the tokens of a
-    # removed stop string and tokens that decoded to nothing. OpenAI reports none of these for
-    # the reply, so a server uses the deltas' entries; these complete the loop's own record
-    # (all events' entries together: exactly one per token in `token_ids`).
+    # with params.logprobs: the tokens no TextDelta carried (a stop id or string, empty text)
     logprobs: list[TokenLogprob] | None = None
     # With speculation (chatlab.generate.speculate): verify passes, drafted and accepted tokens
     speculation: dict[str, float] | None = None
@@ -143,9 +128,7 @@ Event = TextDelta | Finished
 
 
 class TextAssembler:
-    """One reply's text, token by token: `add` returns the TextDelta a token made showable;
-    `done` means stop producing; `halt()` ends it for the caller's reason; `finish()` returns
-    the released tail (if any) and Finished."""
+    """One reply's text, token by token: `add` a token, `finish()` with Finished."""
 
     def __init__(self, decoder: Decoder, stop: Iterable[str], stop_ids: Iterable[int],
                  prompt_tokens: int, with_logprobs: bool = False) -> None:
@@ -187,8 +170,7 @@ class TextAssembler:
     def finish(self, timings: dict[str, float] | None = None) -> list[Event]:
         events: list[Event] = []
         if not isinstance(self.stop_reason, str):
-            # Ended by length, a stop id or the caller: pending characters and held-back text are
-            # ordinary output now, unless the tail completes a stop string after all.
+            # held-back text is ordinary output now, unless it completes a stop string after all
             result = self.stops.feed(self.detok.flush())
             tail = result.text if result.stop is not None else result.text + self.stops.flush()
             if result.stop is not None:

@@ -1,10 +1,5 @@
-"""The sampling limits, defined once: the server's request schema and SamplingParams both read
-them, so a value the wire accepts is a value the loop accepts (and the other way round).
-
-The ranges are OpenAI's where OpenAI has the field (temperature 0..2, top_p in (0, 1], the two
-penalties -2..2, logit_bias -100..100); the extensions (`top_k`, `repetition_penalty`) are
-vLLM's, bounded both ways because logits divided by 1e-310 (or times 1e308) overflow into NaN.
-"""
+"""The sampling limits, defined once for the request schema and SamplingParams: OpenAI's ranges,
+and vLLM's for the extensions (bounded both ways: extreme penalties overflow logits into NaN)."""
 from __future__ import annotations
 
 import math

@@ -1,12 +1,5 @@
-"""Log-probabilities of generated tokens, from the loop's own logits, and their wire shapes.
-
-The reported row is `log_softmax` after the grammar mask and `logit_bias` (they decide which
-tokens the request allows: a forbidden token is -inf, sent as -9999.0) and before the repetition
-penalty, temperature, top-k and top-p (a sampling strategy over that distribution: folded in,
-greedy would be undefined and the same text would score differently per setting). This is
-vLLM's "raw" logprobs plus the bias and the mask. `bytes` are the token's own UTF-8 bytes (half
-a character, for byte-level BPE); `token` is them as text, or "bytes:\\xNN..." when invalid.
-"""
+"""Log-probabilities of generated tokens and their wire shapes: `log_softmax` of the row after the
+grammar mask and logit_bias, before penalties and sampling (vLLM's "raw" logprobs)."""
 from __future__ import annotations
 
 import math
@@ -50,9 +43,8 @@ GROUPS = 64  # top_ids splits the row into this many strided groups
 
 
 def top_ids(row: np.ndarray, n: int) -> np.ndarray:
-    """The n largest entries' ids, best first (ties: lower id first), without a full
-    argpartition: the row's strided groups (the columns of a GROUPS x cols matrix) whose maximum
-    reaches the n-th best group maximum are the only ones that can hold one of the n best."""
+    """The n largest entries' ids, best first (ties: lower id first): only the strided groups
+    whose maximum reaches the n-th best group maximum can hold one of the n best."""
     if n <= 0:
         return np.empty(0, dtype=np.int64)
     size = row.shape[0]
@@ -77,12 +69,8 @@ def top_ids(row: np.ndarray, n: int) -> np.ndarray:
 
 
 class TokenTexts:
-    """token id -> (text, bytes), cached: the same few thousand ids recur in every reply.
-
-    Byte-level BPE (GPT-2, SmolLM2, Qwen) stores bytes as printable stand-in characters ("Ġ" for
-    a space); SentencePiece marks spaces with "▁" and raw bytes as "<0xE2>". Anything else falls
-    back to decoding the id alone, which is right for whole characters.
-    """
+    """token id -> (text, bytes), cached, from the vocabulary's spelling (byte-level stand-ins,
+    SentencePiece's "▁" and "<0xE2>"), else from decoding the id alone."""
 
     def __init__(self, tokenizer: Decoder) -> None:
         self.tokenizer = tokenizer
@@ -102,7 +90,7 @@ class TokenTexts:
         piece = self.piece(token_id) if self.piece is not None and self.mode != "decode" else None
         if isinstance(piece, str):
             if self.mode == "bytelevel":
-                decoder = _byte_decoder()
+                decoder = byte_table()
                 if all(ch in decoder for ch in piece):
                     return bytes(decoder[ch] for ch in piece)
             elif self.mode == "sentencepiece":
@@ -120,22 +108,15 @@ def token_text(raw: bytes) -> str:
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte <-> printable character table (the inverse direction), rebuilt from its rule."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[chr(b)] = b
-        else:
-            chars[chr(256 + extra)] = b
-            extra += 1
-    return chars
+def byte_table() -> dict[str, int]:
+    """GPT-2's byte-level table, character to byte (non-printable bytes are chr(256 + n))."""
+    kept = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    others = [b for b in range(256) if b not in kept]
+    return {**{chr(b): b for b in kept}, **{chr(256 + n): b for n, b in enumerate(others)}}
 
 
 class Recorder:
-    """`observe` the row a token is drawn from (a shifted copy and its log-normalizer: the
-    sampler may edit the logits in place), then `record` the token (one subtraction)."""
+    """`observe` the row a token is drawn from (a copy), then `record` the token."""
 
     def __init__(self, tokenizer: Decoder, top_n: int) -> None:
         self.texts = TokenTexts(tokenizer)
@@ -163,7 +144,6 @@ class Recorder:
         return TokenLogprob(token_id, text, logprob, raw, top, text_offset)
 
 
-# -- wire shapes ---------------------------------------------------------------------------
 def _wire(logprob: float) -> float:
     return logprob if logprob > WIRE_FLOOR else WIRE_FLOOR
 
@@ -178,9 +158,7 @@ def chat_logprobs(entries: Sequence[TokenLogprob]) -> ChatLogprobs:
 
 
 def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> TextLogprobs:
-    """Legacy completions' `choice.logprobs`. `offset` shifts text_offset (the prompt's length
-    when the prompt is echoed). As in OpenAI's API each `top_logprobs` dict also holds the chosen
-    token ("up to logprobs + 1 entries"); two ids with the same text share one key there."""
+    """Legacy completions' `choice.logprobs` (each `top_logprobs` also holds the chosen token)."""
     tops = []
     for e in entries:
         top = {t.text: _wire(t.logprob) for t in e.top}

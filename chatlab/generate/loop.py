@@ -1,6 +1,4 @@
-"""The generation loop: prefill once, then sample → stop checks → stream → step, per token,
-written out so that each decision (the stop ids, when text may be shown, what is counted) shows.
-"""
+"""The generation loop: prefill once, then sample → stop checks → stream → step, per token."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -20,7 +18,6 @@ StopFn = Callable[[], bool]  # should_stop: True ends the reply (a client gone, 
 
 
 def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
-    """The template's stop ids plus the model's own eos ids (unless `ignore_eos`)."""
     ids = set(params.stop_ids)
     if not params.ignore_eos:
         ids.update(backend.eos_ids)
@@ -28,8 +25,7 @@ def stop_ids_for(backend: ModelFacts, params: SamplingParams) -> set[int]:
 
 
 class _Picker:
-    """The per-token steps after the logits: grammar mask -> logit_bias -> (logprobs) ->
-    penalty and sampling -> grammar/penalty bookkeeping -> text. One instance per reply."""
+    """One reply's per-token steps: grammar mask -> logit_bias -> (logprobs) -> sampling -> text."""
 
     def __init__(self, backend: StepBackend, prompt_ids: list[int], params: SamplingParams,
                  logits_processor: LogitsProcessor | None) -> None:
@@ -37,7 +33,6 @@ class _Picker:
         self.sampler = Sampler(params)
         if params.repetition_penalty != 1.0:
             self.sampler.seen.extend(prompt_ids)
-        # A backend may offer a lighter `decoder` than its chat tokenizer (OpenVINO: no torch).
         decoder = backend.decoder if isinstance(backend, DecoderBackend) else backend.tokenizer
         self.recorder = Recorder(decoder, params.top_logprobs) if params.logprobs else None
         self.text = TextAssembler(decoder, params.stop, stop_ids_for(backend, params),
@@ -66,9 +61,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              logits_processor: LogitsProcessor | None = None,
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
-    """TextDelta events, then exactly one Finished. `speculate`: prompt-lookup drafts (the
-    backend must roll back); `padded`: whether an engine already `prepare`d the backend for them
-    (None: prepare it here)."""
+    """TextDelta events, then one Finished. `padded` None: `prepare` the backend for `speculate` here."""
     import time
 
     params = params or SamplingParams()
@@ -94,9 +87,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
     rows, n, t_first = [backend.prefill(prompt_ids)], 0, 0.0
     draft: list[int] = []
     while True:
-        # rows[i] is the model's next-token row after the guess's first i tokens; a row is
-        # read only while every guess before it was kept
-        kept = 0
+        kept = 0  # rows[i] follows the guess's first i tokens: read while every guess is kept
         for i, row in enumerate(rows):
             token, accepted, delta = picker.pick(row, draft[i] if i < len(draft) else None)
             if n == 0:
@@ -120,8 +111,7 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
             break  # no step after the last token: nobody reads it
         if rolling is not None and kept < len(draft):  # drop the rejected guesses from the cache
             rolling.truncate(rolling.length - (len(draft) - kept))
-        # Tokens the next pass may add: the last one picked, then the guess. The guess stops one
-        # short of max_new_tokens, since the row after the last allowed token is never read.
+        # the guess stops one short of max_new_tokens: the row after the last token is never read
         draft = [] if lookup is None else lookup.draft(params.max_new_tokens - n - 1)
         if rolling is not None and draft:
             rows = list(rolling.extend([token] + draft, keep=len(draft) + 1))

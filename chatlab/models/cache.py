@@ -1,11 +1,6 @@
-"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically, and
-checked before they are served.
-
-A build writes into `.tmp-NAME-XXXX` (with an owner file: pid, host, start time) and is renamed
-into place on success; the next build beside it sweeps those left by dead builds. Disk errors
-become AssetErrors naming the fix. Every file's size, sha256 and mtime is recorded; a load checks
-sizes, and hashes a file only when its mtime changed or when asked (`chatlab models --verify`).
-"""
+"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically into
+`.tmp-NAME-XXXX` (dead builds' leftovers swept), and checked before they are served: sizes on
+every load, sha256 when the mtime changed or when asked (`chatlab models --verify`)."""
 from __future__ import annotations
 
 import errno
@@ -58,8 +53,7 @@ def is_stale(tmp: Path, now: float | None = None) -> bool:
 
 
 def sweep_stale(parent: Path) -> list[Path]:
-    """Remove stale temporary build folders in `parent`; the ones removed. Never raises: a
-    read-only or missing folder simply has nothing to sweep."""
+    """Remove stale temporary build folders in `parent` (never raises); the ones removed."""
     removed: list[Path] = []
     try:
         candidates = [p for p in parent.iterdir() if p.name.startswith(TMP_PREFIX) and p.is_dir()]
@@ -81,7 +75,6 @@ def stale_folders(root: Path) -> list[Path]:
 
 
 def disk_error(err: BaseException, where: Path) -> AssetError | None:
-    """An AssetError explaining `err` when it is a disk problem, else None."""
     text = str(err)  # safetensors raises SafetensorError("... os error 28 ... StorageFull ...")
     if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
             or any(s in text for s in ("No space left on device", "os error 28", "StorageFull"))):
@@ -167,7 +160,6 @@ def file_sha256(path: Path) -> str:
 
 
 def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecords:
-    """Size, sha256 and modification time of every file under `folder` except `skip`."""
     records: FileRecords = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
@@ -180,8 +172,7 @@ def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecord
 
 
 def check_files(folder: Path, records: FileRecords, *, full: bool = False) -> tuple[list[str], bool]:
-    """(problems, refreshed): each damaged file with what is wrong, and whether a matching hash
-    refreshed a recorded modification time in `records` (the caller may save it)."""
+    """(each damaged file with what is wrong, whether a recorded mtime in `records` changed)."""
     problems: list[str] = []
     refreshed = False
     for rel, rec in records.items():

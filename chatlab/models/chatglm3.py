@@ -1,10 +1,6 @@
-"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model.
-
-ChatGLM3's 9 special tokens sit after the SentencePiece pieces. `tokenize` hands text to
-SentencePiece unless `encode_special_tokens=True`, so a user cannot type a role token; the GLM
-command tokens (`[gMASK]`, `sop`, ...) are added tokens, matched in text. The official renderer
-is `build_chat_input`, reproduced here.
-"""
+"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model: its 9
+special tokens after the pieces, role tokens typed by a user never matched (unless
+`encode_special_tokens=True`), and the official renderer `build_chat_input`."""
 from __future__ import annotations
 
 import json
@@ -63,16 +59,6 @@ class SPTokenizer:
                 run.append(i)
         return "".join(out) + self.sp_model.decode(run)
 
-    def convert_token_to_id(self, token: str) -> int:
-        return self.special_tokens.get(token) or self.sp_model.PieceToId(token)
-
-    def convert_id_to_token(self, index: int) -> str:
-        if index in self.index_special_tokens:
-            return self.index_special_tokens[index]
-        if index >= self.sp_model.vocab_size() or index < 0:
-            return ""
-        return self.sp_model.IdToPiece(index)
-
 
 class ChatGLM3Tokenizer(PreTrainedTokenizer):
     """The ChatGLM3 tokenizer surface: `get_command`, `build_single_message`, `build_chat_input`."""
@@ -113,10 +99,13 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         return self.tokenizer.tokenize(text, encode_special_tokens=self.encode_special_tokens)
 
     def _convert_token_to_id(self, token: str) -> int:
-        return self.tokenizer.convert_token_to_id(token)
+        return self.tokenizer.special_tokens.get(token) or self.tokenizer.sp_model.PieceToId(token)
 
     def _convert_id_to_token(self, index: int) -> str:
-        return self.tokenizer.convert_id_to_token(index)
+        sp = self.tokenizer
+        if index in sp.index_special_tokens:
+            return sp.index_special_tokens[index]
+        return sp.sp_model.IdToPiece(index) if 0 <= index < sp.sp_model.vocab_size() else ""
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return self.tokenizer.decode_ids([self._convert_token_to_id(t) for t in tokens])
@@ -171,11 +160,8 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
 
 @contextmanager
 def special_tokens_from_text(tok: HFTokenizer) -> Iterator[HFTokenizer]:
-    """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id.
-
-    The flag is ChatGLM3's own `encode_special_tokens`, read at tokenize time by the real
-    tokenizer (THUDM/chatglm3-6b's remote code) and by the stand-in alike, so the same notebook
-    code shows the same thing with either: the comparison is always within one tokenizer."""
+    """Within the block, `tok` turns role-token text such as `<|user|>` into the role's id
+    (ChatGLM3's own `encode_special_tokens`, read by the real tokenizer and the stand-in alike)."""
     if not hasattr(tok, "encode_special_tokens"):
         raise TypeError(f"{type(tok).__name__} has no encode_special_tokens flag: not a ChatGLM3 tokenizer")
     before = tok.encode_special_tokens

@@ -1,15 +1,6 @@
-"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, or a
-stand-in for an asset no package ships.
-
-transformers dequantizes the GGUF weights but builds the wrong tokenizer for these files
-(SmolLM2's eos, Qwen2.5's added tokens), so the tokenizer is rebuilt from the GGUF metadata:
-byte-level BPE with llama.cpp's pre-tokenizer, every CONTROL / USER_DEFINED token one special id.
-Before the folder goes into place: a text round-trip, one id per control token, and "Paris".
-
-The ChatGLM3 tokenizer's stand-in is a SentencePiece model trained from `data/chatglm3_corpus/`,
-in ChatGLM3Tokenizer with the real chat_template: only the pieces, so the ordinary ids, differ.
-The real tokenizer is used, and said so, when the hub or the local Hugging Face cache has it.
-"""
+"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, its tokenizer
+rebuilt from the GGUF metadata (transformers builds it wrong), or the ChatGLM3 stand-in: a
+SentencePiece model trained from `data/chatglm3_corpus/`."""
 from __future__ import annotations
 
 import hashlib
@@ -26,15 +17,12 @@ from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
 from chatlab.models.cache import atomic_folder, cache_dir
 from chatlab.models.hub import from_hub
+from chatlab.models.qwen1 import QWEN_SPLIT
 
 CONTROL, USER_DEFINED = 3, 4
 
-# llama.cpp's pre-tokenizer regexes for the two vocabularies we ship (llama-vocab.cpp).
+# llama.cpp's GPT-2 pre-tokenizer regex (llama-vocab.cpp)
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 
 
 def read_metadata(gguf_path: Path) -> dict[str, Jsonable]:
@@ -62,7 +50,7 @@ def _pre_tokenizer(pre: str):  # noqa: ANN202 - tokenizers types are untyped
                          "supported: qwen2, smollm, gpt2")
     # SmolLM splits every digit on its own before the GPT-2 regex.
     steps = [] if pre in ("qwen2", "gpt2") else [pre_tokenizers.Digits(individual_digits=True)]
-    split = QWEN2_SPLIT if pre == "qwen2" else GPT2_SPLIT
+    split = QWEN_SPLIT if pre == "qwen2" else GPT2_SPLIT
     return pre_tokenizers.Sequence([
         *steps, pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -128,8 +116,7 @@ def convert_gguf(asset: Asset, paths: list[Path], out: Path) -> None:
     from tqdm.auto import tqdm
 
     steps = tqdm(total=4, desc=f"building {asset.name}", unit="step")
-    # Scratch space (the concatenated parts) lives inside `out`, the build's temporary folder, so
-    # a killed build leaves one folder for the store's sweep to remove, not a second one.
+    # scratch space inside `out`: a killed build leaves one folder to sweep
     with tempfile.TemporaryDirectory(dir=out, prefix=".work-") as work:
         gguf = _single_gguf(paths, Path(work))
         steps.set_postfix_str("tokenizer from GGUF metadata")
@@ -202,8 +189,7 @@ def _corpus_lines() -> list[str]:
     if not files:
         raise AssetError(f"the ChatGLM3 stand-in corpus is missing ({folder}/*.txt); "
                          "restore data/chatglm3_corpus from the repository (git checkout data)")
-    # One sentence per line: a newline never enters the vocabulary, so "\n" stays the byte
-    # piece <0x0A> (id 13), exactly as in the real tokenizer.
+    # one sentence per line: "\n" stays the byte piece <0x0A>, as in the real tokenizer
     return [line for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

@@ -1,8 +1,6 @@
-"""Which model: a store name, a local model folder or a Hugging Face hub id, checked by name
-before anything loads; `CHATLAB_MODEL` picks the notebooks' and the CLI's (unset: SmolLM2).
-Hub ids come from the local Hugging Face cache first, then the hub if it answers within
-seconds; otherwise the error names the offline alternatives.
-"""
+"""Which model: a store name, a local model folder or a Hugging Face hub id (from the local
+cache first, then the hub), checked by name before anything loads; `CHATLAB_MODEL` picks the
+notebooks' and the CLI's."""
 from __future__ import annotations
 
 import os
@@ -98,8 +96,7 @@ STRONGER_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def default_model() -> str:
-    """`$CHATLAB_MODEL`, else the offline default; a value that names nothing is an error now,
-    not a traceback deep inside a model load."""
+    """`$CHATLAB_MODEL` (checked now), else the offline default."""
     name = os.environ.get("CHATLAB_MODEL", "").strip()
     if not name:
         return DEFAULT_MODEL
@@ -127,9 +124,7 @@ def model_note(model: str | None = None, timeout: float = 2.0) -> str:
 
 
 def local_model(name: str) -> str:
-    """What to hand to code that needs files on disk (the OpenVINO export): a store name or a
-    folder as it is, a hub id as its snapshot folder in the Hugging Face cache (downloaded once,
-    weights and tokenizer only; offline, only what the cache already holds)."""
+    """A store name or folder as it is, a hub id as its snapshot folder in the Hugging Face cache."""
     _check_name(name)
     if name in ASSETS or _exists(name):
         return name

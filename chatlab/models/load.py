@@ -35,10 +35,7 @@ def load_tokenizer(name: str) -> HFTokenizer:
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:
-    """Load weights without notebook residue, for this block only: no progress bar, and no
-    warning-level load report (transformers logs one when a checkpoint holds a key the class
-    does not use, e.g. MiniLM's `embeddings.position_ids` buffer: expected and harmless).
-    Errors still show; the previous settings come back afterwards."""
+    """Within the block, load weights with no progress bar and no warning-level load report."""
     from transformers.utils import logging
 
     bar_was, level_was = logging.is_progress_bar_enabled(), logging.get_verbosity()
@@ -53,8 +50,7 @@ def quiet_loading() -> Iterator[None]:
 
 
 def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Embedding:
-    """A llama-index embedding model for an embeddings asset (offline, from its package),
-    loaded quietly (see quiet_loading)."""
+    """A llama-index embedding model for an embeddings asset, loaded quietly."""
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     if name not in ASSETS or ASSETS[name].kind != "embeddings":

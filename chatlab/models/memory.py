@@ -1,9 +1,5 @@
-"""Will a second model fit? The memory a session may still use, read where the limit lives.
-
-Binder limits a session through a memory cgroup, where `psutil.virtual_memory()` reports the
-whole host. The cgroup's own files give the limit and the working set (usage minus inactive file
-pages, as Kubernetes counts it), v1 or v2; without a limit the host's available memory is used.
-"""
+"""Will a second model fit? The memory a session may still use: under a cgroup (Binder), its
+limit and working set, v1 or v2, as Kubernetes counts them; else the host's available memory."""
 from __future__ import annotations
 
 import functools
@@ -82,7 +78,6 @@ def headroom() -> tuple[int, str]:
 
 
 def _anon_rss() -> int:
-    """This process's anonymous resident memory in bytes (0 where /proc is not readable)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("RssAnon:"):
@@ -93,9 +88,7 @@ def _anon_rss() -> int:
 
 
 def drop_page_cache(folder: Path | None = None) -> int:
-    """Under a memory limit, ask the kernel to drop the page cache of the files under `folder`
-    (chatlab's home): a cgroup charges it beside the loaded model, which already holds the
-    weights. The number of files advised; 0 without a limit, where the cache speeds reloads."""
+    """Under a memory limit, drop the page cache of the files under `folder`; the files advised."""
     if cgroup_memory() is None or not hasattr(os, "posix_fadvise"):
         return 0
     advised = 0
@@ -115,8 +108,7 @@ def drop_page_cache(folder: Path | None = None) -> int:
 
 
 def release_freed_memory() -> int:
-    """Give the memory of deleted objects back to the system (glibc keeps freed blocks, which
-    the cgroup counts under the next model), and the page cache; the bytes of heap returned."""
+    """Give freed heap and the page cache back to the system; the bytes of heap returned."""
     import gc
 
     gc.collect()  # objects in reference cycles are freed first
@@ -138,8 +130,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def trim_heap() -> int:
-    """`malloc_trim(0)`: the C heap's free pages back to the system; the bytes returned (0
-    where the C library is not glibc)."""
+    """`malloc_trim(0)`; the bytes returned (0 where the C library is not glibc)."""
     trim = _malloc_trim()
     if trim is None:
         return 0

@@ -1,14 +1,11 @@
-"""Qwen-1's tiktoken tokenizer, offline, with the small HF-like surface chatlab uses.
-
-Qwen-1 ships `qwen.tiktoken` and builds ChatML in code (`make_context`), with no chat_template.
-Special tokens live above the 151,643 BPE ranks and are never produced from text unless asked.
-"""
+"""Qwen-1's tiktoken tokenizer, offline, with the small HF-like surface chatlab uses (special
+tokens sit above the 151,643 BPE ranks and come from text only when asked)."""
 from __future__ import annotations
 
 import base64
 from pathlib import Path
 
-PATTERN = (
+QWEN_SPLIT = (  # Qwen's pre-tokenizer regex (Qwen-1 and Qwen2 alike)
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
@@ -32,7 +29,7 @@ class Qwen1Tokenizer:
         start = len(ranks)
         self.special_ids = {tok: start + i for i, tok in enumerate(SPECIALS)}
         self.enc = tiktoken.Encoding(
-            "qwen1", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=self.special_ids)
+            "qwen1", pat_str=QWEN_SPLIT, mergeable_ranks=ranks, special_tokens=self.special_ids)
         self.eos_token, self.eos_token_id = "<|endoftext|>", self.special_ids["<|endoftext|>"]
         self.bos_token, self.bos_token_id = None, None
         self.all_special_tokens = list(SPECIALS)

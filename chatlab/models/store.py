@@ -1,7 +1,5 @@
-"""Hand out assets as local paths, building the converted ones once into the cache (built
-atomically, served only while its files match the manifest's records, chatlab.models.cache); a
-damaged build is rebuilt, or explained when it cannot be.
-"""
+"""Hand out assets as local paths, building the converted ones once into the cache; a damaged
+build is rebuilt, or explained when it cannot be."""
 from __future__ import annotations
 
 import json
@@ -17,8 +15,6 @@ from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.cache import (OWNER, atomic_folder, cache_dir, chatlab_home, check_files, check_free_space,
                                   record_files, sha256_of, sweep_stale)
 
-__all__ = ["atomic_folder", "asset_path", "cache_dir", "cache_problems", "chatlab_home",
-           "check_source", "describe", "is_available", "verify_cache"]
 
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
@@ -51,8 +47,7 @@ def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
 
 
 def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
-    """Replace the manifest atomically (another process may be reading it); False when the
-    cache is read-only, which only means the next load checks again."""
+    """Replace the manifest atomically; False when the cache is read-only."""
     tmp = folder / f".{ASSET_MANIFEST}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps(data, indent=2))
@@ -71,9 +66,8 @@ def _records_ok(records: object) -> bool:
 
 
 def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
-    """None when the asset is not built (or was built from another source or recipe: it will be
-    rebuilt); [] when its build is complete and every file matches its record; otherwise what
-    is damaged. `full` hashes every file (`chatlab models --verify`); see chatlab.models.cache."""
+    """None when the asset is not built (from this source and recipe); [] when every file
+    matches its record; otherwise what is damaged. `full` hashes every file."""
     folder = cache_dir(asset)
     data = read_manifest(folder)
     if data is None or data.get("sha256") != asset.sha256 or data.get("build_version") != BUILD_VERSION:
@@ -89,8 +83,7 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
 
 
 def _record_legacy(asset: Asset, folder: Path) -> bool:
-    """Adopt a build from before file records: run the checks a build ends with, then record
-    its files. Cheaper than a rebuild, and it never deletes a folder others may be reading."""
+    """Adopt a build from before file records: run a build's final checks, then record its files."""
     data = read_manifest(folder) or {}
     try:
         convert.verify_folder(folder)
@@ -114,13 +107,11 @@ def _build(asset: Asset, paths: list[Path], folder: Path) -> None:
              "source": [str(p) for p in paths], "files": files}, indent=2))
 
 def is_available(asset: Asset) -> bool:
-    """Whether the asset can be used here without the hub (built or buildable)."""
     return asset.build == "stand-in" or asset.source_files() is not None
 
 
 def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
-    """The local folder (or file) of an asset, converting it into the cache on first use and
-    rebuilding a cached build whose files no longer match what was recorded."""
+    """The local folder (or file) of an asset, built (or rebuilt when damaged) on first use."""
     asset = name_or_asset if isinstance(name_or_asset, Asset) else get_asset(name_or_asset)
     if asset.build == "stand-in":
         return convert.build(asset)
@@ -155,9 +146,7 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
 
 
 def describe(asset: Asset) -> dict[str, object]:
-    """One row of `chatlab models`. `state`: shipped (used as installed), built, not built,
-    damaged, unchecked (built before file records) or missing (not installed); `problems`
-    lists what is damaged."""
+    """One row of `chatlab models`."""
     available = is_available(asset)
     path: str | None = None
     state, problems = ("not built" if available else "missing"), []

@@ -1,12 +1,5 @@
-"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document, and the
-`Engine` protocol the routes call (chatlab.engine.ChatEngine is one). Every route checks
-everything checkable first (the body size, the request model, then `engine.check` on a worker
-thread), so a bad request is a 400 before it costs a place in the fair queue.
-
-Model names follow RTP-LLM, not vLLM: a request naming any model is answered by the one served,
-and the response names it (langchain's `ChatOpenAI(model="anything-you-like")` just works);
-`GET /v1/models/{id}` follows the same rule. `strict_model_name=True` restores vLLM's 404.
-"""
+"""The OpenAI-compatible HTTP surface: routes, auth, limits, the OpenAPI document. A bad request is
+a 400 before it queues; any model name is answered by the one served (RTP-LLM's rule)."""
 from __future__ import annotations
 
 import json
@@ -32,9 +25,7 @@ REF = "#/components/schemas/{model}"
 
 
 class Engine(Protocol):
-    """What the routes need from an engine: facts for the model card and the queue, `check` to
-    turn a request into a plan before queueing (every 400 is raised there), and the calls that
-    run a checked plan."""
+    """What the routes need from an engine: its facts, `check` (every 400), and the runs."""
 
     @property
     def model_name(self) -> str: ...
@@ -59,9 +50,7 @@ class Engine(Protocol):
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]: ...
 
 
-class AppOptions(TypedDict, total=False):
-    """create_app's keywords, as start_server passes them on."""
-
+class AppOptions(TypedDict, total=False):  # create_app's keywords, as start_server passes them
     api_key: str | None
     max_waiting: int
     max_messages: int
@@ -81,8 +70,7 @@ def read_request(raw: bytes, cls: type[_R]) -> _R:
 
 
 def body_doc(cls: type) -> dict[str, Jsonable]:
-    """The route reads its body itself (so every failure is an OpenAI error), so the request
-    model is added to the document by hand."""
+    """The request model in the document (the route reads its body itself)."""
     schema = {"$ref": REF.format(model=cls.__name__)}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
@@ -107,9 +95,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
     queue = FairQueue(max_waiting=max_waiting, workers=int(engine.max_concurrency))
     app.state.queue, app.state.engine = queue, engine
     app.router.on_shutdown.append(queue.close)
-    # The routes reach the engine through app.state, never a closure over `engine`: FastAPI
-    # keeps classified endpoints in module-level lru_caches, so a closure would keep the model's
-    # memory alive for the life of the process. On shutdown the app lets go of it.
+    # routes read the engine from app.state (FastAPI's caches would keep a closure's model alive)
     app.router.on_shutdown.append(lambda: setattr(app.state, "engine", None))
 
     def served() -> Engine:
@@ -166,9 +152,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_waiting: int =
 
     @app.get("/v1/models/{model_id:path}", dependencies=[Depends(auth)])
     async def model(model_id: str) -> dict[str, Jsonable]:
-        # a client that may send `model="gpt-4o"` may also look it up first (the openai client's
-        # models.retrieve): the card says which model answers, as a chat response's `model` does
-        if not serves(model_id):
+        if not serves(model_id):  # the card says which model answers, as a response's `model`
             raise not_served(model_id)
         return card()
 

@@ -1,6 +1,5 @@
-"""Start the server from Python, e.g. inside a running notebook, where `uvicorn.run()` fails (an
-event loop is already running): the server runs in a daemon thread with its own loop.
-"""
+"""Start the server from Python (a notebook, whose running event loop `uvicorn.run()` refuses):
+in a daemon thread with its own loop."""
 from __future__ import annotations
 
 import socket
@@ -48,8 +47,7 @@ class ServerHandle:
 
 def start_server(engine: "Engine", host: str = "127.0.0.1", port: int | None = None,
                  *, log_level: str = "warning", **app_options: Unpack["AppOptions"]) -> ServerHandle:
-    """Serve `engine` (a ChatEngine, or another chatlab.serve.app.Engine) on host:port in a
-    background thread; port None = a free one."""
+    """Serve `engine` on host:port in a background thread; port None = a free one."""
     import uvicorn
 
     from chatlab.serve.app import create_app  # it imports fastapi at its top

@@ -1,7 +1,5 @@
-"""OpenAI's error body for every failure, and the handlers and ASGI middlewares that make sure
-nothing else leaks: a bad request is a 400 (never a 422, never a 500) whose `param` names the
-field to blame; an oversized body a 413; an unexpected exception a 500.
-"""
+"""OpenAI's error body for every failure: a bad request is a 400 (never a 422 or a 500) whose
+`param` names the field; an oversized body a 413; an unexpected exception a 500."""
 from __future__ import annotations
 
 import logging
@@ -24,8 +22,6 @@ TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_fo
 
 
 class APIError(Exception):
-    """An error with its HTTP status, raised by routes and the queue."""
-
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  headers: dict[str, str] | None = None):
         super().__init__(message)
@@ -34,23 +30,18 @@ class APIError(Exception):
 
 
 def _encodable(text: str) -> str:
-    """Messages may quote what the client sent; a lone surrogate in them would make the error
-    response itself fail to encode (a 500 while reporting a 400)."""
+    """A message that quotes a lone surrogate the client sent, made encodable."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> ErrorBody:
-    """OpenAI's error object for a failure answered with `status`: the same body whether it is
-    the response (unstreamed) or an error event inside a stream, so its `type` depends on what
-    went wrong, never on `stream`."""
+    """OpenAI's error object for a failure answered with `status`, streamed or not."""
     return {"error": {"message": _encodable(message), "type": TYPES.get(status, "invalid_request_error"),
                       "param": None if param is None else _encodable(param), "code": code}}
 
 
 def exception_body(err: BaseException) -> ErrorBody:
-    """The error event for an exception raised while a stream was already answering: a client
-    error (ChatlabError, APIError) keeps its status's type, param and code; anything else is the
-    server's, with no details leaked."""
+    """The error event for an exception raised mid-stream (a server error leaks no details)."""
     if isinstance(err, ChatlabError):
         return error_body(400, str(err), err.param, err.code)
     if isinstance(err, APIError):
@@ -94,13 +85,11 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive (a limit inside the
-    route is swallowed by FastAPI's body parsing); hand the app the body already read."""
+    """Refuse bodies over `max_bytes` with 413, counting bytes as they arrive."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
-        # an oversized body is read on (and dropped) up to this much before answering, so the
-        # client, still sending, reads the 413 instead of a reset connection
+        # read on (and dropped) up to this much, so a client still sending reads the 413
         self.drain_bytes = max(4 * max_bytes, 8_000_000)
 
     def too_big(self) -> ASGIApp:
@@ -134,8 +123,7 @@ class BodyLimit:
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that yields the buffered body once, then the connection's own messages (so
-    routes can still hear `http.disconnect`)."""
+    """A `receive` that yields the buffered body once, then the connection's own messages."""
     sent = False
 
     async def replay() -> Message:
@@ -149,8 +137,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 class CatchAll:
-    """Unexpected exceptions: logged, answered with a generic 500, connection closed, and not
-    re-raised (uvicorn would close a kept-alive connection under the client's next request)."""
+    """Unexpected exceptions: logged, answered with a generic 500 and not re-raised."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

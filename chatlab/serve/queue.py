@@ -1,9 +1,6 @@
-"""A bounded, fair queue in front of the model, and one request's generation driven through it.
-
-Jobs run on `workers` threads; waiting jobs are taken round-robin by client (`user`, else the
-address), so twenty requests from one cannot starve another's one. Past `max_waiting`: 429 with
-a `Retry-After`. A job whose client left is withdrawn, or sees its cancel flag per token.
-"""
+"""A bounded, fair queue in front of the model: waiting jobs are taken round-robin by client
+(`user`, else the address); past `max_waiting`, a 429 with `Retry-After`; a job whose client
+left is withdrawn, or cancelled at the next token."""
 from __future__ import annotations
 
 import asyncio
@@ -85,9 +82,7 @@ class FairQueue:
         return self._count
 
     def retry_after(self) -> int:
-        """Seconds until a place is likely free: the next waiting job starts after about one
-        job's duration (shared by the workers). Clamped to what clients honour (openai's waits
-        up to 60 s)."""
+        """Seconds until a place is likely free (about one job's duration), clamped to 1..60."""
         return max(1, min(60, math.ceil(self._seconds_per_job / self.workers)))
 
     def submit(self, work: JobBody, client: str) -> Job:

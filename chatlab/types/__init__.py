@@ -1,7 +1,5 @@
-"""The chat domain read from OpenAI's wire shapes: pydantic models that validate what a client
-sends, document it (/openapi.json) and make the frozen objects of chatlab.types.objects. The
-`parse_*` functions apply them to plain dicts (the CLI, a notebook); domain objects pass through.
-"""
+"""The chat domain read from OpenAI's wire shapes: pydantic models that validate, document
+(/openapi.json) and make chatlab.types.objects; `parse_*` apply them to plain dicts."""
 from __future__ import annotations
 
 import json
@@ -113,8 +111,7 @@ class WireMessage(Wire):
         out: dict[str, Jsonable] = {"role": role, "content": content, "tool_calls": calls or None}
         if calls and msg.get("tool_calls") is None:  # legacy: the one call, as sent
             out.update(tool_calls=None, function_call=calls[0]["function"])
-        # optional, as vLLM, LMDeploy and Ollama take a result without one (no chatlab renderer
-        # reads it; a template that needs it, such as Mistral's, says so itself)
+        # optional, as in vLLM, LMDeploy and Ollama
         if role == "tool" and msg.get("tool_call_id") is not None:
             if not isinstance(msg["tool_call_id"], str) or not msg["tool_call_id"]:
                 raise Refusal(".tool_call_id must be the id (a non-empty string) of the assistant's tool "
@@ -172,8 +169,7 @@ class LegacyFunction(Function):
 
 
 def _arguments_schema(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
-    """A tool's parameters: the schema of its arguments object, or `{}` for none. A call's
-    arguments are always a JSON object: a forced grammar for anything else writes no call."""
+    """A tool's parameters: the schema of its arguments object (always an object), or `{}`."""
     if not schema or schema.get("type") == "object":
         return schema
     root = f'"type": {json.dumps(schema["type"])}' if "type" in schema else 'no "type"'
@@ -253,9 +249,8 @@ class WireResponseFormat(Wire):
 
 
 def _choice(choice: Jsonable) -> Jsonable:
-    """`tool_choice` (or legacy `function_call`) in its one wire form: "auto" / "none" /
-    "required", or {"type": "function", "function": {"name": N}} from that, legacy {"name": N}
-    or a bare tool name (the CLI's --tool-choice NAME)."""
+    """`tool_choice` (or legacy `function_call`) in its one wire form (a legacy {"name": N} or a
+    bare tool name becomes {"type": "function", "function": {"name": N}})."""
     if isinstance(choice, ToolChoice):
         return choice.to_openai()
     if choice is None or choice in ("auto", "none", "required"):
@@ -325,8 +320,7 @@ def merge_tools(tools: tuple[ToolSpec, ...], functions: tuple[ToolSpec, ...], la
 
 
 def named_choice(choice: ToolChoice | None, tools: list[ToolSpec]) -> ToolChoice:
-    """The choice, its named tool one of `tools`. "required" with no tools is allowed: llama-index
-    sends it."""
+    """The choice, its named tool one of `tools` ("required" with none: llama-index sends it)."""
     if choice is None:
         return ToolChoice("auto")
     names = [t.name for t in tools]
@@ -344,7 +338,6 @@ def _validate(shape: object, value: Jsonable, root: str) -> Jsonable:
 
 
 def parse_messages(messages: Jsonable) -> list[Message]:
-    """OpenAI-shaped messages (dicts or Messages) as Messages."""
     return list(messages_of(_validate(Messages, messages, "messages")))
 
 

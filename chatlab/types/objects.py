@@ -1,7 +1,5 @@
-"""The chat domain as frozen objects, what every layer below the edge takes; the refusal a
-wire-shape validator raises, written relative to the refused value's place so that `param` is
-the field's path (`messages[0].role`) however the value was reached; and `FromWire`, the field
-that is read as a wire shape and held as a domain object."""
+"""The chat domain as frozen objects; the refusal a wire-shape validator raises, relative to
+the refused value's path (`param`); and `FromWire`, read as a wire shape, held as an object."""
 from __future__ import annotations
 
 import json
@@ -25,7 +23,6 @@ ChoiceMode = Literal["auto", "none", "required", "named"]
 FormatKind = Literal["text", "json_object", "json_schema"]
 
 
-# -- the domain: what every layer below the edge takes ----------------------------------------
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -68,8 +65,7 @@ class ToolSpec:
 
     @property
     def schema(self) -> dict[str, Jsonable]:
-        """The arguments' JSON schema (an empty object when the tool declares no parameters:
-        none sent, or `{}`, which alone would let a grammar write any JSON value)."""
+        """The arguments' JSON schema (an empty object's when the tool declares no parameters)."""
         return self.parameters if self.parameters else {"type": "object", "properties": {}}
 
     def to_openai(self) -> dict[str, Jsonable]:
@@ -97,11 +93,9 @@ class ResponseFormat:
     name: str | None = None
 
 
-# -- refusals and where they point ------------------------------------------------------------
 class Refusal(ValueError):
-    """A validator's refusal, written relative to the refused value's path: the message is the
-    path followed by `text` (or `text` alone when `whole`); `param` is the path extended by
-    `field` (or `param` itself when given)."""
+    """A validator's refusal: the message is the value's path and `text` (`text` alone when
+    `whole`); `param` is the path extended by `field` (or `param` when given)."""
 
     def __init__(self, text: str, field: str = "", whole: bool = False, param: str | None = None) -> None:
         super().__init__(text)
@@ -201,8 +195,7 @@ def schema_at(schema: Jsonable, at: str) -> dict[str, Jsonable]:
 
 
 def _inline(schema: dict[str, Jsonable]) -> dict[str, Jsonable]:
-    """A JSON schema with its $defs inlined (no wire shape recurses), so each field's schema in
-    /openapi.json stands alone."""
+    """A JSON schema with its $defs inlined (no wire shape recurses)."""
     defs = schema.pop("$defs", {})
 
     def inline(node: Jsonable) -> Jsonable:

@@ -1,10 +1,6 @@
-"""OpenAI's response shapes as chatlab sends them, typed once: what the engine builds and the
-server, the CLI and the tests read back. They check nothing at run time. `NotRequired` marks a
-key chatlab leaves out rather than sends as null.
-"""
-# No `from __future__ import annotations` here: Python 3.11 reads NotRequired in a TypedDict
-# only from evaluated annotations, and __required_keys__ must be right at run time (the tests
-# check produced responses against them).
+"""OpenAI's response shapes as chatlab sends them, typed once (`NotRequired`: a key left out
+rather than sent as null)."""
+# no `from __future__ import annotations`: 3.11 needs evaluated NotRequired for __required_keys__
 from typing import Literal, NotRequired, TypedDict
 
 
@@ -14,18 +10,13 @@ class Usage(TypedDict):
     total_tokens: int
 
 
-# -- logprobs -------------------------------------------------------------------------------
 class TopLogprobEntry(TypedDict):
-    """One alternative token in a chat `top_logprobs` list."""
-
     token: str
     logprob: float
     bytes: list[int]
 
 
 class LogprobEntry(TopLogprobEntry):
-    """One generated token in a chat `logprobs.content` list."""
-
     top_logprobs: list[TopLogprobEntry]
 
 
@@ -34,16 +25,13 @@ class ChatLogprobs(TypedDict):
     refusal: None
 
 
-class TextLogprobs(TypedDict):
-    """Legacy completions' `logprobs`: parallel lists, one entry per token."""
-
+class TextLogprobs(TypedDict):  # legacy completions: parallel lists, one entry per token
     tokens: list[str]
     token_logprobs: list[float]
     top_logprobs: list[dict[str, float]]  # token text -> logprob, the chosen token included
     text_offset: list[int]
 
 
-# -- tool calls -----------------------------------------------------------------------------
 class AssistantFunctionCall(TypedDict):
     name: str
     arguments: str  # the arguments as JSON text, as the model wrote them
@@ -55,9 +43,7 @@ class AssistantToolCall(TypedDict):
     function: AssistantFunctionCall
 
 
-class FunctionCallDelta(TypedDict, total=False):
-    """A piece of a call: the name once, then argument fragments."""
-
+class FunctionCallDelta(TypedDict, total=False):  # the name once, then argument fragments
     name: str
     arguments: str
 
@@ -69,10 +55,7 @@ class ToolCallDelta(TypedDict):
     function: FunctionCallDelta
 
 
-# -- chat completions -----------------------------------------------------------------------
-class Delta(TypedDict, total=False):
-    """One streamed change to the assistant message (empty in a choice's last chunk)."""
-
+class Delta(TypedDict, total=False):  # empty in a choice's last chunk
     role: Literal["assistant"]
     content: str
     tool_calls: list[ToolCallDelta]
@@ -121,7 +104,6 @@ class ChatCompletionChunk(TypedDict):
     usage: NotRequired[Usage]  # only in the usage chunk
 
 
-# -- legacy completions ---------------------------------------------------------------------
 class TextChoice(TypedDict):
     index: int
     text: str
@@ -147,7 +129,6 @@ class TextCompletion(TypedDict):
     usage: Usage | None
 
 
-# -- errors ---------------------------------------------------------------------------------
 class ErrorDetail(TypedDict):
     message: str
     type: str  # "invalid_request_error", "server_error", ...
