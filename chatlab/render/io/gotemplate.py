@@ -1,10 +1,7 @@
 """The subset of Go's text/template that Ollama chat templates use: its parser and evaluator.
 
-Read: text; field chains (`.System`, `$.Tools`, `$m.ToolCalls`); if/else if/else/end; range over
-a list or map (with `$i, $m :=`, else, break, continue); `$x :=` / `$x =`; the FUNCS; literals;
-parentheses; comments; `{{-` / `-}}`. Anything else (pipes, `with`, `template`, other fields) is
-refused at parse time, naming the line, so an import never renders unlike Ollama in silence.
-Values from a message stay `Val`s (their message index), so the output is encoded at id level.
+Anything outside SUBSET (pipes, `with`, `template`, other fields) is refused at parse time, naming
+the line, so an import never renders unlike Ollama in silence. Message values stay `Val`s.
 """
 from __future__ import annotations
 
