@@ -237,7 +237,6 @@ class Composer:
         self.round = 0
         self.open = False
 
-    # -- pieces -------------------------------------------------------------------------
     def special(self, token_id: int | None, what: str) -> int:
         if token_id is None:
             raise ChatlabError(f"template {self.t.name} needs the tokenizer's {what} token, which it "
@@ -282,7 +281,6 @@ class Composer:
         for t in turns:
             self.turn(t.role, msg, self.bits(t.bits, msg), header=t.header, footer=t.footer, meta=t.meta)
 
-    # -- the conversation ---------------------------------------------------------------
     def render(self, add_generation_prompt: bool) -> list[Piece]:
         t, msgs = self.t, self.msgs
         self.parts(t.prefix, -1, "prefix")

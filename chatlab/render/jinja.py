@@ -80,7 +80,6 @@ class Marks:
         self.messages = [self._message(i, m) for i, m in enumerate(messages)]
         self.tools = [self._tool(t) for t in tools] if tools else None
 
-    # -- marking ------------------------------------------------------------------------
     def _new(self, text: str, message: int, slot: str) -> str:
         self.originals.append((text, message, slot))
         return f"{self.open}{len(self.originals) - 1}{self.close}"
@@ -134,7 +133,6 @@ class Marks:
             return self._share(value, key in IDENT_KEYS)
         return value
 
-    # -- unmarking ----------------------------------------------------------------------
     def original(self, text: str) -> str:
         m = self.pattern.fullmatch(text)
         return self.originals[int(m.group(2))][0] if m else text

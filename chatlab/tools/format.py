@@ -124,7 +124,6 @@ class ToolFormat(ABC):
         """A fresh streaming parser for one response (it knows the tools' names)."""
         return self.parser_class(tools)
 
-    # -- prompt (id level) ----------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
         """Bits appended to the system turn's body (after its text, if `after_text`)."""
         return []
@@ -137,7 +136,6 @@ class ToolFormat(ABC):
         """A user message that is really a tool result (Qwen3 counts queries without them)."""
         return False
 
-    # -- history (id level) ---------------------------------------------------------------
     @abstractmethod
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
         """The calls of one assistant message, written after its content."""
@@ -156,7 +154,6 @@ class ToolFormat(ABC):
         turns = self.assistant_turns(-1, content, [data(content)], calls, None, None)
         return "".join(b.value for t in turns for b in t.bits)
 
-    # -- export (Jinja) -------------------------------------------------------------------
     def jinja_system(self) -> str:
         """Statements that add the tools to `ns.body` (the system text, `sys`)."""
         return ""
@@ -180,7 +177,6 @@ class ToolFormat(ABC):
     def jinja_tool(self, w: JinjaTurns) -> str:
         return w.turn("tool", "c")
 
-    # -- grammar --------------------------------------------------------------------------
     @abstractmethod
     def call_tag(self, tool: ToolSpec) -> dict:
         """The xgrammar structural tag of one call to `tool`."""
