@@ -20,11 +20,6 @@ from chatlab.render.template import TEMPLATES
 TemplateChoice = Union[str, Path, Resolution, None]
 
 
-def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:
-    return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
-                                  type(tokenizer).__name__]))
-
-
 def by_model_type(who: str) -> tuple[str, str] | None:
     """(hint, template name) of the most specific model-type hint in `who` ("qwen3" before "qwen")."""
     hints = sorted(((h, t.name) for t in TEMPLATES.values() for h in t.model_types), key=lambda x: -len(x[0]))
@@ -54,7 +49,8 @@ def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
         return load_template(template).for_tokenizer(tokenizer)
     if template:
         return Resolution.builtin(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
-    who = identity_of(tokenizer, model_name)
+    who = " ".join(filter(None, [model_name, str(getattr(tokenizer, "name_or_path", "") or ""),
+                                 type(tokenizer).__name__]))
     for pattern, name, why in MODEL_RENDERERS:
         if re.search(pattern, who, re.IGNORECASE):
             return Resolution.builtin(tokenizer, name, "model-renderer", why)

@@ -94,12 +94,8 @@ WHITESPACE = " \t\r\n"
 
 def find_marker(text: str, markers: tuple[str, ...], start: int = 0) -> tuple[int, str] | None:
     """Earliest (position, marker) of any marker in text[start:], or None."""
-    best = None
-    for m in markers:
-        pos = text.find(m, start)
-        if pos >= 0 and (best is None or pos < best[0]):
-            best = (pos, m)
-    return best
+    hits = [(pos, m) for m in markers if (pos := text.find(m, start)) >= 0]
+    return min(hits, key=lambda hit: hit[0]) if hits else None
 
 
 def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:

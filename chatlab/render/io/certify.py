@@ -72,13 +72,9 @@ class Cell:
 
 
 def overall(cells: Iterable[Cell]) -> str:
-    """The verdict over cells: any difference wins; then anything not expressible; then id-equal
-    if any cell rendered; else not rendered."""
+    """The verdict over cells: any difference wins, then anything not expressible, then id-equal."""
     seen = {c.verdict for c in cells}
-    for verdict in (DIFFERS, CANNOT, EQUAL):
-        if verdict in seen:
-            return verdict
-    return NOT_RENDERED
+    return next((verdict for verdict in (DIFFERS, CANNOT, EQUAL) if verdict in seen), NOT_RENDERED)
 
 
 TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
