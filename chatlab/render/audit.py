@@ -1,9 +1,6 @@
 """Audit a tokenizer + template: render probe chats on the "string path" (the chat_template
 rendered to text, then encoded: what most servers do) and the "id path" (chatlab's), and report
-what breaks. Problems (exit 1): a special token split into pieces when its text is encoded; a
-doubled or unexpected BOS; eos missing from the stops or disagreeing with generation_config; the
-paths disagreeing on an ordinary chat; content as control ids on the id path (never expected).
-Content as control ids on the string path is a note: the reason the id path exists.
+what breaks: split special tokens, a doubled BOS, eos trouble, the paths disagreeing, injection.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""A template with its tokenizer, rendered to ids: `Resolution`, one type for a template however
-it came (a built-in, a file in another engine's format, the tokenizer's own chat_template), and
-`Composer`, which lays a built-in template's parts and a chat out as pieces for `encode_pieces`.
-
-Everything a message carries goes in as `content` pieces, encoded as plain text; only the
-template's own parts can be control ids. Where tools go is the tool format's business
-(chatlab.tools); io/jinja_writer.py writes the same rules as Jinja, and tests hold the two equal.
+"""`Resolution`, one type for a template however it came (built-in, another engine's file, the
+tokenizer's chat_template) with its tokenizer; `Composer` lays a built-in template and a chat out
+as pieces. Message data goes in as `content` pieces, so only the template's parts can be control
+ids; io/jinja_writer.py writes the same rules as Jinja, and tests hold the two equal.
 """
 from __future__ import annotations
 
@@ -66,9 +63,7 @@ def vllm_message(m: Message) -> dict[str, Jsonable]:
 @dataclass
 class Resolution:
     """Which template renders a chat, why (`rule`, `reason`), and for which tokenizer. The template
-    is one of: `template` (built-in parts, or an LMDeploy / LLaMA-Factory file read into them),
-    `chat_template` (Jinja, rendered in the sandbox), `modelfile` (an Ollama Go template).
-    `load_template` makes one without a tokenizer; `resolve(tokenizer, template=...)` adds it."""
+    is `template` (parts), `chat_template` (sandboxed Jinja) or `modelfile` (an Ollama Go template)."""
 
     rule: str
     reason: str
@@ -77,13 +72,10 @@ class Resolution:
     template: Template | None = field(default=None, repr=False)
     chat_template: str | None = field(default=None, repr=False)
     modelfile: GoTemplate | None = field(default=None, repr=False)
-    # The engine whose own tokenizer call adds the bos id in front of the rendered text (a
-    # template in its format never writes it): "ollama" (llama.cpp adds it even when the text
-    # already starts with one) or "lmdeploy" (its encode drops a doubled one).
+    # The engine whose tokenizer adds the bos the template never writes: "ollama" (even when the
+    # text already starts with one) or "lmdeploy" (its encode drops a doubled one).
     engine_bos: str | None = None
-    # The built-in the model store names for this model's requests with tools, where its own
-    # chat_template has no tool section (Asset.tool_template); None: no other template, ever.
-    tools_template: str | None = None
+    tools_template: str | None = None  # the built-in the model store names for tool requests
     fmt: str = "builtin"  # the format it was written in: "builtin" or a name in TEMPLATE_FORMATS
     source: str | None = None  # the file it was read from
     notes: list[str] = field(default_factory=list)  # what its reader warned about
@@ -125,8 +117,7 @@ class Resolution:
 
     @property
     def writes_tools(self) -> bool:
-        """Whether this template writes tool definitions: a tool format, an Ollama template (which
-        renders .Tools or refuses them itself), or a Jinja template with a tool section."""
+        """Whether this template writes tool definitions (an Ollama template refuses them itself)."""
         if self.tool_format is not None or self.modelfile is not None:
             return True
         return self.chat_template is not None and "tools" in template_reads(self.chat_template)
@@ -158,8 +149,7 @@ class Resolution:
 
     def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
                add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
-        """Ids for `messages` (and `tools`). Typed values are used as they are; plain OpenAI
-        dicts (a notebook's) are parsed once by chatlab.types, the only validator."""
+        """Ids for `messages` (and `tools`); plain OpenAI dicts are parsed once by chatlab.types."""
         if "functions" in options:  # would reach the Jinja context and be silently ignored
             raise ChatlabError("render() takes legacy `functions` as tools: pass "
                                "tools=chatlab.types.parse_tools(functions=...)")
@@ -203,9 +193,8 @@ class Resolution:
 
     def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
                        **options: Jsonable) -> tuple["Resolution", Rendered]:
-        """A request's render, as the server, `chatlab render` and `chatlab certify` all do it: a
-        request with tools, or with tool calls or results in its history, goes to `for_tools`.
-        Returns the resolution used and its render."""
+        """The resolution used and its render, as the server and the CLI do it: a request with
+        tools, calls or results goes to `for_tools`."""
         msgs, tool_list = as_messages(messages), as_tools(tools)
         used = self
         if tool_list or any(m.tool_calls or m.role == "tool" for m in msgs):
@@ -220,10 +209,8 @@ class Resolution:
         return replace(self, tokenizer=tokenizer)
 
     def for_tools(self) -> "Resolution":
-        """This resolution, unless the model store names a built-in for the model's tool requests
-        because its own chat_template has no tool section (SmolLM2's GGUF template ignores tools;
-        the `smollm2` built-in is the same ChatML layout with Hermes tools). Nothing else is ever
-        substituted: a template that cannot carry the request refuses it (`check_tools`)."""
+        """This resolution, unless the model store names a built-in for tool requests because its
+        chat_template has no tool section (SmolLM2's). Nothing else is ever substituted."""
         if self.tools_template is None or self.writes_tools:
             return self
         name = self.tools_template
@@ -249,13 +236,6 @@ class Composer:
         self.out: list[Piece] = []
         self.round = 0
         self.open = False
-
-    # -- pieces -------------------------------------------------------------------------
-    def content(self, text: str, msg: int, slot: str = "content") -> Piece:
-        return Piece("content", text, msg, slot)
-
-    def text(self, text: str, msg: int, slot: str = "content") -> Piece:
-        return Piece("text", text, msg, slot)
 
     def special(self, token_id: int | None, what: str) -> int:
         if token_id is None:
@@ -301,7 +281,6 @@ class Composer:
         for t in turns:
             self.turn(t.role, msg, self.bits(t.bits, msg), header=t.header, footer=t.footer, meta=t.meta)
 
-    # -- the conversation ---------------------------------------------------------------
     def render(self, add_generation_prompt: bool) -> list[Piece]:
         t, msgs = self.t, self.msgs
         self.parts(t.prefix, -1, "prefix")
@@ -315,13 +294,13 @@ class Composer:
             prev = msgs[i - 1].role if i > 0 else None
             nxt = msgs[i + 1].role if i + 1 < len(msgs) else None
             if m.role == "user":
-                body = [self.content(m.content, i)]
+                body = [Piece("content", m.content, i, "content")]
                 if self.fmt and i == last_user:
                     body = self.bits(self.fmt.user_prefix(self.tools), i) + body
                 self.turn("user", i, body, system=pending_system)
                 pending_system = None
             elif m.role == "system":
-                self.turn("system", i, [self.content(m.content, i)])
+                self.turn("system", i, [Piece("content", m.content, i, "content")])
             elif m.role == "assistant":
                 self.assistant(i, m, prev, nxt)
             else:
@@ -331,7 +310,7 @@ class Composer:
         if add_generation_prompt and not self.open:
             self.parts(t.gen_prompt(), -1, "generation_prompt")
             if t.think and self.options.get("enable_thinking") is False:
-                self.out.append(self.text("<think>\n\n</think>\n\n", -1, "generation_prompt"))
+                self.out.append(Piece("text", "<think>\n\n</think>\n\n", -1, "generation_prompt"))
         return self.out
 
     def system(self) -> tuple[int, list[Piece] | None]:
@@ -343,7 +322,7 @@ class Composer:
             text, idx = t.default_system or None, -1
         if self.fmt and text is None:
             text = self.fmt.default_system
-        body = [] if text is None else [self.content(text, idx, "system" if idx < 0 else "content")]
+        body = [] if text is None else [Piece("content", text, idx, "system" if idx < 0 else "content")]
         if self.fmt:
             body += self.bits(self.fmt.system_tools(self.tools, bool(body)), idx)
         if not body:
@@ -357,7 +336,8 @@ class Composer:
         return int(has), None
 
     def assistant(self, i: int, m: Message, prev: str | None, nxt: str | None) -> None:
-        content, body = self.think(i, m) if self.t.think else (m.content, [self.content(m.content, i)])
+        plain = (m.content, [Piece("content", m.content, i, "content")])
+        content, body = self.think(i, m) if self.t.think else plain
         if m.tool_calls and not self.call_fmt:
             raise ChatlabError(f"messages[{i}] has tool calls, but template {self.t.name} has no "
                                "tool-call format; choose a template with one (`chatlab templates`)")
@@ -375,15 +355,15 @@ class Composer:
             content = content.split("</think>")[-1].lstrip("\n")
         reasoning = reasoning or ""
         if i > self.last_query and (i == len(self.msgs) - 1 or reasoning):
-            return content, [self.text("<think>\n", i, "reasoning"),
-                             self.content(reasoning.strip("\n"), i, "reasoning"),
-                             self.text("\n</think>\n\n", i, "reasoning"),
-                             self.content(content.lstrip("\n"), i)]
-        return content, [self.content(content, i)]
+            return content, [Piece("text", "<think>\n", i, "reasoning"),
+                             Piece("content", reasoning.strip("\n"), i, "reasoning"),
+                             Piece("text", "\n</think>\n\n", i, "reasoning"),
+                             Piece("content", content.lstrip("\n"), i, "content")]
+        return content, [Piece("content", content, i, "content")]
 
     def tool(self, i: int, m: Message, prev: str | None, nxt: str | None) -> None:
         if not self.call_fmt:
-            return self.turn("tool", i, [self.content(m.content, i)])
+            return self.turn("tool", i, [Piece("content", m.content, i, "content")])
         turns, self.open = self.call_fmt.result_turns(i, m.content, prev, nxt)
         self.write(turns, i)
         return None

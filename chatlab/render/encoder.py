@@ -1,13 +1,9 @@
 """From pieces to ids, with a map of which message and slot every id came from.
 
-`Encoder` is one small interface over the tokenizers chatlab renders for (fast and slow Hugging
-Face ones, ChatGLM3's, Qwen-1's tiktoken): the one id of a special token, the special texts the
-tokenizer matches in template text, an encoding of content that never matches any special text,
-and char offsets. Every renderer produces `Piece`s: template text, message content, special ids
-and breaks. Template text is cut at the tokenizer's own special tokens; consecutive text
-(template and content) is encoded in one call, so merges across the boundary happen as in the
-rendered string, but that call never yields a control id: a user who types `<|im_end|>` gets
-those characters. A `break` ends a run early (ChatGLM3 encodes role line and content apart).
+`Encoder` is one interface over the tokenizers chatlab renders for (Hugging Face fast and slow,
+ChatGLM3's, Qwen-1's tiktoken). Template text is cut at the tokenizer's special tokens; a run of
+text (template and content) is encoded in one call, so merges across the boundary happen as in
+the rendered string, yet content never yields a control id. A `break` ends a run early.
 """
 from __future__ import annotations
 
@@ -74,10 +70,8 @@ class Encoder:
 
     @cached_property
     def adds_bos(self) -> bool:
-        """Whether encoding a prompt the ordinary way (special tokens on) puts the bos id first:
-        what an engine that tokenizes the rendered text itself gets (LMDeploy's
-        `encode(prompt, add_bos=True)`, llama.cpp's `add_special` under Ollama, which reads the
-        GGUF's add_bos_token, the same flag as the Hugging Face tokenizer's)."""
+        """Whether encoding a prompt with special tokens on puts the bos id first: what an engine
+        that tokenizes the rendered text itself gets (LMDeploy, llama.cpp under Ollama)."""
         if self.bos_id is None:
             return False
         flag = bool(getattr(self.tokenizer, "add_bos_token", False))
@@ -96,7 +90,7 @@ class Encoder:
         if token in self.extra_specials:
             return self.extra_specials[token]
         ids = self.encode_plain(token)[0]
-        if len(ids) == 1:  # an ordinary single piece (e.g. "sop" in a plain vocabulary)
+        if len(ids) == 1:  # an ordinary single piece ("sop" in a plain vocabulary)
             return ids[0]
         name = tokenizer_name(self.tokenizer)
         raise MissingSpecialToken(f"template {template or '?'} needs the special token {token!r}, which the "
@@ -128,13 +122,9 @@ class Encoder:
         return "\x00".join(texts), heads, tails, max(map(len, texts), default=0), pattern
 
     def could_form_special(self, text: str) -> bool:
-        """Whether `text`, written into template text, could be (part of) a special-token match.
-
-        True when it holds a special text, lies inside one, or starts with the tail / ends with
-        the head of one (so template text next to it could complete the token). Checked case-
-        insensitively and on its JSON-escaped forms too, since templates may upper-case a
-        string or write it through `tojson`. Strings for which this is False cannot produce a
-        control id wherever a template puts them, so they may be left unmarked."""
+        """Whether `text`, written into template text, could be (part of) a special-token match:
+        it holds or lies inside one, or could complete one with its neighbours. Checked
+        case-insensitively and JSON-escaped too (templates may upper-case or `tojson` it)."""
         joined, heads, tails, longest, pattern = self._fragments
         if pattern is None or not text:
             return False
@@ -188,9 +178,8 @@ class Encoder:
 
 
 def _piece_offsets(pieces: list[str], length: int) -> list[tuple[int, int]]:
-    """Char spans of SentencePiece pieces over the text (the dummy-prefix "▁" maps to nothing);
-    byte-fallback pieces <0xNN> advance one char once the bytes of a character are complete.
-    Approximate where the model normalizes text; used only to attribute ids to slots."""
+    """Char spans of SentencePiece pieces over the text (approximate where the model normalizes
+    text; used only to attribute ids to slots)."""
     spans, pos, pending = [], -1, b""
     for piece in pieces:
         start = max(pos, 0)
@@ -268,10 +257,9 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
     run: list[tuple[str, int, str]] = []
 
     def close() -> None:
-        nonlocal run
         if run:
-            items.append(run)
-            run = []
+            items.append(run.copy())
+            run.clear()
 
     pending: list[Piece] = []  # consecutive template text, matched for specials as one string
 
@@ -318,11 +306,9 @@ def encode_pieces(encoder: Encoder, pieces: list[Piece]) -> tuple[list[int], str
 
 
 def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int, tuple[int, str]]]:
-    """Consecutive template-text pieces cut at special-token text as ONE string, the way a
-    rendered prompt is tokenized: `<|` + `user` + `|>` from three template nodes (Ollama's
-    `<|{{ .Role }}|>`) is the one id of `<|user|>`, not five pieces. Each output part keeps the
-    owner (message, slot) of the piece it starts in; text parts are also cut at piece bounds so
-    the slot map still tells template text of different owners apart."""
+    """Consecutive template-text pieces cut at special-token text as ONE string (`<|` + `user` +
+    `|>` from three Ollama nodes is the one id of `<|user|>`). Each part keeps the owner of the
+    piece it starts in; text parts are also cut at piece bounds for the slot map."""
     if len(pieces) == 1:  # the common case: no boundary to look across
         p = pieces[0]
         return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.text)]

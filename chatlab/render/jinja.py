@@ -1,13 +1,10 @@
 """A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids
 without injection.
 
-Before the render, every string the client wrote is replaced by a sentinel `OPEN n CLOSE` of
-private-use characters no input contains, so what lies between sentinels was written by the
-template; chatlab's `tojson` turns a sentinel it serializes into a JSON one (`sort_keys` sorts by
-the original keys). A second render with the real strings checks that the template did not
-branch on them; if it did, the client text is located in the real render, and refused if that
-holds a control token the template did not write. Identifiers (names, ids, property names,
-`required`) are marked only when they could form a special token; protocol words never are.
+Every client string is replaced by a sentinel of private-use characters, so what lies between
+sentinels was written by the template (`tojson` keeps sentinels JSON-escaped). A second render
+with the real strings checks the template did not branch on them; if it did, the client text is
+located in the real render. Identifiers are marked only when they could form a special token.
 """
 from __future__ import annotations
 
@@ -29,11 +26,8 @@ if TYPE_CHECKING:
     import jinja2.sandbox
     from jinja2 import nodes
 
-# Values under these keys (in tool definitions) are identifiers, see the module docstring.
 IDENT_KEYS = {"name", "type", "required"}
-# Protocol vocabulary, the same words in every request (OpenAI's tool shape, JSON Schema's
-# keywords and type names): templates read them by name, so they are never marked. They are
-# not client text, and a request whose `type` is not one of these names fails the schema check.
+# Protocol vocabulary (OpenAI's tool shape, JSON Schema's keywords): never marked, templates read them.
 KEYWORDS = {
     "type", "function", "name", "description", "parameters", "strict", "properties", "required",
     "items", "prefixItems", "enum", "const", "default", "title", "examples", "format", "pattern",
@@ -86,13 +80,12 @@ class Marks:
         self.messages = [self._message(i, m) for i, m in enumerate(messages)]
         self.tools = [self._tool(t) for t in tools] if tools else None
 
-    # -- marking ------------------------------------------------------------------------
     def _new(self, text: str, message: int, slot: str) -> str:
         self.originals.append((text, message, slot))
         return f"{self.open}{len(self.originals) - 1}{self.close}"
 
     def text(self, text: str, message: int, slot: str) -> str:
-        """Free text: always marked (an empty string cannot inject, and templates test truthiness)."""
+        """Free text: always marked, unless empty (templates test truthiness)."""
         return self._new(text, message, slot) if text else text
 
     def ident(self, text: str, message: int, slot: str) -> str:
@@ -140,14 +133,13 @@ class Marks:
             return self._share(value, key in IDENT_KEYS)
         return value
 
-    # -- unmarking ----------------------------------------------------------------------
     def original(self, text: str) -> str:
         m = self.pattern.fullmatch(text)
         return self.originals[int(m.group(2))][0] if m else text
 
     def tojson(self, value: Jsonable, ensure_ascii: bool, indent: int | str | None,
                separators: tuple[str, str] | None, sort_keys: bool) -> str:
-        """json.dumps whose sentinels come back as JSON sentinels (see the module docstring)."""
+        """json.dumps whose sentinels come back as JSON sentinels (sorted by the original keys)."""
         if sort_keys:
             value = self._sorted(value)
         text = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators)
@@ -225,8 +217,7 @@ def compile_template(source: str) -> "jinja2.Template":
 
 @lru_cache(maxsize=32)
 def template_reads(source: str) -> frozenset[str]:
-    """The context variables a chat template reads (`messages`, `tools`, `bos_token`...), from
-    its syntax tree: whether it has a tool section at all is whether it reads `tools`."""
+    """The context variables a chat template reads (`messages`, `tools`, ...), from its syntax tree."""
     from jinja2 import meta
 
     compile_template(source)  # a syntax error is reported as compile_template reports it

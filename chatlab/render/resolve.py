@@ -1,13 +1,7 @@
-"""Which template a model gets, and why: the resolution chain (of the RTP-LLM article).
-
-1. "explicit": a template named by the user (a built-in, or a file chatlab.render.io reads);
-2. "model-renderer": a model whose official prompt is built in code (ChatGLM3's build_chat_input,
-   Qwen-1's make_context, ChatGLM2, Baichuan2);
-3. "tokenizer-template": the tokenizer's own chat_template, through the safe Jinja path;
-4. "model-type": a built-in template chosen from the model's type or name;
-5. "chatml-fallback": ChatML.
-A request with tools goes to the chosen template's tool section or format, else is refused; the
-one other template it can get is the built-in the model store names ("tools-fallback").
+"""Which template a model gets, and why: the resolution chain (of the RTP-LLM article):
+"explicit" (named by the user), "model-renderer" (a model whose official prompt is built in code),
+"tokenizer-template" (its chat_template, through the safe Jinja path), "model-type" (a built-in
+chosen from the model's type or name), "chatml-fallback".
 """
 from __future__ import annotations
 
@@ -24,11 +18,6 @@ from chatlab.render.template import TEMPLATES
 
 # What `template=` takes: a built-in name, a file's path, or a Resolution (a loaded file's too)
 TemplateChoice = Union[str, Path, Resolution, None]
-
-
-def identity_of(tokenizer: HFTokenizer, model_name: str | None) -> str:
-    return " ".join(filter(None, [model_name or "", str(getattr(tokenizer, "name_or_path", "") or ""),
-                                  type(tokenizer).__name__]))
 
 
 def by_model_type(who: str) -> tuple[str, str] | None:
@@ -52,16 +41,16 @@ MODEL_RENDERERS = [
 
 def resolve(tokenizer: HFTokenizer, model_name: str | None = None,
             template: "TemplateChoice" = None) -> Resolution:
-    """`template`: a built-in name, a template file (Jinja, LMDeploy JSON, Ollama Modelfile,
-    LLaMA-Factory slots: chatlab.render.io), or a Resolution (a loaded file rendered for
-    `tokenizer`; one with a tokenizer used as it is); None resolves by the chain."""
+    """`template`: a built-in name, a template file (chatlab.render.io), or a Resolution (given
+    `tokenizer` if it has none); None resolves by the chain."""
     if isinstance(template, Resolution):
         return template if template.tokenizer is not None else template.for_tokenizer(tokenizer)
     if template is not None and (not isinstance(template, str) or template not in TEMPLATES):
         return load_template(template).for_tokenizer(tokenizer)
     if template:
         return Resolution.builtin(tokenizer, template, "explicit", f"the template {template!r} was named explicitly")
-    who = identity_of(tokenizer, model_name)
+    who = " ".join(filter(None, [model_name, str(getattr(tokenizer, "name_or_path", "") or ""),
+                                 type(tokenizer).__name__]))
     for pattern, name, why in MODEL_RENDERERS:
         if re.search(pattern, who, re.IGNORECASE):
             return Resolution.builtin(tokenizer, name, "model-renderer", why)

@@ -1,11 +1,7 @@
-"""Chat templates as data, what each role's turn is made of at the level of token ids, and the
-built-in ones, each after its model's official prompt code (stop words and ids included).
-
-A turn is a tuple of parts: `T` template text (special-token text in it becomes the special id,
-as in a Jinja chat_template); `S` a special token that must be exactly one id (ChatGLM3's
-tokenizer splits `<|user|>` written as text); `BOS`/`EOS` the tokenizer's own; `CONTENT` the
-message, always plain text; `BREAK` ends a run of text, so what follows is encoded on its own;
-`ROUND` the 1-based round number (ChatGLM2); `META` the turn's metadata line (ChatGLM3's tool name).
+"""Chat templates as data at the level of token ids, and the built-in ones after their models'
+official prompt code. A turn is a tuple of parts: `T` template text; `S` a special token that must
+be one id; `BOS`/`EOS`; `CONTENT` (always plain text); `BREAK` (what follows is encoded on its own);
+`ROUND` (ChatGLM2's round number); `META` (ChatGLM3's metadata line).
 """
 from __future__ import annotations
 
@@ -35,9 +31,8 @@ def S(token: str) -> Part:
 
 BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
 ROUND, META = Part("round"), Part("meta")
-# SEAM: where an engine encodes the text before and after apart (LLaMA-Factory encodes each slot
-# element on its own, so no token merges, and no special token matches, across it). At id level a
-# break; engines that tokenize the whole rendered text (Jinja, LMDeploy, Ollama exports) have none.
+# SEAM: where LLaMA-Factory encodes the text before and after apart (at id level a break; engines
+# that tokenize the whole rendered text have none).
 SEAM = Part("seam")
 Parts = tuple[Part, ...]
 
@@ -53,13 +48,11 @@ class Template:
     prefix: Parts = ()
     generation_prompt: Parts | None = None
     default_system: str | None = None
-    # "turn": the system message is a turn of its own; "first-user": it is folded into the
-    # first user turn through `system_merge` (llama2, mistral); "none": plain text prefix parts
-    # written through `system_merge` before the first turn (baichuan2).
+    # "turn": a turn of its own; "first-user": folded into the first user turn through
+    # `system_merge`; "none": `system_merge` written before the first turn.
     system_style: str = "turn"
     system_merge: Parts = ()
-    # LLaMA-Factory's `system = system or default_system`: an empty system message means the
-    # default, and a system that is still empty writes no system block at all.
+    # LLaMA-Factory: an empty system message means the default, and an empty default none.
     empty_system_default: bool = False
     stop_words: tuple[str, ...] = ()
     stop_tokens: tuple[str, ...] = ()  # token strings; "eos" means the tokenizer's eos

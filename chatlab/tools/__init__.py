@@ -1,17 +1,11 @@
 """Tool calls: the formats, parsing them out of model text (streaming or at once), checking them.
 
-    fmt = get_tool_format("hermes")           # "hermes" | "json" | "react" | "chatglm3"
-    parser = get_parser(fmt, tools)           # tools: Sequence[ToolSpec] (chatlab.types)
-    for delta in deltas: events = parser.feed(delta)
-    events = parser.finish()
+    parser = get_parser("hermes", tools)      # "hermes" | "json" | "react" | "chatglm3"
+    events = parser.feed(delta) ... parser.finish()
     parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
 
-    validate_arguments(arguments, tools, name)  # -> problems with a call's arguments (empty: valid)
-
-The formats stand on chatlab.tools.format (jsonstyle: Hermes and llama3 JSON; react; chatglm3).
-Malformed model output never raises: it comes back as content, with `error` saying why; so do
-arguments that break their tool's schema (the model's problem, as sentences). Constrained
-decoding is chatlab.tools.constrain (it needs xgrammar and torch, so it is not imported here).
+Malformed model output never raises: it comes back as content, with `error` saying why.
+Constrained decoding is chatlab.tools.constrain (it needs xgrammar, so it is not imported here).
 """
 from __future__ import annotations
 
@@ -65,7 +59,6 @@ def parse_tool_calls(fmt: str | ToolFormat, text: str,
                      tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] = ()) -> ParseResult:
     """One-shot parse of a whole response (the streaming parser fed everything at once)."""
     return get_parser(fmt, tools).parse(text)
-
 
 
 def validate_instance(instance: Jsonable, schema: Jsonable) -> list[str]:

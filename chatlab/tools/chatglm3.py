@@ -1,10 +1,8 @@
 """ChatGLM3 tool calls (build_chat_input's tools): prompt, history, parser, export, grammar.
 
-The tools follow the system text as a JSON list; a call is an assistant turn whose metadata line
-(its first line; empty for a plain reply) is the tool name and whose body is a fenced python
-`tool_call(k=v, ...)`; results are `<|observation|>` turns, where generation stops. One call per
-turn. The official demo `eval`s the call; here `ast` reads it and takes literal values only. A
-name-like first line that names no tool is a call only if the call body follows (unknown tool).
+A call is an assistant turn whose metadata line is the tool name and whose body is a fenced python
+`tool_call(k=v, ...)`; results are `<|observation|>` turns. The official demo `eval`s the call;
+here `ast` reads literal values only.
 """
 from __future__ import annotations
 
@@ -141,8 +139,7 @@ def call_body(args: str) -> str:
     return CALL_OPEN + ", ".join(f"{k}={py_literal(v)}" for k, v in value.items()) + CALL_CLOSE
 
 
-# Python literal values for tool_call(k=v): strings without escapes keep both the grammar and
-# ast.literal_eval simple; True/False/None are Python's spellings.
+# Python literal values for tool_call(k=v) (strings without escapes keep the grammar simple).
 LITERALS = r'''
 str ::= "\"" [^"\\\r\n]* "\""
 int ::= "-"? ([0-9] | [1-9] [0-9]*)
@@ -195,7 +192,6 @@ class ChatGLM3(ToolFormat):
     parser_class = ChatGLM3Parser
     template_marks = (OBSERVATION,)
 
-    # -- id level -------------------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
         functions = [t.to_openai()["function"] for t in tools]
         return [text("\n", "tools"), data(dumps(functions, 4), "tools")]
@@ -216,7 +212,6 @@ class ChatGLM3(ToolFormat):
             return "\n" + content
         return "".join(f"{c.name}\n" + call_body(c.arguments) for c in calls)
 
-    # -- Jinja ----------------------------------------------------------------------------
     def jinja_system(self) -> str:
         return ("{%- if tools %}{%- set ns.body = (sys if sys is not none else " + lit(SYSTEM) +
                 ") + '\\n' + tools | map(attribute='function') | list | tojson(indent=4) %}{%- endif %}")
@@ -231,7 +226,6 @@ class ChatGLM3(ToolFormat):
                 w.turn("assistant", lit(CALL_OPEN) + " + ns.kw + " + lit(CALL_CLOSE), meta="f.name") +
                 "{%- endfor %}{%- else %}" + w.turn("assistant", "ns.body") + "{%- endif %}")
 
-    # -- grammar --------------------------------------------------------------------------
     def call_tag(self, tool: ToolSpec) -> dict:
         try:
             grammar = kwargs_grammar(tool.schema)

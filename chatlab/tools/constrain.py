@@ -1,10 +1,8 @@
 """Constrained decoding with xgrammar: forced calls and JSON answers that always parse.
 
-What a request forces (inputs are chatlab.types' checked values): a named tool_choice, exactly
-one call to it; "required", one call to one of the tools; response_format, a JSON object or JSON
-matching the schema; "auto", free text until the format's trigger, then a constrained call. A
-forced call wins over response_format. `compile_constraint` runs before a request is queued, so a
-schema xgrammar cannot compile is a 400 there, not a failed stream.
+A named tool_choice forces one call to it; "required" one call to one of the tools (a forced call
+wins over response_format); response_format JSON; "auto" free text until the format's trigger,
+then a constrained call. Compiled before a request is queued, so a bad schema is a 400.
 """
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ CACHE_SIZE = 64
 
 @dataclass(frozen=True)
 class Constraint:
-    """What a request forces, decided and compiled once; the ChatPlan carries it. `kind` and
-    `spec` are the decision (genai's pipeline translates them into its own configuration);
-    `compiled` is the grammar of chatlab's loop. Shareable: each run gets its own matcher."""
+    """What a request forces, decided (`kind`, `spec`: what genai translates) and compiled once;
+    shareable, since each run gets its own matcher."""
 
     kind: str
     spec: Jsonable = field(repr=False)  # a structural-tag format, or [schema text, strict]
@@ -55,15 +52,14 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
         else:
             info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
                                                       stop_token_ids=stop_ids or None)
-        # the tokenizer stays alive with its entry, so its id() cannot be reused by another
         _COMPILERS[key] = (tokenizer, xgr.GrammarCompiler(info, max_threads=2))
     return _COMPILERS[key][1]
 
 
 def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
            fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
-    """(kind, what to compile, description), or None when nothing is forced. A schema that
-    would be compiled but uses a keyword the grammar cannot enforce is refused here."""
+    """(kind, what to compile, description), or None when nothing is forced; refuses a schema
+    the grammar cannot enforce."""
     forced = choice.mode == "named" or (choice.mode == "required" and tools)
     if forced:
         if fmt is None:
@@ -91,8 +87,7 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
 
 def _structure(build: Callable[[Sequence[ToolSpec]], Jsonable], tools: Sequence[ToolSpec],
                chosen: Sequence[ToolSpec]) -> Jsonable:
-    """A format's structure for `chosen`, built on the schemas as the grammar compiler gets them
-    (check_enforceable); a schema refused names its tool as `param`."""
+    """A format's structure for `chosen`; a schema refused names its tool as `param`."""
     try:
         return build(grammar_tools(tools, chosen))
     except ChatlabError as err:
@@ -102,8 +97,7 @@ def _structure(build: Callable[[Sequence[ToolSpec]], Jsonable], tools: Sequence[
 
 
 def grammar_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """The chosen tools, each with its parameters as the grammar compiler gets them; ChatlabError,
-    naming the tool (tools[i]) and the keyword, for a schema the grammar cannot enforce."""
+    """The chosen tools, each with its parameters as the grammar compiler gets them."""
     return [replace(tool, parameters=check_enforceable(tool.schema, f"tools[{i}].function.parameters"))
             for i, tool in enumerate(tools) if tool in chosen]
 
@@ -111,9 +105,8 @@ def grammar_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> list
 def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
-    """The Constraint a request asks for, or None when nothing is forced; ChatlabError when a
-    schema cannot be compiled. The ChatPlan keeps it (chatlab.engine.plan); the memo only saves
-    compiling the same grammar twice across requests."""
+    """The Constraint a request asks for, or None when nothing is forced (memoized across
+    requests); ChatlabError when a schema cannot be compiled."""
     rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()), fmt.name if fmt else None, choice, rf,
            json.dumps([t.to_openai() for t in tools]))
@@ -160,9 +153,8 @@ def _culprit(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> str:
 
 
 class GrammarProcessor:
-    """The logits_processor of chatlab.generate: before each token every token the grammar
-    forbids gets -inf (mask); after it the matcher accepts the token. Once the grammar is
-    complete only a stop token is allowed, and accepting it terminates the matcher."""
+    """The logits_processor of chatlab.generate: tokens the grammar forbids get -inf (mask),
+    then the matcher accepts the chosen token; once complete, only a stop token is allowed."""
 
     def __init__(self, compiled: "xgr.CompiledGrammar", vocab_size: int, description: str) -> None:
         import xgrammar as xgr
@@ -209,8 +201,7 @@ def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProc
 def build_processor(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec], choice: ToolChoice,
                     response_format: ResponseFormat | None, fmt: ToolFormat | None,
                     stop_ids: list[int] | None = None) -> GrammarProcessor | None:
-    """A fresh logits processor forcing what the request asks for, or None when nothing is;
-    `stop_ids` may end the output (default: the tokenizer's eos)."""
+    """A fresh logits processor forcing what the request asks for, or None when nothing is."""
     return processor_for(compile_constraint(tokenizer, vocab_size, tools=tools, choice=choice,
                                             response_format=response_format, fmt=fmt,
                                             stop_ids=stop_ids), vocab_size)

@@ -1,8 +1,5 @@
-"""Printed EBNF grammars read as text: the names an older reader would not know, the rules
-that can never finish, and regexes written out as rules.
-
-chatlab's xgrammar prints builtin calls (`Regex("...", json_string=true)`) that an older reader,
-such as the xgrammar inside openvino-genai, takes for rules nobody defined, and refuses.
+"""Printed EBNF grammars read as text: the names an older reader (openvino-genai's xgrammar)
+would not know, the rules that can never finish, and regexes written out as rules.
 """
 from __future__ import annotations
 
@@ -31,15 +28,13 @@ def unknown_names(ebnf: str) -> list[str]:
     return unknown
 
 
-# -- which rules can finish ----------------------------------------------------------------------
-# A rule body parsed into nested tuples: ("alt", [...]), ("seq", [...]), ("rep", least, part),
-# ("ref", name), ("end",) for what always matches some finite text (a literal, a character
-# class, a builtin call, a lookahead).
+# A rule body as nested tuples: ("alt", [...]), ("seq", [...]), ("rep", least, part), ("ref", name),
+# ("end",) for what always matches some finite text (a literal, a class, a builtin, a lookahead).
 Node = tuple
 
 
 def _parse(body: str) -> Node:
-    """A rule body as nested tuples (see Node); a recursive descent over xgrammar's printing."""
+    """A rule body as nested tuples (see Node), by recursive descent."""
     pos = 0
 
     def skip() -> None:
@@ -136,9 +131,8 @@ def _refs(node: Node) -> Iterator[str]:
 
 
 def endless_rules(ebnf: str) -> list[str]:
-    """Rules reachable from the root that can never finish: every text they start runs on
-    forever (a schema that contains itself, `{"$ref": "#"}`). Constrained decoding that enters
-    one can never end, and at its dead end no token is allowed at all."""
+    """Rules reachable from the root that can never finish (a schema that contains itself,
+    `{"$ref": "#"}`): decoding that enters one reaches a dead end."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
     finite: set[str] = set()
     grew = True
@@ -157,15 +151,13 @@ def endless_rules(ebnf: str) -> list[str]:
     return sorted(seen - finite)
 
 
-# -- regexes written out as rules ----------------------------------------------------------------
 _REGEX_RULE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*) ::= Regex\("((?:[^"\\]|\\.)*)", json_string=true\)$')
 _FROM_REGEX = re.compile(r"\broot((?:_[0-9]+)*)\b")  # the rule names of xgrammar's translation
 
 
 def spell_out(ebnf: str, patterns: Collection[str]) -> str:
     """`ebnf` with each rule `name ::= Regex("p", json_string=true)` whose p is in `patterns`
-    written out as plain rules (xgrammar's translation of p). Only for patterns with no character
-    a JSON string escapes: there a string's JSON text is the string itself."""
+    written out as plain rules (only for patterns with no character JSON escapes)."""
     import xgrammar as xgr
 
     lines = []

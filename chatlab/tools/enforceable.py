@@ -3,10 +3,7 @@
 
 A grammar says only what may come next: it cannot exclude (`not`), branch (`if`), fetch (a remote
 `$ref`), remember (`uniqueItems`, `contains`, `dependent*`), or forbid a value two `oneOf` choices
-both match; xgrammar ignores such keywords and merges no `allOf` of several parts. The rewrite
-(`grammar_schema`): `$ref`s it follows, `required` names listed under `properties`, formats as
-exact patterns, enum values the keywords beside them refuse left out, a `type` where none is set.
-What matches nothing is refused, saying why.
+both match. What matches nothing is refused, saying why.
 """
 from __future__ import annotations
 
@@ -88,12 +85,10 @@ def _values(node: Jsonable) -> list[Jsonable] | None:
 
 
 def _disjoint(a: Jsonable, b: Jsonable) -> bool:
-    """Whether no JSON value can match both subschemas, by what is plain to see: types that do
-    not overlap, const/enum values that differ, or a property both require whose const/enum
-    values differ (a discriminator)."""
+    """Whether no JSON value can match both subschemas, by what is plain to see: types, const/enum
+    values, or a discriminator property both require."""
     ta, tb = types_of(a), types_of(b)
     if ta is not None and tb is not None:
-        # integers are numbers too
         widen = {"integer": {"integer", "number"}, "number": {"integer", "number"}}
         if not {w for t in ta for w in widen.get(t, {t})} & tb:
             return True
@@ -109,8 +104,8 @@ def _disjoint(a: Jsonable, b: Jsonable) -> bool:
 
 
 def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
-    """The schema to hand the grammar compiler in place of `schema` (grammar_schema); ChatlabError
-    (param: the schema's field path) when the grammar cannot enforce `schema`."""
+    """The schema to hand the grammar compiler in place of `schema`; ChatlabError when the grammar
+    cannot enforce it."""
     looped = self_reference(schema)
     if looped is not None:
         ref, at = looped
@@ -128,15 +123,11 @@ def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     return compiled
 
 
-# -- the schema xgrammar is given -------------------------------------------------------------
-# Formats whose grammar in xgrammar 0.2.8 writes only strings that jsonschema's 2020-12 format
-# checker accepts (tests/test_tools_constrain.py samples each one).
+# Formats whose xgrammar grammar writes only strings jsonschema's format checker accepts.
 FORMATS = frozenset({"duration", "email", "uri", "uri-reference", "uuid"})
-# Formats whose xgrammar grammar also writes invalid strings (31 April, a 60th second, ...) get
-# these patterns instead, exact or narrower: no leap second, year 0000, fraction over 9 digits,
-# hostname over 3 labels, ipv6 with an ipv4 tail, or pointer name beyond [A-Za-z0-9_.-] and ~0/~1.
-# No character in them is one JSON escapes, so they can be written out as rules (ebnf.py). Other
-# formats (uri-template, iri, ...) are refused.
+# Formats whose xgrammar grammar also writes invalid strings (31 April, ...) get these patterns
+# instead, exact or narrower (no leap second, hostname over 3 labels, ...), with no character JSON
+# escapes, so ebnf.py can write them out as rules. Other formats are refused.
 _YEAR = "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
 _MONTH_DAY = ("(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
               "|02-(0[1-9]|1[0-9]|2[0-8])")
@@ -162,9 +153,9 @@ _TYPE_OF = {"object": ("properties", "required", "additionalProperties", "patter
 
 
 def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
-    """`schema` as xgrammar 0.2.8 reads it the way JSON Schema does: every value the grammar
-    allows is valid for `schema` (it may allow fewer). ChatlabError, naming the keyword and
-    where it is, for what cannot be written so or matches no value (see the module's doc)."""
+    """`schema` rewritten so every value xgrammar 0.2.8 allows is valid for it (it may allow
+    fewer): `$ref`s it follows, required names listed, formats as patterns, enums pruned, types
+    inferred. ChatlabError, naming the keyword and where, for what cannot be written so."""
     refs = Refs(schema)
     out = copy.deepcopy(schema)
     assert isinstance(out, dict)  # chatlab.types checked it is a schema object
@@ -200,9 +191,8 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
 
 
 def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
-    """ChatlabError when the schema's grammar has a rule that can never finish (a value that must
-    contain itself: decoding would reach a dead end), decided on xgrammar's printed grammar so
-    every way of writing the loop is caught; it names the first $ref of `named_by` (default `schema`)."""
+    """ChatlabError when the schema's grammar (as xgrammar prints it) has a rule that can never
+    finish: a value that must contain itself. It names the first $ref of `named_by`."""
     import xgrammar as xgr
 
     try:
@@ -227,8 +217,7 @@ def _may_be(node: dict[str, Jsonable], kind: str) -> bool:
 
 
 def _infer_type(node: dict[str, Jsonable]) -> None:
-    """Give a schema without `type` the (first) type its keywords are about, for which xgrammar
-    would allow any JSON and drop them; narrower, never wider."""
+    """Give a schema without `type` the type its keywords are about (xgrammar would drop them)."""
     if any(k in node for k in ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf")):
         return
     kind = next((kind for kind, keywords in _TYPE_OF.items() if any(k in node for k in keywords)), None)
@@ -283,8 +272,8 @@ def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
 
 
 def _string_keywords(node: dict[str, Jsonable], where: str) -> None:
-    """A format the grammar enforces as it is, or as an exact pattern; otherwise refused.
-    xgrammar enforces one of format and pattern, and neither with minLength/maxLength."""
+    """A format the grammar enforces as it is, or as a pattern; otherwise refused (xgrammar
+    enforces one of format and pattern, and neither with a length)."""
     if not _may_be(node, "string"):
         return
     fmt = node.get("format")
@@ -319,8 +308,8 @@ def _validator(root: Jsonable, schema: Jsonable) -> "jsonschema.Draft202012Valid
 
 
 def _keep_valid_values(root: dict[str, Jsonable], param: str) -> None:
-    """Leave out of each enum the values the keywords beside it refuse, and refuse a const they
-    refuse: xgrammar writes any value of an enum or const and drops every keyword beside it."""
+    """Leave out of each enum the values the keywords beside it refuse (xgrammar drops them), and
+    refuse a const they refuse."""
     for node, at in positions(root):
         if "enum" not in node and "const" not in node:
             continue

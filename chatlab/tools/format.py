@@ -1,10 +1,8 @@
 """A tool-call format: one object holds everything a model family's tool calling is made of.
 
-From its own strings a format writes the tools into the prompt, a call and a result into the
-history (`Bit`s and `Turn`s for the Composer) and as Jinja (`chatlab export-template`); it gives a
-streaming parser and the xgrammar tag of one call. Together they tie the grammar's trigger to the
-parser's tag and the rendered text (tests/test_tool_formats.py checks each format). Renderer and
-exporter never ask a format's name; a step a format does not change is the plain one below.
+From its own strings it writes tools, calls and results into the prompt (`Bit`s and `Turn`s) and
+as Jinja, and gives a streaming parser and the xgrammar tag of one call, so the grammar's trigger,
+the parser's tag and the rendered text agree. Renderer and exporter never ask a format's name.
 """
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from chatlab.types import ToolCall, ToolSpec
 
 
 class Bit(NamedTuple):
-    """One piece of a turn body: `text` is the format's own words (encoded like template
-    text), `content` is client data (tool names, arguments, results: always plain text)."""
+    """One piece of a turn body: `text`, the format's own words; `content`, client data."""
 
     kind: str  # "text" | "content"
     value: str
@@ -39,8 +36,8 @@ def data(value: str, slot: str = "content") -> Bit:
 
 
 class Turn(NamedTuple):
-    """A turn to write in the template's layout for `role`; `header`/`footer` False continue
-    or leave open a turn (ReAct results), `meta` is ChatGLM3's metadata line."""
+    """A turn in the template's layout for `role` (`header`/`footer` False: continue or leave
+    open a turn; `meta`: ChatGLM3's metadata line)."""
 
     role: str
     bits: list[Bit]
@@ -86,9 +83,8 @@ def schema_grammar(tool: ToolSpec) -> dict:
 
 
 def schema_ebnf(schema: str, strict: bool = True) -> str:
-    """xgrammar's grammar for a JSON schema's text: compact (a tiny model left free can spend its
-    budget on newlines), chatlab's format patterns written out as rules (xgrammar's Regex builtin
-    misreads `([.][0-9]+)?`). RuntimeError when xgrammar cannot compile the schema."""
+    """xgrammar's grammar for a JSON schema's text: compact (a tiny model may spend its budget on
+    newlines), format patterns written out as rules (xgrammar's Regex misreads `([.][0-9]+)?`)."""
     import xgrammar as xgr
 
     ebnf = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
@@ -104,9 +100,7 @@ def grammar_error(what: str, err: Exception, param: str | None = None) -> Chatla
 
 
 class ToolFormat(ABC):
-    """The base: subclasses set the strings and override the steps their format changes;
-    the three abstract steps (a call in the history, in Jinja, and as a grammar tag) are what
-    makes a format."""
+    """The base: subclasses set the strings and override the steps their format changes."""
 
     name = "base"
     trigger: str | None = None  # text that starts a call mid-reply; None: calls open the reply
@@ -120,19 +114,16 @@ class ToolFormat(ABC):
     def __repr__(self) -> str:
         return f"<tool format {self.name}>"
 
-    # -- detection ------------------------------------------------------------------------
     def matches(self, chat_template: str) -> bool:
         """Whether a Jinja chat_template writes calls in this format."""
         return any(mark in chat_template for mark in self.template_marks)
 
-    # -- parsing --------------------------------------------------------------------------
     parser_class: type[StreamParser]
 
     def parser(self, tools: Sequence[ToolSpec] = ()) -> StreamParser:
         """A fresh streaming parser for one response (it knows the tools' names)."""
         return self.parser_class(tools)
 
-    # -- prompt (id level) ----------------------------------------------------------------
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
         """Bits appended to the system turn's body (after its text, if `after_text`)."""
         return []
@@ -145,7 +136,6 @@ class ToolFormat(ABC):
         """A user message that is really a tool result (Qwen3 counts queries without them)."""
         return False
 
-    # -- history (id level) ---------------------------------------------------------------
     @abstractmethod
     def call_bits(self, calls: Sequence[ToolCall], has_content: bool) -> list[Bit]:
         """The calls of one assistant message, written after its content."""
@@ -164,7 +154,6 @@ class ToolFormat(ABC):
         turns = self.assistant_turns(-1, content, [data(content)], calls, None, None)
         return "".join(b.value for t in turns for b in t.bits)
 
-    # -- export (Jinja) -------------------------------------------------------------------
     def jinja_system(self) -> str:
         """Statements that add the tools to `ns.body` (the system text, `sys`)."""
         return ""
@@ -188,7 +177,6 @@ class ToolFormat(ABC):
     def jinja_tool(self, w: JinjaTurns) -> str:
         return w.turn("tool", "c")
 
-    # -- grammar --------------------------------------------------------------------------
     @abstractmethod
     def call_tag(self, tool: ToolSpec) -> dict:
         """The xgrammar structural tag of one call to `tool`."""

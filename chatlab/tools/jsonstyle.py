@@ -1,12 +1,9 @@
 """Calls written as JSON objects: Hermes' tagged `<tool_call>` blocks and llama3's bare replies.
 
-A call is announced (ToolCallStart) once its name is complete and known and its arguments object
-has begun; the arguments' raw text then streams as it arrives. An object that later proves
-malformed is withdrawn with ToolCallError and its text becomes content again, so the folded
-stream equals the one-shot parse. The parser's states: `start` (after a call or at the top:
-whitespace and a lead tag held, a `{` may be a bare call), `content` (scanned for the open tag),
-`call` (inside the object), `close` (the close tag eaten), `bad` (a tagged call that is not JSON,
-collected up to the close tag and given back as content).
+A call is announced once its name is known and its arguments object has begun; the arguments'
+raw text then streams. An object that later proves malformed is withdrawn (ToolCallError) and its
+text becomes content again. Parser states: `start` (a `{` may be a bare call), `content`, `call`,
+`close` (the close tag eaten), `bad` (a tagged non-JSON call, given back as content).
 """
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ class JsonCall:
         return used
 
     def held(self) -> str:
-        """The object text not yet given out: all of it (with the prefix) until the call is
-        announced, then what follows the arguments streamed so far."""
+        """The object text not yet given out (with the prefix until the call is announced)."""
         text = self.scan.text()
         return self.prefix + text if self.index is None else text[self.sent:]
 
@@ -121,7 +117,7 @@ class JsonCall:
 
     def cut_short(self, suffix: str) -> bool:
         """After the last text: True when the length limit ended the output inside this object
-        after its known name; the call stands, streamed already or announced now without arguments."""
+        after its known name (the call is announced, then withdrawn)."""
         name = self.known_name()
         if not self.parser.cut or self.scan.done or self.scan.state == "invalid" or name is None:
             return False
@@ -259,9 +255,8 @@ class JsonCallParser(StreamParser):
 
 
 class JsonCallFormat(ToolFormat):
-    """Calls as JSON objects, tools as JSON in the system turn; a subclass sets the strings: a call
-    is `call_head` name `call_args` arguments `call_end`; the tools `tools_head`, each after
-    `tools_sep`, `tools_tail`."""
+    """Calls as JSON objects (`call_head` name `call_args` arguments `call_end`), tools as JSON in
+    the system turn (`tools_head`, each after `tools_sep`, `tools_tail`)."""
 
     tools_head = tools_tail = tools_sep = ""
     tools_indent: int | None = None
@@ -309,9 +304,7 @@ class JsonCallFormat(ToolFormat):
                 "end": self.call_end}
 
 
-# Hermes (Qwen2.5, Qwen3, ChatML models without a format of their own): tools as JSON lines in
-# `<tools></tools>`, calls in `<tool_call>` blocks, results in a user turn inside
-# `<tool_response>` (consecutive results share it).
+# Hermes (Qwen2.5, Qwen3, ChatML models): results in a user turn inside `<tool_response>`.
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
 TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -355,9 +348,8 @@ class Hermes(JsonCallFormat):
                 w.footer("user", "nxt != 'tool'"))
 
 
-# llama3 (format "json"): tools as JSON (indent 4) in the system turn; a call is the whole reply,
-# `{"name": ..., "parameters": {...}}`, maybe after `<|python_tag|>`, several joined by "; ";
-# results are turns of the template's tool role. No trigger: "auto" is not constrained.
+# llama3 (format "json"): a call is the whole reply, maybe after `<|python_tag|>`, several joined
+# by "; ". No trigger: "auto" is not constrained.
 PYTHON_TAG = "<|python_tag|>"
 
 

@@ -1,11 +1,8 @@
 """Qwen-1 ReAct tool calls (make_context's function calling): prompt, history, parser, export, grammar.
 
-The tools' instruction precedes the last user turn (`{instruction}\\n\\nQuestion: {query}`); a call is
-`Thought: ...\\nAction: name\\nAction Input: {json}`, stopped at `Observation:`; its result goes on
-in the same assistant turn, left open at `\\nThought:` after the last one. One call per step.
-The parser holds a leading Thought until it is clear whether a call (the Thought is its content),
-a final answer (only the answer is content) or plain text follows; a call is read at the end,
-from the last action and action-input markers.
+A call is `Thought: ...\\nAction: name\\nAction Input: {json}`, stopped at `Observation:`; its result
+goes on in the same assistant turn. The parser holds a leading Thought until a call (the Thought is
+its content), a final answer or plain text follows; a call is read at the end.
 """
 from __future__ import annotations
 
@@ -83,8 +80,7 @@ class ReActParser(StreamParser):
         self._in_plain(final)
 
     def _in_thought(self, final: bool) -> None:
-        # The thought can be long: keep it in parts and search only the new text plus a tail
-        # that a marker may straddle, so holding it back stays linear.
+        # search only the new text plus a tail a marker may straddle, so a long thought stays linear
         self.thought_parts.append(self.pending)
         self.pending = ""
         tail = self.thought_tail + self.thought_parts[-1]
@@ -172,9 +168,8 @@ class ReActParser(StreamParser):
             self._content(self.thought[len(self.THOUGHT):].strip())
 
     def _kept_when_cut(self, body: str, name_at: int, input_at: int, original: str) -> bool:
-        """The length limit ended the output inside the call: True when its name line was
-        complete and names a tool and its input, if begun, is still the start of a JSON object;
-        the call then stands, that input as its arguments."""
+        """The length limit ended the output inside the call: True when its name line names a
+        tool and its input, if begun, still starts a JSON object (the call is cut short)."""
         after = name_at + len(self.ACTION)
         if input_at > name_at:
             name, arguments = body[after:input_at].strip(), body[input_at + len(self.INPUT):].lstrip()
@@ -204,7 +199,6 @@ class ReAct(ToolFormat):
     stop_words = (OBSERVATION,)
     parser_class = ReActParser
 
-    # -- id level -------------------------------------------------------------------------
     def user_prefix(self, tools: Sequence[ToolSpec]) -> list[Bit]:
         return [data(instruction(tools), "tools"), text(QUESTION)]
 
@@ -237,7 +231,6 @@ class ReAct(ToolFormat):
         return [Turn("assistant", bits, header=False,
                      footer=nxt not in ("tool", "assistant", None))], nxt is None
 
-    # -- Jinja ----------------------------------------------------------------------------
     def jinja_prelude(self) -> str:
         line = jinja_format(TOOL_LINE, {"name": "f.name", "human": "f.name",
                                         "description": "(f.description or '')",

@@ -1,9 +1,6 @@
-"""Where a JSON schema's subschemas are, and where its local `$ref`s lead.
-
-`positions` walks schema positions only (a property *named* "not" is no keyword). `Refs` looks a
-`$ref` up as JSON Schema says, with jsonschema's own resolver (`referencing`); `follow_ref`
-rewrites a `$ref` into one xgrammar 0.2.8 follows the same way (it splits at "/", decodes nothing
-and drops what stands beside a `$ref`), or refuses it, naming where.
+"""Where a JSON schema's subschemas are, and where its local `$ref`s lead (`Refs`, with
+jsonschema's own resolver); `follow_ref` rewrites a `$ref` into one xgrammar 0.2.8 follows the
+same way (it splits at "/", decodes nothing, drops what stands beside it), or refuses it.
 """
 from __future__ import annotations
 
@@ -40,8 +37,8 @@ def types_of(schema: Jsonable) -> set[str] | None:
 
 
 def positions(schema: Jsonable) -> Iterator[tuple[dict[str, Jsonable], str]]:
-    """Every subschema (an object) at a schema position, with its path from the root
-    (`.properties.a.items`), parents before children."""
+    """Every subschema at a schema position (a property *named* "not" is no keyword), with its
+    path from the root (`.properties.a.items`), parents before children."""
     stack: list[tuple[Jsonable, str]] = [(schema, "")]
     while stack:
         node, at = stack.pop()
@@ -64,8 +61,7 @@ def first_keyword(schema: Jsonable, keywords: Sequence[str]) -> tuple[str, str] 
 
 
 class Refs:
-    """The local `$ref`s of one schema: an RFC 6901 pointer with its `~0`/`~1` escapes and
-    percent-encoding decoded, or the name of an `$anchor`."""
+    """The local `$ref`s of one schema: decoded RFC 6901 pointers, or `$anchor` names."""
 
     def __init__(self, root: Jsonable) -> None:
         from referencing import Registry
@@ -96,8 +92,7 @@ class Refs:
         return node
 
     def in_place(self, node: Jsonable) -> Iterator[Jsonable]:
-        """The subschemas that apply to the same value as `node`: its $ref's target and the
-        members of its anyOf / oneOf / allOf."""
+        """The subschemas that apply to the same value as `node`: its $ref's target, its *Of members."""
         if not isinstance(node, dict):
             return
         if isinstance(node.get("$ref"), str) and (target := self.resolve(node)) is not node:
@@ -107,8 +102,7 @@ class Refs:
                 yield from node[key]
 
     def plain(self, ref: str) -> bool:
-        """Whether xgrammar reaches the target of `ref`: a pointer through object keys that
-        need no escaping."""
+        """Whether xgrammar reaches the target of `ref` (a pointer through keys needing no escape)."""
         if not _PLAIN_REF.fullmatch(ref):
             return False
         node = self.root

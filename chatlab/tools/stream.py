@@ -1,9 +1,8 @@
 """What every format's parser shares: its events, their fold, the streaming base, a JSON scanner.
 
-A parser is fed deltas of any size; it emits content once that text can no longer begin a call
-and holds back a suffix that may still grow into a marker (with the whitespace before it). Each
-piece of text is looked at a bounded number of times, so the cost is linear whatever the
-chunking, and the one-shot answer is the same events folded (`fold`).
+A parser emits content once it can no longer begin a call, holding back a suffix that may still
+grow into a marker; the cost is linear whatever the chunking, and the one-shot answer is the same
+events folded (`fold`).
 """
 from __future__ import annotations
 
@@ -47,9 +46,8 @@ class ToolCallEnd:
 
 @dataclass(frozen=True)
 class ToolCallError:
-    """Model output that tried to be a call but is malformed (unterminated, invalid JSON,
-    unknown tool). Its raw `text` becomes content again. `index` names a call already
-    announced by ToolCallStart that is hereby withdrawn, or is None if none was announced."""
+    """Model output that tried to be a call but is malformed; its raw `text` becomes content
+    again. `index`: the announced call it withdraws, or None."""
     index: int | None
     error: str
     text: str
@@ -96,12 +94,8 @@ WHITESPACE = " \t\r\n"
 
 def find_marker(text: str, markers: tuple[str, ...], start: int = 0) -> tuple[int, str] | None:
     """Earliest (position, marker) of any marker in text[start:], or None."""
-    best = None
-    for m in markers:
-        pos = text.find(m, start)
-        if pos >= 0 and (best is None or pos < best[0]):
-            best = (pos, m)
-    return best
+    hits = [(pos, m) for m in markers if (pos := text.find(m, start)) >= 0]
+    return min(hits, key=lambda hit: hit[0]) if hits else None
 
 
 def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
@@ -128,7 +122,6 @@ class StreamParser(ABC):
         self.cut = False  # set by finish(): the length limit ended the output, not the model
         self.pending = ""  # text read but not yet given out, while a marker may still follow
 
-    # -- the public surface -------------------------------------------------------------
     def feed(self, delta: str) -> list[ParserEvent]:
         if self._finished:
             raise RuntimeError("feed() after finish(); create a new parser per response")
@@ -137,9 +130,8 @@ class StreamParser(ABC):
         return self._drain()
 
     def finish(self, cut: bool = False) -> list[ParserEvent]:
-        """The output has ended. `cut`: by the length limit, so a call whose name was complete
-        is still a call (announced with the arguments it has, then withdrawn as unfinished), as
-        OpenAI returns one cut by max_tokens; otherwise an unfinished call is only text."""
+        """The output has ended. `cut` (by the length limit): a call whose name was complete is
+        announced with its arguments, then withdrawn, as OpenAI returns one cut by max_tokens."""
         if not self._finished:
             self._finished, self.cut = True, cut
             self._consume("", final=True)
@@ -150,8 +142,7 @@ class StreamParser(ABC):
         return fold(self._history)
 
     def held(self) -> str:
-        """The text fed so far that no event has given out yet: what streaming waits on.
-        Empty after finish(), which gives out everything."""
+        """The text fed so far that no event has given out yet (empty after finish())."""
         return "" if self._finished else self._held()
 
     def parse(self, text: str) -> ParseResult:
@@ -159,7 +150,6 @@ class StreamParser(ABC):
         self.finish()
         return self.result()
 
-    # -- what subclasses implement ------------------------------------------------------
     @abstractmethod
     def _consume(self, text: str, final: bool) -> None:
         """Read `text` (`final`: nothing follows), emitting events with the helpers below."""
@@ -167,7 +157,6 @@ class StreamParser(ABC):
     def _held(self) -> str:
         return self.pending
 
-    # -- helpers for subclasses ---------------------------------------------------------
     def _drain(self) -> list[ParserEvent]:
         out, self._events = self._events, []
         self._history.extend(out)
@@ -200,8 +189,7 @@ class StreamParser(ABC):
         self._events.append(ToolCallError(index, error, text))
 
     def _cut_short(self, name: str, arguments: str, text: str) -> None:
-        """A call the length limit ended after its name: announced with its arguments so far,
-        then withdrawn, so the accumulator keeps it as sent and `fold` gives its text back."""
+        """A call the length limit ended after its name: announced, then withdrawn (see finish)."""
         index = self._start(name)
         self._args(index, arguments)
         self._reject(index, "the output was cut off by the length limit inside the tool call", text)
@@ -211,10 +199,8 @@ class StreamParser(ABC):
         return f"the model called unknown tool {name!r}; known tools: {known}"
 
 
-# -- one JSON object, scanned as it arrives --------------------------------------------------------
-# The scanner decodes no values (json.loads does that at the end): it finds where the object ends
-# and where each top-level member's value starts and ends, so a parser can learn a call's name and
-# stream its arguments' raw text. Runs of plain string characters are skipped with a regex.
+# One JSON object scanned as it arrives: where it ends and where each top-level member's value
+# starts and ends, so a parser learns a call's name and streams its arguments' raw text.
 PLAIN_STRING = re.compile(r'[^"\\]+')
 PLAIN_SCALAR = re.compile(r"[-+.0-9eEtrufalsn]+")  # numbers and true/false/null letters
 

@@ -1,15 +1,8 @@
 """`certify`: one template, a fixed set of conversations, every engine's semantics, one verdict.
 
-The template (a built-in, or a file in any format) is the reference. For each engine, it is
-written in that engine's format (export_template) and read back, so the render follows that
-engine's rules. Each engine x conversation is a cell: "id-equal" (the same ids and stops),
-"differs" (the first difference named, with its cause), "cannot express" (the engine's format
-cannot write a construct: nothing compared), or "not rendered" (the template itself refuses the
-conversation). `certify_export` checks one export, the text a user is about to write.
-
-Exit codes: 0 when some cell rendered and none differs nor cannot be expressed; 1 when any
-differs; 3 (CannotExpress.exit_code) when nothing differs but some cell cannot be expressed, or
-nothing rendered; 2 is bad input (the CLI's code for a ChatlabError).
+For each engine the template is exported to that engine's format and read back; each engine x
+conversation is a cell: id-equal, differs, cannot express (nothing compared), or not rendered.
+Exit codes: 0 all id-equal; 1 any differs; 3 some cannot be expressed or nothing rendered.
 """
 from __future__ import annotations
 
@@ -79,13 +72,9 @@ class Cell:
 
 
 def overall(cells: Iterable[Cell]) -> str:
-    """The verdict over cells: any difference wins; then anything not expressible; then id-equal
-    if any cell rendered; else not rendered."""
+    """The verdict over cells: any difference wins, then anything not expressible, then id-equal."""
     seen = {c.verdict for c in cells}
-    for verdict in (DIFFERS, CANNOT, EQUAL):
-        if verdict in seen:
-            return verdict
-    return NOT_RENDERED
+    return next((verdict for verdict in (DIFFERS, CANNOT, EQUAL) if verdict in seen), NOT_RENDERED)
 
 
 TEMPLATE_ENGINES = {"jinja": "vLLM / transformers (Jinja)", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
@@ -189,9 +178,8 @@ References = dict[str, "Rendered | str"]  # conversation -> the template's rende
 
 def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
                 conversations: dict | None) -> tuple[Resolution, Conversations, References]:
-    """The template, the conversations, and the template's own render of each conversation, or
-    why it does not render it. A special token the tokenizer lacks is bad input for the whole
-    certificate, named once with every other one missing: no engine could be compared on it."""
+    """The template, the conversations, and the template's own render of each (or why not). A
+    special token the tokenizer lacks is bad input for the whole certificate, named once."""
     source = load_template(template)
     convs = CONVERSATIONS if conversations is None else conversations
     if not convs:
@@ -224,9 +212,8 @@ def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
 def _row(tokenizer: HFTokenizer, engine: str, refs: References,
          convs: Conversations, target: Resolution | None,
          refusal: CannotExpress | None = None, tools_refusal: CannotExpress | None = None) -> dict[str, Cell]:
-    """One engine's cells. `target`: the template as that engine reads it (None: the format
-    cannot hold it, `refusal` says why); `tools_refusal`: it was written without its tools (why),
-    so the conversations with tools cannot be expressed."""
+    """One engine's cells. `target`: the template as that engine reads it (None: `refusal` says
+    why not); `tools_refusal`: why it was written without its tools."""
     row: dict[str, Cell] = {}
     for conv, (msgs, tools) in convs.items():
         want = refs[conv]
@@ -274,8 +261,7 @@ def certify(tokenizer: HFTokenizer, template: "str | Path | Resolution",
 
 def certify_export(tokenizer: HFTokenizer, template: "str | Path | Resolution", engine: str, text: str,
                    drop_tools: bool = False, conversations: dict | None = None) -> Certificate:
-    """One engine's cells for `text`, the export of `template` to `engine` (written with
-    `drop_tools` as given): whether that file, read by that engine, renders the template's ids."""
+    """One engine's cells for `text`, the export of `template` to `engine`."""
     source, convs, refs = _references(tokenizer, template, conversations)
     written = load_template(text, engine)
     has_tools = source.template is not None and source.template.tool_format is not None

@@ -1,13 +1,6 @@
-"""Where two renders of one chat differ, whose tokens they are, and why.
-
-    d = diff_templates(tokenizer, messages, "chatml", "data/templates/x.json")
-    d.equal, d.index, print(d)   # the first difference, with context and message/slot owners
-    d.differences, d.groups()    # every difference, so a bos cannot hide the real one
-
-The ids are aligned (difflib's matching blocks) and each unequal block gets a cause: "bos", "default
-system prompt", "special token split" (one side one special id, the other pieces), "whitespace/newline",
-"same text, other tokens", "dropped tool call", "merged consecutive turns" (Ollama's collate), or "text";
-stop words and stop ids are compared too ("stop words").
+"""Where two renders of one chat differ, whose tokens they are, and why: the ids are aligned
+(difflib) and each unequal block gets a cause ("bos", "special token split", "whitespace/newline",
+"merged consecutive turns", ...); stop words and ids are compared too.
 """
 from __future__ import annotations
 
@@ -63,8 +56,8 @@ def _messages(r: Rendered, start: int, end: int) -> set[int]:
 
 
 def _merged(a: Rendered, b: Rendered, i1: int, i2: int, j1: int, j2: int) -> bool:
-    """Side x lies inside message m (an empty block: between two of its tokens) and wrote no
-    message m+1 at all, while side y's block belongs to messages m and m+1 (m's end, m+1's header)."""
+    """One side's block lies inside message m and it wrote no message m+1, while the other's
+    belongs to messages m and m+1 (Ollama's collate)."""
     for (x, x1, x2), (y, y1, y2) in (((a, i1, i2), (b, j1, j2)), ((b, j1, j2), (a, i1, i2))):
         inside = _messages(x, x1, x2) if x2 > x1 else _messages(x, x1 - 1, x1) & _messages(x, x1, x1 + 1)
         if len(inside) != 1 or (m := next(iter(inside))) < 0:

@@ -1,8 +1,5 @@
-"""Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold.
-
-Those engines encode a turn's text with special tokens parsed, so `S("<|im_start|>")` and the text
-give the same id. What has no string form (bos/eos, breaks, rounds, metadata, a system folded
-into the first user turn, reasoning handling, tool formats) `check_flat` refuses, naming it.
+"""Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold; what has
+no string form (bos/eos, breaks, rounds, metadata, tool formats, ...) is refused, naming it.
 """
 from __future__ import annotations
 
@@ -41,9 +38,8 @@ KNOWN_BOS = ("<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>")
 
 
 def without_engine_bos(prefix: Parts) -> tuple[Parts, str | None]:
-    """The prefix minus a leading bos, and the bos it dropped: Ollama and LMDeploy tokenize the
-    rendered text with special tokens on, so the tokenizer adds its own bos (Ollama even when the
-    text already starts with one: a bos written into the export would be doubled)."""
+    """The prefix minus a leading bos, and the bos it dropped: Ollama and LMDeploy's tokenizer adds
+    its own (Ollama's even when the text starts with one, so a written bos would be doubled)."""
     prefix = tuple(p for p in prefix if p.kind != "seam")
     if prefix and (prefix[0].kind == "bos" or prefix[0].kind == "special" and prefix[0].value in KNOWN_BOS):
         return prefix[1:], prefix[0].value or "the tokenizer's bos"
@@ -94,8 +90,7 @@ MAX_JSON_DEPTH = 100  # a real LMDeploy or LLaMA-Factory config nests three or f
 
 
 def nesting_depth(value: object) -> int:
-    """How deep lists and dicts nest in decoded JSON, counted without recursion (a value nested
-    thousands deep must not overflow the stack of the code that checks it)."""
+    """How deep lists and dicts nest in decoded JSON, counted without recursion."""
     deepest, todo = 0, [(value, 1)]
     while todo:
         v, depth = todo.pop()

@@ -1,10 +1,6 @@
-"""The template-file formats, each a reader and (where chatlab writes it) a writer, in one
-registry; `load_template` reads a template from anywhere, `export_template` writes one out.
-
-Formats: "jinja" (a Hugging Face chat_template file, or a tokenizer_config.json holding one),
-"lmdeploy" (its JSON config), "ollama" (a Modelfile), "llamafactory" (slot JSON). A file's format
-is `fmt`, else its name's, else its content's. A file reads into a Resolution (rule "explicit")
-without a tokenizer; every reader refuses an empty template (it would render chats as no tokens).
+"""The template-file formats (jinja, lmdeploy, ollama, llamafactory), each a reader and maybe a
+writer, in one registry; `load_template` reads a template (a Resolution without a tokenizer) from
+anywhere, `export_template` writes one out. A file's format is `fmt`, else its name's, else its content's.
 """
 from __future__ import annotations
 
@@ -183,10 +179,8 @@ def load_template(source: "str | Path | Resolution | Template", fmt: str | None 
 
 
 def export_template(name_or_loaded: "str | Path | Resolution", fmt: str = "jinja", *, drop_tools: bool = False) -> str:
-    """The template as text in `fmt` (jinja: for vLLM, llama.cpp, openvino-genai or a
-    tokenizer_config; lmdeploy: `--chat-template FILE.json`; ollama: a Modelfile). `drop_tools`
-    exports a tool-capable template's chat layout to a format without tools. What a format
-    cannot express is refused with CannotExpress, naming the construct and the format."""
+    """The template as text in `fmt`; `drop_tools` exports a tool template's chat layout alone.
+    What a format cannot express is refused with CannotExpress, naming the construct."""
     if fmt not in EXPORT_TARGETS:
         raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_TARGETS)}")
     t = load_template(name_or_loaded)

@@ -1,10 +1,7 @@
 """The subset of Go's text/template that Ollama chat templates use: its parser and evaluator.
 
-Read: text; field chains (`.System`, `$.Tools`, `$m.ToolCalls`); if/else if/else/end; range over
-a list or map (with `$i, $m :=`, else, break, continue); `$x :=` / `$x =`; the FUNCS; literals;
-parentheses; comments; `{{-` / `-}}`. Anything else (pipes, `with`, `template`, other fields) is
-refused at parse time, naming the line, so an import never renders unlike Ollama in silence.
-Values from a message stay `Val`s (their message index), so the output is encoded at id level.
+Anything outside SUBSET (pipes, `with`, `template`, other fields) is refused at parse time, naming
+the line, so an import never renders unlike Ollama in silence. Message values stay `Val`s.
 """
 from __future__ import annotations
 
@@ -52,26 +49,16 @@ def _err(line: int, what: str, fix: str = "") -> ChatlabError:
 class Parser:
     def __init__(self, source: str, first_line: int = 1) -> None:
         self.items: list[tuple[str, str, int]] = []  # ("text", s, line) | ("act", body, line)
-        pos, line = 0, first_line
+        pos, line, trim = 0, first_line, False  # trim: the last action ended with -}}
         for m in ACTION.finditer(source):
-            text = source[pos:m.start()]
-            if m.group(1):
-                text = text.rstrip(WS)
-            if self.items and self.items[-1][0] == "trim":
-                self.items.pop()
-                text = text.lstrip(WS)
-            self.items.append(("text", text, line))
+            text = source[pos:m.start()].lstrip(WS) if trim else source[pos:m.start()]
+            self.items.append(("text", text.rstrip(WS) if m.group(1) else text, line))
             line += source.count("\n", pos, m.start())
             self.items.append(("act", m.group(2).strip(), line))
-            if m.group(3):
-                self.items.append(("trim", "", line))
+            trim = bool(m.group(3))
             line += source.count("\n", m.start(), m.end())
             pos = m.end()
-        tail = source[pos:]
-        if self.items and self.items[-1][0] == "trim":
-            self.items.pop()
-            tail = tail.lstrip(WS)
-        self.items.append(("text", tail, line))
+        self.items.append(("text", source[pos:].lstrip(WS) if trim else source[pos:], line))
         if "{{" in "".join(x[1] for x in self.items if x[0] == "text"):
             raise _err(line, "an unclosed '{{'", "Close every action with }}")
         self.k = 0

@@ -1,7 +1,5 @@
 """The values Ollama hands its Go template (template.go, api/types.go at fb30760), and Go's ways
-of printing and comparing them: maps range and marshal in sorted key order; a type with String()
-prints as its JSON, a struct without one in Go's struct syntax; `json` is json.Marshal (fields in
-declaration order, compact, <, > and & escaped). Client strings stay `Val`s, encoded as content.
+of printing and comparing them. Client strings stay `Val`s, encoded as content.
 """
 from __future__ import annotations
 
@@ -26,7 +24,7 @@ class Val(str):
 
 class GoStruct(dict):
     """Go field name -> value, with the json (name, omitempty) of each field in order;
-    `stringer`: the Go type has a String() method returning its JSON (fmt prints that)."""
+    `stringer`: the Go type's String() returns its JSON."""
 
     def __init__(self, fields: list[tuple[str, str, bool, GoValue]], type_name: str = "struct",
                  stringer: bool = False) -> None:
@@ -36,8 +34,7 @@ class GoStruct(dict):
 
 
 class GoMap(dict):
-    """A named Go map type with a String() that returns its JSON (templateArgs, templateProperties);
-    `ordered`: Ollama's orderedmap (a nested ToolProperty's properties keep the client's order)."""
+    """A named Go map type whose String() returns its JSON; `ordered`: Ollama's orderedmap."""
 
     def __init__(self, items: GoValue, type_name: str, ordered: bool = False) -> None:
         super().__init__(items)
@@ -52,8 +49,7 @@ class GoList(list):
 
 
 class PropertyType(list):
-    """api.PropertyType: a list of type names that prints as, and marshals to, its one name
-    when it holds one (a JSON list otherwise)."""
+    """api.PropertyType: type names that print and marshal as the one name when there is one."""
 
     type_name = "api.PropertyType"
 
@@ -157,8 +153,7 @@ def printf(fmt: str, args: list[GoValue]) -> str:
 
 
 def go_quote(s: str) -> str:
-    """strconv.Quote (printf %q): printable runes as they are (Go's IsPrint is Python's
-    isprintable: letters, marks, numbers, punctuation, symbols, the ASCII space), the rest escaped."""
+    """strconv.Quote (printf %q): printable runes as they are, the rest escaped."""
     out = ['"']
     for ch in s:
         if ch in '"\\':
@@ -195,8 +190,7 @@ def go_type(v: GoValue) -> str:
 
 
 def _args(text: str) -> GoValue:
-    """A call's arguments as Ollama holds them: the JSON text parsed into a map (an integral
-    number is a float64 there, which Go's json writes without a fraction: 3.0 -> 3)."""
+    """A call's arguments as Ollama holds them: a map whose numbers are float64 (3.0 prints 3)."""
     try:
         value = json.loads(text, parse_float=lambda x: int(float(x)) if float(x).is_integer() and abs(float(x)) < 1e21
                            else float(x))
@@ -222,8 +216,7 @@ def _strings(v: GoValue, msg: int, slot: str) -> GoValue:
 
 
 def tool_calls(m: Message, msg: int) -> list[GoStruct]:
-    """templateToolCall{ID, Function: templateToolCallFunction{Index, Name, Arguments}}: no json
-    tags, so `json` writes the Go names; Arguments is templateArgs (a sorted map, String() = JSON)."""
+    """templateToolCall{ID, Function{Index, Name, Arguments}}: no json tags (`json` writes Go names)."""
     return [GoStruct([("ID", "ID", False, Val(c.id, msg, "tool_call")),
                       ("Function", "Function", False, GoStruct([
                           ("Index", "Index", False, k),
@@ -241,8 +234,7 @@ def message(m: Message, msg: int, content: Val) -> dict[str, GoValue]:
 
 
 def _property(v: dict) -> GoStruct:
-    """api.ToolProperty: the schema keys Ollama keeps (others are dropped when it decodes the
-    request); a one-element type list is a PropertyType that prints and marshals as its string."""
+    """api.ToolProperty: the schema keys Ollama keeps (it drops the others)."""
     kind = v.get("type")
     kind = [kind] if isinstance(kind, str) else list(kind or [])
     nested = v.get("properties")
@@ -258,8 +250,7 @@ def _property(v: dict) -> GoStruct:
 
 
 def tools(specs: Sequence[ToolSpec]) -> GoList | None:
-    """templateTools (nil without tools): templateTool{type, items, function: templateToolFunction
-    {name, description (no omitempty), parameters{type, $defs, items, required, properties}}}."""
+    """templateTools (nil without tools)."""
     if not specs:
         return None
     out = GoList()

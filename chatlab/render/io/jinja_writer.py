@@ -1,16 +1,13 @@
-"""Write a built-in template as a Jinja chat_template that gives exactly the id-level ids: the
-file for `vllm serve --chat-template` or a fine-tuned tokenizer_config. Every rule of compose.py
-is written again here, and tests hold the two equal. Two conventions differ: a `BREAK` becomes a
-space before non-empty content (SentencePiece's dummy prefix then splits alike), and ChatGLM3
-tool calls take their arguments as objects, as vLLM passes them.
+"""Write a built-in template as a Jinja chat_template that gives exactly the id-level ids (every
+rule of compose.py again; tests hold the two equal). A `BREAK` becomes a space before non-empty
+content (SentencePiece's dummy prefix then splits alike).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 from chatlab.models import asset_path
-from chatlab.render.template import get_template
-from chatlab.render.template import Parts, Template
+from chatlab.render.template import Parts, Template, get_template
 from chatlab.tools.format import lit
 
 
@@ -134,9 +131,8 @@ class Exporter:
 
 
 def tokenizer_for(template: Template, base: str | None = None):  # noqa: ANN201 - PreTrainedTokenizerFast
-    """A fast tokenizer that has every special token `template` needs (SmolLM2's BPE underneath),
-    with the exported chat_template: for checking exports of templates whose own tokenizer is not
-    shipped offline. Its eos is the template's first stop token, its bos `<s>` when one is used."""
+    """A fast tokenizer (SmolLM2's BPE) with every special token `template` needs and the exported
+    chat_template: for checking exports of templates whose own tokenizer is not shipped offline."""
     return _tokenizer_for(template.name, base)
 
 

@@ -1,17 +1,10 @@
-"""LLaMA-Factory slot templates written as JSON, imported as a chatlab Template.
+"""LLaMA-Factory slot templates written as JSON (its formatter names), imported as a Template.
 
-The JSON keeps LLaMA-Factory's formatter names: format_user, format_assistant (required),
-format_system, format_separator, format_prefix, default_system, stop_words, template_class
-("llama2": Llama2Template, whose system text goes inside the first user slot). A slot list holds
-strings (`{{content}}` once per role) and objects: {"token": "<|im_start|>"}, {"bos_token": true},
-{"eos_token": true}. As LLaMA-Factory's `_encode`: prefix and system before the first message,
-format_separator before every user turn but the first (folded into the end of the assistant
-turn: the same ids for every conversation that ends with a user turn).
-
-A name LLaMA-Factory registers with a class (`register_template(name=..., template_class=...)`)
-is read with that class, with a warning when the file says otherwise. The classes come from
-LLaMA-Factory's data/template.py, parsed, not imported (it needs torch), where the package is
-installed (here, or under CHATLAB_ORACLE_SITE, default ~/.cache/chatlab-oracles); else TABLE.
+A slot list holds strings (`{{content}}` once per role) and {"token": ...}, {"bos_token": true},
+{"eos_token": true} objects. format_separator is folded into the end of the assistant turn (the
+same ids for every conversation that ends with a user turn). A name LLaMA-Factory registers with a
+class is read with that class, from its data/template.py (parsed, not imported) where installed
+(here, or under CHATLAB_ORACLE_SITE), else from TABLE.
 """
 from __future__ import annotations
 
@@ -29,8 +22,7 @@ from chatlab.render.template import BOS, CONTENT, EOS, SEAM, Part, Parts, S, T, 
 
 FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_separator",
           "format_prefix", "default_system", "stop_words", "template_class")
-# register_template(template_class=...): the base Template writes the system block before the
-# first user turn; Llama2Template (llama2, mistral, gemma...) puts it inside the first user slot.
+# The base Template writes the system block before the first user turn; Llama2Template inside it.
 CLASSES = ("default", "llama2")
 
 
@@ -168,12 +160,9 @@ def parse_llamafactory(text: str, origin: str = "<text>") -> tuple[Template, lis
     system = _slots(data.get("format_system", ["{{content}}"]), "format_system", origin, True)
     sep = _slots(data.get("format_separator", []), "format_separator", origin, False)
     prefix = _slots(data.get("format_prefix", []), "format_prefix", origin, False)
-    # LLaMA-Factory's _encode: `system = system or default_system`, then a system block only when
-    # there is text (`if system or tools`): so an empty system message means the default, and an
-    # empty default is none. At inference the prompt ends where the last user slot ends (the
-    # assistant slot is the response), hence no generation prompt of its own. Llama2Template
-    # prepends format_system's text to the first user message's content, inside [INST].
-    # (its text joins the user's content inside the user element: no seams around it)
+    # As _encode: an empty system message means the default, and an empty default is none; the
+    # prompt ends where the last user slot ends. Llama2Template's system joins the user's content
+    # inside the user element: no seams around it.
     merged = tuple(p for p in system if p != SEAM)
     style: dict[str, Jsonable] = {"system_style": "first-user", "system_merge": merged} if cls == "llama2" else {}
     t = Template(str(data.get("name") or origin), f"imported from {origin} (LLaMA-Factory slots)",

@@ -1,10 +1,7 @@
 """LMDeploy's JSON chat-template config (`lmdeploy serve api_server --chat-template FILE.json`).
 
 LMDeploy writes `{system}{meta_instruction}{eosys}` when the first message is not a system one,
-then per message `{box}{content}{eox}` (system/eosys, user/eoh, assistant/eoa+separator,
-tool/eotool), then `{assistant}`; no tool definitions or calls. Null fields become
-BaseChatTemplate's '', meta_instruction included, so a template without a default system prompt
-cannot be written. Both directions go through a chatlab Template, so imports render at id level.
+then per message `{box}{content}{eox}`, then `{assistant}`; no tools. Null fields become ''.
 """
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ from chatlab.render.template import Template
 STRINGS = ("system", "meta_instruction", "eosys", "user", "eoh", "assistant", "eoa", "separator",
            "tool", "eotool")
 LMDEPLOY_FIELDS = ("model_name", "model_path", *STRINGS, "capability", "stop_words")
-# The names lmdeploy 0.18's model.py registers, and what the class adds to the fields. A config
-# naming one runs that class (its own defaults for every null field, and for most its own
-# messages2prompt), which is not what the file says.
+# The names lmdeploy 0.18's model.py registers: a config naming one runs that class, not its fields.
 _OWN = "its class {} has its own messages2prompt (code, not config fields)"
 _FIELDS = "its class {} fills every null field with its own default"
 LMDEPLOY_BUILTINS: dict[str, str] = {
@@ -69,8 +64,6 @@ def parse_lmdeploy(text: str, origin: str = "<text>") -> Template:
                            "capability 'chat' (or none)")
     words, tokens = stops_of(data, origin)
     f = {k: data.get(k) or "" for k in STRINGS}  # null and missing are BaseChatTemplate's ''
-    # a tool message is {tool}{content}{eotool} like any other: without those fields, its bare
-    # content right after the assistant turn (messages2prompt's box_map and eox_map)
     roles = {"system": turn(f["system"], f["eosys"]), "user": turn(f["user"], f["eoh"]),
              "assistant": turn(f["assistant"], f["eoa"] + f["separator"]), "tool": turn(f["tool"], f["eotool"])}
     meta = data.get("meta_instruction")
@@ -88,10 +81,8 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
         raise CannotExpress(f"template {t.name!r} starts every prompt with {start!r}, which an {target} "
                             "template cannot write (LMDeploy adds only the tokenizer's bos by itself); "
                             "export it as Jinja instead (--format jinja)", f"the prompt prefix {start!r}", target)
-    def unseamed(parts: tuple) -> list:  # LMDeploy tokenizes the whole prompt: seams do not count
-        return [p for p in parts if p.kind != "seam"]
-
-    if unseamed(t.gen_prompt()) != unseamed(t.header("assistant")):
+    seamless = [[p for p in parts if p.kind != "seam"] for parts in (t.gen_prompt(), t.header("assistant"))]
+    if seamless[0] != seamless[1]:
         raise CannotExpress(f"template {t.name!r} opens the reply differently from an assistant turn's "
                             f"header, which an {target} template cannot express (it writes {{assistant}})",
                             "a reply opening other than the assistant header", target)
@@ -100,9 +91,6 @@ def export_lmdeploy(t: Template, drop_tools: bool = False) -> str:
     else:  # "none": plain text before the first turn, no header of its own
         system, eosys = around((*t.system_merge,), "system text", t, target)
     if t.default_system is None and (system or eosys):
-        # messages2prompt skips that turn only when meta_instruction is None, but a config file
-        # cannot say None: ChatTemplateConfig.chat_template() drops null fields, and the
-        # BaseChatTemplate a --chat-template file becomes defaults meta_instruction to ''.
         raise CannotExpress(f"template {t.name!r} has no default system prompt; an LMDeploy config file "
                             "writes {system}{meta_instruction}{eosys} whenever the conversation has no "
                             "system message (a missing or null meta_instruction becomes BaseChatTemplate's "

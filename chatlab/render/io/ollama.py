@@ -1,12 +1,7 @@
-'''Ollama Modelfiles: read one (its TEMPLATE rendered by the Go-template subset, gotemplate.py)
-and export a chatlab template as one (`ollama create NAME -f Modelfile`).
-
-The export writes a Hermes tool format as Go template text that rebuilds chatlab's tool text key
-by key. Ollama hands the template Go values (maps in sorted key order, a property's keys only
-api.ToolProperty's), so the render is id-equal to chatlab's when the request is in that layout:
-a tool's name, description, parameters (type, properties, required); property names sorted,
-keys in the order type, description, enum, items; call arguments as
-json.dumps(args, sort_keys=True) writes them. Elsewhere `chatlab certify` shows the difference.
+'''Ollama Modelfiles: read one (its TEMPLATE rendered by gotemplate.py) and export a chatlab
+template as one. A Hermes tool format is written as Go template text that rebuilds chatlab's tool
+text key by key; Ollama hands it Go values (sorted maps, api.ToolProperty's keys only), so the
+render is id-equal in that layout (see the export's header); `chatlab certify` shows the rest.
 '''
 from __future__ import annotations
 
@@ -39,9 +34,8 @@ class Modelfile:
 
     def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
                add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
-        """The pieces Ollama's template gives this chat. As template.go: a template that mentions
-        .Messages runs once over the collated chat; a legacy .System/.Prompt/.Response one runs
-        once per round, the last only up to its first .Response."""
+        """The pieces Ollama's template gives this chat: once over the collated .Messages, or (a
+        legacy .System/.Prompt/.Response one) once per round, the last up to its first .Response."""
         if tools and not mentions(self.nodes, "Tools"):
             raise ChatlabError("this Ollama template never mentions .Tools, so Ollama refuses tools for it "
                                "(\"does not support tools\"); send the chat without tools or use a tool template",
@@ -130,9 +124,8 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
 
 
 def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoValue]]]:
-    """Ollama's collate() (template.go): all system texts joined; consecutive same-role messages
-    merged into the first (contents joined by a blank line; its other fields, tool calls
-    included, stay the first's); tool results kept apart."""
+    """Ollama's collate(): system texts joined; consecutive same-role messages merged into the
+    first (contents joined by a blank line); tool results kept apart."""
     system = [(i, m.content) for i, m in msgs if m.role == "system"]
     out: list[dict[str, GoValue]] = []
     for i, m in msgs:
@@ -189,10 +182,8 @@ def _quote(value: str, what: str) -> str:
 
 
 def export_ollama(t: Template, drop_tools: bool = False) -> str:
-    """A Modelfile whose TEMPLATE renders like `t`; FROM is a placeholder to point at the model.
-    A Hermes tool format (Qwen2.5's) is written with its tools, calls and results (py
-    says in which request layout Ollama's render is then id-equal); other tool formats are refused
-    unless `drop_tools`."""
+    """A Modelfile whose TEMPLATE renders like `t` (FROM is a placeholder); of the tool formats
+    only Hermes is written, others are refused unless `drop_tools`."""
     target = "Ollama Modelfile"
     hermes = t.tool_format is not None and t.tool_format.name == "hermes" and not drop_tools
     if t.tool_format is not None and not hermes and not drop_tools:
@@ -249,8 +240,7 @@ def export_ollama(t: Template, drop_tools: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-# A value of a Go map (an argument, an enum member, an items key): a string quoted as
-# json.dumps would, anything else through Go's json (numbers, booleans, null are the same).
+# A value of a Go map: a string quoted as json.dumps would, anything else through Go's json.
 _SCALAR = ('{{ if eq (printf "%T" $x) "string" }}{{ printf "%q" $x }}'
            '{{ else }}{{ json $x }}{{ end }}')
 
