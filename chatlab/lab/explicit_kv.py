@@ -1,11 +1,8 @@
 """The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
 
-In the stateful export chatlab serves, the cache lives inside the model. Here every layer's keys
-and values are inputs (`past_key_values.N.key/value`) and outputs (`present.N.key/value`), each
-`[batch, kv_heads, seq, head_dim]`, and the caller owns them: prefill with a zero-length past,
-then each decode step feeds the previous `present.*` back, `attention_mask` covering past + new
-and `position_ids` continuing from the past's length. For teaching, and for checking that both
-forms compute the same tokens.
+Every layer's keys and values are inputs (`past_key_values.N.key/value`) and outputs
+(`present.N.key/value`) that the caller owns: prefill with a zero-length past, then feed each
+step's `present.*` back. For teaching, and for checking that both forms compute the same tokens.
 """
 from __future__ import annotations
 

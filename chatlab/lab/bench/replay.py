@@ -2,11 +2,7 @@
 
 Greedy speculation changes only the number of model passes, so whether a guess would have been
 accepted is known from the recorded plain reply; a pass over 1 + k tokens costs about
-`PASS_COST[k]` decode steps. This chose `Speculation`'s draft schedule; `chatlab bench speculate`
-checks the choice against real clocks.
-
-    chatlab bench replay --record   # greedy replies of every bench task case
-    chatlab bench replay            # modelled speed of a few policies, per task
+`PASS_COST[k]` decode steps.
 """
 from __future__ import annotations
 

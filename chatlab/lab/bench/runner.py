@@ -1,9 +1,7 @@
 """Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
 
-At most two engine processes are alive at once (`plan_groups`); within a pair the engines take
-turns in an order that rotates every round, and each ratio is taken against the baseline in its
-own pair. A round times a short chat prompt (TTFT and decode speed) and a ~1,000-token prompt
-(TTFT). The result says what each engine ran at, on which CPU, with how many threads.
+At most two engine processes are alive at once (`plan_groups`); each ratio is taken against the
+baseline in its own pair, in an order that rotates every round.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-    chatlab bench speculate --fast --out data/bench/fast-run.json
 
-Part 1 times the task shapes side by side (chatlab.lab.bench.sidebyside) on chatlab's loop and
-genai, plain and with prompt lookup, llama.cpp's Q4_1 when installed and the int4 rows; part 2
-times turns 1..8 of a growing chat with and without prefix reuse. Each target's ratio prints as
-MET or MISSED (or why its engine could not run), prompt lookup's gain beside an oracle
-drafter's bound, and everything goes to `out` as JSON.
+Part 1 times the task shapes side by side, plain and with prompt lookup; part 2 times turns of a
+growing chat with and without prefix reuse. Each target prints as MET or MISSED.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Time to first token over a growing chat, with and without prefix reuse, side by side.
 
 A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
-(chatlab.engine.lease) only the new message (a passage and a question of notebook 08's set).
-The engines are timed interleaved, turn by turn, in one process; TTFT runs from the call to the
-first content chunk, rendering included.
-
-    chatlab bench turns --turns 8 --tokens 16          # chatlab's loop, openvino
-    chatlab bench turns --genai                         # + genai with/without caching
+(chatlab.engine.lease) only the new message. The engines are timed interleaved, turn by turn.
 """
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
-
-* split role markers (notebook 01, fixed in 02): every control token encoded as text pieces,
-  against the id-level prompt and, as the positive control, the tokenizer's own chat_template;
-* a missing stop (notebook 03): `<|endoftext|>` alone as the stop id, against the template's.
-
-Streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
+split role markers (notebooks 01-02) and a missing stop (notebook 03).
 """
 from __future__ import annotations
 

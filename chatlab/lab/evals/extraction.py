@@ -1,14 +1,9 @@
 """Score structured extraction over the dog set: each method is a function text -> object with
-`name` and `color` (a pydantic model, a dict, or anything with those attributes).
+`name` and `color`.
 
-Scoring is strict on purpose: the name must equal the gold name and the color the gold color
-(or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
-color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
-
-`span_schema` builds an extractive schema per sentence: its values are `enum`s of the sentence's
-own words, so the grammar only lets a small model choose among answers that can be right. The langchain methods
-here (`article_chain`, `prompted`, `streamed_call`) are the boilerplate a notebook cell would
-repeat; the notebook builds the modern ones (`llm.with_structured_output`) itself.
+Scoring is strict: name and color must equal the gold ones (or an accepted spelling) after
+normalising case, spaces, hyphens and a leading article. A method that raises counts as wrong.
+`span_schema` builds an extractive schema per sentence whose values are `enum`s of its own words.
 """
 from __future__ import annotations
 
