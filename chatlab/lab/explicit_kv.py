@@ -34,12 +34,8 @@ class Port:
 
 
 def f32_cache_ports(model: OVModel) -> OVModel:
-    """The graph with its `past_key_values.*` inputs and `present.*` outputs carried in f32.
-
-    optimum-intel saves the cache ports at the exporting CPU's default precision (bf16 on a CPU
-    with avx512_bf16/AMX) by wrapping the f32 graph in Converts. The wrapping is undone: the
-    parameter becomes f32 (its Convert is then a no-op) and each result takes the f32 value from
-    before its Convert."""
+    """The graph with its cache ports carried in f32: optimum-intel wraps the f32 graph in Converts
+    to the exporting CPU's precision (bf16 with AMX), and the wrapping is undone here."""
     import openvino as ov
 
     f32, changed = ov.Type.f32, False

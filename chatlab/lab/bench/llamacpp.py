@@ -53,10 +53,8 @@ PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n
 
 
 def extra_buffers_run(path: Path) -> bool:
-    """Whether llama.cpp's extra buffer types run here. On an AMX CPU ggml puts the quantized
-    matmuls on its AMX kernels, whose tile loads can stop the process with SIGILL, so a
-    three-token run in a child process decides. Where it fails, the engine loads with
-    `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
+    """Whether llama.cpp's extra buffer types run here: on an AMX CPU their tile loads can stop the
+    process with SIGILL, so a three-token run in a child process decides."""
     import subprocess
     import sys
 

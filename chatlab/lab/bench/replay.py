@@ -94,10 +94,8 @@ def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculati
 
 
 def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
-    """A bound on any n-gram lookup drafter with guesses of up to `k` (passes padded to 1 + k):
-    at each pass, of every earlier occurrence of the last token, take the one whose continuation
-    matches the reply longest, and draft only when something would be kept. A real drafter
-    cannot know which occurrence that is, nor skip its wrong guesses, so none does better."""
+    """A bound on any n-gram lookup drafter with guesses of up to `k`: at each pass it drafts from
+    the earlier occurrence whose continuation matches the reply longest, and only when kept."""
     if len(reply) < 2:
         return 1.0
     ids, n, cost = list(prompt) + [reply[0]], 1, 0.0

@@ -99,10 +99,8 @@ def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]
 
 
 def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
-    """`function(*args)` in a short-lived Python process, so that what it imports stays there: the
-    function goes by its module and name, the arguments and the result as JSON (the result on the
-    child's last stdout line: lists come back for tuples). A failure is a ChatlabError naming
-    `what` and the child's last stderr line."""
+    """`function(*args)` in a short-lived Python process, so that what it imports stays there;
+    arguments and result go as JSON. A failure is a ChatlabError naming `what` and its stderr."""
     code = ("import importlib, json, sys; f = getattr(importlib.import_module(sys.argv[1]), sys.argv[2]); "
             "print(json.dumps(f(*json.loads(sys.argv[3]))))")
     done = subprocess.run([sys.executable, "-c", code, function.__module__, function.__qualname__,
@@ -162,12 +160,9 @@ class Worker:
 
 
 def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
-    """Which engines are alive together: each engine in a pair with the anchor (the baseline,
-    or the first engine when the baseline is not benchmarked), one pair at a time.
-
-    Pairs keep memory at two engines (Binder gives 2 GB) while every ratio is still taken
-    between two engines measured interleaved in the same stretch of machine time; one engine
-    at a time would reload it every round or compare numbers taken minutes apart."""
+    """Which engines are alive together: each engine in a pair with the anchor (the baseline, or
+    the first engine), one pair at a time. Pairs keep memory within Binder's 2 GB while every
+    ratio is still taken between two engines measured interleaved."""
     if len(engines) <= 1:
         return [list(engines)]
     anchor = baseline if baseline in engines else engines[0]

@@ -33,10 +33,7 @@ STORY_CHAT = [{"role": "user", "content": "Tell me a long story about a lighthou
 
 @dataclass(frozen=True)
 class ServingRun:
-    """What `chatlab bench serving` measures: the engine (model, backend, weight format, precision
-    and the backend's loader options), `tokens` per reply over `rounds` rounds (None: 5, or 2 with
-    clients), and with `clients` N concurrent streams, `equal` greedy replies compared with the
-    OpenVINO loop; `as_json` prints the N-client result as JSON instead of text."""
+    """What `chatlab bench serving` measures (`rounds` None: 5, or 2 with clients)."""
 
     model: str = "smollm2-135m-instruct"
     backend: str = DEFAULT_BACKEND

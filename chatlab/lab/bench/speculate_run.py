@@ -116,11 +116,9 @@ def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
 
 def oracle_bounds(part: dict[str, Jsonable],
                   replies: dict[str, list[dict[str, list[int]]]] | None) -> dict[str, dict[str, Jsonable]]:
-    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's (in a
-    --fast run, the fast profile's, whose plain row keeps dynamic quantization on), beside
-    the bound an oracle drafter reaches on the same cases (`replay.oracle` over the recorded
-    greedy replies of the cases this run timed, the first `rounds` of each task, cut at their
-    end token as the run's replies are). None where a row or the recording is missing."""
+    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's, beside the
+    bound an oracle drafter reaches on the recorded replies of the same cases. None where a row
+    or the recording is missing."""
     rows = {r["name"]: r for r in part["engines"]}
     out: dict[str, dict[str, Jsonable]] = {}
     for task in part["tasks"]:
@@ -205,11 +203,8 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
 @dataclass(frozen=True)
 class SpeculateRun:
     """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns`
-    turns of a growing chat with `turn_tokens` per reply (0 turns, or `fast`: no chat).
-    `draft_tokens` and `ngram` set every prompt-lookup row's drafter (None: each row's own
-    default); `ignore_eos` times exactly `tokens` per case, past the reply's end token; `engines`
-    picks the rows (None: all, or with `fast` the fast profile's). The JSON goes to `out`, with
-    `command` recorded in it; `machine`, a line about the machine, labels it as a stored result."""
+    turns of a growing chat (none with `fast`). `draft_tokens` and `ngram` set every prompt-lookup
+    row's drafter (None: each row's default); the JSON goes to `out`."""
 
     model: str = "smollm2-135m-instruct"
     rounds: int = 3

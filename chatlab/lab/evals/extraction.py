@@ -236,10 +236,8 @@ def _literal(text: str) -> str:
 
 def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, str]] = (),
              human: str = "Sentence: {input}") -> Callable[[str], object]:
-    """`system`, then each example as a user turn (`human` filled with its input) and an
-    assistant turn (its answer), then the real input, piped into `runnable` (e.g. a
-    with_structured_output model). Examples as turns, not as text inside the system prompt:
-    a small model copies the last example of a list, but continues a conversation."""
+    """`system`, each example as a user and an assistant turn, then the real input, piped into
+    `runnable`. Examples as turns: a small model copies a list's last example, but continues a chat."""
     from langchain_core.prompts import ChatPromptTemplate
 
     if "{input}" not in human:
