@@ -160,9 +160,8 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, quiet: bool = True) -> ExplicitKV:
-    """The stateless export of `model` (exported once, then cached); int8 by default, as
-    chatlab's OpenVINO loop. `quiet` keeps the export's own messages out of the output and says
-    in one line instead that the first run exports."""
+    """The stateless export of `model` (exported once, then cached); `quiet` says in one line that
+    the first run exports instead of showing the export's messages."""
     precision = check_precision(precision)  # before a first-use export of minutes
     if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)

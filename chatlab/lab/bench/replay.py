@@ -149,8 +149,7 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 
 def run(file: str | None = None, record_first: bool = False, past_end: bool = False) -> None:
     """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
-    replies in `file` (default: the data folder's); `record_first`: record them there first;
-    `past_end`: replay all recorded tokens, past each reply's end token."""
+    replies in `file` (recorded first with `record_first`)."""
     path = Path(file) if file else data_dir().joinpath(*REPLIES)
     if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all

@@ -92,9 +92,8 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
 
 
 def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """`bench_prompts` run in a short-lived process: rendering imports torch into whichever
-    process calls it and keeps it there, while the parent of the workers (in a notebook, the
-    kernel) only needs the ids."""
+    """`bench_prompts` run in a short-lived process, so that the workers' parent (a notebook's
+    kernel) does not keep the torch that rendering imports."""
     return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 

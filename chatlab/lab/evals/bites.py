@@ -189,9 +189,7 @@ def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Seque
 
 
 def table(columns: Sequence[Column], rows: Sequence[tuple[str, str]], max_tokens: int) -> str:
-    """A small text table: one row per measure, one column per condition. `rows` are
-    (label, what): what is a Reply field counted over the set, "length", "tokens",
-    "wasted" or "seconds"."""
+    """A small text table: one row per (label, measure), one column per condition."""
     def cell(c: Column, what: str) -> str:
         if what in ("tokens", "wasted"):
             return str(getattr(c, what))

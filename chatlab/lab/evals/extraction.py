@@ -128,9 +128,8 @@ def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[Metho
 
 def markdown_table(scores: list[MethodScore], focus: str | None = None,
                    focus_label: str | None = None) -> str:
-    """One row per method: both fields right, name right, color right, errors, seconds; with
-    `focus` (a case id) a column, headed `focus_label` (default: "answer to <id>"), shows what
-    the method answered for that sentence."""
+    """One row per method: its accuracies, errors and seconds; with `focus` (a case id) a column of
+    what each method answered for that sentence."""
     head = "| method | both right | name right | color right | errors | s |"
     rule = "|---|---|---|---|---|---|"
     if focus:
