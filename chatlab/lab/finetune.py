@@ -1,8 +1,5 @@
-"""A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model.
-
-Training uses chatlab's renderer, so the ids the model learns from are exactly the ids a server
-built from the same template would send; the loss covers only what the assistant says (its
-content, then the end-of-turn id the server stops on), as LLaMA-Factory's supervised stage does.
+"""A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model; the
+loss covers only what the assistant says, its end-of-turn id included.
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """llama.cpp (`llama-cpp-python`) as an optional benchmark engine, on the shipped Q4_1 GGUF as it is.
-
-Its matrix products quantize activations to 8 bits (q8_1); the rest is f32, the closest it gets
-to "f32 compute". It has no bf16 mode for these weights, so a bf16 bench skips it with that
-reason, as it does without the optional extra (`pip install -e '.[llamacpp]'`).
+Its matrix products quantize activations to 8 bits and it has no bf16 mode, so a bf16 bench skips it.
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """What one bench run measures: time to the first new token, decode speed after it, the tokens.
-
-Speed counts tokens, not callbacks: a streamer may deliver several tokens at once (genai's
-prompt lookup writes the list of tokens each verify pass accepted; transformers' assisted
-generation puts a tensor of them), so every stamp carries how many tokens it delivered.
+Speed counts tokens, not callbacks: every stamp carries how many tokens it delivered.
 """
 from __future__ import annotations
 
