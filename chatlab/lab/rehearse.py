@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from chatlab.backends.precision import cpu
 from chatlab.lab import route
@@ -298,18 +298,9 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-class Runner(Protocol):
-    """Runs one notebook's chosen cells in a fresh kernel."""
-
-    def prepare(self) -> None:
-        """Made ready once, before the first notebook."""
-
-    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
-        """Run them; `home` is the rehearsal's temporary folder (removed afterwards)."""
-
-
 class LocalRunner:
-    """A kernel of this Python, in a 2 GB cgroup when asked."""
+    """Runs one notebook's chosen cells in a fresh kernel of this Python, in a 2 GB cgroup when
+    asked; `home` is the rehearsal's temporary folder."""
 
     def prepare(self) -> None:
         pass
@@ -416,8 +407,9 @@ class ColabRunner:
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
-             cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE, runner: Runner | None = None,
-             report: Path | None = None, klass: bool = False) -> int:
+             cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE,
+             runner: LocalRunner | ColabRunner | None = None, report: Path | None = None,
+             klass: bool = False) -> int:
     """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong).
     `report`: a JSON file for the rows; `klass`: run the class notebook instead."""
     try:

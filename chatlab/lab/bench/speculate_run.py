@@ -19,9 +19,8 @@ from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import FAST_ENGINES
 from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
-from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
+from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line, label, write_json
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.bench.report import label, write_json
 from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
@@ -54,9 +53,8 @@ def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
 
 
 def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
-    """The moonshot of the fast profile, on every task shape: chatlab's loop decoding at least
-    as fast as llama.cpp's q4_1 (equal bits) with at most half its time to first token, and at
-    least as fast as genai given the same settings; with prompt lookup on the copy-heavy ones."""
+    """The fast profile's moonshot per task: decode at least llama.cpp q4_1's with at most half its
+    TTFT, and at least genai's given the same settings; with prompt lookup on copy-heavy tasks."""
     out = []
     for task in tasks:
         out += [("fast: decode vs llama.cpp-q4_1", task, FAST, "decode_tok_s", LLAMA_CPP, ">=", 1.0),
