@@ -52,9 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
                func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-    """A `chatlab bench NAME` parser; its errors are printed as `chatlab bench NAME: error: ...`.
-    Flags given between `bench` and NAME are refused: argparse would let NAME's own defaults
-    overwrite them without a word."""
+    """A `chatlab bench NAME` parser. Flags given between `bench` and NAME are refused: argparse
+    would let NAME's own defaults overwrite them without a word."""
     def checked(args: argparse.Namespace) -> int:
         before = args.argv[1:args.argv.index(name, 1)]
         if before:

@@ -1,9 +1,5 @@
-"""Installing chatlab into Colab's own Python without replacing what Colab ships.
-
-A pip constraints file pins every installed distribution to its installed version, and chatlab's
-needs (requirements/colab.txt) are resolved under it: pip adds only what is missing, or stops
-with its conflict and nothing is marked done. The export tools cap transformers below Colab's,
-so exports run in their own environment (chatlab.backends.export).
+"""Installing chatlab into Colab's own Python without replacing what Colab ships: chatlab's needs
+are resolved under a constraints file pinning every installed distribution.
 """
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`chatlab doctor`: what this machine has, what it means for chatlab, and how to fix problems.
-
-Versions come from package metadata; the CPU (its flags, native bf16, OpenVINO's default
-precision) from chatlab.backends.precision.cpu. Every problem found comes with its fix.
-"""
+"""`chatlab doctor`: what this machine has, what it means for chatlab, and how to fix problems."""
 from __future__ import annotations
 
 import importlib.metadata as md

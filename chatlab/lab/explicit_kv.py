@@ -1,11 +1,8 @@
 """The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
 
-In the stateful export chatlab serves, the cache lives inside the model. Here every layer's keys
-and values are inputs (`past_key_values.N.key/value`) and outputs (`present.N.key/value`), each
-`[batch, kv_heads, seq, head_dim]`, and the caller owns them: prefill with a zero-length past,
-then each decode step feeds the previous `present.*` back, `attention_mask` covering past + new
-and `position_ids` continuing from the past's length. For teaching, and for checking that both
-forms compute the same tokens.
+Every layer's keys and values are inputs (`past_key_values.N.key/value`) and outputs
+(`present.N.key/value`) that the caller owns: prefill with a zero-length past, then feed each
+step's `present.*` back. For teaching, and for checking that both forms compute the same tokens.
 """
 from __future__ import annotations
 
@@ -37,12 +34,8 @@ class Port:
 
 
 def f32_cache_ports(model: OVModel) -> OVModel:
-    """The graph with its `past_key_values.*` inputs and `present.*` outputs carried in f32.
-
-    optimum-intel saves the cache ports at the exporting CPU's default precision (bf16 on a CPU
-    with avx512_bf16/AMX) by wrapping the f32 graph in Converts. The wrapping is undone: the
-    parameter becomes f32 (its Convert is then a no-op) and each result takes the f32 value from
-    before its Convert."""
+    """The graph with its cache ports carried in f32: optimum-intel wraps the f32 graph in Converts
+    to the exporting CPU's precision (bf16 with AMX), and the wrapping is undone here."""
     import openvino as ov
 
     f32, changed = ov.Type.f32, False
@@ -167,9 +160,8 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None, quiet: bool = True) -> ExplicitKV:
-    """The stateless export of `model` (exported once, then cached); int8 by default, as
-    chatlab's OpenVINO loop. `quiet` keeps the export's own messages out of the output and says
-    in one line instead that the first run exports."""
+    """The stateless export of `model` (exported once, then cached); `quiet` says in one line that
+    the first run exports instead of showing the export's messages."""
     precision = check_precision(precision)  # before a first-use export of minutes
     if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)

@@ -1,8 +1,5 @@
-"""A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model.
-
-Training uses chatlab's renderer, so the ids the model learns from are exactly the ids a server
-built from the same template would send; the loss covers only what the assistant says (its
-content, then the end-of-turn id the server stops on), as LLaMA-Factory's supervised stage does.
+"""A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model; the
+loss covers only what the assistant says, its end-of-turn id included.
 """
 from __future__ import annotations
 
@@ -123,12 +120,9 @@ def add_lora(model: HFModel, rank: int = 8, alpha: int = 16, seed: int = 0, top_
 def train(model: HFModel, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
           lr: float = 2e-3, seed: int = 0, threads: int | None = 2,
           micro_batch: int | None = 2) -> TrainReport:
-    """AdamW on the trainable parameters, shuffled batches, right padding masked out.
-
-    Each batch runs as micro-batches of `micro_batch` examples whose gradients add up before the
-    optimizer step; every micro-batch divides its summed token loss by the whole batch's count
-    (`num_items_in_batch`), so the step is the one a full batch would take, in less memory (the
-    logits are examples x tokens x vocabulary floats). `micro_batch=None` runs batches whole."""
+    """AdamW on the trainable parameters, shuffled batches, right padding masked out. Each batch runs
+    as micro-batches whose token losses are divided by the whole batch's count, so the step is the
+    one a full batch would take, in less memory (`micro_batch=None` runs batches whole)."""
     import torch
 
     if not examples:
@@ -184,10 +178,8 @@ def loss_of(model: HFModel, batch: Sequence[Example], scored: int) -> "torch.Ten
 def answers(model: HFModel, tokenizer: HFTokenizer, resolution: Resolution, chats: Sequence[ChatMessages],
             params: SamplingParams | None = None, max_new_tokens: int = 48,
             backend: StepBackend | None = None) -> list[Finished]:
-    """One Finished per chat, as the server would answer it: each chat is a request to a
-    ChatEngine over the model, rendered with `resolution`. Chat i samples with seed
-    `params.seed + i`, so each answer is reproducible on its own. `backend` replaces the model
-    (a ScriptedBackend replaying gold answers is the positive control of the same path)."""
+    """One Finished per chat, as the server would answer it (chat i seeded `params.seed + i`);
+    `backend` replaces the model (a ScriptedBackend is the positive control of the same path)."""
     backend = backend if backend is not None else TorchBackend(model, tokenizer)  # f32, as loaded
     engine = ChatEngine(backend, "finetune", template=resolution)
     base = params or SamplingParams(max_new_tokens=max_new_tokens)

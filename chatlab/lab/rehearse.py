@@ -1,20 +1,11 @@
-"""Rehearse the 2-hour class (`chatlab rehearse`, `./run.sh rehearse`): the route's cells of each
-notebook run cold, as a teacher would, and timed.
+"""Rehearse the 2-hour class (`chatlab rehearse`): the route's cells of each notebook run cold and timed.
 
-The route (chatlab/lab/route.py) is validated before any kernel starts. Each notebook's setup
-and route cells then run in a fresh kernel, as each notebook opened from its badge gets its own
-runtime, from an empty model store (CHATLAB_HOME is a temporary folder, removed afterwards, also
-on an interrupt). A row per notebook: setup and route seconds, the peak resident memory of the
-kernel and its processes, the total. A cell error or stderr output fails it (exit 1), except
-chatlab's one-time BUILD_NOTICES and the stderr the cell's stored output shows (a refusal the
-lesson demonstrates); with --cgroup (Binder's 2 GB), so does an out-of-memory kill.
-
---all runs every cell; --class runs notebooks/class.ipynb (refused where out of sync). --colab
-runs each notebook on a cold runtime of the Colab replica (tests/colab/replica.py's Python 3.13
-venv of Colab's packages): a copy of this tree as the clone, the first cell's install timed
-(`install`), the restart it asks for timed (`restart`), and the export environment's build
-(`env`) and exports (`export`) read from what they leave in CHATLAB_HOME. With --cgroup the
-install runs under INSTALL_LIMIT, then Binder's 2 GB from the restart on.
+The route is validated first. Each notebook then runs in a fresh kernel from an empty model store
+(a temporary CHATLAB_HOME); a row per notebook gives setup and route seconds and peak memory. A
+cell error or stderr fails it, except BUILD_NOTICES and the stderr its stored output shows (a
+refusal the lesson demonstrates); with --cgroup (Binder's 2 GB) so does an out-of-memory kill.
+--colab runs each notebook on a cold runtime of the Colab replica (tests/colab/replica.py), timing
+the install, the restart it asks for, the export environment's build and the exports.
 """
 from __future__ import annotations
 
@@ -31,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from chatlab.backends.precision import cpu
 from chatlab.lab import route
@@ -44,8 +35,7 @@ if TYPE_CHECKING:
 REPO = route.NOTEBOOKS.parent
 # stderr lines a cold model store prints once per build: progress, not a problem
 BUILD_NOTICES = ("chatlab: exporting ", "chatlab: building the export environment ")
-# the parts of a Colab setup the table shows, in order (the notebook's other setup cells and the
-# route make up the rest of the total)
+# the parts of a Colab setup the table shows, in order
 PARTS = ("install", "restart", "env", "export")
 INSTALL_LIMIT = 8_000_000_000  # the Colab install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"  # in the SetupError of a Colab set-up cell that needs one
@@ -60,8 +50,8 @@ class Row:
     peak_mb: float = 0.0
     problem: str = ""
     indices: list[int] = field(default_factory=list)  # the notebook's code cells that ran
-    # seconds of the setup's parts where they were measured (PARTS), and from the first cell's
-    # start to the end of the first cell that runs a live bite (`..._bite(`), None where none ran
+    # seconds of the setup's parts measured (PARTS), and from the start to the end of the first
+    # live bite (None where none ran)
     parts: dict[str, float] = field(default_factory=dict)
     bite_s: float | None = None
 
@@ -125,8 +115,7 @@ class _Peak:
 
 
 def kill_children(pid: int) -> None:
-    """End what a kernel started and left running (an export, a server), so that nothing writes
-    into the model store after the rehearsal removes it."""
+    """End what a kernel left running, so that nothing writes into the store after it is removed."""
     import psutil
 
     try:
@@ -142,7 +131,6 @@ def kill_children(pid: int) -> None:
 
 
 def kernel_sampler(client: object, number: str) -> _Peak:
-    """A _Peak sampling the kernel's local process."""
     pid = getattr(getattr(getattr(client, "km", None), "provisioner", None), "pid", None)
     if not isinstance(pid, int):
         raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
@@ -158,13 +146,7 @@ def restore_env(saved: dict[str, str | None]) -> None:
             os.environ[key] = value
 
 
-def oom_problem(row: Row, cgroup: object | None) -> None:
-    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
-        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
-
-
-# Where the copy keeps a cell's stored stderr: a cell that shows a refusal on purpose (a CLI
-# call with a bad flag) stores its message, and writing it again is the lesson, not a fault.
+# Where the copy keeps a cell's stored stderr: writing it again is the lesson, not a fault.
 STORED_STDERR = "chatlab_stored_stderr"
 
 
@@ -189,18 +171,13 @@ def is_bite(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and "_bite(" in cell.source
 
 
-def source_path(number: str) -> Path:
-    """The notebook a rehearsal row runs: one of the nine by number, or the class notebook."""
-    return route.CLASS_NOTEBOOK if number == "class" else route.notebook_path(number)
-
-
 def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, Row]:
-    """The chosen cells of notebook `number` with their stored outputs cleared (each cell's stored
-    stderr lines kept in its metadata, as what it is expected to write), and an empty row for
-    them."""
+    """The chosen cells of notebook `number`, outputs cleared (stored stderr kept in the metadata),
+    and an empty row for them."""
     import nbformat
 
-    source = nbformat.read(source_path(number), as_version=4)
+    source = nbformat.read(route.CLASS_NOTEBOOK if number == "class" else route.notebook_path(number),
+                           as_version=4)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
     nb.cells = [source.cells[i] for i in chosen]
     for cell in nb.cells:
@@ -215,9 +192,8 @@ def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, R
 
 def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, began: float,
               number: int) -> bool:
-    """Book a cell that just ran (notebook cell `number`, begun at `began`) into `row`: set-up
-    time runs from the kernel's `start`, route time adds up cell by cell, and the first live bite
-    is timed from `start`. False, with `row.problem` set, when the cell failed or wrote stderr."""
+    """Book a cell that just ran into `row`; False, with `row.problem` set, when it failed or
+    wrote stderr."""
     now = time.perf_counter()
     if setup:
         row.setup_s = now - start
@@ -232,15 +208,10 @@ def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, 
 
 
 def first_code_cell(cells: list[nbformat.NotebookNode]) -> int:
-    """The index of the set-up cell (the first code cell), among the chosen cells."""
     found = next((k for k, c in enumerate(cells) if c.cell_type == "code"), None)
     if found is None or "from chatlab.lab.session import setup" not in cells[found].source:
         raise RouteError("rehearse --colab: the notebook's first code cell is not the set-up cell")
     return found
-
-
-def outputs_text(cell: nbformat.NotebookNode) -> str:
-    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n" for o in cell.get("outputs", []))
 
 
 def asks_restart(cell: nbformat.NotebookNode) -> bool:
@@ -252,9 +223,7 @@ def asks_restart(cell: nbformat.NotebookNode) -> bool:
 def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str = "python3",
                  cgroup: object | None = None, colab: Path | None = None) -> Row:
     """Run the chosen cells of notebook `number` in one fresh kernel; stop at the first failure.
-    `colab`: the kernel is the Colab replica's and this is its working folder (Colab's /content,
-    the clone inside); the first cell's install is timed, and run again after the restart it
-    asks for."""
+    `colab`: the replica's working folder; the install is timed and rerun after its restart."""
     from nbclient import NotebookClient
 
     nb, row = fresh_copy(number, chosen)
@@ -276,7 +245,8 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
                         t = time.perf_counter()
                         sampler = restart_and_rerun(client, cell, k, number, cgroup)
                         row.parts["restart"] = time.perf_counter() - t
-                    if "(colab), Python 3.13" not in outputs_text(cell) and not _stderr_or_error(cell):
+                    shown = "".join(o.get("text", "") for o in cell.get("outputs", []))
+                    if "(colab), Python 3.13" not in shown and not _stderr_or_error(cell):
                         row.problem = f"cell {chosen[k]}: the set-up cell did not report a Colab session"
                         break
                 if not book_cell(row, cell, k < n_setup, start, t, chosen[k]):
@@ -284,14 +254,15 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
         finally:
             row.peak_mb = max(peak, sampler.stop()) / 1e6
             kill_children(sampler.pid)
-    oom_problem(row, cgroup)
+    if cgroup is not None and cgroup.oom_kills:  # type: ignore[attr-defined]
+        row.problem = row.problem or "the 2 GB cgroup killed a process (out of memory)"
     return row
 
 
 def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index: int, number: str,
                       cgroup: object | None) -> _Peak:
-    """Restart the kernel, as the set-up cell asked, and run that cell again (in a cgroup,
-    under Binder's limit from here on); a sampler of the new kernel."""
+    """Restart the kernel and run the set-up cell again (under Binder's limit from here on); a
+    sampler of the new kernel."""
     from nbclient.util import run_sync
 
     if cgroup is not None:
@@ -307,8 +278,7 @@ def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index
 
 
 def table(rows: list[Row]) -> str:
-    """One line per notebook and a total; the setup's parts and the first bite as columns when
-    any row measured them (a part a notebook did not have shows as -)."""
+    """One line per notebook and a total; the setup's parts and the first bite where measured."""
     parts = [p for p in PARTS if any(p in r.parts for r in rows)]
     bite = any(r.bite_s is not None for r in rows)
     extra = "".join(f"{p + ' s':>10}" for p in parts) + (f"{'bite s':>9}" if bite else "")
@@ -328,19 +298,9 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-class Runner(Protocol):
-    """Runs one notebook's chosen cells in a fresh kernel: this Python's (`LocalRunner`), or the
-    Colab replica's (`ColabRunner`)."""
-
-    def prepare(self) -> None:
-        """Made ready once, after the route validated and before the first notebook."""
-
-    def __call__(self, number: str, cells: list[int], n_setup: int, home: Path, cgroup: bool) -> Row:
-        """Run them; `home` is the rehearsal's temporary folder (removed afterwards)."""
-
-
 class LocalRunner:
-    """A kernel of this Python, in a 2 GB cgroup when asked."""
+    """Runs one notebook's chosen cells in a fresh kernel of this Python, in a 2 GB cgroup when
+    asked; `home` is the rehearsal's temporary folder."""
 
     def prepare(self) -> None:
         pass
@@ -364,9 +324,8 @@ def _tests_module(name: str) -> ModuleType:
 
 def cgroup_kernel(folder: Path, tag: str, python: str = sys.executable, limit: int | None = None,
                   extra: tuple[str, ...] = ()) -> tuple[object, str]:
-    """A fresh memory cgroup (Binder's 2 GB, or `limit` bytes) and a kernel spec under `folder`,
-    put on JUPYTER_PATH, that starts `python`'s kernel inside it with `extra` arguments
-    (tests/kernel_cgroup.py); exits with the reason where none can be made."""
+    """A fresh memory cgroup (Binder's 2 GB, or `limit` bytes) and a kernel spec under `folder` that
+    starts `python`'s kernel inside it (tests/kernel_cgroup.py); exits where none can be made."""
     cgroups = _tests_module("kernel_cgroup")
     made = cgroups.make(tag, limit or cgroups.LIMIT_BYTES)
     if isinstance(made, str):
@@ -377,8 +336,7 @@ def cgroup_kernel(folder: Path, tag: str, python: str = sys.executable, limit: i
 
 
 def build_seconds(home: Path) -> dict[str, float]:
-    """`env`: the export environment's build (its stamp's time less its first file's), `export`:
-    the exports' own recorded seconds, summed; each only where it happened."""
+    """`env`: the export environment's build time; `export`: the exports' recorded seconds."""
     found: dict[str, float] = {}
     for env in (home / "export-env").glob("py*"):
         stamp = env / ".chatlab-export-env"
@@ -449,11 +407,11 @@ class ColabRunner:
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
-             cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE, runner: Runner | None = None,
-             report: Path | None = None, klass: bool = False) -> int:
+             cgroup: bool = False, stops: tuple[RouteStop, ...] = ROUTE,
+             runner: LocalRunner | ColabRunner | None = None, report: Path | None = None,
+             klass: bool = False) -> int:
     """Validate, then run; the exit status (0 clean, 1 a cell failed, 2 the route is wrong).
-    `report`: a JSON file that gets the rows, the machine and the date. `klass`: run the class
-    notebook (in sync with the route, or refused) instead of the notebooks one by one."""
+    `report`: a JSON file for the rows; `klass`: run the class notebook instead."""
     try:
         route.validate(stops)
         if klass and (numbers or everything):

@@ -1,13 +1,10 @@
 """The 2-hour class's route through the notebooks, its budget, and the class notebook built from it.
 
-`ROUTE` names, per notebook, the sections the class runs (by heading text) and the subsections
-left for homework. Cells before the first `##` heading are the setup; each `##`/`###` heading,
-also one below a markdown cell's first line, starts a section that runs to the next heading of
-the same or a higher level. A section's minutes: its reading (200 words, or 12 code lines, a
-minute) plus its cells' stored seconds, scaled per notebook to the cold rehearsal on the Colab
-replica (data/bench/rehearse-colab.json). The class runs one set-up and leaves `DISCUSSION` of
-its 120 minutes free. The README's and notebook 01's route tables, each notebook's time line and
-notebooks/class.ipynb (every route section in order, after one set-up) are written from here.
+`ROUTE` names, per notebook, the sections the class runs (by heading text) and those left for
+homework; a `##`/`###` heading starts a section that runs to the next heading of its level or
+higher. A section's minutes: its reading plus its cells' stored seconds, scaled to the cold Colab
+rehearsal. The README's route table, each notebook's time line and notebooks/class.ipynb are
+written from here.
 """
 from __future__ import annotations
 
@@ -81,9 +78,7 @@ NUMBERS = ("01", "02", "03", "04", "05", "06", "07", "08", "09")
 
 
 class RouteError(ChatlabError):
-    """A route that cannot run as written: a section that does not exist, a route cell (or an
-    exercise after the route) that needs a name only a skipped section defines, a class over its
-    time, or a class notebook out of sync with the nine."""
+    """A route that cannot run as written, or a class notebook out of sync with the nine."""
 
 
 @dataclass(frozen=True)
@@ -173,9 +168,8 @@ def _code(source: str) -> str:
 
 
 def binds_and_needs(source: str) -> tuple[set[str], set[str]]:
-    """(names a code cell binds at any depth, names it loads that it does not bind itself and
-    that are not builtins). A name bound anywhere in the cell counts as the cell's own: the
-    reading is coarse on purpose, never flagging a name the cell could have made."""
+    """(names a code cell binds at any depth, non-builtin names it loads without binding). Coarse
+    on purpose: a name bound anywhere in the cell counts as its own."""
     tree = ast.parse(_code(source))
     bound: set[str] = set()
     loaded: set[str] = set()
@@ -258,9 +252,8 @@ def _unbound(label: str, run: list[int], cells: list[nbformat.NotebookNode], fou
 
 
 def problems(stop: RouteStop, cells: list[nbformat.NotebookNode]) -> list[str]:
-    """Every route cell's use of a name that only a skipped cell binds, and every exercise cell's
-    when the exercises run after the route, in order (with the `## Exercises` opening where
-    they sit under one), as sentences."""
+    """Every use, by a route cell or an exercise run after the route, of a name only a skipped
+    cell binds, as sentences."""
     run = route_cells(stop, cells)
     _, found = sections(cells)
     out = _unbound(f"notebook {stop.notebook}", run, cells, found)
@@ -299,8 +292,7 @@ def reading_minutes(text: str, code: bool) -> float:
 
 @dataclass(frozen=True)
 class Rehearsed:
-    """One notebook's row of the cold rehearsal: its set-up and route seconds, the set-up's parts
-    (install, restart, env, export) and the code cells it ran."""
+    """One notebook's row of the cold rehearsal."""
 
     setup_s: float
     route_s: float
@@ -310,9 +302,7 @@ class Rehearsed:
 
 @lru_cache(maxsize=2)
 def rehearsal(everything: bool = False) -> dict[str, Rehearsed]:
-    """The cold rehearsal's rows by notebook: of the route (data/bench/rehearse-colab.json), or
-    with `everything` of every cell (data/bench/rehearse-colab-all-*.json, each row running every
-    code cell of its notebook)."""
+    """The cold rehearsal's rows by notebook: of the route, or with `everything` of every cell."""
     found = {}
     files = sorted(data_path(REHEARSAL[0]).glob("rehearse-colab-all-*.json")) if everything else [data_path(*REHEARSAL)]
     for path in files:
@@ -326,10 +316,8 @@ def rehearsal(everything: bool = False) -> dict[str, Rehearsed]:
 
 
 def machine_scale(number: str, cells: list[nbformat.NotebookNode], everything: bool = False) -> float:
-    """How much slower the rehearsal (of every cell, with `everything`) ran notebook `number`'s
-    cells than the stored run did: its setup and route seconds, less the set-up parts the class
-    does once, over the stored seconds of the code cells it ran (the first code cell left out:
-    the install)."""
+    """How much slower the rehearsal ran notebook `number`'s cells than the stored run did (the
+    set-up parts the class does once and the install cell left out)."""
     row = rehearsal(everything).get(number)
     fix = f"rehearse it (`./run.sh rehearse --colab --cgroup{' --all' if everything else ''} --json data/bench/...`)"
     if row is None or not row.cell_indices:
@@ -341,17 +329,9 @@ def machine_scale(number: str, cells: list[nbformat.NotebookNode], everything: b
     return max(rehearsed, 0.0) / stored if stored else 1.0
 
 
-def setup_minutes() -> float:
-    """The class's one set-up: the rehearsal's largest install, restart, environment build and
-    exports."""
-    rows = rehearsal().values()
-    return sum(max(r.parts.get(p, 0.0) for r in rows) for p in SETUP_PARTS) / 60
-
-
 def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.NotebookNode],
                    scale: float | None = None) -> float:
-    """Reading plus scaled machine minutes of the chosen pieces (the first code cell and the
-    badge cell, the set-up, left out)."""
+    """Reading plus scaled machine minutes of the chosen pieces, the badge and set-up cells left out."""
     parts = pieces(cells)
     first = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     scale = machine_scale(number, cells) if scale is None else scale
@@ -367,15 +347,8 @@ def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.Notebook
     return total
 
 
-def stop_minutes(stop: RouteStop) -> int:
-    cells = read(stop.notebook)
-    return math.ceil(pieces_minutes(stop.notebook, route_pieces(stop, cells), cells))
-
-
 def home_minutes(number: str) -> int:
-    """What a notebook leaves for home: the reading and machine time of what the route skips (its
-    machine time scaled by the rehearsal of every cell, or of the route where the notebook has
-    none), and EXERCISE_MINUTES per exercise."""
+    """What a notebook leaves for home: what the route skips, and EXERCISE_MINUTES per exercise."""
     cells = read(number)
     stop = next((s for s in ROUTE if s.notebook == number), None)
     on = set(route_pieces(stop, cells)) if stop else set()
@@ -388,17 +361,21 @@ def home_minutes(number: str) -> int:
 @lru_cache(maxsize=1)
 def minutes() -> dict[str, tuple[int, int]]:
     """Each notebook's time in minutes: (in the class, at home)."""
-    on = {s.notebook: stop_minutes(s) for s in ROUTE}
+    on = {}
+    for stop in ROUTE:
+        cells = read(stop.notebook)
+        on[stop.notebook] = math.ceil(pieces_minutes(stop.notebook, route_pieces(stop, cells), cells))
     return {n: (on.get(n, 0), home_minutes(n)) for n in NUMBERS}
 
 
 def class_setup_minutes() -> int:
-    return math.ceil(setup_minutes())
+    """The class's one set-up: the rehearsal's largest install, restart, environment build and exports."""
+    rows = rehearsal().values()
+    return math.ceil(sum(max(r.parts.get(p, 0.0) for r in rows) for p in SETUP_PARTS) / 60)
 
 
 def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
-    """Raise RouteError naming every problem of `route` against the notebooks in `folder`; the
-    route itself must also leave DISCUSSION minutes of the class free."""
+    """Raise RouteError naming every problem of `route`; ROUTE must also leave DISCUSSION minutes free."""
     found = []
     for stop in route:
         found += problems(stop, read(stop.notebook, folder))
@@ -414,8 +391,7 @@ def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> 
 # -- what the README and the notebooks say -----------------------------------------------------
 
 def route_table(route: tuple[RouteStop, ...] = ROUTE) -> str:
-    """The route as a markdown table: minutes, then notebook · sections (and the note), the
-    set-up first and the discussion time last."""
+    """The route as a markdown table, the set-up first and the discussion time last."""
     rows = ["| minutes | notebook · sections |", "|---:|---|",
             f"| {class_setup_minutes()} | set-up: one install, one restart, the exports built once |"]
     for stop in route:
@@ -474,10 +450,8 @@ def _cell(source: nbformat.NotebookNode, text: str, cell_id: str) -> nbformat.No
 
 
 def class_notebook(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> nbformat.NotebookNode:
-    """One notebook for the whole class: an opening markdown cell (badges, the route table), the
-    set-up cell (the model as a parameter, then the notebooks' own first cell: one install and
-    one restart), one cell that builds the exports, then every route stop's cells in order, copied
-    with their stored outputs (each notebook's badge and set-up cell left out)."""
+    """One notebook for the whole class: an opening (badges, the route table), one set-up cell, one
+    cell that builds the exports, then every route stop's cells with their stored outputs."""
     import nbformat
 
     first = nbformat.read(notebook_path(route[0].notebook, folder), as_version=4)
@@ -509,8 +483,7 @@ def class_notebook(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOK
 
 
 def check_class_notebook(path: Path | None = None) -> None:
-    """Raise RouteError where the stored class notebook (`path`, CLASS_NOTEBOOK by default) is not
-    what the route and the nine notebooks generate, naming the first differing cell and the fix."""
+    """Raise RouteError where the stored class notebook is not what the route generates."""
     import nbformat
 
     path = path or CLASS_NOTEBOOK
@@ -538,10 +511,8 @@ def _rewrite(text: str) -> str:
 
 
 def write_route_text(readme: Path = NOTEBOOKS.parent / "README.md", folder: Path = NOTEBOOKS) -> list[Path]:
-    """Write the route's minutes where they are stated (each notebook's time line, notebook 01's
-    route table and the README's, and the course's total), until they agree with what they
-    measure: 01's table is part of the class, so its words count in its own minutes. The files
-    changed."""
+    """Write the route's minutes where they are stated until they agree with what they measure
+    (01's table counts in its own minutes); the files changed."""
     import nbformat
 
     changed: set[Path] = set()

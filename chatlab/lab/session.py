@@ -1,11 +1,7 @@
 """The first cell of every notebook: set up whatever session it runs in, or say what to fix.
 
-Locally and on Binder chatlab is already installed, so `setup()` only checks and prints. On Colab
-the cell gets the code first, then `setup()` installs into Colab's Python (colab.py) and says
-when the kernel must be restarted. Each failed check ends in one message that names the fix.
-
-This module must import on any Python the cell may meet (it runs before the version check),
-so it imports nothing heavy at module level.
+Locally and on Binder `setup()` only checks; on Colab it installs (colab.py) and says when to
+restart. It imports nothing heavy at module level: it runs before the version check.
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article.
-
-Each turn is a request to a ChatEngine, as `chatlab complete` and the server run it, so what the
-model sees is exactly what they would send; the reply streams into the page. `chat.send("...")`
-drives it from code and also prints the stream, for where widgets do not render.
+"""A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article. Each turn
+is a request to a ChatEngine, so the model sees exactly what the server would send.
 """
 from __future__ import annotations
 

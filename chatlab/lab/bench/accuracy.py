@@ -1,8 +1,5 @@
 """`chatlab bench accuracy`: what the fast profile costs in answers, against the exact default on
-the same prompts (chatlab's OpenVINO loop, greedy, every case of the bench's task sets and 01's
-facts): per case the tokens shared before the first difference, the eval scores of both replies
-(07's `score_dog`, 08's `answer_has_key`, 01's key phrases), and the median decode speed of the
-loop's own clock (not interleaved: `chatlab bench --fast` times engines side by side).
+the same prompts: per case the tokens shared before the first difference and both replies' scores.
 
     chatlab bench accuracy --limit 2 --tokens 16 --out /tmp/accuracy.json
 """

@@ -1,12 +1,6 @@
-"""The engines of `chatlab bench`: the named rows (every name `--engines` takes) and, per
-runtime, the engine that loads and times it.
-
-A row's runtime is a REGISTRY backend (its options checked as the CLI checks them) or one of the
-REFERENCES chatlab only times against. Each engine has `load()`, `run(ids, n) -> Timing` and
-`facts()` (the precision and threads it really runs); every one gets the same prompt ids and
-makes exactly `n` greedy tokens at the same precision (f32 unless `--precision bf16`: OpenVINO
-would otherwise compute in bf16 where PyTorch stays fp32). chatlab's loop is timed with its full
-per-token work; the others only record a timestamp.
+"""The engines of `chatlab bench`: the named rows `--engines` takes and, per runtime, the engine
+that loads and times it. Every engine gets the same prompt ids and makes exactly `n` greedy tokens
+at the same precision (f32 unless `--precision bf16`).
 """
 from __future__ import annotations
 
@@ -31,9 +25,8 @@ from chatlab.protocols import CompiledBackend, ProfiledBackend
 if TYPE_CHECKING:
     import torch
 
-# default: `chatlab bench` with no --engines; extra: only when named; speculative: also added
-# by --speculate alone; int4: the same at int4 weights, for equal bits with llama.cpp's q4_1;
-# fast: the fast profile (chatlab.backends.precision) on chatlab's loop and genai, beside llama.cpp
+# default: with no --engines; extra: only when named; speculative: added by --speculate alone;
+# int4: the same at int4 weights; fast: the fast profile (chatlab.backends.precision)
 Group = Literal["default", "extra", "speculative", "int4", "fast"]
 
 
@@ -61,14 +54,12 @@ class EngineRow:
     runtime: str  # a REGISTRY backend (chatlab's loop) or a REFERENCES runtime
     weight_format: str
     group: Group
-    # the runtime's options: for a REGISTRY backend, its loader options by their names
     options: dict[str, LoaderOption] = field(default_factory=dict)
     prompt_lookup: bool = False  # speculative: prompt-lookup drafts (chatlab's, or genai's own)
 
     @property
     def takes_drafts(self) -> bool:
-        """Whether `--speculate`'s draft settings are passed to this row (the speculative rows
-        and their int4 and fast counterparts)."""
+        """Whether `--speculate`'s draft settings are passed to this row."""
         return self.group in ("speculative", "int4", "fast")
 
 
@@ -94,21 +85,18 @@ ENGINE_ROWS: dict[str, EngineRow] = {r.name: r for r in [
     _row("optimum-int8", "optimum", "int8"),
     _row("genai-int8", "genai-pipeline", "int8"),
     _row(LLAMA_CPP, "llama.cpp", "q4_1"),
-    # chatlab's loop and genai each on the exported stateful graph (SDPA attention) instead of
-    # its paged-attention rewrite, to show what the rewrite gains
+    # SDPA attention instead of the paged-attention rewrite, to show what the rewrite gains
     _row("chatlab-openvino-int8-sdpa", "openvino", "int8", "extra", attention="sdpa"),
     _row("genai-int8-sdpa", "genai-pipeline", "int8", "extra", attention="SDPA"),
-    # chatlab's loop with prompt-lookup drafts; its plain loop compiled the same way (dynamic
-    # activation quantization off, which exact speculation needs: the control that separates
-    # the two effects); genai's own prompt lookup
+    # prompt-lookup drafts; the plain loop compiled the same way (dynamic quantization off, which
+    # exact speculation needs) as the control; genai's own prompt lookup
     _row("chatlab-openvino-int8-pl", "openvino", "int8", "speculative", True, dynamic_quantization=False),
     _row("chatlab-openvino-int8-nodq", "openvino", "int8", "speculative", dynamic_quantization=False),
     _row("genai-int8-pl", "genai-pipeline", "int8", "speculative", True),
     _row("chatlab-openvino-int4-pl", "openvino", "int4", "int4", True, dynamic_quantization=False),
     _row("genai-int4", "genai-pipeline", "int4", "int4"),
     _row("genai-int4-pl", "genai-pipeline", "int4", "int4", True),
-    # the fast profile: bf16 where the CPU has it, u8 KV cache, dynamic activation quantization,
-    # int4 weights; genai given the same settings (prompt lookup turns dynamic quantization off)
+    # the fast profile; genai given the same settings
     _row("chatlab-fast", "openvino", "int4", "fast", fast=True),
     _row("chatlab-fast-pl", "openvino", "int4", "fast", True, fast=True),
     _row("genai-fast", "genai-pipeline", "int4", "fast", fast=True),
@@ -145,9 +133,7 @@ class BenchEngine(Protocol):
 
 def ov_compute(compiled: OVCompiled) -> str:
     """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
-    precision (f32 at f32: chatlab pins it, the plugin alone would pick u8) and whether the
-    plugin quantizes activations to 8 bits inside int8/int4-weight matmuls (dynamic
-    quantization, its default for compressed weights, left as it is on every engine)."""
+    precision and whether the plugin quantizes activations (dynamic quantization)."""
     try:
         group = str(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
     except Exception:  # noqa: BLE001 - an older plugin without the property
@@ -203,8 +189,7 @@ class ChatlabLoop:
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
         spec = None
         if fin.speculation is not None:
-            # model passes after prefill: one per token after the first, less one per token a
-            # verify pass got accepted
+            # model passes after prefill: one per token after the first, less the accepted ones
             after_first = fin.completion_tokens - 1
             passes = max(after_first - int(fin.speculation["accepted_tokens"]), 1)
             spec = {"tokens_per_step": after_first / passes, **fin.speculation}
@@ -212,8 +197,7 @@ class ChatlabLoop:
 
 
 class StampStreamer:
-    """A transformers streamer that only records when new tokens arrive and how many: one per
-    put() in plain decoding, several when assisted generation accepts a draft."""
+    """A transformers streamer that only records when new tokens arrive and how many."""
 
     def __init__(self) -> None:
         self.stamps: list[Stamp] = []
@@ -299,10 +283,8 @@ class GenAI:
                                                  dynamic_quantization=self.dynamic_quantization)
         if self.attention:
             options["ATTENTION_BACKEND"] = self.attention
-        # Left to itself, LLMPipeline keeps the KV blocks of earlier prompts (prefix caching) and
-        # skips the prefill of a prompt it has seen. The bench runs the same prompts every round
-        # and chatlab's loop caches nothing across requests, so the scheduler is given its
-        # latency settings (no cap on the prefill batch) without the cache.
+        # No prefix caching: the bench repeats its prompts and chatlab's loop caches nothing across
+        # requests. No cap on the prefill batch.
         scheduler = genai.SchedulerConfig()
         scheduler.enable_prefix_caching = False
         scheduler.max_num_batched_tokens = 2**31 - 1
@@ -357,16 +339,14 @@ class GenAI:
 
 
 def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
-    """Why engine `name` cannot run here, or None. Checked in the parent process, before any
-    worker starts, so a missing optional package costs a line in the table, not a crash."""
+    """Why engine `name` cannot run here, or None (checked before any worker starts)."""
     if get_engine(name).runtime == "llama.cpp":
         return llamacpp.unavailable(precision)
     return None
 
 
 Drafts = dict[str, int]
-# Drafts when the run names none: chatlab's loop's own defaults; genai's, what its rows ran with
-# in every stored run.
+# Drafts when the run names none: chatlab's loop's defaults; genai's, those of every stored run.
 CHATLAB_SPECULATION: Drafts = {"draft_tokens": Speculation.draft_tokens, "ngram": Speculation.ngram}
 GENAI_SPECULATION: Drafts = {"draft_tokens": 4, "ngram": 3}
 
@@ -382,21 +362,17 @@ def _genai_pipeline(row: EngineRow, model: str, precision: str, drafts: Drafts |
                  prompt_lookup=drafts, fast=bool(row.options.get("fast")))
 
 
-def _llama_cpp(row: EngineRow, model: str, precision: str, drafts: Drafts | None) -> llamacpp.LlamaCpp:
-    return llamacpp.LlamaCpp(model, precision)
-
-
 LOADERS: dict[str, Callable[[EngineRow, str, str, Drafts | None], BenchEngine]] = {
     "torch": _chatlab_loop, "openvino": _chatlab_loop,
     "hf-generate": lambda row, model, precision, _: HFGenerate(model, None, precision),
     "optimum": lambda row, model, precision, _: HFGenerate(model, row.weight_format, precision),
-    "genai-pipeline": _genai_pipeline, "llama.cpp": _llama_cpp}
+    "genai-pipeline": _genai_pipeline,
+    "llama.cpp": lambda row, model, precision, _: llamacpp.LlamaCpp(model, precision)}
 
 
 def make_engine(name: str, model: str, precision: str = DEFAULT_PRECISION,
                 speculate: Drafts | None = None) -> BenchEngine:
-    """The bench engine for a registry row; `speculate` ({"draft_tokens": k, "ngram": n})
-    sets the drafts of the rows with prompt lookup."""
+    """The bench engine for a registry row; `speculate` sets the drafts of prompt-lookup rows."""
     row = get_engine(name)
     default = GENAI_SPECULATION if row.runtime == "genai-pipeline" else CHATLAB_SPECULATION
     drafts = (speculate or default) if row.prompt_lookup else None

@@ -1,8 +1,5 @@
 """llama.cpp (`llama-cpp-python`) as an optional benchmark engine, on the shipped Q4_1 GGUF as it is.
-
-Its matrix products quantize activations to 8 bits (q8_1); the rest is f32, the closest it gets
-to "f32 compute". It has no bf16 mode for these weights, so a bf16 bench skips it with that
-reason, as it does without the optional extra (`pip install -e '.[llamacpp]'`).
+Its matrix products quantize activations to 8 bits and it has no bf16 mode, so a bf16 bench skips it.
 """
 from __future__ import annotations
 
@@ -53,10 +50,8 @@ PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n
 
 
 def extra_buffers_run(path: Path) -> bool:
-    """Whether llama.cpp's extra buffer types run here. On an AMX CPU ggml puts the quantized
-    matmuls on its AMX kernels, whose tile loads can stop the process with SIGILL, so a
-    three-token run in a child process decides. Where it fails, the engine loads with
-    `use_extra_bufts` off and runs ggml's ordinary CPU kernels instead."""
+    """Whether llama.cpp's extra buffer types run here: on an AMX CPU their tile loads can stop the
+    process with SIGILL, so a three-token run in a child process decides."""
     import subprocess
     import sys
 

@@ -2,11 +2,7 @@
 
 Greedy speculation changes only the number of model passes, so whether a guess would have been
 accepted is known from the recorded plain reply; a pass over 1 + k tokens costs about
-`PASS_COST[k]` decode steps. This chose `Speculation`'s draft schedule; `chatlab bench speculate`
-checks the choice against real clocks.
-
-    chatlab bench replay --record   # greedy replies of every bench task case
-    chatlab bench replay            # modelled speed of a few policies, per task
+`PASS_COST[k]` decode steps.
 """
 from __future__ import annotations
 
@@ -98,10 +94,8 @@ def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculati
 
 
 def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
-    """A bound on any n-gram lookup drafter with guesses of up to `k` (passes padded to 1 + k):
-    at each pass, of every earlier occurrence of the last token, take the one whose continuation
-    matches the reply longest, and draft only when something would be kept. A real drafter
-    cannot know which occurrence that is, nor skip its wrong guesses, so none does better."""
+    """A bound on any n-gram lookup drafter with guesses of up to `k`: at each pass it drafts from
+    the earlier occurrence whose continuation matches the reply longest, and only when kept."""
     if len(reply) < 2:
         return 1.0
     ids, n, cost = list(prompt) + [reply[0]], 1, 0.0
@@ -155,8 +149,7 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 
 def run(file: str | None = None, record_first: bool = False, past_end: bool = False) -> None:
     """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
-    replies in `file` (default: the data folder's); `record_first`: record them there first;
-    `past_end`: replay all recorded tokens, past each reply's end token."""
+    replies in `file` (recorded first with `record_first`)."""
     path = Path(file) if file else data_dir().joinpath(*REPLIES)
     if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all

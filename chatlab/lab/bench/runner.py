@@ -1,9 +1,7 @@
 """Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
 
-At most two engine processes are alive at once (`plan_groups`); within a pair the engines take
-turns in an order that rotates every round, and each ratio is taken against the baseline in its
-own pair. A round times a short chat prompt (TTFT and decode speed) and a ~1,000-token prompt
-(TTFT). The result says what each engine ran at, on which CPU, with how many threads.
+At most two engine processes are alive at once (`plan_groups`); each ratio is taken against the
+baseline in its own pair, in an order that rotates every round.
 """
 from __future__ import annotations
 
@@ -94,17 +92,14 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
 
 
 def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """`bench_prompts` run in a short-lived process: rendering imports torch into whichever
-    process calls it and keeps it there, while the parent of the workers (in a notebook, the
-    kernel) only needs the ids."""
+    """`bench_prompts` run in a short-lived process, so that the workers' parent (a notebook's
+    kernel) does not keep the torch that rendering imports."""
     return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 
 def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
-    """`function(*args)` in a short-lived Python process, so that what it imports stays there: the
-    function goes by its module and name, the arguments and the result as JSON (the result on the
-    child's last stdout line: lists come back for tuples). A failure is a ChatlabError naming
-    `what` and the child's last stderr line."""
+    """`function(*args)` in a short-lived Python process, so that what it imports stays there;
+    arguments and result go as JSON. A failure is a ChatlabError naming `what` and its stderr."""
     code = ("import importlib, json, sys; f = getattr(importlib.import_module(sys.argv[1]), sys.argv[2]); "
             "print(json.dumps(f(*json.loads(sys.argv[3]))))")
     done = subprocess.run([sys.executable, "-c", code, function.__module__, function.__qualname__,
@@ -164,12 +159,9 @@ class Worker:
 
 
 def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
-    """Which engines are alive together: each engine in a pair with the anchor (the baseline,
-    or the first engine when the baseline is not benchmarked), one pair at a time.
-
-    Pairs keep memory at two engines (Binder gives 2 GB) while every ratio is still taken
-    between two engines measured interleaved in the same stretch of machine time; one engine
-    at a time would reload it every round or compare numbers taken minutes apart."""
+    """Which engines are alive together: each engine in a pair with the anchor (the baseline, or
+    the first engine), one pair at a time. Pairs keep memory within Binder's 2 GB while every
+    ratio is still taken between two engines measured interleaved."""
     if len(engines) <= 1:
         return [list(engines)]
     anchor = baseline if baseline in engines else engines[0]

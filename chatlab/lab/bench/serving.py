@@ -3,12 +3,9 @@
     chatlab bench serving [--backend torch|openvino] [--tokens 128] [--rounds 5]
     chatlab bench serving --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
 
-Without --clients: both sides generate exactly `--tokens` tokens from the same prompt, in
-interleaved rounds; decode rate = (tokens - 1) / (first token to last), counting tokens, not
-chunks. Target: HTTP ≥ 0.9× the engine. With --clients N: per round one streaming client alone,
-then N at once; aggregate tok/s = all completion tokens / wall time, TTFT per client. Target on
-genai: N clients ≥ 4× one, read against the engine's own batching gain measured beside it
-(`engine_*`). `--equal K` compares K greedy replies of chatlab's f32 loop and the served engine.
+Without --clients: both sides make exactly `--tokens` tokens in interleaved rounds (target: HTTP
+≥ 0.9× the engine). With --clients N: one client alone, then N at once, read against the
+engine's own batching gain (target on genai: N clients ≥ 4× one).
 """
 from __future__ import annotations
 
@@ -36,10 +33,7 @@ STORY_CHAT = [{"role": "user", "content": "Tell me a long story about a lighthou
 
 @dataclass(frozen=True)
 class ServingRun:
-    """What `chatlab bench serving` measures: the engine (model, backend, weight format, precision
-    and the backend's loader options), `tokens` per reply over `rounds` rounds (None: 5, or 2 with
-    clients), and with `clients` N concurrent streams, `equal` greedy replies compared with the
-    OpenVINO loop; `as_json` prints the N-client result as JSON instead of text."""
+    """What `chatlab bench serving` measures (`rounds` None: 5, or 2 with clients)."""
 
     model: str = "smollm2-135m-instruct"
     backend: str = DEFAULT_BACKEND

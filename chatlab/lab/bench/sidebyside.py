@@ -102,9 +102,8 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
               precision: str = "f32", speculate: dict[str, int] | None = None,
               progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
               stop_at_eos: bool = False) -> dict[str, Jsonable]:
-    """Each engine (the baseline included) per task: medians, ranges and the ratio to the
-    baseline's runs in the same pair; engines that cannot run here are listed under `skipped`.
-    `stop_at_eos`: each reply ends at the model's end token (at most `tokens`), as served."""
+    """Each engine per task: medians, ranges and the ratio to the baseline in the same pair.
+    `stop_at_eos`: each reply ends at the model's end token, as served."""
     from tqdm.auto import tqdm
 
     skipped = [{"name": e, "reason": why} for e in engines if (why := bench_engines.unavailable(e, precision))]

@@ -1,13 +1,9 @@
 """Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
 
     chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-    chatlab bench speculate --fast --out data/bench/fast-run.json
 
-Part 1 times the task shapes side by side (chatlab.lab.bench.sidebyside) on chatlab's loop and
-genai, plain and with prompt lookup, llama.cpp's Q4_1 when installed and the int4 rows; part 2
-times turns 1..8 of a growing chat with and without prefix reuse. Each target's ratio prints as
-MET or MISSED (or why its engine could not run), prompt lookup's gain beside an oracle
-drafter's bound, and everything goes to `out` as JSON.
+Part 1 times the task shapes side by side, plain and with prompt lookup; part 2 times turns of a
+growing chat with and without prefix reuse. Each target prints as MET or MISSED.
 """
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ from chatlab.generate.speculate import Speculation
 from chatlab.lab.bench.engines import FAST_ENGINES
 from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
-from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line
+from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line, label, write_json
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.bench.report import label, write_json
 from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
@@ -58,9 +53,8 @@ def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
 
 
 def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
-    """The moonshot of the fast profile, on every task shape: chatlab's loop decoding at least
-    as fast as llama.cpp's q4_1 (equal bits) with at most half its time to first token, and at
-    least as fast as genai given the same settings; with prompt lookup on the copy-heavy ones."""
+    """The fast profile's moonshot per task: decode at least llama.cpp q4_1's with at most half its
+    TTFT, and at least genai's given the same settings; with prompt lookup on copy-heavy tasks."""
     out = []
     for task in tasks:
         out += [("fast: decode vs llama.cpp-q4_1", task, FAST, "decode_tok_s", LLAMA_CPP, ">=", 1.0),
@@ -120,11 +114,9 @@ def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
 
 def oracle_bounds(part: dict[str, Jsonable],
                   replies: dict[str, list[dict[str, list[int]]]] | None) -> dict[str, dict[str, Jsonable]]:
-    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's (in a
-    --fast run, the fast profile's, whose plain row keeps dynamic quantization on), beside
-    the bound an oracle drafter reaches on the same cases (`replay.oracle` over the recorded
-    greedy replies of the cases this run timed, the first `rounds` of each task, cut at their
-    end token as the run's replies are). None where a row or the recording is missing."""
+    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's, beside the
+    bound an oracle drafter reaches on the recorded replies of the same cases. None where a row
+    or the recording is missing."""
     rows = {r["name"]: r for r in part["engines"]}
     out: dict[str, dict[str, Jsonable]] = {}
     for task in part["tasks"]:
@@ -209,11 +201,8 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
 @dataclass(frozen=True)
 class SpeculateRun:
     """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns`
-    turns of a growing chat with `turn_tokens` per reply (0 turns, or `fast`: no chat).
-    `draft_tokens` and `ngram` set every prompt-lookup row's drafter (None: each row's own
-    default); `ignore_eos` times exactly `tokens` per case, past the reply's end token; `engines`
-    picks the rows (None: all, or with `fast` the fast profile's). The JSON goes to `out`, with
-    `command` recorded in it; `machine`, a line about the machine, labels it as a stored result."""
+    turns of a growing chat (none with `fast`). `draft_tokens` and `ngram` set every prompt-lookup
+    row's drafter (None: each row's default); the JSON goes to `out`."""
 
     model: str = "smollm2-135m-instruct"
     rounds: int = 3

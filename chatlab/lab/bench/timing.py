@@ -1,8 +1,5 @@
 """What one bench run measures: time to the first new token, decode speed after it, the tokens.
-
-Speed counts tokens, not callbacks: a streamer may deliver several tokens at once (genai's
-prompt lookup writes the list of tokens each verify pass accepted; transformers' assisted
-generation puts a tensor of them), so every stamp carries how many tokens it delivered.
+Speed counts tokens, not callbacks: every stamp carries how many tokens it delivered.
 """
 from __future__ import annotations
 
@@ -31,9 +28,8 @@ def decode_speed(stamps: list[Stamp]) -> float:
 
 
 def from_stamps(t0: float, stamps: list[Stamp], tokens: list[int]) -> Timing:
-    """A Timing from the call's start `t0`, the stamps of the streamer (one per callback, each
-    with the tokens it delivered) and the new tokens; a streamer that delivered a different
-    number of tokens than came out is an error rather than a wrong speed."""
+    """A Timing from the call's start `t0`, the streamer's stamps and the new tokens; stamps that
+    count other than the tokens are an error rather than a wrong speed."""
     if not stamps:
         raise ChatlabError("the engine streamed no new token; a bench run needs at least one")
     delivered = sum(n for _, n in stamps)

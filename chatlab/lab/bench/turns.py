@@ -1,12 +1,7 @@
 """Time to first token over a growing chat, with and without prefix reuse, side by side.
 
 A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
-(chatlab.engine.lease) only the new message (a passage and a question of notebook 08's set).
-The engines are timed interleaved, turn by turn, in one process; TTFT runs from the call to the
-first content chunk, rendering included.
-
-    chatlab bench turns --turns 8 --tokens 16          # chatlab's loop, openvino
-    chatlab bench turns --genai                         # + genai with/without caching
+(chatlab.engine.lease) only the new message. The engines are timed interleaved, turn by turn.
 """
 from __future__ import annotations
 
@@ -34,11 +29,8 @@ def user_turns(n: int, start: int = 0) -> list[str]:
 
 
 class GenaiChatMode:
-    """openvino-genai's own chat mode: `LLMPipeline.start_chat()`, then one user message per
-    `generate` call. genai keeps the history, renders it with the model's chat template itself
-    and, on its paged-attention path, finds the earlier turns' KV blocks by its prefix caching
-    (its default there). This is the multi-turn target: what a genai user gets without chatlab.
-    It is given every turn's message, not the history, since it keeps its own."""
+    """openvino-genai's own chat mode (`start_chat()`, one user message per `generate`): it keeps
+    and renders the history and reuses earlier turns by prefix caching. The multi-turn target."""
 
     def __init__(self, model: str, precision: str = "f32") -> None:
         import openvino_genai as genai
@@ -96,11 +88,8 @@ WARM_UP = "Passage: This conversation only warms the engine up.\n\nQuestion: Wha
 
 
 def warm_up(engines: "Mapping[str, Turnable]") -> None:
-    """One untimed turn per engine on another conversation. The first call in a process pays
-    once for what later calls reuse (the template's compiled renderer, the graph's first
-    inference), and whichever engine went first would be charged for it. Then chatlab's reuse
-    engines forget every cached sequence and genai's chat mode starts a new chat; genai's prefix
-    cache keeps the warm-up's blocks, of which a turn can share only the template's opening."""
+    """One untimed turn per engine on another conversation, so that no engine is charged for a
+    process's one-time costs; then every engine forgets it (genai's chat starts anew)."""
     for engine in engines.values():
         timed_turn(engine, [{"role": "user", "content": WARM_UP}], 4)
         if isinstance(engine, GenaiChatMode):

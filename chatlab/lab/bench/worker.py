@@ -1,11 +1,7 @@
 """One benchmark engine in its own process, so that its memory can be measured on its own.
 
-Protocol (JSON lines): `python -m chatlab.lab.bench.worker ENGINE MODEL PRECISION [DRAFTS]`
-loads its engine (DRAFTS: JSON {"draft_tokens": k, "ngram": n}) and prints {"ready": true,
-"load_s", "precision", "threads"} (as the runtime reports them); then, for each request
-{"ids": [...], "tokens": n}, it prints {"ttft_s", "decode_tok_s", "tokens"} (and "spec",
-speculation's counts, from a speculative engine); on {"quit": true} it prints {"rss_mb": peak
-resident memory} and exits. Its stdout carries nothing else: library chatter goes to stderr.
+Protocol (JSON lines on stdout): after loading it prints {"ready": true, ...}; for each request
+{"ids": [...], "tokens": n} a timing; on {"quit": true} its peak resident memory, and exits.
 """
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
-
-* split role markers (notebook 01, fixed in 02): every control token encoded as text pieces,
-  against the id-level prompt and, as the positive control, the tokenizer's own chat_template;
-* a missing stop (notebook 03): `<|endoftext|>` alone as the stop id, against the template's.
-
-Streamed function calls (notebook 04) live in chatlab.lab.evals.relay.
+split role markers (notebooks 01-02) and a missing stop (notebook 03).
 """
 from __future__ import annotations
 
@@ -194,9 +189,7 @@ def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Seque
 
 
 def table(columns: Sequence[Column], rows: Sequence[tuple[str, str]], max_tokens: int) -> str:
-    """A small text table: one row per measure, one column per condition. `rows` are
-    (label, what): what is a Reply field counted over the set, "length", "tokens",
-    "wasted" or "seconds"."""
+    """A small text table: one row per (label, measure), one column per condition."""
     def cell(c: Column, what: str) -> str:
         if what in ("tokens", "wasted"):
             return str(getattr(c, what))

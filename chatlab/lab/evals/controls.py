@@ -1,11 +1,8 @@
 """Positive controls for the eval tables: gold answers replayed through the very same path.
 
-`ScriptedBackend` replays written replies without a model: each `prefill` starts the next reply
-(the last repeats), each step's logits peak at its next token id, then eos, so sampling, stops,
-grammars, parsers and detokenization all run for real. `OracleBackend` answers each prompt with
-the gold answer of the eval case whose text it finds in the prompt (the last occurrence wins);
-`as_call` writes it as a tool call where the request lists tools. If the control scores 100%,
-whatever the model loses, the model loses, not the plumbing.
+`ScriptedBackend` replays written replies without a model, so sampling, stops, grammars, parsers
+and detokenization all run for real; `OracleBackend` answers each prompt with the gold answer of
+the eval case it finds in it. If the control scores 100%, what the model loses is the model's.
 """
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Score structured extraction over the dog set: each method is a function text -> object with
-`name` and `color` (a pydantic model, a dict, or anything with those attributes).
+`name` and `color`.
 
-Scoring is strict on purpose: the name must equal the gold name and the color the gold color
-(or an accepted spelling) after normalising case, spaces, hyphens and a leading article, so
-color="brown beagle" is wrong. A method that raises counts as wrong, and the error is kept.
-
-`span_schema` builds an extractive schema per sentence: its values are `enum`s of the sentence's
-own words, so the grammar only lets a small model choose among answers that can be right. The langchain methods
-here (`article_chain`, `prompted`, `streamed_call`) are the boilerplate a notebook cell would
-repeat; the notebook builds the modern ones (`llm.with_structured_output`) itself.
+Scoring is strict: name and color must equal the gold ones (or an accepted spelling) after
+normalising case, spaces, hyphens and a leading article. A method that raises counts as wrong.
+`span_schema` builds an extractive schema per sentence whose values are `enum`s of its own words.
 """
 from __future__ import annotations
 
@@ -133,9 +128,8 @@ def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[Metho
 
 def markdown_table(scores: list[MethodScore], focus: str | None = None,
                    focus_label: str | None = None) -> str:
-    """One row per method: both fields right, name right, color right, errors, seconds; with
-    `focus` (a case id) a column, headed `focus_label` (default: "answer to <id>"), shows what
-    the method answered for that sentence."""
+    """One row per method: its accuracies, errors and seconds; with `focus` (a case id) a column of
+    what each method answered for that sentence."""
     head = "| method | both right | name right | color right | errors | s |"
     rule = "|---|---|---|---|---|---|"
     if focus:
@@ -241,10 +235,8 @@ def _literal(text: str) -> str:
 
 def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, str]] = (),
              human: str = "Sentence: {input}") -> Callable[[str], object]:
-    """`system`, then each example as a user turn (`human` filled with its input) and an
-    assistant turn (its answer), then the real input, piped into `runnable` (e.g. a
-    with_structured_output model). Examples as turns, not as text inside the system prompt:
-    a small model copies the last example of a list, but continues a conversation."""
+    """`system`, each example as a user and an assistant turn, then the real input, piped into
+    `runnable`. Examples as turns: a small model copies a list's last example, but continues a chat."""
     from langchain_core.prompts import ChatPromptTemplate
 
     if "{input}" not in human:

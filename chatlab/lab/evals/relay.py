@@ -1,10 +1,7 @@
 """Streamed function calls, measured: a naive relay against the buffered parser (notebook 04).
 
-Both read the same live deltas of a model forced to call. The naive relay forwards each delta as
-`content` unless it starts with the opening tag, so it leaks the markup and loses the call when
-the tag is split over several tokens (SmolLM2, not Qwen2.5); the buffered parser
-(`chatlab.tools.get_parser`) holds back only what could still become the tag. The positive
-control replays gold calls through the same path.
+The naive relay forwards each delta unless it starts with the opening tag, so it leaks the markup
+when the tag is split over several tokens; the buffered parser holds back what could still be one.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Retrieval and answer checks over data/docs for the question set.
+"""Retrieval and answer checks over data/docs for the question set, and the bench's task shapes.
 
-The documents are short notes; a hit per file would say little, so the index is built from
-passages (one per paragraph, the file's heading kept as metadata) and a question's hit is the
-passage holding its gold quote. `hit_at_k` takes any `retrieve(question, k) -> list of texts`.
-
-The bench's task shapes come from these sets (`task_messages`): tasks whose replies copy from
-their prompt (07's dogs as JSON, 08's questions with their passage, a paragraph to rewrite), where
-prompt-lookup drafts pay, and a story with nothing to copy.
+The index holds one passage per paragraph; a question's hit is the passage holding its gold quote.
 """
 from __future__ import annotations
 

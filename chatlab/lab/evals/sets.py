@@ -1,9 +1,5 @@
-"""The evaluation sets in data/eval/, read into small typed records.
-
-The sets (data/eval/README.md describes them) back notebook 07 (dogs), 08 (questions), 01-03
-(facts), 04 (weather_requests) and 09 (data/finetune/heldout.jsonl: questions with the facts a
-right answer names, and a gold answer). A malformed row is a ChatlabError naming the file, the
-line and the field, so that a typo in a hand-edited set fails here, not as a confusing score.
+"""The evaluation sets in data/eval/, read into small typed records. A malformed row is a
+ChatlabError naming the file, the line and the field.
 """
 from __future__ import annotations
 

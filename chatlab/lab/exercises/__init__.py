@@ -1,9 +1,5 @@
-"""Exercises a learner writes, and the checks that grade them.
-
-A notebook exercise is a stub cell (`raise NotImplementedError`) and a check cell,
-`check("nb03.stop_matcher", f)`, that runs the learner's function on the exercise's cases and
-prints one verdict: "not attempted yet" while the stub raises, the first failing case, or ✓.
-One module per notebook registers its exercises (`nb03` every `nb03.*`); `run` returns a `Report`.
+"""Exercises a learner writes, and the checks that grade them: `check("nb03.stop_matcher", f)`
+runs the function on the exercise's cases and prints one verdict. One module per notebook.
 """
 from __future__ import annotations
 
