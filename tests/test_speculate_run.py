@@ -139,7 +139,7 @@ def test_turn_target_report_and_json(part, tmp_path):
     assert "chatlab-openvino-int8-pl tokens per model pass: extract 2.00" in table
     assert "copy-heavy decode vs genai plain              rag             1.60x  >= 1.25 MET" in table
     assert "up to 4 new tokens per task case, each reply ending at its end token" in table
-    lesson = speculate_run.format_report(result, targets=False)  # what notebook 05 prints
+    lesson = speculate_run.format_report(result, targets=False)  # what docs/benchmarks.md quotes
     assert "turn 2 (400)" in lesson and "MET" not in lesson and "target" not in lesson
     from chatlab.lab.bench.report import write_json
 

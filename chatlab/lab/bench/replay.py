@@ -20,7 +20,7 @@ from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 
 # Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32
-# (notebook 05's first table). Between measured k the cost is interpolated, past the last k
+# (docs/benchmarks.md, "Measured step by step"). Between measured k the cost is interpolated, past the last k
 # extrapolated (`pass_cost`). The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take
 # another matmul kernel. The Python around each pass in the loop is left out.
 PASS_COST = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.4, 4: 2.1, 8: 2.5, 12: 2.85}
