@@ -11,12 +11,12 @@ from chatlab.lab import route
 
 # (notebook, markdown cell, the figure as the prose quotes it, code cell, the same figure as its output shows it)
 QUOTED = [
-    ("07", 19, "20/33", 18, "| (f) extractive schema + few-shot turns | 33/33 | 20/33 | not installed |"),
-    ("07", 19, "33/33 in every row", 18, "| (a) functions, legacy chain | 33/33 |"),
-    ("07", 19, "it was not installed when this notebook was stored", 18, "| not installed |"),
-    ("08", 24, "24/24 against 5/24", 23, "gold answers replayed (ceiling) 24/24"),
-    ("08", 24, "24/24 against 5/24", 23, "smollm2-135m-instruct 5/24"),
-    ("08", 24, "it was not when this notebook was stored", 23, "(optional asset) not installed"),
+    ("07", 20, "20/33", 19, "| (f) extractive schema + few-shot turns | 33/33 | 20/33 | not installed |"),
+    ("07", 20, "33/33 in every row", 19, "| (a) functions, legacy chain | 33/33 |"),
+    ("07", 20, "it was not installed when this notebook was stored", 19, "| not installed |"),
+    ("08", 25, "24/24 against 5/24", 24, "gold answers replayed (ceiling) 24/24"),
+    ("08", 25, "24/24 against 5/24", 24, "smollm2-135m-instruct 5/24"),
+    ("08", 25, "it was not when this notebook was stored", 24, "(optional asset) not installed"),
     ("04", 35, "it was not when this notebook was stored", 34, "Qwen2.5-Coder-0.5B: not installed"),
     ("05", 29, "median over five rounds", 30, "--rounds 5"),
     ("05", 29, "other agents sat idle or edited files", 30, "other agents on the machine idle or editing"),
@@ -29,13 +29,13 @@ QUOTED = [
     ("05", 31, "(1.73x against 1.46x)", 30, "90.1 (1.73x) 719 81.0 (1.43x)"),
     ("05", 31, "(1.43x against 2.00x)", 30, "81.0 (1.43x)"),
     ("05", 34, "(10/33, 12/24)", 35, "exact 52.2 (the reference) 10/33 12/24"),
-    ("09", 50, "2/12 answers differ", 36, "merged bf16 100% 2/12"),
-    ("09", 50, "0/12 differing", 36, "merged fp32 100% 0/12"),
+    ("09", 52, "2/12 answers differ", 38, "merged bf16 100% 2/12"),
+    ("09", 52, "0/12 differing", 38, "merged fp32 100% 0/12"),
 ]
 # Figures these cells once quoted that no stored output shows.
-GONE = [("07", 19, "18/33"), ("08", 24, "20 of 24"), ("04", 35, "`_call`"), ("05", 9, "seven engines"),
+GONE = [("07", 20, "18/33"), ("08", 25, "20 of 24"), ("04", 35, "`_call`"), ("05", 9, "seven engines"),
         ("05", 29, "quiet machine"), ("05", 29, "eight rounds"), ("05", 31, "1.48x"), ("05", 31, "0.97x"),
-        ("06", 19, "live server"), ("09", 50, "a merged or bf16 copy")]
+        ("06", 19, "live server"), ("09", 52, "a merged or bf16 copy")]
 WORDS = {7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 
 
@@ -72,8 +72,8 @@ def test_05s_engine_count_is_the_stored_runs() -> None:
 
 
 def test_05_quotes_07s_and_08s_own_scores() -> None:
-    assert "| 20/33 |" in output_text(route.read("07")[18])
-    assert "smollm2-135m-instruct 5/24" in output_text(route.read("08")[23])
+    assert "| 20/33 |" in output_text(route.read("07")[19])
+    assert "smollm2-135m-instruct 5/24" in output_text(route.read("08")[24])
     assert "08's RAG answers (5/24)" in flat(route.read("05")[34].source)
 
 
