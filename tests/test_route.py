@@ -135,7 +135,7 @@ def test_every_heading_in_a_cell_starts_a_section() -> None:
 
 @pytest.mark.parametrize(("number", "section", "name", "cell"), [
     ("02", "Exporting a template as Jinja", "tokenizer_for", 17),
-    ("03", "3. What the KV cache saves", "check", 14),
+    ("03", "3. What the KV cache saves", "check", 15),
     ("04", "Qwen-1's ReAct prompt (the article's)", "StopMatcher", 11),
     ("04", "Run the tool, feed the result back", "validate_arguments", 37),
 ])
@@ -151,9 +151,9 @@ def test_exercises_after_the_route_need_no_skipped_section(number: str, section:
 
 def test_build_it_yourself_and_the_certificate_are_homework() -> None:
     on_03 = route.route_cells(_stop("03"), route.read("03"))
-    assert 40 in on_03 and not {44, 45, 46, 47} & set(on_03)   # 5.'s stream stays, Exercise 5 goes home
+    assert 41 in on_03 and not {45, 46, 47, 48} & set(on_03)   # 5.'s stream stays, Exercise 5 goes home
     on_09 = route.route_cells(_stop("09"), route.read("09"))
-    assert {23, 24, 25, 26} <= set(on_09) and not set(range(27, 33)) & set(on_09)
+    assert {25, 26, 27, 28} <= set(on_09) and not set(range(29, 35)) & set(on_09)
 
 
 def test_homework_outside_the_route_is_named() -> None:
@@ -179,8 +179,8 @@ def test_the_class_notebook_has_one_setup_then_the_route_in_order() -> None:
                 if route.pieces(route.read(s.notebook))[k].cell not in (0, 1)]
     assert [i.split("-")[0] + "-" + i.split("-")[1] for i in ids] == expected
     stored = route.read("03")
-    copied = next(c for c in nb.cells if c.id == "nb03-c49")
-    assert copied.outputs == stored[49].outputs and copied.outputs
+    copied = next(c for c in nb.cells if c.id == "nb03-c50")
+    assert copied.outputs == stored[50].outputs and copied.outputs
 
 
 def test_a_class_notebook_out_of_sync_is_refused_naming_the_fix(tmp_path: Path) -> None:

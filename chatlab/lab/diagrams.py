@@ -1,4 +1,4 @@
-"""The notebooks' pictures: Mermaid diagrams drawn as SVG, and the token inspector.
+"""The notebooks' pictures: Mermaid diagrams drawn as SVG, the token inspector, and charts.
 
 `show(name)` draws `data/diagrams/<name>.mmd` as an SVG output (which GitHub and Colab display,
 unlike a mermaid block), its text kept as text. Only the flowchart subset the notebooks use is
@@ -8,13 +8,19 @@ right, an edge back to an earlier column drawn as an arc below.
 
 `to_html(rendered)`: every id as a span coloured by message and grouped by slot, its text made
 visible, its id on hover, control ids boxed so split role tokens stand out.
+
+`bars` and `lines` draw the numbers a notebook has just printed as a matplotlib `Figure` made
+without pyplot, so no state passes from one cell to the next; a cell whose last line is the
+figure shows it as a PNG.
 """
 from __future__ import annotations
 
 import html
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from matplotlib.figure import Figure
 
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
@@ -22,6 +28,7 @@ from chatlab.render.encoder import Rendered
 
 if TYPE_CHECKING:
     from IPython.display import SVG
+    from matplotlib.axes import Axes
 
 FONT, LINE, PAD, GAP_Y, GAP_X = 13, 17, 10, 24, 56
 _NODE = re.compile(r'([A-Za-z_][\w]*)\s*(?:\["((?:[^"])*)"\]|\{"((?:[^"])*)"\})?')
@@ -223,3 +230,73 @@ def to_html(rendered: Rendered, title: str = "") -> str:
     out.append(f'<div style="color:#64748b">{len(rendered.ids)} tokens; template {html.escape(rendered.template)} '
                f"(rule {html.escape(rendered.rule)}); boxed: control ids; hover for id and slot</div></div>")
     return "".join(out)
+
+
+def _chart(title: str) -> tuple[Figure, "Axes"]:
+    """A fresh figure and its one axes; in an IPython kernel, figures are set to show as PNGs
+    (a kernel without `%matplotlib inline` would show a bare Figure as its text repr)."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import select_figure_formats
+    except ImportError:   # plain Python: the figure is saved or inspected, never displayed
+        pass
+    else:
+        shell = get_ipython()
+        if shell is not None:
+            select_figure_formats(shell, {"png"})
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    ax = fig.subplots()
+    ax.set_title(title)
+    return fig, ax
+
+
+def bars(data: Mapping[str, float] | Mapping[str, Mapping[str, float]], *, title: str, xlabel: str,
+         stacked: bool = False) -> Figure:
+    """Horizontal bars, one row per key of `data`, top to bottom in its order. Where the values
+    are mappings ({row: {part: value}}), each part is a bar of its own, side by side or, with
+    `stacked`, end to end, named in a legend; every row must have the same parts."""
+    if not data:
+        raise ValueError(f"bars for {title!r}: no rows to draw; pass at least one {{label: value}}")
+    rows = {label: dict(v) if isinstance(v, Mapping) else {"": v} for label, v in data.items()}
+    parts = list(next(iter(rows.values())))
+    for label, values in rows.items():
+        if list(values) != parts:
+            raise ValueError(f"bars for {title!r}: row {label!r} has the parts {list(values)}, the first row "
+                             f"{parts}; give every row the same parts in the same order")
+    fig, ax = _chart(title)
+    y = list(range(len(rows)))
+    height = 0.8 if stacked else 0.8 / len(parts)
+    left = [0.0] * len(rows)
+    for i, part in enumerate(parts):
+        widths = [values[part] for values in rows.values()]
+        at = y if stacked else [k - 0.4 + height * (i + 0.5) for k in y]
+        ax.barh(at, widths, height=height, left=left if stacked else None, label=part or None)
+        if stacked:
+            left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(y, list(rows))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if parts != [""]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return fig
+
+
+def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str, xlabel: str,
+          ylabel: str) -> Figure:
+    """One line per entry of `series` over the shared `x`, named in a legend when there are
+    several."""
+    if not x or not series:
+        raise ValueError(f"lines for {title!r}: nothing to draw (x has {len(x)} points, {len(series)} "
+                         "series); pass the x values and at least one series")
+    for name, ys in series.items():
+        if len(ys) != len(x):
+            raise ValueError(f"lines for {title!r}: series {name!r} has {len(ys)} values for {len(x)} x "
+                             "values; give one value per x")
+    fig, ax = _chart(title)
+    for name, ys in series.items():
+        ax.plot(list(x), list(ys), marker=".", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if len(series) > 1:
+        ax.legend(fontsize="small")
+    return fig
