@@ -89,6 +89,18 @@ def test_the_cache_starts_empty_and_grows_one_position_per_step(kv, stateful):
     assert np.abs(forgotten - logits2).max() > 1.0
 
 
+@pytest.mark.slow  # loads the exported model
+def test_the_race_times_both_paths_over_the_same_tokens(kv, stateful):
+    ids = prompt(stateful.tokenizer, QUESTIONS[0])
+    cached, uncached, with_kv, without_kv = kv.race(ids, 6)
+    assert cached == uncached == kv.greedy(ids, 6, stop_ids=[])
+    for seconds in (with_kv, without_kv):  # cumulative: 0 before the first token, then growing
+        assert len(seconds) == 7 and seconds[0] == 0.0
+        assert all(b > a for a, b in zip(seconds, seconds[1:]))
+    with pytest.raises(ChatlabError, match="prompt is empty"):
+        kv.race([], 6)
+
+
 def test_stateless_and_stateful_exports_have_different_cache_keys():
     a, b = export.export_dir(MODEL, "fp32"), export.export_dir(MODEL, "fp32", stateful=False)
     assert a != b and a.parent == b.parent

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,27 @@ class ExplicitKV:
                 break
             logits, cache = self.forward([token], cache)
         return tokens
+
+
+    def race(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
+        """Greedy decoding twice, a step of each in turn so both paths see the same machine: with
+        the cache fed back, and without one (the whole sequence and an empty past every step).
+        Returns both paths' tokens and their cumulative seconds after 0, 1, ... tokens."""
+        if not ids:
+            raise ChatlabError("the prompt is empty; pass at least one token id")
+        cached: list[int] = []
+        uncached: list[int] = []
+        past, with_kv, without_kv = self.empty_cache(), [0.0], [0.0]
+        for n in range(max_new_tokens):
+            start = time.perf_counter()
+            logits, past = self.forward(cached[-1:] if n else list(ids), past)
+            with_kv.append(with_kv[-1] + time.perf_counter() - start)
+            cached.append(int(np.argmax(logits)))
+            start = time.perf_counter()
+            logits, _ = self.forward(list(ids) + uncached, self.empty_cache())
+            without_kv.append(without_kv[-1] + time.perf_counter() - start)
+            uncached.append(int(np.argmax(logits)))
+        return cached, uncached, with_kv, without_kv
 
 
 def cache_length(cache: Cache) -> int:
