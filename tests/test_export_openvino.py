@@ -98,7 +98,7 @@ def test_a_failing_export_reports_the_log_and_leaves_nothing(tmp_path, monkeypat
     script = ("import pathlib, sys; out = pathlib.Path(sys.argv[1]); "
               "(out / 'openvino_model.bin').write_bytes(b'0' * 100); "
               "print('ValueError: unsupported architecture'); sys.exit(3)")
-    monkeypatch.setattr(export, "cli_args", lambda src, fmt, out: [sys.executable, "-c", script, str(out)])
+    monkeypatch.setattr(export, "cli_args", lambda src, fmt, out, stateful=True: [sys.executable, "-c", script, str(out)])
     assert main(["export", "--model", MODEL, "--weight-format", "fp32"]) == 2
     err = capsys.readouterr().err
     assert f"chatlab: exporting {MODEL} to OpenVINO fp32 (once" in err  # said before the wait
@@ -151,7 +151,7 @@ import sys
 from chatlab.backends import export
 sleeper = ("import os, sys, time; open(os.path.join(sys.argv[1], 'child.pid'), 'w')"
            ".write(str(os.getpid())); time.sleep(120)")
-export.cli_args = lambda src, fmt, out: [sys.executable, "-c", sleeper, str(out)]
+export.cli_args = lambda src, fmt, out, stateful=True: [sys.executable, "-c", sleeper, str(out)]
 export.export_model(sys.argv[1], "int8")
 """
 

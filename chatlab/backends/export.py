@@ -157,9 +157,7 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
         partial.mkdir(parents=True)
         try:
             label = f"export {Path(model).name} {final.name}"
-            args = (cli_args(src, weight_format, partial) if stateful  # the usual call, as tests patch it
-                    else cli_args(src, weight_format, partial, stateful=False))
-            run_cli(args, label, partial)
+            run_cli(cli_args(src, weight_format, partial, stateful), label, partial)
             verify(partial, stateful)
             (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
