@@ -98,7 +98,8 @@ def test_a_failing_export_reports_the_log_and_leaves_nothing(tmp_path, monkeypat
     script = ("import pathlib, sys; out = pathlib.Path(sys.argv[1]); "
               "(out / 'openvino_model.bin').write_bytes(b'0' * 100); "
               "print('ValueError: unsupported architecture'); sys.exit(3)")
-    monkeypatch.setattr(export, "cli_args", lambda src, fmt, out, stateful=True: [sys.executable, "-c", script, str(out)])
+    monkeypatch.setattr(export, "cli_args",
+                        lambda src, fmt, out, stateful=True: [sys.executable, "-c", script, str(out)])
     assert main(["export", "--model", MODEL, "--weight-format", "fp32"]) == 2
     err = capsys.readouterr().err
     assert f"chatlab: exporting {MODEL} to OpenVINO fp32 (once" in err  # said before the wait
