@@ -133,7 +133,8 @@ class ExplicitKV:
         return tokens
 
 
-    def race(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
+    def race(self, ids: list[int],
+             max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
         """Greedy decoding twice, a step of each in turn so both paths see the same machine: with
         the cache fed back, and without one (the whole sequence and an empty past every step).
         Returns both paths' tokens and their cumulative seconds after 0, 1, ... tokens."""
