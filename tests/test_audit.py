@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chatlab.models import load_tokenizer
-from chatlab.render.audit import audit
+from chatlab.lab.audit import audit
 from chatlab.models import generation_config_of, load_gguf_tokenizer
 
 

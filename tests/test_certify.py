@@ -16,7 +16,7 @@ from chatlab.cli import main
 from chatlab.errors import ChatlabError, MissingSpecialToken
 from chatlab.render import get_template, resolve
 from chatlab.render.io.jinja_writer import tokenizer_for
-from chatlab.render.io.certify import CONVERSATIONS, certify
+from chatlab.lab.certify import CONVERSATIONS, certify
 from test_engine_semantics import tok_with
 
 DATA = "data/templates/"

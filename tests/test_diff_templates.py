@@ -106,7 +106,7 @@ def test_cli_bad_input_is_one_line(capsys, tmp_path, msgs, argv, fragment):
 def test_cli_export_the_format_cannot_express_exits_3_as_certify_does(capsys, argv, fragment):
     """Not bad input (2): the template is fine and the format too small for it, which certify
     reports as "cannot express" with exit 3; export-template says it with the same code."""
-    from chatlab.render.io.certify import CANNOT, EXIT_CODES
+    from chatlab.lab.certify import CANNOT, EXIT_CODES
 
     code, out, err = run(capsys, *argv)
     assert code == 3 == EXIT_CODES[CANNOT] and out == "" and fragment in err
@@ -174,7 +174,7 @@ def test_merged_consecutive_turns_is_its_own_cause():
 
 
 def test_certify_shows_ollama_merging_consecutive_user_turns():
-    from chatlab.render.io.certify import certify
+    from chatlab.lab.certify import certify
 
     cert = certify(tokenizer_for(get_template("chatml")), "chatml", {"two user turns": (TWO_USERS, None)})
     cell = cert.cells["ollama"]["two user turns"]

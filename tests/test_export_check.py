@@ -16,7 +16,7 @@ from chatlab.models.assets import ASSETS
 from chatlab.models.convert import load_standin
 from chatlab.render import resolve
 from chatlab.render.io import export_template, load_template
-from chatlab.render.io.certify import CONVERSATIONS, certify_export
+from chatlab.lab.certify import CONVERSATIONS, certify_export
 from test_engine_semantics import tok_with
 
 # Baichuan2's layout: reserved special tokens open the user turn and the reply; no bos written

@@ -15,7 +15,7 @@ from chatlab.errors import ChatlabError
 from chatlab.render import get_template, resolve
 from chatlab.render.io.jinja_writer import tokenizer_for
 from chatlab.render.io import export_template, load_template
-from chatlab.render.io.certify import certify
+from chatlab.lab.certify import certify
 from oracles import ollama_oracle
 
 WEATHER = {"type": "function", "function": {

@@ -346,7 +346,7 @@ def test_server_refuses_tools_for_a_template_without_a_tool_section() -> None:
 def test_certify_renders_what_render_and_serve_send(monkeypatch: pytest.MonkeyPatch) -> None:
     """certify's reference for each conversation is Resolution.render_request, the call that
     `chatlab render` and the server make, so its tools cells describe what they send."""
-    from chatlab.render.io.certify import CONVERSATIONS, certify
+    from chatlab.lab.certify import CONVERSATIONS, certify
     from chatlab.render.compose import Resolution
 
     seen: list[int] = []

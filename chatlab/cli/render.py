@@ -12,11 +12,11 @@ from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
 from chatlab.render import resolve
-from chatlab.render.audit import audit
+from chatlab.lab.audit import audit
 from chatlab.render.compose import Resolution
 from chatlab.render.io import diff_templates, export_template, load_template
-from chatlab.render.io.certify import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, certify, certify_export, explain
-from chatlab.render.io.certify import name as engine_name
+from chatlab.lab.certify import CANNOT, DIFFERS, EQUAL, NOT_RENDERED, certify, certify_export, explain
+from chatlab.lab.certify import name as engine_name
 from chatlab.render.io.formats import EXPORT_TARGETS, TEMPLATE_FORMATS
 from chatlab.render.template import TEMPLATES, get_template
 from chatlab.types import parse_messages, parse_tools

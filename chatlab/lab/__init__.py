@@ -1,4 +1,4 @@
-"""The course's lab: what the notebooks use to measure, grade and set up, built on the core.
+"""The course's lab: what the notebooks use to measure, grade, diagnose and set up, built on the core.
 The core never imports from here."""
 
 # The Python versions the course is tested on (the first cell and `chatlab doctor` check them).

@@ -1,4 +1,4 @@
-"""Id-level chat rendering: templates as data, a safe Jinja path, resolution, audit and export.
+"""Id-level chat rendering: templates as data, a safe Jinja path, resolution and export.
 
 >>> res = resolve(tokenizer, model_name="chatglm3-6b")   # which template, and why
 >>> r = res.render(messages, tools=None, add_generation_prompt=True)
