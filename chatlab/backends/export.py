@@ -220,19 +220,14 @@ def unmet(distribution: str = "optimum-intel") -> list[str]:
     return problems
 
 
-def requirements_dir() -> Path:
+def lock_pins() -> dict[str, str]:
+    """The lock's pins (this Python's own lock file where there is one), from the repository."""
     folder = Path(__file__).resolve().parents[2] / "requirements"
     if not (folder / "lock.txt").is_file():
         raise ChatlabError(f"no requirements/lock.txt beside chatlab ({folder}): the isolated export "
                            "environment is built from the repository's lock; use an editable "
                            "checkout, or set CHATLAB_EXPORT_PYTHON to a Python that has optimum-intel")
-    return folder
-
-
-def lock_pins() -> dict[str, str]:
-    tag = f"{sys.version_info[0]}{sys.version_info[1]}"
-    folder = requirements_dir()
-    lock = folder / f"lock-py{tag}.txt"
+    lock = folder / f"lock-py{sys.version_info[0]}{sys.version_info[1]}.txt"
     text = (lock if lock.is_file() else folder / "lock.txt").read_text()
     return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2)
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
@@ -250,22 +245,18 @@ def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> l
              *(f"{n}=={pins[n]}" for n in EXPORT_STACK)]]
 
 
-def kernel_sites() -> list[str]:
-    """This Python's site-packages folders (a venv's own, or the system's on Colab)."""
+def see_kernel_sites(env: Path) -> None:
+    """After its own site-packages, the venv's Python searches this Python's (a venv's own, or the
+    system's on Colab), through a .pth file."""
     import site
 
-    folders = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-        folders.append(site.getusersitepackages())
-    return [f for f in folders if os.path.isdir(f)]
-
-
-def see_kernel_sites(env: Path) -> None:
-    """After its own site-packages, the venv's Python searches this Python's (a .pth file)."""
     own = sorted(env.glob("lib/python*/site-packages"))
     if not own:
         raise ChatlabError(f"the export environment {env} has no site-packages folder")
-    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in kernel_sites()))
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in folders if os.path.isdir(f)))
 
 
 def ensure_env(run: object = subprocess.run) -> Path:

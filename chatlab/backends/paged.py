@@ -1,6 +1,5 @@
-"""One sequence on OpenVINO's paged-attention graph (`paged_attention_transformation`): the KV cache
-is an input chatlab owns, in blocks 0, 1, 2, ... grown as a reply needs, so a decode step keeps
-the shapes of the last (the stateful graph re-plans a mask one column longer)."""
+"""One sequence on OpenVINO's paged-attention graph: the KV cache is an input chatlab owns, in blocks
+grown as a reply needs, so a step keeps the last one's shapes (the stateful graph's mask grows)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,5 @@
-"""OpenAI's chat and completion bodies as frozen pydantic models that validate, document
-(/openapi.json) and make the loop's SamplingParams. `top_k`, `repetition_penalty` and
-`ignore_eos` are extensions, as in vLLM."""
+"""OpenAI's chat and completion bodies as frozen pydantic models that validate, document (/openapi.json)
+and make the loop's SamplingParams; `top_k`, `repetition_penalty`, `ignore_eos` extend it as vLLM does."""
 from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar, overload

@@ -1,6 +1,5 @@
-"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model: its 9
-special tokens after the pieces, role tokens typed by a user never matched (unless
-`encode_special_tokens=True`), and the official renderer `build_chat_input`."""
+"""ChatGLM3's tokenizer over any SentencePiece model: its 9 specials after the pieces, role tokens typed
+by a user never matched (unless `encode_special_tokens`), and the official `build_chat_input`."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,5 @@
-"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, its tokenizer
-rebuilt from the GGUF metadata (transformers builds it wrong), or the ChatGLM3 stand-in: a
-SentencePiece model trained from `data/chatglm3_corpus/`."""
+"""How the store builds an asset: a shipped GGUF as a Hugging Face folder (its tokenizer rebuilt from
+the GGUF metadata: transformers builds it wrong), or the ChatGLM3 stand-in trained from data/."""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,5 @@
-"""Which model: a store name, a local model folder or a Hugging Face hub id (from the local
-cache first, then the hub), checked by name before anything loads; `CHATLAB_MODEL` picks the
-notebooks' and the CLI's."""
+"""Which model: a store name, a local model folder or a Hugging Face hub id (local cache first,
+then the hub), checked by name before anything loads; `CHATLAB_MODEL` picks the default."""
 from __future__ import annotations
 
 import os
