@@ -26,9 +26,8 @@ GoValue = Any
 
 
 def tokenizer_kind(tokenizer: HFTokenizer) -> str | None:
-    """What a tokenizer is: "tiktoken" (chatlab's Qwen-1), "fast" (Rust `tokenizers`),
-    "sentencepiece" (a slow one holding a SentencePiece processor: ChatGLM's), "slow" (another
-    Hugging Face Python tokenizer); None: none of these."""
+    """"tiktoken" (chatlab's Qwen-1), "fast" (Rust `tokenizers`), "sentencepiece" (a slow one holding a
+    SentencePiece processor: ChatGLM's), "slow" (another Hugging Face Python tokenizer), or None."""
     if hasattr(tokenizer, "enc"):
         return "tiktoken"
     if hasattr(tokenizer, "backend_tokenizer"):

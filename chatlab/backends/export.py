@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import time
@@ -246,10 +247,7 @@ def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> l
 
 
 def see_kernel_sites(env: Path) -> None:
-    """After its own site-packages, the venv's Python searches this Python's (a venv's own, or the
-    system's on Colab), through a .pth file."""
-    import site
-
+    """After its own site-packages, the venv's Python searches this Python's (Colab's: the system's)."""
     own = sorted(env.glob("lib/python*/site-packages"))
     if not own:
         raise ChatlabError(f"the export environment {env} has no site-packages folder")

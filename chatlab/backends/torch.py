@@ -1,6 +1,7 @@
 """PyTorch backend: a transformers causal LM and its DynamicCache, one token per call."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,8 +72,6 @@ class TorchBackend:
 
     def snapshot(self) -> tuple[object, int]:
         """A deep copy of the cache (for chatlab.engine.lease's LRU) and its size in bytes."""
-        import copy
-
         snap = copy.deepcopy(self.cache)
         nbytes = sum(t.numel() * t.element_size() for layer in snap.layers
                      for t in (layer.keys, layer.values) if t is not None)

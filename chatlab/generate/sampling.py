@@ -1,5 +1,4 @@
-"""Sampling parameters and the sampler: greedy is one `argmax`; sampling cuts the row to the
-top-k candidates with `argpartition` before sorting, softmax and top-p."""
+"""Sampling parameters and the sampler: greedy is one `argmax`; sampling cuts to top-k by `argpartition`."""
 from __future__ import annotations
 
 import math
@@ -16,9 +15,8 @@ MAX_CANDIDATES = 1000  # sampling never looks past these: the rest of the row is
 
 @dataclass
 class SamplingParams:
-    """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut.
-    Ranges are checked when made (unless `trusted`: a request model checked them); `validate`
-    checks what depends on the model."""
+    """What to generate (`temperature` 0: greedy; `top_k` 0: no cut), its ranges checked when made unless
+    `trusted` (a request model checked them); `validate` checks what depends on the model."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
@@ -213,10 +211,8 @@ class Sampler:
         return ids, probs
 
     def check_draft(self, logits: np.ndarray, draft: int) -> tuple[int, bool]:
-        """The token to emit where a draft guessed `draft`, and whether the guess stands.
-        Greedy: the argmax. Sampling (speculative sampling with a point-mass draft): accept with
-        probability p(draft), else sample p without `draft`, which keeps plain sampling's
-        distribution (not its random stream)."""
+        """(the token to emit where a draft guessed `draft`, whether the guess stands). Sampling accepts it
+        with probability p(draft), else samples p without it: plain sampling's distribution (not stream)."""
         logits = self._penalized(logits)
         if self.params.greedy:
             token = int(np.argmax(logits))

