@@ -86,8 +86,7 @@ def export_lock(final: Path, blocking: bool = True) -> Iterator[bool]:
             if not blocking:
                 yield False
                 return
-            print(f"chatlab: waiting for another process exporting {final} ...", file=sys.stderr,
-                  flush=True)
+            print(f"chatlab: waiting for another process exporting {final} ...", file=sys.stderr, flush=True)
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield True
@@ -234,11 +233,6 @@ def lock_pins() -> dict[str, str]:
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
 
 
-def env_dir(pins: dict[str, str]) -> Path:
-    digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
-    return chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
-
-
 def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> list[list[str]]:
     py = str(env / "bin" / "python")
     return [[sys.executable, "-m", "venv", str(env)],
@@ -259,8 +253,9 @@ def see_kernel_sites(env: Path) -> None:
 
 def ensure_env(run: object = subprocess.run) -> Path:
     """The isolated export Python, built first when missing or incomplete."""
-    pins = lock_pins()
-    env = env_dir(pins)
+    pins = lock_pins()  # the venv is named by this Python's version and the pins' digest
+    digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
+    env = chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
     python = env / "bin" / "python"
     if (env / STAMP).is_file() and python.is_file():
         return python

@@ -135,12 +135,11 @@ class PagedGraph:
         total = past + len(ids)
         used = -(-total // self.block)
         self._table_begins[1], self._context[()] = used, total
-        inputs: dict[str, np.ndarray] = {"input_ids": np.asarray(ids, np.int64),
-                  "position_ids": np.arange(past, total, dtype=np.int64),
-                  "past_lens": np.array([past], np.int32),
-                  "subsequence_begins": np.array([0, len(ids)], np.int32),
-                  "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
-                  "max_context_len": self._context}
+        inputs: dict[str, np.ndarray] = {
+            "input_ids": np.asarray(ids, np.int64), "position_ids": np.arange(past, total, dtype=np.int64),
+            "past_lens": np.array([past], np.int32), "subsequence_begins": np.array([0, len(ids)], np.int32),
+            "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
+            "max_context_len": self._context}
         if self.sliced:
             inputs["logits_keep"] = np.array([-keep], np.int64)
         return inputs

@@ -16,12 +16,10 @@ from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 PRECISIONS = ["f32", "bf16"]
 DEFAULT_PRECISION = "f32"
-ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32",
-           "bf16": "bf16", "bfloat16": "bf16"}
+ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "bf16": "bf16", "bfloat16": "bf16"}
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # the flags a stored result records beside its numbers (they decide bf16 and int8 speed)
-REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16",
-                  "amx_int8"]
+REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"]
 
 
 def normalize_precision(precision: str | None) -> str:

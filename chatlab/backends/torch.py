@@ -108,8 +108,7 @@ class TorchBackend:
                 f"ctx={self.context_length}>")
 
 
-def load(model_name: str, threads: int | None = None,
-         precision: str = DEFAULT_PRECISION) -> TorchBackend:
+def load(model_name: str, threads: int | None = None, precision: str = DEFAULT_PRECISION) -> TorchBackend:
     precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
     folder = asset_path(model_name) if model_name in ASSETS else (

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar, overload
 
-from pydantic import (Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from chatlab._thirdparty import Jsonable, PydanticField
 from chatlab.errors import ChatlabError, ContextLengthError

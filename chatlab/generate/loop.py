@@ -46,10 +46,8 @@ class _Picker:
         logits = self.sampler.bias(logits)
         if self.recorder is not None:
             self.recorder.observe(logits)  # before sampling: the penalty edits the row in place
-        if draft is None:
-            token, accepted = self.sampler(logits), False
-        else:
-            token, accepted = self.sampler.check_draft(logits, draft)
+        sampler = self.sampler
+        token, accepted = (sampler(logits), False) if draft is None else sampler.check_draft(logits, draft)
         if self.processor is not None:
             self.processor.accept(token)
         lp = self.recorder.record(token, self.text.decoded) if self.recorder is not None else None

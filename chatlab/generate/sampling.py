@@ -231,10 +231,7 @@ class Sampler:
 
 def top_k_probs(logits: np.ndarray, k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
     """The k best ids, sorted best first, and their softmax(logits / T) renormalized over them."""
-    if k < logits.shape[0]:
-        ids = np.argpartition(logits, -k)[-k:]
-    else:
-        ids = np.arange(logits.shape[0])
+    ids = np.argpartition(logits, -k)[-k:] if k < logits.shape[0] else np.arange(logits.shape[0])
     ids = ids[np.argsort(-logits[ids], kind="stable")]
     z = logits[ids].astype(np.float64) / temperature
     z -= z[0]  # the max, so exp never overflows

@@ -165,8 +165,7 @@ def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecord
         if rel in skip:
             continue
         stat = path.stat()
-        records[rel] = {"size": stat.st_size, "sha256": file_sha256(path),
-                        "mtime_ns": stat.st_mtime_ns}
+        records[rel] = {"size": stat.st_size, "sha256": file_sha256(path), "mtime_ns": stat.st_mtime_ns}
     return records
 
 
