@@ -161,8 +161,7 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
             verify(partial, stateful)
             (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
-                "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
-                indent=2))
+                "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
             if final.exists():  # stale (old recipe) or forced: replaced only by a complete one
                 shutil.rmtree(final)
             os.replace(partial, final)

@@ -99,10 +99,9 @@ def check_precision(precision: str | None) -> str:
     """Normalized; bf16 on a CPU without it is refused (a silent f32 would make benchmarks lie)."""
     name = normalize_precision(precision)
     if name == "bf16" and not cpu().bf16:
-        raise ChatlabError(
-            f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
-            f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision f32 "
-            "(the default) here, or run on a CPU with bf16 support.")
+        raise ChatlabError(f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
+                           f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision "
+                           "f32 (the default) here, or run on a CPU with bf16 support.")
     return name
 
 

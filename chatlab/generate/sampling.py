@@ -78,10 +78,9 @@ class SamplingParams:
         """What depends on the model: the reply fits the window, logit_bias ids are in the vocabulary."""
         if context_length is not None and prompt_tokens + self.max_new_tokens > context_length:
             room = context_length - prompt_tokens
-            raise ChatlabError(
-                f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has {prompt_tokens} "
-                f"tokens and the context window is {context_length}; use max_new_tokens <= "
-                f"{max(room, 0)} or a shorter prompt", param="max_tokens")
+            raise ChatlabError(f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has "
+                               f"{prompt_tokens} tokens and the context window is {context_length}; use "
+                               f"max_new_tokens <= {max(room, 0)} or a shorter prompt", param="max_tokens")
         check_logit_bias(self.logit_bias, vocab_size)
 
     def _model_key(self, context_length: int | None, prompt_tokens: int,

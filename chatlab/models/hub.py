@@ -79,9 +79,8 @@ def from_hub(loader: Callable[..., _T], hub_id: str, **kwargs: object) -> _T:
         pass  # HF_HUB_OFFLINE once, at import, and some lookups then try the network anyway
     ok, why = hub_reachable()
     if not ok:
-        raise HubUnavailableError(
-            f"{hub_id!r} needs the Hugging Face hub, which is not reachable ({why}); "
-            f"{offline_alternatives(hub_id)}")
+        raise HubUnavailableError(f"{hub_id!r} needs the Hugging Face hub, which is not reachable ({why}); "
+                                  f"{offline_alternatives(hub_id)}")
     try:
         return loader(hub_id, **kwargs)
     except (OSError, ValueError) as err:  # no such repo, gated, no weights: the user's to fix
