@@ -42,8 +42,7 @@ class TokenSource(Protocol):
         """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
 
     def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
-        """The plan as this source runs it (its constraint adapted once, in the source's kind);
-        ChatlabError for a plan it cannot run (after planning, before queueing: a 400)."""
+        """The plan with its constraint adapted once to this source; ChatlabError (a 400) if it cannot run."""
 
     def constraint(self, plan: "ChatPlan") -> Processor:
         """What `events` gets to enforce the plan's grammar, in this source's own kind."""

@@ -36,8 +36,7 @@ class Wrapper:
 
     @property
     def decoder(self) -> Decoder:
-        backend = self.backend
-        return backend.decoder if isinstance(backend, DecoderBackend) else backend.tokenizer
+        return self.backend.decoder if isinstance(self.backend, DecoderBackend) else self.backend.tokenizer
 
     @property
     def context_length(self) -> int:

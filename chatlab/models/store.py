@@ -14,7 +14,6 @@ from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.cache import (OWNER, atomic_folder, cache_dir, chatlab_home, check_files, check_free_space,
                                   record_files, sha256_of, sweep_stale)
 
-
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
 
