@@ -11,9 +11,8 @@ from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.models.memory import trim_heap
-from chatlab.tools import constrain
+from chatlab.tools import TOOL_FORMATS, ToolFormat, constrain
 from chatlab.tools.constrain import Constraint
-from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
