@@ -1,6 +1,5 @@
-"""The objects chatlab holds from libraries that give mypy nothing usable to check, named once:
-each alias is `Any` to mypy, and its name says what the value is. Which kind of tokenizer a
-value is, is told here too, once for every floor that needs it."""
+"""The objects chatlab holds from libraries that give mypy nothing to check, named once (each alias is
+`Any` to mypy; its name says what the value is); and which kind of tokenizer a value is, told once."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,9 +26,8 @@ GoValue = Any
 
 
 def tokenizer_kind(tokenizer: HFTokenizer) -> str | None:
-    """What a tokenizer is: "tiktoken" (chatlab's Qwen-1), "fast" (Rust `tokenizers`),
-    "sentencepiece" (a slow one holding a SentencePiece processor: ChatGLM's), "slow" (another
-    Hugging Face Python tokenizer); None: none of these."""
+    """"tiktoken" (chatlab's Qwen-1), "fast" (Rust `tokenizers`), "sentencepiece" (a slow one holding a
+    SentencePiece processor: ChatGLM's), "slow" (another Hugging Face Python tokenizer), or None."""
     if hasattr(tokenizer, "enc"):
         return "tiktoken"
     if hasattr(tokenizer, "backend_tokenizer"):

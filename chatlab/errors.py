@@ -26,8 +26,7 @@ class UnknownNameError(ChatlabError, KeyError):
 
     def __init__(self, kind: str, name: str, choices: list[str], param: str | None = None) -> None:
         self.kind, self.name, self.choices = kind, name, list(choices)
-        super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.choices)}",
-                         param=param)
+        super().__init__(f"unknown {kind} {name!r}; valid choices: {', '.join(self.choices)}", param=param)
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0])

@@ -1,5 +1,4 @@
-"""The seams between a model and what drives it, as structural protocols: ModelFacts, the
-StepBackend and what only some can do (checked with isinstance), and BatchedBackend."""
+"""The seams between a model and what drives it, as structural protocols (the optional ones: isinstance)."""
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable

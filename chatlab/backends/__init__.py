@@ -1,6 +1,4 @@
 """Backends: PyTorch and OpenVINO for chatlab's loop, openvino-genai's batching (see .registry)."""
-from __future__ import annotations
-
 from chatlab.backends.precision import DEFAULT_PRECISION, PRECISIONS, check_precision
 from chatlab.protocols import AnyBackend, BatchedBackend, StepBackend
 from chatlab.backends.registry import (DEFAULT_BACKEND, REGISTRY, WEIGHT_FORMATS, BackendSpec, get_spec,

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import time
@@ -85,8 +86,7 @@ def export_lock(final: Path, blocking: bool = True) -> Iterator[bool]:
             if not blocking:
                 yield False
                 return
-            print(f"chatlab: waiting for another process exporting {final} ...", file=sys.stderr,
-                  flush=True)
+            print(f"chatlab: waiting for another process exporting {final} ...", file=sys.stderr, flush=True)
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield True
@@ -161,8 +161,7 @@ def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int
             verify(partial, stateful)
             (partial / EXPORT_MANIFEST).write_text(json.dumps({
                 "model": model, "weight_format": weight_format, "stateful": stateful, "source": str(src),
-                "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)},
-                indent=2))
+                "export_version": EXPORT_VERSION, "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
             if final.exists():  # stale (old recipe) or forced: replaced only by a complete one
                 shutil.rmtree(final)
             os.replace(partial, final)
@@ -220,27 +219,17 @@ def unmet(distribution: str = "optimum-intel") -> list[str]:
     return problems
 
 
-def requirements_dir() -> Path:
+def lock_pins() -> dict[str, str]:
+    """The lock's pins (this Python's own lock file where there is one), from the repository."""
     folder = Path(__file__).resolve().parents[2] / "requirements"
     if not (folder / "lock.txt").is_file():
         raise ChatlabError(f"no requirements/lock.txt beside chatlab ({folder}): the isolated export "
                            "environment is built from the repository's lock; use an editable "
                            "checkout, or set CHATLAB_EXPORT_PYTHON to a Python that has optimum-intel")
-    return folder
-
-
-def lock_pins() -> dict[str, str]:
-    tag = f"{sys.version_info[0]}{sys.version_info[1]}"
-    folder = requirements_dir()
-    lock = folder / f"lock-py{tag}.txt"
+    lock = folder / f"lock-py{sys.version_info[0]}{sys.version_info[1]}.txt"
     text = (lock if lock.is_file() else folder / "lock.txt").read_text()
     return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2)
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
-
-
-def env_dir(pins: dict[str, str]) -> Path:
-    digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
-    return chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
 
 
 def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> list[list[str]]:
@@ -250,28 +239,22 @@ def build_commands(env: Path, pins: dict[str, str], constraints_file: Path) -> l
              *(f"{n}=={pins[n]}" for n in EXPORT_STACK)]]
 
 
-def kernel_sites() -> list[str]:
-    """This Python's site-packages folders (a venv's own, or the system's on Colab)."""
-    import site
-
-    folders = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-        folders.append(site.getusersitepackages())
-    return [f for f in folders if os.path.isdir(f)]
-
-
 def see_kernel_sites(env: Path) -> None:
-    """After its own site-packages, the venv's Python searches this Python's (a .pth file)."""
+    """After its own site-packages, the venv's Python searches this Python's (Colab's: the system's)."""
     own = sorted(env.glob("lib/python*/site-packages"))
     if not own:
         raise ChatlabError(f"the export environment {env} has no site-packages folder")
-    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in kernel_sites()))
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in folders if os.path.isdir(f)))
 
 
 def ensure_env(run: object = subprocess.run) -> Path:
     """The isolated export Python, built first when missing or incomplete."""
-    pins = lock_pins()
-    env = env_dir(pins)
+    pins = lock_pins()  # the venv is named by this Python's version and the pins' digest
+    digest = hashlib.sha256(repr(sorted(pins.items())).encode()).hexdigest()[:12]
+    env = chatlab_home() / "export-env" / f"py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
     python = env / "bin" / "python"
     if (env / STAMP).is_file() and python.is_file():
         return python

@@ -1,6 +1,5 @@
-"""openvino-genai's ContinuousBatchingPipeline as a token source for many sequences at once: one
-scheduler thread, the pipeline's only caller, hands each `GenaiStream` its new ids after every
-step, then waits (at most HANDOFF_S) for the consumers, since `step()` holds the GIL."""
+"""openvino-genai's ContinuousBatchingPipeline for many sequences at once: its one caller, a scheduler
+thread, hands each stream its ids per step, then waits for the consumers (`step()` holds the GIL)."""
 from __future__ import annotations
 
 import itertools

@@ -1,6 +1,5 @@
-"""One sequence on OpenVINO's paged-attention graph (`paged_attention_transformation`): the KV cache
-is an input chatlab owns, in blocks 0, 1, 2, ... grown as a reply needs, so a decode step keeps
-the shapes of the last (the stateful graph re-plans a mask one column longer)."""
+"""One sequence on OpenVINO's paged-attention graph: the KV cache is an input chatlab owns, in blocks
+grown as a reply needs, so a step keeps the last one's shapes (the stateful graph's mask grows)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -136,12 +135,11 @@ class PagedGraph:
         total = past + len(ids)
         used = -(-total // self.block)
         self._table_begins[1], self._context[()] = used, total
-        inputs: dict[str, np.ndarray] = {"input_ids": np.asarray(ids, np.int64),
-                  "position_ids": np.arange(past, total, dtype=np.int64),
-                  "past_lens": np.array([past], np.int32),
-                  "subsequence_begins": np.array([0, len(ids)], np.int32),
-                  "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
-                  "max_context_len": self._context}
+        inputs: dict[str, np.ndarray] = {
+            "input_ids": np.asarray(ids, np.int64), "position_ids": np.arange(past, total, dtype=np.int64),
+            "past_lens": np.array([past], np.int32), "subsequence_begins": np.array([0, len(ids)], np.int32),
+            "block_indices": self._table[:used], "block_indices_begins": self._table_begins,
+            "max_context_len": self._context}
         if self.sliced:
             inputs["logits_keep"] = np.array([-keep], np.int64)
         return inputs

@@ -16,12 +16,10 @@ from chatlab.protocols import AnyBackend, CompiledBackend, ProfiledBackend
 
 PRECISIONS = ["f32", "bf16"]
 DEFAULT_PRECISION = "f32"
-ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32",
-           "bf16": "bf16", "bfloat16": "bf16"}
+ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "bf16": "bf16", "bfloat16": "bf16"}
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # the flags a stored result records beside its numbers (they decide bf16 and int8 speed)
-REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16",
-                  "amx_int8"]
+REPORTED_FLAGS = ["avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"]
 
 
 def normalize_precision(precision: str | None) -> str:
@@ -101,10 +99,9 @@ def check_precision(precision: str | None) -> str:
     """Normalized; bf16 on a CPU without it is refused (a silent f32 would make benchmarks lie)."""
     name = normalize_precision(precision)
     if name == "bf16" and not cpu().bf16:
-        raise ChatlabError(
-            f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
-            f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision f32 "
-            "(the default) here, or run on a CPU with bf16 support.")
+        raise ChatlabError(f"bf16 inference precision needs a CPU with {' or '.join(BF16_FLAGS)}; this one "
+                           f"({cpu().model}) has neither, so bf16 would only be emulated. Use --precision "
+                           "f32 (the default) here, or run on a CPU with bf16 support.")
     return name
 
 

@@ -1,5 +1,4 @@
-"""The one table of chatlab's backends: how to load each, its token source, weight formats and
-loader options (each a CLI flag). Every command and the Python API read it."""
+"""The one table of chatlab's backends: loader, token source, weight formats, options (each a CLI flag)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,6 +1,7 @@
 """PyTorch backend: a transformers causal LM and its DynamicCache, one token per call."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,8 +72,6 @@ class TorchBackend:
 
     def snapshot(self) -> tuple[object, int]:
         """A deep copy of the cache (for chatlab.engine.lease's LRU) and its size in bytes."""
-        import copy
-
         snap = copy.deepcopy(self.cache)
         nbytes = sum(t.numel() * t.element_size() for layer in snap.layers
                      for t in (layer.keys, layer.values) if t is not None)
@@ -109,8 +108,7 @@ class TorchBackend:
                 f"ctx={self.context_length}>")
 
 
-def load(model_name: str, threads: int | None = None,
-         precision: str = DEFAULT_PRECISION) -> TorchBackend:
+def load(model_name: str, threads: int | None = None, precision: str = DEFAULT_PRECISION) -> TorchBackend:
     precision = check_precision(precision)
     model, tokenizer = load_model(model_name)
     folder = asset_path(model_name) if model_name in ASSETS else (

@@ -108,16 +108,14 @@ def generation_config(params: SamplingParams, stop_ids: set[int], structured: Pr
     # genai's penalties are OpenAI's: over the generated tokens, once / per occurrence
     cfg.presence_penalty = float(params.presence_penalty)
     cfg.frequency_penalty = float(params.frequency_penalty)
-    if params.temperature > 0:
-        cfg.do_sample = True
+    cfg.do_sample = params.temperature > 0  # else greedy
+    if cfg.do_sample:
         cfg.temperature = float(params.temperature)
         cfg.top_p = float(params.top_p)
         if 0 < params.top_k < min(vocab_size or 2**63, 2**63):
             cfg.top_k = int(params.top_k)
         if params.seed is not None:
             cfg.rng_seed = int(params.seed)
-    else:
-        cfg.do_sample = False  # greedy
     if structured is not None:
         cfg.structured_output_config = structured
     return cfg

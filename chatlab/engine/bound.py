@@ -1,9 +1,7 @@
 """A prompt that cannot fit is refused before it is tokenized (tokenizing a huge prompt leaves a
 high-water mark in the allocator). The bounds are lower bounds, so they never refuse what fits:
-a byte-level vocabulary must cut between adjacent bytes no token holds together (a segment of L
-bytes is at least L / max_bytes tokens); any other vocabulary gives C / max_chars and
-B / max_bytes. Texts are read normalized and stripped; each content after the first may share
-one token with the template text around it."""
+byte-level vocabularies by where no token can join two bytes, others by the longest token. Texts
+are read normalized and stripped; each content after the first may share a token with the template."""
 from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence, runtime_checkable
@@ -40,7 +38,7 @@ class TokenBound:
     def of(cls, tokenizer: HFTokenizer) -> TokenBound:
         tokens = token_bytes(tokenizer)
         if not tokens:
-            return cls(max_token_chars(tokenizer), _spelled_bytes(tokenizer))
+            return cls(*_longest_token(tokenizer))
         joined = np.frombuffer(b"".join(tokens), np.uint8).astype(np.uint16)
         inside = np.ones(len(joined) - 1, dtype=np.bool_)
         inside[np.cumsum([len(t) for t in tokens])[:-1] - 1] = False  # a token's last byte, the next one's first
@@ -117,26 +115,14 @@ def token_bytes(tokenizer: HFTokenizer) -> list[bytes] | None:
     return [*pieces, *(s.encode("utf-8") for s in added)]
 
 
-def max_token_chars(tokenizer: HFTokenizer) -> int | None:
-    """The longest token in characters (None: the vocabulary is unreadable)."""
-    try:
-        if tokenizer_kind(tokenizer) == "tiktoken":
-            enc = tokenizer.enc
-            longest = max(len(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
-            return max([longest, *map(len, enc.special_tokens_set)])
-        vocab = tokenizer.get_vocab()
-    except Exception:  # a stand-in tokenizer without a vocabulary: no bound, tokenize as before
-        return None
-    return max(map(len, vocab), default=0) or None
-
-
-def _spelled_bytes(tokenizer: HFTokenizer) -> int | None:
-    """An upper bound on the bytes one token decodes to: its UTF-8 spelling (None: unreadable)."""
+def _longest_token(tokenizer: HFTokenizer) -> tuple[int | None, int | None]:
+    """The longest token in characters and in bytes of its UTF-8 spelling (None: unreadable)."""
     try:
         vocab = tokenizer.get_vocab()
     except Exception:  # a stand-in tokenizer without a vocabulary: no bound
-        return None
-    return max((len(piece.encode("utf-8", "surrogatepass")) for piece in vocab), default=0) or None
+        return None, None
+    return (max(map(len, vocab), default=0) or None,
+            max((len(piece.encode("utf-8", "surrogatepass")) for piece in vocab), default=0) or None)
 
 
 class ContextWindow(Protocol):

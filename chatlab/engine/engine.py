@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Iterator, Protocol, overload
 from chatlab._thirdparty import Jsonable, LoaderOption, Processor
 from chatlab.backends.registry import DEFAULT_BACKEND, check_choice, load_backend, speculation_options
 from chatlab.engine import shapes
-from chatlab.engine.shapes import Accumulator, merge_chunks, merge_text_chunks
 from chatlab.engine.batched import GenaiSource
 from chatlab.engine.bound import TokenBound
 from chatlab.engine.lease import ModelGuard, PrefixCache
@@ -42,8 +41,7 @@ class TokenSource(Protocol):
         """Raise ChatlabError for what this source cannot do (before planning: a 400)."""
 
     def accept(self, plan: "ChatPlan | CompletionPlan") -> "ChatPlan | CompletionPlan":
-        """The plan as this source runs it (its constraint adapted once, in the source's kind);
-        ChatlabError for a plan it cannot run (after planning, before queueing: a 400)."""
+        """The plan with its constraint adapted once to this source; ChatlabError (a 400) if it cannot run."""
 
     def constraint(self, plan: "ChatPlan") -> Processor:
         """What `events` gets to enforce the plan's grammar, in this source's own kind."""
@@ -179,7 +177,7 @@ class ChatEngine:
             "named", "required")
         for i, params in enumerate(plan.params):
             yield shapes.chunk(cid, model, i, {"role": "assistant", "content": ""})
-            acc, finished, tokens = Accumulator(plan.legacy), None, []
+            acc, finished, tokens = shapes.Accumulator(plan.legacy), None, []
             for ev in self._choice_events(plan, params, should_stop):
                 if isinstance(ev, Finished):
                     finished = acc.finished = ev
@@ -207,7 +205,7 @@ class ChatEngine:
 
     def chat(self, plan: ChatPlan, should_stop: StopFn | None = None) -> ChatCompletion:
         """The non-streamed answer: by construction, the merge of the streamed chunks."""
-        return merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
+        return shapes.merge_chunks(list(self._chunks(plan, should_stop, usage=True)))
 
     def completion_stream(self, plan: CompletionPlan,
                           should_stop: StopFn | None = None) -> Iterator[TextCompletionChunk]:
@@ -234,7 +232,7 @@ class ChatEngine:
 
     def completion(self, plan: CompletionPlan, should_stop: StopFn | None = None) -> TextCompletion:
         full = CompletionPlan(plan.prompts, plan.params, plan.echo, False, True, plan.user)
-        return merge_text_chunks(list(self.completion_stream(full, should_stop)))
+        return shapes.merge_text_chunks(list(self.completion_stream(full, should_stop)))
 
 
 def source_for(backend: AnyBackend, speculate: Speculation | None = None,

@@ -36,8 +36,7 @@ class Wrapper:
 
     @property
     def decoder(self) -> Decoder:
-        backend = self.backend
-        return backend.decoder if isinstance(backend, DecoderBackend) else backend.tokenizer
+        return self.backend.decoder if isinstance(self.backend, DecoderBackend) else self.backend.tokenizer
 
     @property
     def context_length(self) -> int:
@@ -139,8 +138,6 @@ MIN_REUSE = 16  # below this many shared tokens a full prefill is as cheap as th
 
 def common_prefix(a: list[int] | tuple[int, ...], b: list[int]) -> int:
     n = min(len(a), len(b))
-    if n == 0:
-        return 0
     diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
     return int(diff[0]) if diff.size else n
 

@@ -11,9 +11,8 @@ from chatlab.engine.request import ChatRequest, CompletionRequest
 from chatlab.errors import ChatlabError, ContextLengthError
 from chatlab.generate import SamplingParams
 from chatlab.models.memory import trim_heap
-from chatlab.tools import constrain
+from chatlab.tools import TOOL_FORMATS, ToolFormat, constrain
 from chatlab.tools.constrain import Constraint
-from chatlab.tools import TOOL_FORMATS, ToolFormat
 from chatlab.render import Rendered, Resolution
 from chatlab.types import Message, ResponseFormat, ToolChoice, ToolSpec
 
@@ -35,7 +34,6 @@ class ChatPlan:
     prompt_ids: tuple[int, ...]
     params: tuple[SamplingParams, ...]  # one per choice (n), validated against the model
     tool_format: ToolFormat | None = None  # parse calls from the output in this format; None = text
-    call_format: ToolFormat | None = None  # the template's format, for the grammar (even for JSON)
     constraint: Constraint | None = None  # what is forced and its compiled grammar (None: nothing)
     legacy: bool = False  # answer with function_call / finish_reason "function_call"
     stream: bool = False
@@ -89,7 +87,7 @@ def plan_chat(engine: Planner, req: ChatRequest) -> ChatPlan:
                                           engine.context_length, engine.vocab_size, seed_offset=i)
                    for i in range(req.n))
     return ChatPlan(req.messages, req.tools, req.tool_choice, req.response_format, ids, params,
-                    tool_format=fmt if req.response_format is None else None, call_format=fmt,
+                    tool_format=fmt if req.response_format is None else None,
                     constraint=constraint, legacy=req.legacy, stream=req.stream,
                     include_usage=req.include_usage, user=req.user, rendered=rendered)
 

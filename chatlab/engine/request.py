@@ -1,12 +1,10 @@
-"""OpenAI's chat and completion bodies as frozen pydantic models that validate, document
-(/openapi.json) and make the loop's SamplingParams. `top_k`, `repetition_penalty` and
-`ignore_eos` are extensions, as in vLLM."""
+"""OpenAI's chat and completion bodies as frozen pydantic models that validate, document (/openapi.json)
+and make the loop's SamplingParams; `top_k`, `repetition_penalty`, `ignore_eos` extend it as vLLM does."""
 from __future__ import annotations
 
 from typing import Annotated, ClassVar, TypeVar, overload
 
-from pydantic import (Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from chatlab._thirdparty import Jsonable, PydanticField
 from chatlab.errors import ChatlabError, ContextLengthError

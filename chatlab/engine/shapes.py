@@ -19,8 +19,7 @@ def new_id(prefix: str) -> str:
 
 
 def usage(prompt: int, completion: int) -> Usage:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def completion(cid: str, model: str, choices: list[ChatChoice], use: Usage) -> ChatCompletion:

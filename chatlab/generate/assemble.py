@@ -1,8 +1,8 @@
-"""Token ids in, the loop's events out (detokenizing, stops, the final record), shared by
-chatlab's loop and the genai path. Text waits while it is half a character or could start a
-stop string; a stop id ends the reply unseen."""
+"""Token ids in, the loop's events out (detokenizing, stops, the final record), for chatlab's loop and
+the genai path: text waits while it is half a character or could start a stop string."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -33,11 +33,7 @@ class IncrementalDetokenizer:
         full = self._decode(self.ids[self.prefix:])
         if full.endswith(REPLACEMENT) or len(full) <= len(shown):
             return ""  # an incomplete character, or nothing yet
-        if not full.startswith(shown):  # the tokenizer rewrote the context: the common prefix
-            n = 0
-            while n < min(len(shown), len(full)) and shown[n] == full[n]:
-                n += 1
-            shown = shown[:n]
+        shown = os.path.commonprefix([shown, full])  # shorter where the tokenizer rewrote the context
         delta = full[len(shown):]
         self.prefix = max(0, len(self.ids) - CONTEXT_IDS)
         self.read = len(self.ids)

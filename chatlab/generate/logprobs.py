@@ -164,7 +164,5 @@ def completion_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> Tex
         top = {t.text: _wire(t.logprob) for t in e.top}
         top.setdefault(e.text, _wire(e.logprob))
         tops.append(top)
-    return {"tokens": [e.text for e in entries],
-            "token_logprobs": [_wire(e.logprob) for e in entries],
-            "top_logprobs": tops,
-            "text_offset": [e.text_offset + offset for e in entries]}
+    return {"tokens": [e.text for e in entries], "token_logprobs": [_wire(e.logprob) for e in entries],
+            "top_logprobs": tops, "text_offset": [e.text_offset + offset for e in entries]}

@@ -1,7 +1,10 @@
 """The generation loop: prefill once, then sample → stop checks → stream → step, per token."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+import time
+from typing import Callable, Iterator
+
+import numpy as np
 
 from chatlab.errors import ChatlabError
 from chatlab.generate.assemble import Event, TextAssembler
@@ -10,9 +13,6 @@ from chatlab.generate.sampling import Sampler, SamplingParams
 from chatlab.generate.speculate import PromptLookup, Speculation, check_backend, prepare
 from chatlab.protocols import (DecoderBackend, LogitsProcessor, ModelFacts, SpeculativeBackend, StepBackend,
                                TerminatingProcessor)
-
-if TYPE_CHECKING:
-    import numpy as np
 
 StopFn = Callable[[], bool]  # should_stop: True ends the reply (a client gone, a job cancelled)
 
@@ -46,10 +46,8 @@ class _Picker:
         logits = self.sampler.bias(logits)
         if self.recorder is not None:
             self.recorder.observe(logits)  # before sampling: the penalty edits the row in place
-        if draft is None:
-            token, accepted = self.sampler(logits), False
-        else:
-            token, accepted = self.sampler.check_draft(logits, draft)
+        sampler = self.sampler
+        token, accepted = (sampler(logits), False) if draft is None else sampler.check_draft(logits, draft)
         if self.processor is not None:
             self.processor.accept(token)
         lp = self.recorder.record(token, self.text.decoded) if self.recorder is not None else None
@@ -62,8 +60,6 @@ def generate(backend: StepBackend, prompt_ids: list[int], params: SamplingParams
              should_stop: StopFn | None = None,
              speculate: Speculation | None = None, padded: bool | None = None) -> Iterator[Event]:
     """TextDelta events, then one Finished. `padded` None: `prepare` the backend for `speculate` here."""
-    import time
-
     params = params or SamplingParams()
     window, vocab = backend.context_length, backend.vocab_size
     if not params.checked(window, len(prompt_ids), vocab):  # a direct caller's: check it here

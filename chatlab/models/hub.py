@@ -1,6 +1,5 @@
-"""Which model: a store name, a local model folder or a Hugging Face hub id (from the local
-cache first, then the hub), checked by name before anything loads; `CHATLAB_MODEL` picks the
-notebooks' and the CLI's."""
+"""Which model: a store name, a local model folder or a Hugging Face hub id (local cache first,
+then the hub), checked by name before anything loads; `CHATLAB_MODEL` picks the default."""
 from __future__ import annotations
 
 import os
@@ -80,9 +79,8 @@ def from_hub(loader: Callable[..., _T], hub_id: str, **kwargs: object) -> _T:
         pass  # HF_HUB_OFFLINE once, at import, and some lookups then try the network anyway
     ok, why = hub_reachable()
     if not ok:
-        raise HubUnavailableError(
-            f"{hub_id!r} needs the Hugging Face hub, which is not reachable ({why}); "
-            f"{offline_alternatives(hub_id)}")
+        raise HubUnavailableError(f"{hub_id!r} needs the Hugging Face hub, which is not reachable ({why}); "
+                                  f"{offline_alternatives(hub_id)}")
     try:
         return loader(hub_id, **kwargs)
     except (OSError, ValueError) as err:  # no such repo, gated, no weights: the user's to fix

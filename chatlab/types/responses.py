@@ -1,5 +1,4 @@
-"""OpenAI's response shapes as chatlab sends them, typed once (`NotRequired`: a key left out
-rather than sent as null)."""
+"""OpenAI's response shapes as chatlab sends them, typed once (`NotRequired`: a key left out, not null)."""
 # no `from __future__ import annotations`: 3.11 needs evaluated NotRequired for __required_keys__
 from typing import Literal, NotRequired, TypedDict
 
