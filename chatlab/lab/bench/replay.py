@@ -1,9 +1,5 @@
-"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup.
-
-Greedy speculation changes only the number of model passes, so whether a guess would have been
-accepted is known from the recorded plain reply; a pass over 1 + k tokens costs about
-`PASS_COST[k]` decode steps.
-"""
+"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup. Greedy
+speculation changes only the number of model passes, so the plain reply says which guesses pass."""
 from __future__ import annotations
 
 import json
@@ -19,10 +15,8 @@ from chatlab.lab.bench.report import write_json
 from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 
-# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32
-# (docs/benchmarks.md, "Measured step by step"). Between measured k the cost is interpolated, past the last k
-# extrapolated (`pass_cost`). The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take
-# another matmul kernel. The Python around each pass in the loop is left out.
+# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8, paged graph, f32 (docs/benchmarks.md,
+# "Measured step by step"), the loop's Python left out. From k=4 the CPU plugin takes another matmul kernel.
 PASS_COST = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.4, 4: 2.1, 8: 2.5, 12: 2.85}
 REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
 # SmolLM2's end tokens (<|endoftext|>, <|im_end|>): the recorded replies run 64 tokens past them
@@ -30,7 +24,7 @@ END_IDS = (0, 2)
 
 
 def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
-    """Steps one pass over 1 + k tokens costs, from `table`."""
+    """Steps one pass over 1 + k tokens costs: `table` interpolated, extrapolated past its last k."""
     ks = sorted(table)
     if k >= ks[-1]:
         slope = (table[ks[-1]] - table[ks[-2]]) / (ks[-1] - ks[-2])

@@ -1,8 +1,5 @@
-"""Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
-
-At most two engine processes are alive at once (`plan_groups`); each ratio is taken against the
-baseline in its own pair, in an order that rotates every round.
-"""
+"""Run the engines side by side: one process each, in pairs with the baseline (`plan_groups`),
+interleaved rounds in an order that rotates, medians and ranges."""
 from __future__ import annotations
 
 import json
@@ -32,6 +29,7 @@ class Bar(Protocol):
 
     def update(self) -> object: ...
 
+
 LONG_PROMPT_TOKENS = 1000
 SHORT_QUESTION = "What are three good habits for writing maintainable Python code?"
 FILLER = ("The history of the printing press shows how a technology for copying text changed who "
@@ -46,10 +44,8 @@ class BenchConfig:
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
     precision: str = DEFAULT_PRECISION  # the same for every engine
-    # A task shape of chatlab.lab.evals.retrieval: its cases replace the short chat prompt, one per
-    # round in turn (None: the short question)
-    task: str | None = None
-    # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
+    task: str | None = None  # a task shape whose cases replace the short question, one per round
+    # the speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
     speculate: dict[str, int] | None = None
 
     @classmethod
@@ -63,7 +59,6 @@ class BenchConfig:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         if task is not None and task not in TASKS:
             raise UnknownNameError("bench task", task, TASKS)
-        # fast: the fast profile's rows against llama.cpp's q4_1 (their precision is their own)
         chosen = list(engines or (FAST_ENGINES if fast else ENGINES))
         if speculate is not None and not engines:  # --speculate alone adds the speculative rows
             chosen += [e for e in SPECULATIVE_ENGINES if e not in chosen]
@@ -92,8 +87,8 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
 
 
 def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """`bench_prompts` run in a short-lived process, so that the workers' parent (a notebook's
-    kernel) does not keep the torch that rendering imports."""
+    """`bench_prompts` in a short-lived process: the workers' parent (a notebook's kernel) does
+    not keep the torch that rendering imports."""
     return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 
@@ -159,9 +154,8 @@ class Worker:
 
 
 def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
-    """Which engines are alive together: each engine in a pair with the anchor (the baseline, or
-    the first engine), one pair at a time. Pairs keep memory within Binder's 2 GB while every
-    ratio is still taken between two engines measured interleaved."""
+    """Which engines are alive together: each in a pair with the anchor (the baseline, or the first
+    engine), to keep within Binder's 2 GB while every ratio compares two interleaved engines."""
     if len(engines) <= 1:
         return [list(engines)]
     anchor = baseline if baseline in engines else engines[0]
@@ -204,8 +198,7 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
         for e in group:
             workers[e] = start_worker(make_worker, e, config.model, config.precision,
                                       config.speculate)
-            # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
-            # paged graphs' cache blocks grow to the long prompt)
+            # untimed warm-up on both shapes: first-shape allocations, cache blocks for the long prompt
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
             workers[e].ask({"ids": prompts["long"], "tokens": 2})
         alive = sum(1 for w in workers.values() if w.alive())

@@ -1,16 +1,10 @@
-"""Streamed tokens/s through HTTP vs the engine alone; or N concurrent clients on one server.
-
-    chatlab bench serving [--backend torch|openvino] [--tokens 128] [--rounds 5]
-    chatlab bench serving --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
-
-Without --clients: both sides make exactly `--tokens` tokens in interleaved rounds (target: HTTP
-≥ 0.9× the engine). With --clients N: one client alone, then N at once, read against the
-engine's own batching gain (target on genai: N clients ≥ 4× one).
-"""
+"""Streamed tokens/s through HTTP vs the engine alone, in interleaved rounds; or N concurrent
+clients against one on one server, read against the engine's own batching gain."""
 from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import statistics
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -55,8 +49,7 @@ def chat_plan(engine: ChatEngine, body: dict[str, Jsonable]) -> ChatPlan:
 
 
 def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Event]:
-    """The engine's token source's events for the plan's first choice (under the engine's lease
-    on a loop backend), ending with Finished."""
+    """The engine's events for the plan's first choice, ending with Finished."""
     return list(engine.events(plan))
 
 
@@ -108,8 +101,8 @@ def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, floa
 
 
 def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:
-    """`clients` streams at once, each in its own process: client threads in the server's
-    process would compete with it for the GIL and measure Python, not the server."""
+    """`clients` streams at once, each in its own process (client threads would compete with the
+    server for the GIL)."""
     runs = list(pool.map(one_client, [url] * clients, [model] * clients,
                          [STORY_PROMPTS[i % len(STORY_PROMPTS)] for i in range(clients)], [tokens] * clients))
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
@@ -117,11 +110,9 @@ def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) 
 
 
 def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
-    """Tokens/s of `plans` run at once through the engine's token source (no HTTP, no SSE): the
-    engine's own aggregate rate, the ceiling for the server's."""
+    """Tokens/s of `plans` run at once through the engine without HTTP: the server's ceiling."""
     def drain(plan: ChatPlan) -> int:
-        # one consumer per stream, as the server has: genai's scheduler thread waits after each
-        # step until every stream's ids are taken, so draining them one after another would stall it
+        # one consumer per stream, as in the server: genai's scheduler waits for every stream's ids
         last = token_events(engine, plan)[-1]
         assert isinstance(last, Finished)
         return last.completion_tokens
@@ -164,8 +155,6 @@ def load_main(args: ServingRun) -> dict[str, Jsonable]:
     plans = [chat_plan(engine, {"messages": [{"role": "user", "content": p}], "max_tokens": args.tokens,
                                 "temperature": 0, "ignore_eos": True})
              for p in (STORY_PROMPTS * args.clients)[:args.clients]]
-    import multiprocessing
-
     ctx = multiprocessing.get_context("spawn")  # no fork of a process running OpenVINO threads
     with start_server(engine, max_waiting=max(32, 2 * args.clients)) as srv, \
             ProcessPoolExecutor(args.clients, mp_context=ctx) as pool:

@@ -1,7 +1,6 @@
 """Every task shape in one bench run: each engine paired with the baseline (`runner.plan_groups`),
-one case of each task per turn, so a pair of processes loads once for all the tasks and each
-ratio compares runs made seconds apart. Only the task prompts are timed (TTFT and decode).
-"""
+one case of each task per turn, so a pair loads once for all the tasks and each ratio compares
+runs made seconds apart."""
 from __future__ import annotations
 
 import signal
@@ -21,7 +20,7 @@ METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
 
 
 def task_cases(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
-    """The first `limit` cases of each task, rendered at the id level as the bench renders them."""
+    """The first `limit` cases of each task, rendered to ids as the bench renders them."""
     res = resolve(load_tokenizer(model), model)
     return {t: [list(res.render(m).ids) for m in task_messages(t)[:limit]] for t in tasks}
 

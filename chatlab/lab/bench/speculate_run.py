@@ -1,10 +1,5 @@
-"""Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
-
-    chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-
-Part 1 times the task shapes side by side, plain and with prompt lookup; part 2 times turns of a
-growing chat with and without prefix reuse. Each target prints as MET or MISSED.
-"""
+"""`chatlab bench speculate`: part 1 times the task shapes side by side, plain and with prompt
+lookup; part 2 the turns of a growing chat with and without prefix reuse; each target is judged."""
 from __future__ import annotations
 
 import json
@@ -21,14 +16,14 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line, label, write_json
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
+from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
 SIDE_BY_SIDE = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
-# --fast: the fast profile (chatlab.backends.precision) on chatlab's loop and on genai, beside llama.cpp
+# --fast: the fast profile on chatlab's loop and on genai, beside llama.cpp
 FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
 OUT = "data/bench/speculate-run.json"
 
@@ -152,8 +147,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
 
 
 def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
-    """The run as text: the engines per task, tokens per pass, the growing chat, and (unless
-    `targets=False`, as a lesson prints it) each target with its ratio and verdict."""
+    """The run as text; `targets=False` (as a lesson prints it) leaves out the verdicts."""
     tasks = result["tasks"]
     upto = "up to " if tasks.get("stop_at_eos") else ""
     ends = ", each reply ending at its end token" if tasks.get("stop_at_eos") else ", end token ignored"
@@ -200,9 +194,9 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
 
 @dataclass(frozen=True)
 class SpeculateRun:
-    """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns`
-    turns of a growing chat (none with `fast`). `draft_tokens` and `ngram` set every prompt-lookup
-    row's drafter (None: each row's default); the JSON goes to `out`."""
+    """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns` turns
+    of a growing chat (none with `fast`); `draft_tokens` and `ngram` (None: each row's default) set
+    every prompt-lookup row's drafter."""
 
     model: str = "smollm2-135m-instruct"
     rounds: int = 3
@@ -221,8 +215,7 @@ class SpeculateRun:
 
 
 def run(args: SpeculateRun) -> dict[str, Jsonable]:
-    """Time the task shapes and the growing chat, judge each target, print the report and
-    write the JSON; the result returned. Bad sizes are refused before anything loads."""
+    """Time, judge, print and write the JSON; bad sizes are refused before anything loads."""
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
     drafts = None  # each row's own default
@@ -238,9 +231,9 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
     tasks["engines_asked"] = names
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
-                              "command": args.command,
-                              "tasks": tasks, "turns": turns, "identical": identical_replies(tasks),
-                              "oracle": oracle_bounds(tasks, recorded_replies())}
+                                   "command": args.command, "tasks": tasks, "turns": turns,
+                                   "identical": identical_replies(tasks),
+                                   "oracle": oracle_bounds(tasks, recorded_replies())}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
     if args.machine:
         result = label(result, result["command"], args.machine)

@@ -1,8 +1,5 @@
-"""Time to first token over a growing chat, with and without prefix reuse, side by side.
-
-A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
-(chatlab.engine.lease) only the new message. The engines are timed interleaved, turn by turn.
-"""
+"""Time to first token over a growing chat, with and without prefix reuse, interleaved turn by
+turn: a client resends the whole chat, which reuse (chatlab.engine.lease) prefills only in part."""
 from __future__ import annotations
 
 import json
@@ -29,8 +26,8 @@ def user_turns(n: int, start: int = 0) -> list[str]:
 
 
 class GenaiChatMode:
-    """openvino-genai's own chat mode (`start_chat()`, one user message per `generate`): it keeps
-    and renders the history and reuses earlier turns by prefix caching. The multi-turn target."""
+    """openvino-genai's own chat mode (`start_chat()`, one user message per `generate`), which keeps
+    the history and reuses it by prefix caching: the multi-turn target."""
 
     def __init__(self, model: str, precision: str = "f32") -> None:
         import openvino_genai as genai
@@ -88,8 +85,8 @@ WARM_UP = "Passage: This conversation only warms the engine up.\n\nQuestion: Wha
 
 
 def warm_up(engines: "Mapping[str, Turnable]") -> None:
-    """One untimed turn per engine on another conversation, so that no engine is charged for a
-    process's one-time costs; then every engine forgets it (genai's chat starts anew)."""
+    """One untimed turn per engine on another conversation (a process's one-time costs), then
+    forgotten."""
     for engine in engines.values():
         timed_turn(engine, [{"role": "user", "content": WARM_UP}], 4)
         if isinstance(engine, GenaiChatMode):
