@@ -23,9 +23,9 @@ REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
 END_IDS = (0, 2)
 
 
-def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
-    """Steps one pass over 1 + k tokens costs: `table` interpolated, extrapolated past its last k."""
-    ks = sorted(table)
+def pass_cost(k: int) -> float:
+    """Steps one pass over 1 + k tokens costs: PASS_COST interpolated, extrapolated past its last k."""
+    table, ks = PASS_COST, sorted(PASS_COST)
     if k >= ks[-1]:
         slope = (table[ks[-1]] - table[ks[-2]]) / (ks[-1] - ks[-2])
         return table[ks[-1]] + slope * (k - ks[-1])
@@ -56,38 +56,35 @@ def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
     return passes
 
 
-def replay(prompt: list[int], reply: list[int], spec: Speculation,
-           table: dict[int, float] = PASS_COST, fixed_width: bool = False) -> float:
+def replay(prompt: list[int], reply: list[int], spec: Speculation, fixed_width: bool = False) -> float:
     """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
-    greedy reply: its tokens after the first over the steps its passes cost (`table`). With
-    `fixed_width` every verify pass costs a pass over 1 + k tokens, however short its guess."""
+    greedy reply: its tokens after the first over the steps its passes cost. With `fixed_width`
+    every verify pass costs a pass over 1 + k tokens, however short its guess."""
     if len(reply) < 2:
         return 1.0
     passes = replay_passes(prompt, reply, spec, fixed_width)
-    cost = sum(pass_cost(spec.draft_tokens if fixed_width and k else k, table) for k in passes)
+    cost = sum(pass_cost(spec.draft_tokens if fixed_width and k else k) for k in passes)
     return (len(reply) - 1) / cost
 
 
-def until_end(reply: list[int], end_ids: tuple[int, ...] = END_IDS) -> list[int]:
+def until_end(reply: list[int]) -> list[int]:
     """The reply up to and including its first end token, as a served reply stops."""
     for i, token in enumerate(reply):
-        if token in end_ids:
+        if token in END_IDS:
             return reply[:i + 1]
     return reply
 
 
 def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation,
-                 table: dict[int, float] = PASS_COST, fixed_width: bool = False,
-                 stop_at_end: bool = True) -> dict[str, float]:
+                 fixed_width: bool = False, stop_at_end: bool = True) -> dict[str, float]:
     """Mean modelled speed-up per task over its recorded cases; each reply cut at its end token
     (as the speculation bench and a server stop) unless `stop_at_end` is False."""
     cut = until_end if stop_at_end else list
-    return {task: statistics.mean(replay(c["prompt"], cut(c["reply"]), spec, table, fixed_width)
-                                  for c in cases)
+    return {task: statistics.mean(replay(c["prompt"], cut(c["reply"]), spec, fixed_width) for c in cases)
             for task, cases in replies.items()}
 
 
-def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
+def oracle(prompt: list[int], reply: list[int], k: int = 3) -> float:
     """A bound on any n-gram lookup drafter with guesses of up to `k`: at each pass it drafts from
     the earlier occurrence whose continuation matches the reply longest, and only when kept."""
     if len(reply) < 2:
@@ -101,17 +98,17 @@ def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, flo
                 while m < k and j + 1 + m < len(ids) and n + m < len(reply) and ids[j + 1 + m] == reply[n + m]:
                     m += 1
                 best = max(best, m)
-        cost += pass_cost(k, table) if best else 1.0
+        cost += pass_cost(k) if best else 1.0
         ids += reply[n:n + best + 1]
         n += best + 1
     return (len(reply) - 1) / cost
 
 
 def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
-                 table: dict[int, float] = PASS_COST, stop_at_end: bool = True) -> dict[str, float]:
+                 stop_at_end: bool = True) -> dict[str, float]:
     """`oracle` per task, the mean over its recorded cases (cut at their end token by default)."""
     cut = until_end if stop_at_end else list
-    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k, table) for c in cases)
+    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k) for c in cases)
             for task, cases in replies.items()}
 
 

@@ -18,7 +18,7 @@ from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event, Finished, TextDelta
-from chatlab.lab.bench.report import ceiling_line, cpu_name, kept
+from chatlab.lab.bench.report import ceiling_line, clients_lines, cpu_name, kept
 from chatlab.lab.finetune import first_difference
 from chatlab.serve import start_server
 
@@ -184,17 +184,10 @@ def load_main(args: ServingRun) -> dict[str, Jsonable]:
     if args.as_json:
         print(json.dumps(result, indent=2))
         return result
-    n = args.clients
-    print(f"{args.backend}/{weight_format} at {args.precision}, {args.tokens} tokens "
-          f"per client, {rounds} rounds (medians)")
-    print(f"{'clients':>8} {'aggregate tok/s':>16}")
-    print(f"{1:>8} {result['one_client_tok_s']:>16.1f}")
-    print(f"{n:>8} {result['n_clients_tok_s']:>16.1f}")
-    print(f"ratio {result['ratio']:.2f}x (target >= 4x); TTFT at {n} clients: p50 "
-          f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms")
+    print("\n".join(clients_lines(result, " (target >= 4x)")))
     if "engine_ratio" in result:
         print(f"the pipeline alone (no server, same prompts): 1 {result['engine_one_tok_s']:.1f} tok/s, "
-              f"{n} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x")
+              f"{args.clients} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x")
     print(ceiling_line(result, cpu_name(result["cpu"])))
     if args.equal:
         eq = result["greedy_equality"]
