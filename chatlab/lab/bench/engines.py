@@ -126,8 +126,7 @@ class BenchEngine(Protocol):
 
 
 def ov_compute(compiled: OVCompiled) -> str:
-    """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
-    precision and dynamic quantization of activations."""
+    """Besides the precision hint, what decides OpenVINO's arithmetic: KV cache, activation quantization."""
     try:
         group = str(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
     except Exception:  # noqa: BLE001 - an older plugin without the property
@@ -268,7 +267,6 @@ class GenAI:
     def load(self) -> None:
         import openvino_genai as genai
 
-        self.genai = genai
         # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
         options: dict[str, Jsonable] = ov_config(self.precision, kv_cache_precision=self.kv_cache,
                                                  dynamic_quantization=self.dynamic_quantization)

@@ -36,9 +36,8 @@ def pass_cost(k: int) -> float:
 
 def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
                   fixed_width: bool = False) -> list[int]:
-    """The model passes after the prefill that `spec` would have made for a recorded greedy
-    reply: the guess's length of each (0: a plain decode step), driving PromptLookup exactly
-    as chatlab.generate.loop does (`fixed_width`: as on a backend that pads every pass)."""
+    """The guess length of each pass after the prefill (0: a plain step) `spec` would make on a recorded
+    greedy reply, driving PromptLookup as chatlab.generate.loop does (`fixed_width`: padded passes)."""
     lookup = PromptLookup(spec, prompt, fixed_width)
     lookup.add(reply[0])  # the first token comes from the prefill, in both loops
     n, passes = 1, []
@@ -57,9 +56,8 @@ def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
 
 
 def replay(prompt: list[int], reply: list[int], spec: Speculation, fixed_width: bool = False) -> float:
-    """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
-    greedy reply: its tokens after the first over the steps its passes cost. With `fixed_width`
-    every verify pass costs a pass over 1 + k tokens, however short its guess."""
+    """Modelled decode speed of `spec` over plain decoding on one recorded greedy reply (`fixed_width`:
+    every verify pass costs one over 1 + k tokens, however short its guess)."""
     if len(reply) < 2:
         return 1.0
     passes = replay_passes(prompt, reply, spec, fixed_width)
@@ -113,8 +111,7 @@ def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
 
 
 def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
-    """Plain greedy replies, `tokens` long (the end token ignored: replay_tasks cuts them there
-    unless asked not to), of every case of every bench task, on the int8 paged graph at f32."""
+    """Greedy replies `tokens` long, past the end token, to every bench task's cases (int8 at f32)."""
     backend = load_step_backend(model, "openvino", "int8", precision="f32")
     res = resolve(backend.tokenizer, model)
     out: dict[str, list[dict[str, list[int]]]] = {}
@@ -139,8 +136,7 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 
 
 def run(file: str | None = None, record_first: bool = False, past_end: bool = False) -> None:
-    """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
-    replies in `file` (recorded first with `record_first`)."""
+    """Print each policy's modelled speed per task and the oracle's bound, from the recorded replies."""
     path = Path(file) if file else data_dir().joinpath(*REPLIES)
     if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all

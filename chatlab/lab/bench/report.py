@@ -80,8 +80,7 @@ def add_ratios(result: dict[str, Jsonable]) -> None:
 
 
 def cpu_line(cpu: dict[str, Jsonable] | None) -> str:
-    """The CPU line of the table: model, notable flags, bf16 support (the record's, else its
-    flags'), threads."""
+    """The CPU line of the table: model, notable flags, bf16 support, threads."""
     if not cpu:
         return "CPU: not recorded"
     flags = cpu.get("flags") or []
@@ -226,8 +225,7 @@ def run_label(result: dict[str, Jsonable]) -> str:
 
 
 def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
-    """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
-    without the speed-target lines, as the notebooks show it)."""
+    """A stored `chatlab bench` result under its label (`targets=False`: as the notebooks show it)."""
     return run_label(result) + "\n" + format_table(result, targets=targets)
 
 
@@ -260,8 +258,7 @@ def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:
 
 
 def clients_lines(result: dict[str, Jsonable], target: str = "") -> list[str]:
-    """A `chatlab bench serving --clients N` run: aggregate tokens/s of 1 and N clients, their ratio
-    (`target` after it) and the time to first token under load."""
+    """1 vs N clients' aggregate tokens/s, their ratio (then `target`) and TTFT under load."""
     n = result["clients"]
     return [f"{result['backend']}/{result['weight_format']} at {result['precision']}, "
             f"{result['tokens']} tokens per client, {result['rounds']} rounds (medians)",

@@ -70,8 +70,7 @@ class BenchConfig:
 
 
 def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
-    a task, its cases too (`cases`, a list of prompts)."""
+    """The same ids for every engine: a short chat turn, a ~1,000-token one, and a task's `cases`."""
     from chatlab.render import resolve  # pydantic at its top: kept out of the workers, which measure their memory
 
     res = resolve(load_tokenizer(model), model)
@@ -226,8 +225,7 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
 
 def run_benchmark(config: BenchConfig, progress: bool = True,
                   make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
-    """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
-    Engines that cannot run here (an optional package missing) are listed under `skipped`."""
+    """Run the engines pair by pair; those that cannot run here are listed under `skipped`."""
     from tqdm.auto import tqdm
 
     skipped = [{"name": e, "reason": why} for e in config.engines

@@ -101,8 +101,7 @@ def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, floa
 
 
 def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:
-    """`clients` streams at once, each in its own process (client threads would compete with the
-    server for the GIL)."""
+    """`clients` streams at once, each in its own process (threads would take the server's GIL)."""
     runs = list(pool.map(one_client, [url] * clients, [model] * clients,
                          [STORY_PROMPTS[i % len(STORY_PROMPTS)] for i in range(clients)], [tokens] * clients))
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)

@@ -101,8 +101,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
               precision: str = "f32", speculate: dict[str, int] | None = None,
               progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
               stop_at_eos: bool = False) -> dict[str, Jsonable]:
-    """Each engine per task: medians, ranges and the ratio to the baseline in the same pair.
-    `stop_at_eos`: each reply ends at the model's end token, as served."""
+    """Each engine per task: medians, ranges, the paired ratio; `stop_at_eos`: replies end as served."""
     from tqdm.auto import tqdm
 
     skipped = [{"name": e, "reason": why} for e in engines if (why := bench_engines.unavailable(e, precision))]

@@ -109,9 +109,8 @@ def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
 
 def oracle_bounds(part: dict[str, Jsonable],
                   replies: dict[str, list[dict[str, list[int]]]] | None) -> dict[str, dict[str, Jsonable]]:
-    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's, beside the
-    bound an oracle drafter reaches on the recorded replies of the same cases. None where a row
-    or the recording is missing."""
+    """Per copy-heavy task: prompt lookup's measured speed-up over chatlab plain beside an oracle
+    drafter's bound on the recorded replies (None where a row or the recording is missing)."""
     rows = {r["name"]: r for r in part["engines"]}
     out: dict[str, dict[str, Jsonable]] = {}
     for task in part["tasks"]:
@@ -194,9 +193,8 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
 
 @dataclass(frozen=True)
 class SpeculateRun:
-    """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns` turns
-    of a growing chat (none with `fast`); `draft_tokens` and `ngram` (None: each row's default) set
-    every prompt-lookup row's drafter."""
+    """`rounds` interleaved rounds of `tokens` per task case, then `turns` of a growing chat (none with
+    `fast`); `draft_tokens` and `ngram` set every prompt-lookup row's drafter (None: its default)."""
 
     model: str = "smollm2-135m-instruct"
     rounds: int = 3

@@ -35,7 +35,6 @@ class GenaiChatMode:
         self.genai: Jsonable = genai  # openvino_genai: no type information
         self.pipe = genai.LLMPipeline(str(export_model(model, "int8")), "CPU", **ov_config(precision))
         self.pipe.start_chat()
-        self.prompt_tokens = 0  # genai does not report it; the caller's row says chatlab's count
 
     def restart(self) -> None:
         """A new conversation (genai's prefix cache keeps the old one's blocks)."""
@@ -85,8 +84,7 @@ WARM_UP = "Passage: This conversation only warms the engine up.\n\nQuestion: Wha
 
 
 def warm_up(engines: "Mapping[str, Turnable]") -> None:
-    """One untimed turn per engine on another conversation (a process's one-time costs), then
-    forgotten."""
+    """One untimed turn per engine on another conversation (one-time costs), then forgotten."""
     for engine in engines.values():
         timed_turn(engine, [{"role": "user", "content": WARM_UP}], 4)
         if isinstance(engine, GenaiChatMode):
