@@ -42,8 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--task", default=None, help="a task shape instead of the short question: "
                    "extract, rag, rewrite (copy-heavy) or story (copies nothing)")
     add_speedup_args(b, reuse=False)
-    b.add_argument("--plot", default="bench-results/bench.png",
-                   help="where to save the plot ('' for none)")
+    b.add_argument("--plot", default="bench-results/bench.png", help="where to save the plot ('' for none)")
     b.set_defaults(func=run_bench)
     nested = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     for add in (add_accuracy, add_replay, add_turns, add_speculate, add_serving, add_store):

@@ -230,8 +230,7 @@ class HFGenerate:
         import torch
 
         dtype = next(self.model.parameters()).dtype
-        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32",
-                "threads": torch.get_num_threads()}
+        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32", "threads": torch.get_num_threads()}
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import torch

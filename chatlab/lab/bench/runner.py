@@ -49,9 +49,8 @@ class BenchConfig:
     speculate: dict[str, int] | None = None
 
     @classmethod
-    def make(cls, model: str, quick: bool = False, rounds: int | None = None,
-             tokens: int | None = None, engines: list[str] | None = None,
-             precision: str | None = None, task: str | None = None,
+    def make(cls, model: str, quick: bool = False, rounds: int | None = None, tokens: int | None = None,
+             engines: list[str] | None = None, precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
         for e in engines or []:
             get_engine(e)  # an UnknownNameError listing the registry's rows
@@ -171,11 +170,10 @@ class Samples:
     def add(self, engine: str, short: dict[str, Jsonable], long: dict[str, Jsonable],
             partner: str | None = None) -> None:
         for store, key in ((self.all, engine), (self.paired, partner)):
-            if key is None:
-                continue
-            s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
-            add_answer(s, short)
-            s["ttft_long_ms"].append(long["ttft_s"] * 1000)
+            if key is not None:
+                s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
+                add_answer(s, short)
+                s["ttft_long_ms"].append(long["ttft_s"] * 1000)
 
 
 def add_answer(s: dict[str, list[float]], answer: dict[str, Jsonable]) -> None:
@@ -195,8 +193,7 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
     workers: dict[str, Worker] = {}
     try:
         for e in group:
-            workers[e] = start_worker(make_worker, e, config.model, config.precision,
-                                      config.speculate)
+            workers[e] = start_worker(make_worker, e, config.model, config.precision, config.speculate)
             # untimed warm-up on both shapes: first-shape allocations, cache blocks for the long prompt
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
             workers[e].ask({"ids": prompts["long"], "tokens": 2})
@@ -241,8 +238,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     steps = config.rounds * sum(len(g) for g in groups)
     with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
         for group in groups:
-            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar,
-                                                 make_worker))
+            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar, make_worker))
     rows = []
     for e in engines:
         row: dict[str, Jsonable] = {"name": e}

@@ -94,10 +94,8 @@ STORY_PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how
 def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, float]:
     """One streamed greedy reply: when it was sent, its first content, its end; its tokens."""
     t0 = time.time()  # wall clock: comparable across client processes
-    stamps, used = stream_reply(url, model, [{"role": "user", "content": prompt}], tokens,
-                                time.time, 600)
-    return {"start": t0, "ttft": (stamps[0] if stamps else 0.0) - t0, "end": time.time(),
-            "tokens": used}
+    stamps, used = stream_reply(url, model, [{"role": "user", "content": prompt}], tokens, time.time, 600)
+    return {"start": t0, "ttft": (stamps[0] if stamps else 0.0) - t0, "end": time.time(), "tokens": used}
 
 
 def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:

@@ -167,8 +167,7 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
     lines += [f"skipped {s['name']}: {s['reason']}" for s in tasks["skipped"]]
     lines += [f"greedy replies identical, {k}: {v}" for k, v in result["identical"].items()]
     lines.append("(x): ratio to the baseline " + tasks["baseline"] + "'s runs in the same pair")
-    bounds = result.get("oracle") or {}
-    if bounds:
+    if bounds := result.get("oracle"):
         lines.append("prompt lookup over chatlab plain, measured / oracle bound (an n-gram drafter "
                      "that never guesses wrong, replayed on the recorded replies of the cases timed):")
         for task, b in bounds.items():

@@ -134,8 +134,7 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         "plain": load_engine(model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]
     if genai:
-        engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1,
-                                             prefix_caching=True)
+        engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1, prefix_caching=True)
         engines["genai"] = load_engine(model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
     result = growing_chat(engines, turns, tokens)
