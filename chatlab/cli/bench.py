@@ -12,7 +12,7 @@ from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_ar
 from chatlab.errors import ChatlabError
 from chatlab.lab.bench import (BenchConfig, accuracy, format_table, replay, run_benchmark, save_plot, serving,
                                speculate_run, turns)
-from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
+from chatlab.lab.bench.engines import ENGINE_ROWS, ENGINES, EXTRA_ENGINES, REFERENCES
 from chatlab.lab.bench.serving import ServingRun
 from chatlab.lab.bench.speculate_run import SpeculateRun
 from chatlab.lab.bench.report import FOLDER, label, store, write_json
@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
     b.add_argument("--engines", default="", help="comma-separated engines, or 'list' to print the table "
-                   f"(default: {', '.join(engine_names('default'))}; llama.cpp-q4_1 skipped when "
-                   f"llama-cpp-python is absent; also: {', '.join(engine_names('extra', 'speculative', 'int4', 'fast'))})")
+                   f"(default: {', '.join(ENGINES)}; llama.cpp-q4_1 skipped when "
+                   f"llama-cpp-python is absent; also: {', '.join(EXTRA_ENGINES)})")
     b.add_argument("--fast", action="store_true",
                    help="the fast profile's rows (bf16 where the CPU has it, u8 KV cache, dynamic "
                         "activation quantization, int4): chatlab's loop, with prompt lookup, and "
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
-               func: Callable[[argparse.Namespace], None]) -> argparse.ArgumentParser:
+               func: Callable[[argparse.Namespace], object]) -> argparse.ArgumentParser:
     """A `chatlab bench NAME` parser. Flags given between `bench` and NAME are refused: argparse
     would let NAME's own defaults overwrite them without a word."""
     def checked(args: argparse.Namespace) -> None:

@@ -1,6 +1,5 @@
 """llama.cpp (`llama-cpp-python`) as an optional benchmark engine, on the shipped Q4_1 GGUF as it is.
-Its matrix products quantize activations to 8 bits and it has no bf16 mode, so a bf16 bench skips it.
-"""
+Its matrix products quantize activations to 8 bits and it has no bf16 mode: a bf16 bench skips it."""
 from __future__ import annotations
 
 import importlib.util
@@ -81,8 +80,7 @@ class LlamaCpp:
 
             low.llama_model_default_params = without_extra_buffers
         try:
-            # type_k/type_v f32: llama.cpp's default KV cache is f16; f32 keeps attention at
-            # the precision the other engines are asked for.
+            # an f32 KV cache (llama.cpp's default is f16): attention at the precision the others get
             self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=N_CTX, n_threads=self.threads,
                                        n_threads_batch=self.threads, type_k=f32, type_v=f32,
                                        verbose=False)

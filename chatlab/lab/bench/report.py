@@ -181,9 +181,8 @@ def label(result: dict[str, Jsonable], command: str, machine: str,
     if not command.strip() or not machine.strip():
         raise ChatlabError("a stored result needs the command that made it and a line about the "
                            "machine (e.g. 'a quiet 2-core VM'): pass --command and --machine")
-    cpu = result.get("cpu") or cpu_info()
     run = {"date": date or dt.date.today().isoformat(), "command": command.strip(),
-           "machine": machine.strip(), "cpu": cpu}
+           "machine": machine.strip(), "cpu": result.get("cpu") or cpu_info()}
     return {**result, "run": run}
 
 
@@ -237,9 +236,7 @@ def kept(result: dict[str, Jsonable]) -> float | None:
 
 def cpu_name(cpu: dict[str, Jsonable] | None) -> str | None:
     """'AMD EPYC, 2 threads' from a run's `cpu` record (chatlab.backends.precision.cpu_info)."""
-    if not cpu:
-        return None
-    return f"{cpu.get('model') or 'an unnamed CPU'}, {cpu.get('threads')} threads"
+    return f"{cpu.get('model') or 'an unnamed CPU'}, {cpu.get('threads')} threads" if cpu else None
 
 
 def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:

@@ -1,6 +1,5 @@
-"""Every task shape in one bench run: each engine paired with the baseline (`runner.plan_groups`),
-one case of each task per turn, so a pair loads once for all the tasks and each ratio compares
-runs made seconds apart."""
+"""Every task shape in one bench run: each engine paired with the baseline, one case of each task
+per turn, so a pair loads once for all the tasks and each ratio compares runs seconds apart."""
 from __future__ import annotations
 
 import signal
@@ -136,8 +135,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
                     cell[f"{metric}_range"] = (min(values), max(values))
             anchor = samples.anchor.get(e, {}).get(task)
             for metric in ("decode_tok_s", "ttft_ms"):
-                cell[f"{metric}_ratio"] = (cell[metric] / statistics.median(anchor[metric])
-                                           if anchor else 1.0)
+                cell[f"{metric}_ratio"] = cell[metric] / statistics.median(anchor[metric]) if anchor else 1.0
             per_task[task] = cell
         rows.append({"name": e, "tasks": per_task, "replies": samples.tokens.get(e, {}), **info[e]})
     return {"model": model, "rounds": rounds, "new_tokens": tokens, "stop_at_eos": stop_at_eos, "tasks": tasks,
