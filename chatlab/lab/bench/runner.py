@@ -198,14 +198,13 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
             workers[e].ask({"ids": prompts["long"], "tokens": 2})
         alive = sum(1 for w in workers.values() if w.alive())
-        anchor = group[0]
         for r in range(config.rounds):
             shift = r % len(group)  # rotate who goes first: no engine always runs after the other
             cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
             for e in group[shift:] + group[:shift]:
                 short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
                 long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
-                partner = group[1] if e == anchor and len(group) > 1 else None
+                partner = group[1] if e == group[0] and len(group) > 1 else None
                 samples.add(e, short, long, partner)
                 row = info.setdefault(e, {"rss_mb": 0.0, "load_s": workers[e].load_s,
                                           "first_tokens": short["tokens"][:16]})
