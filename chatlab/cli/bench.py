@@ -12,7 +12,7 @@ from chatlab.cli.args import add_backend_args, add_speedup_args, options_from_ar
 from chatlab.errors import ChatlabError
 from chatlab.lab.bench import (BenchConfig, accuracy, format_table, replay, run_benchmark, save_plot, serving,
                                speculate_run, turns)
-from chatlab.lab.bench.engines import ENGINE_ROWS, REFERENCES, engine_names
+from chatlab.lab.bench.engines import ENGINE_ROWS, ENGINES, EXTRA_ENGINES, REFERENCES
 from chatlab.lab.bench.serving import ServingRun
 from chatlab.lab.bench.speculate_run import SpeculateRun
 from chatlab.lab.bench.report import FOLDER, label, store, write_json
@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--quick", action="store_true", help="fewer rounds and tokens (a few minutes)")
     b.add_argument("--json", action="store_true", help="print the results as one JSON object")
     b.add_argument("--engines", default="", help="comma-separated engines, or 'list' to print the table "
-                   f"(default: {', '.join(engine_names('default'))}; llama.cpp-q4_1 skipped when "
-                   f"llama-cpp-python is absent; also: {', '.join(engine_names('extra', 'speculative', 'int4', 'fast'))})")
+                   f"(default: {', '.join(ENGINES)}; llama.cpp-q4_1 skipped when "
+                   f"llama-cpp-python is absent; also: {', '.join(EXTRA_ENGINES)})")
     b.add_argument("--fast", action="store_true",
                    help="the fast profile's rows (bf16 where the CPU has it, u8 KV cache, dynamic "
                         "activation quantization, int4): chatlab's loop, with prompt lookup, and "
@@ -42,8 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--task", default=None, help="a task shape instead of the short question: "
                    "extract, rag, rewrite (copy-heavy) or story (copies nothing)")
     add_speedup_args(b, reuse=False)
-    b.add_argument("--plot", default="bench-results/bench.png",
-                   help="where to save the plot ('' for none)")
+    b.add_argument("--plot", default="bench-results/bench.png", help="where to save the plot ('' for none)")
     b.set_defaults(func=run_bench)
     nested = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     for add in (add_accuracy, add_replay, add_turns, add_speculate, add_serving, add_store):
@@ -51,15 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
-               func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+               func: Callable[[argparse.Namespace], object]) -> argparse.ArgumentParser:
     """A `chatlab bench NAME` parser. Flags given between `bench` and NAME are refused: argparse
     would let NAME's own defaults overwrite them without a word."""
-    def checked(args: argparse.Namespace) -> int:
+    def checked(args: argparse.Namespace) -> None:
         before = args.argv[1:args.argv.index(name, 1)]
         if before:
             raise ChatlabError(f"{' '.join(before)}: give the options after the subcommand, "
                                f"chatlab bench {name} {' '.join(before)} ...")
-        return func(args)
+        func(args)
 
     p = nested.add_parser(name, help=help, description=help)
     p.set_defaults(func=checked, command=f"bench {name}")
@@ -80,7 +79,8 @@ def add_accuracy(nested: argparse._SubParsersAction) -> None:
 
 def add_replay(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "replay", "tune a drafter without timing it: replay recorded greedy replies "
-                   "through prompt lookup (chatlab.lab.bench.replay)", run_replay)
+                   "through prompt lookup (chatlab.lab.bench.replay)",
+                   lambda args: replay.run(args.file, record_first=args.record, past_end=args.past_end))
     p.add_argument("--record", action="store_true", help="record the greedy replies first")
     p.add_argument("--file", default=None, help="the replies file (default data/bench/greedy-replies.json)")
     p.add_argument("--past-end", action="store_true",
@@ -89,7 +89,8 @@ def add_replay(nested: argparse._SubParsersAction) -> None:
 
 def add_turns(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "turns", "time to first token over a growing chat, with and without prefix "
-                   "reuse, side by side (chatlab.lab.bench.turns)", run_turns_bench)
+                   "reuse, side by side (chatlab.lab.bench.turns)",
+                   lambda args: turns.run(args.model, args.turns, args.tokens, genai=args.genai))
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--turns", type=int, default=8)
     p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
@@ -156,10 +157,10 @@ def engine_table() -> str:
     return "\n".join(lines)
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def run_bench(args: argparse.Namespace) -> None:
     if args.engines == "list":
         print(engine_table())
-        return 0
+        return
     config = BenchConfig.make(args.model, quick=args.quick, rounds=args.rounds, tokens=args.tokens,
                               engines=[e for e in args.engines.split(",") if e],
                               precision=args.precision, task=args.task,
@@ -173,7 +174,6 @@ def run_bench(args: argparse.Namespace) -> int:
         print(format_table(result))
         if args.plot:
             print(f"plot: {result['plot']}")
-    return 0
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -181,44 +181,30 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(["chatlab", *args.argv])
 
 
-def run_accuracy(args: argparse.Namespace) -> int:
+def run_accuracy(args: argparse.Namespace) -> None:
     result = accuracy.measure(args.model, args.limit, args.tokens or 64)
     if args.machine:
         result = label(result, command_line(args), args.machine)
     if args.out:
         result["written_to"] = str(write_json(result, args.out))
     print(json.dumps(result, indent=2) if args.json else accuracy.format_report(result))
-    return 0
 
 
-def run_replay(args: argparse.Namespace) -> int:
-    replay.run(args.file, record_first=args.record, past_end=args.past_end)
-    return 0
-
-
-def run_turns_bench(args: argparse.Namespace) -> int:
-    turns.run(args.model, args.turns, args.tokens, genai=args.genai)
-    return 0
-
-
-def run_speculate(args: argparse.Namespace) -> int:
+def run_speculate(args: argparse.Namespace) -> None:
     engines = tuple(e for e in args.engines.split(",") if e) if args.engines else None
     speculate_run.run(SpeculateRun(
         model=args.model, rounds=args.rounds, tokens=args.tokens, turns=args.turns,
         turn_tokens=args.turn_tokens, draft_tokens=args.draft_tokens, ngram=args.ngram,
         ignore_eos=args.ignore_eos, engines=engines, fast=args.fast, precision=args.precision,
         out=args.out or SpeculateRun.out, machine=args.machine, command=command_line(args)))
-    return 0
 
 
-def run_serving(args: argparse.Namespace) -> int:
+def run_serving(args: argparse.Namespace) -> None:
     serving.run(ServingRun(model=args.model, backend=args.backend, weight_format=args.weight_format,
                            precision=args.precision, options=options_from_args(args), tokens=args.tokens,
                            rounds=args.rounds, clients=args.clients, equal=args.equal, as_json=args.json))
-    return 0
 
 
-def run_store(args: argparse.Namespace) -> int:
+def run_store(args: argparse.Namespace) -> None:
     store(args.name, sys.stdin.read(), args.run_command, args.machine)
     print(f"stored data/{FOLDER}/{args.name}")
-    return 0

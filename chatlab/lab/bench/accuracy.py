@@ -1,8 +1,5 @@
 """`chatlab bench accuracy`: what the fast profile costs in answers, against the exact default on
-the same prompts: per case the tokens shared before the first difference and both replies' scores.
-
-    chatlab bench accuracy --limit 2 --tokens 16 --out /tmp/accuracy.json
-"""
+the same prompts: per case the tokens shared before the first difference and both replies' scores."""
 from __future__ import annotations
 
 import json
@@ -11,25 +8,17 @@ import statistics
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends import load_step_backend
-from chatlab.backends.precision import compute_line
-from chatlab.backends.precision import cpu_info
+from chatlab.backends.precision import compute_line, cpu_info
 from chatlab.errors import ChatlabError
 from chatlab.generate import Finished, SamplingParams, generate
-from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.lab.evals import (answer_has_key, contains, load_dogs, load_facts, load_questions, measured_on,
                                score_dog)
+from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.lab.finetune import first_difference
 from chatlab.protocols import StepBackend
 from chatlab.render import resolve
 
-PROFILES = ("exact", "fast")
-OUT = "data/bench/accuracy.json"
-
-
-def load_profile(model: str, profile: str) -> StepBackend:
-    """chatlab's loop on OpenVINO: the exact default (int8 weights, f32 arithmetic, activations
-    and KV cache) or the fast profile (chatlab.backends.precision)."""
-    return load_step_backend(model, "openvino", fast=profile == "fast")
+PROFILES = ("exact", "fast")  # chatlab's loop on OpenVINO: the int8/f32 default, or the fast profile
 
 
 def prompts(limit: int | None) -> dict[str, list[list[dict[str, str]]]]:
@@ -104,7 +93,7 @@ def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,
     sets = prompts(limit)
     got, compute = {}, {}
     for profile in PROFILES:
-        backend = load_profile(model, profile)
+        backend = load_step_backend(model, "openvino", fast=profile == "fast")
         compute[profile] = compute_line(backend)
         got[profile] = replies(backend, model, sets, tokens)
         del backend

@@ -1,7 +1,5 @@
-"""The engines of `chatlab bench`: the named rows `--engines` takes and, per runtime, the engine
-that loads and times it. Every engine gets the same prompt ids and makes exactly `n` greedy tokens
-at the same precision (f32 unless `--precision bf16`).
-"""
+"""The engines of `chatlab bench`: the rows `--engines` names and, per runtime, the engine that
+loads and times it: the same prompt ids, exactly `n` greedy tokens, at the same precision."""
 from __future__ import annotations
 
 import time
@@ -11,8 +9,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Protocol
 from chatlab import backends
 from chatlab._thirdparty import Jsonable, LoaderOption, OVCompiled
 from chatlab.backends.export import export_model
-from chatlab.backends.precision import fast_choices
-from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, ov_config
+from chatlab.backends.precision import DEFAULT_PRECISION, compiled_facts, fast_choices, ov_config
 from chatlab.backends.registry import REGISTRY, check_choice, speculation_options
 from chatlab.errors import UnknownNameError
 from chatlab.generate import Finished, SamplingParams, generate
@@ -25,8 +22,7 @@ from chatlab.protocols import CompiledBackend, ProfiledBackend
 if TYPE_CHECKING:
     import torch
 
-# default: with no --engines; extra: only when named; speculative: added by --speculate alone;
-# int4: the same at int4 weights; fast: the fast profile (chatlab.backends.precision)
+# default: with no --engines; extra: only when named; speculative: added by --speculate alone
 Group = Literal["default", "extra", "speculative", "int4", "fast"]
 
 
@@ -85,18 +81,16 @@ ENGINE_ROWS: dict[str, EngineRow] = {r.name: r for r in [
     _row("optimum-int8", "optimum", "int8"),
     _row("genai-int8", "genai-pipeline", "int8"),
     _row(LLAMA_CPP, "llama.cpp", "q4_1"),
-    # SDPA attention instead of the paged-attention rewrite, to show what the rewrite gains
+    # SDPA attention instead of the paged-attention rewrite: what the rewrite gains
     _row("chatlab-openvino-int8-sdpa", "openvino", "int8", "extra", attention="sdpa"),
     _row("genai-int8-sdpa", "genai-pipeline", "int8", "extra", attention="SDPA"),
-    # prompt-lookup drafts; the plain loop compiled the same way (dynamic quantization off, which
-    # exact speculation needs) as the control; genai's own prompt lookup
+    # prompt lookup; its control compiled alike (exact speculation needs dynamic quantization off)
     _row("chatlab-openvino-int8-pl", "openvino", "int8", "speculative", True, dynamic_quantization=False),
     _row("chatlab-openvino-int8-nodq", "openvino", "int8", "speculative", dynamic_quantization=False),
     _row("genai-int8-pl", "genai-pipeline", "int8", "speculative", True),
     _row("chatlab-openvino-int4-pl", "openvino", "int4", "int4", True, dynamic_quantization=False),
     _row("genai-int4", "genai-pipeline", "int4", "int4"),
     _row("genai-int4-pl", "genai-pipeline", "int4", "int4", True),
-    # the fast profile; genai given the same settings
     _row("chatlab-fast", "openvino", "int4", "fast", fast=True),
     _row("chatlab-fast-pl", "openvino", "int4", "fast", True, fast=True),
     _row("genai-fast", "genai-pipeline", "int4", "fast", fast=True),
@@ -123,17 +117,16 @@ EXTRA_ENGINES = engine_names("extra", "speculative", "int4", "fast")
 
 
 class BenchEngine(Protocol):
-    """What the bench's worker drives: load once, tell the arithmetic it runs, time a run."""
+    """What the bench's worker drives: load once, tell the arithmetic it runs, time a run of exactly
+    n new tokens (with `stop_at_eos`, at most n, ending at the model's end token)."""
 
     def load(self) -> None: ...
     def facts(self) -> dict[str, Jsonable]: ...
-    # exactly n new tokens; with `stop_at_eos` at most n, ending at the model's end token
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing: ...
 
 
 def ov_compute(compiled: OVCompiled) -> str:
-    """What besides the precision hint decides an OpenVINO engine's arithmetic: the KV cache's
-    precision and whether the plugin quantizes activations (dynamic quantization)."""
+    """Besides the precision hint, what decides OpenVINO's arithmetic: KV cache, activation quantization."""
     try:
         group = str(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
     except Exception:  # noqa: BLE001 - an older plugin without the property
@@ -150,8 +143,7 @@ class ChatlabLoop:
                  speculate: dict[str, int] | None = None, dynamic_quantization: bool | None = None,
                  fast: bool = False) -> None:
         self.args = (model, backend, weight_format)
-        # the fast profile picks its own arithmetic (bf16 where the CPU has it)
-        self.precision: str | None = None if fast else precision
+        self.precision: str | None = None if fast else precision  # the fast profile picks its own
         self.attention, self.fast = attention, fast
         self.speculate = None if speculate is None else Speculation(
             draft_tokens=speculate["draft_tokens"], ngram=speculate["ngram"])
@@ -181,15 +173,13 @@ class ChatlabLoop:
         return facts
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
-        # The loop clocks itself: from before prefill to the first sampled token, and to the end.
         fin = list(generate(self.backend, ids, SamplingParams(max_new_tokens=n, ignore_eos=not stop_at_eos),
                             speculate=self.speculate))[-1]
-        assert isinstance(fin, Finished)  # the loop always ends with one
+        assert isinstance(fin, Finished)
         ttft, total = fin.timings["ttft_s"], fin.timings["total_s"]
         decode = (fin.completion_tokens - 1) / (total - ttft) if fin.completion_tokens > 1 else 0.0
         spec = None
-        if fin.speculation is not None:
-            # model passes after prefill: one per token after the first, less the accepted ones
+        if fin.speculation is not None:  # passes after prefill: a token each, less the accepted ones
             after_first = fin.completion_tokens - 1
             passes = max(after_first - int(fin.speculation["accepted_tokens"]), 1)
             spec = {"tokens_per_step": after_first / passes, **fin.speculation}
@@ -240,8 +230,7 @@ class HFGenerate:
         import torch
 
         dtype = next(self.model.parameters()).dtype
-        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32",
-                "threads": torch.get_num_threads()}
+        return {"precision": "bf16" if dtype == torch.bfloat16 else "f32", "threads": torch.get_num_threads()}
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import torch
@@ -267,7 +256,7 @@ class GenAI:
         self.kv_cache: str | None = None
         self.dynamic_quantization: bool | None = None
         self.notes: list[str] = []
-        if fast:  # the settings chatlab's fast profile gives its own loop (chatlab.backends.precision)
+        if fast:  # the settings chatlab's fast profile gives its own loop
             options: dict[str, LoaderOption] = {"dynamic_quantization": False} if prompt_lookup else {}
             self.precision, chosen, self.notes = fast_choices("genai", weight_format, None, options)
             self.kv_cache = str(chosen["kv_cache_precision"])
@@ -277,14 +266,12 @@ class GenAI:
     def load(self) -> None:
         import openvino_genai as genai
 
-        self.genai = genai
         # genai passes these properties on to the CPU plugin, the same as chatlab's loop gets
         options: dict[str, Jsonable] = ov_config(self.precision, kv_cache_precision=self.kv_cache,
                                                  dynamic_quantization=self.dynamic_quantization)
         if self.attention:
             options["ATTENTION_BACKEND"] = self.attention
-        # No prefix caching: the bench repeats its prompts and chatlab's loop caches nothing across
-        # requests. No cap on the prefill batch.
+        # no prefix caching (the bench repeats its prompts; chatlab's loop caches nothing), no prefill cap
         scheduler = genai.SchedulerConfig()
         scheduler.enable_prefix_caching = False
         scheduler.max_num_batched_tokens = 2**31 - 1
@@ -310,8 +297,8 @@ class GenAI:
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
         import numpy as np
         import openvino as ov
-
         import openvino_genai as genai
+
         stamps: list[Stamp] = []
         tokens: list[int] = []
 
@@ -340,9 +327,7 @@ class GenAI:
 
 def unavailable(name: str, precision: str = DEFAULT_PRECISION) -> str | None:
     """Why engine `name` cannot run here, or None (checked before any worker starts)."""
-    if get_engine(name).runtime == "llama.cpp":
-        return llamacpp.unavailable(precision)
-    return None
+    return llamacpp.unavailable(precision) if get_engine(name).runtime == "llama.cpp" else None
 
 
 Drafts = dict[str, int]

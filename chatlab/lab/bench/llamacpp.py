@@ -1,9 +1,10 @@
 """llama.cpp (`llama-cpp-python`) as an optional benchmark engine, on the shipped Q4_1 GGUF as it is.
-Its matrix products quantize activations to 8 bits and it has no bf16 mode, so a bf16 bench skips it.
-"""
+Its matrix products quantize activations to 8 bits and it has no bf16 mode: a bf16 bench skips it."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +14,6 @@ from chatlab.lab.bench.timing import Stamp, Timing, from_stamps
 from chatlab.models import get_asset
 
 ENGINE = "llama.cpp-q4_1"  # its row in chatlab.lab.bench.engines
-# What the table says about this engine's arithmetic (see the module docstring).
 COMPUTE = "q4_1 weights x q8_1 activations (int dot products), f32 elsewhere, f32 KV cache"
 N_CTX = 2048  # the ~1,000-token prompt plus new tokens, with room to spare
 
@@ -27,8 +27,7 @@ def installed() -> bool:
 
 
 def unavailable(precision: str) -> str | None:
-    """Why this engine cannot run here (None when it can): the package or the GGUF is missing,
-    or a precision llama.cpp does not compute in."""
+    """Why this engine cannot run here (None when it can)."""
     if not installed():
         return ("llama-cpp-python is not installed; install it with pip install -e '.[llamacpp]' "
                 "(compiles llama.cpp)")
@@ -44,7 +43,7 @@ def gguf_path(model: str = "smollm2-135m-instruct") -> Path | None:
     return files[0] if files and files[0].name.endswith(".gguf") else None
 
 
-# Evaluates three tokens of the GGUF with llama.cpp's defaults, in a child process: see below.
+# three tokens of the GGUF with llama.cpp's defaults, run in a child process by extra_buffers_run
 PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, verbose=False); "
          "llm.eval([1, 2, 3])")
 
@@ -52,9 +51,6 @@ PROBE = ("import sys, llama_cpp; llm = llama_cpp.Llama(model_path=sys.argv[1], n
 def extra_buffers_run(path: Path) -> bool:
     """Whether llama.cpp's extra buffer types run here: on an AMX CPU their tile loads can stop the
     process with SIGILL, so a three-token run in a child process decides."""
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, timeout=300)
     return done.returncode == 0
 
@@ -84,8 +80,7 @@ class LlamaCpp:
 
             low.llama_model_default_params = without_extra_buffers
         try:
-            # type_k/type_v f32: llama.cpp's default KV cache is f16; f32 keeps attention at
-            # the precision the other engines are asked for.
+            # an f32 KV cache (llama.cpp's default is f16): attention at the precision the others get
             self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=N_CTX, n_threads=self.threads,
                                        n_threads_batch=self.threads, type_k=f32, type_v=f32,
                                        verbose=False)
@@ -99,14 +94,12 @@ class LlamaCpp:
         return {"precision": "f32", "threads": self.threads, "compute": COMPUTE + off}
 
     def run(self, ids: list[int], n: int, stop_at_eos: bool = False) -> Timing:
-        # reset(): llama-cpp-python reuses a cached prefix of the previous call's tokens, which
-        # would time a warm prompt against the other engines' cold ones.
+        # else llama-cpp-python reuses the last call's cached prefix: a warm prompt against cold ones
         self.llm.reset()
         stamps: list[Stamp] = []
         tokens: list[int] = []
         t0 = time.perf_counter()
-        # temp 0 is greedy; generate() never stops on eos itself, so exactly n tokens come out
-        # unless asked to stop at the model's eos token.
+        # temp 0 is greedy; generate() never stops on eos itself, so n tokens come out unless asked
         for token in self.llm.generate(ids, temp=0.0, top_k=1, reset=True):
             stamps.append((time.perf_counter(), 1))  # generate() yields one token at a time
             tokens.append(int(token))

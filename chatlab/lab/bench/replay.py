@@ -1,9 +1,5 @@
-"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup.
-
-Greedy speculation changes only the number of model passes, so whether a guess would have been
-accepted is known from the recorded plain reply; a pass over 1 + k tokens costs about
-`PASS_COST[k]` decode steps.
-"""
+"""Tune a drafter without timing it: replay recorded greedy replies through prompt lookup. Greedy
+speculation changes only the number of model passes, so the plain reply says which guesses pass."""
 from __future__ import annotations
 
 import json
@@ -19,19 +15,17 @@ from chatlab.lab.bench.report import write_json
 from chatlab.lab.evals.retrieval import TASKS, task_messages
 from chatlab.render import resolve
 
-# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8 on the paged graph at f32
-# (docs/benchmarks.md, "Measured step by step"). Between measured k the cost is interpolated, past the last k
-# extrapolated (`pass_cost`). The jump from k=3 to k=4 is the CPU plugin's: 5 rows or more take
-# another matmul kernel. The Python around each pass in the loop is left out.
+# Decode steps per verify pass over 1 + k tokens: SmolLM2-135M int8, paged graph, f32 (docs/benchmarks.md,
+# "Measured step by step"), the loop's Python left out. From k=4 the CPU plugin takes another matmul kernel.
 PASS_COST = {0: 1.0, 1: 1.2, 2: 1.3, 3: 1.4, 4: 2.1, 8: 2.5, 12: 2.85}
 REPLIES = ("bench", "greedy-replies.json")  # inside the data folder
 # SmolLM2's end tokens (<|endoftext|>, <|im_end|>): the recorded replies run 64 tokens past them
 END_IDS = (0, 2)
 
 
-def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
-    """Steps one pass over 1 + k tokens costs, from `table`."""
-    ks = sorted(table)
+def pass_cost(k: int) -> float:
+    """Steps one pass over 1 + k tokens costs: PASS_COST interpolated, extrapolated past its last k."""
+    table, ks = PASS_COST, sorted(PASS_COST)
     if k >= ks[-1]:
         slope = (table[ks[-1]] - table[ks[-2]]) / (ks[-1] - ks[-2])
         return table[ks[-1]] + slope * (k - ks[-1])
@@ -42,9 +36,8 @@ def pass_cost(k: int, table: dict[int, float] = PASS_COST) -> float:
 
 def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
                   fixed_width: bool = False) -> list[int]:
-    """The model passes after the prefill that `spec` would have made for a recorded greedy
-    reply: the guess's length of each (0: a plain decode step), driving PromptLookup exactly
-    as chatlab.generate.loop does (`fixed_width`: as on a backend that pads every pass)."""
+    """The guess length of each pass after the prefill (0: a plain step) `spec` would make on a recorded
+    greedy reply, driving PromptLookup as chatlab.generate.loop does (`fixed_width`: padded passes)."""
     lookup = PromptLookup(spec, prompt, fixed_width)
     lookup.add(reply[0])  # the first token comes from the prefill, in both loops
     n, passes = 1, []
@@ -62,38 +55,34 @@ def replay_passes(prompt: list[int], reply: list[int], spec: Speculation,
     return passes
 
 
-def replay(prompt: list[int], reply: list[int], spec: Speculation,
-           table: dict[int, float] = PASS_COST, fixed_width: bool = False) -> float:
-    """Modelled decode speed of `spec` relative to plain decoding (>1: faster) on one recorded
-    greedy reply: its tokens after the first over the steps its passes cost (`table`). With
-    `fixed_width` every verify pass costs a pass over 1 + k tokens, however short its guess."""
+def replay(prompt: list[int], reply: list[int], spec: Speculation, fixed_width: bool = False) -> float:
+    """Modelled decode speed of `spec` over plain decoding on one recorded greedy reply (`fixed_width`:
+    every verify pass costs one over 1 + k tokens, however short its guess)."""
     if len(reply) < 2:
         return 1.0
     passes = replay_passes(prompt, reply, spec, fixed_width)
-    cost = sum(pass_cost(spec.draft_tokens if fixed_width and k else k, table) for k in passes)
+    cost = sum(pass_cost(spec.draft_tokens if fixed_width and k else k) for k in passes)
     return (len(reply) - 1) / cost
 
 
-def until_end(reply: list[int], end_ids: tuple[int, ...] = END_IDS) -> list[int]:
+def until_end(reply: list[int]) -> list[int]:
     """The reply up to and including its first end token, as a served reply stops."""
     for i, token in enumerate(reply):
-        if token in end_ids:
+        if token in END_IDS:
             return reply[:i + 1]
     return reply
 
 
 def replay_tasks(replies: dict[str, list[dict[str, list[int]]]], spec: Speculation,
-                 table: dict[int, float] = PASS_COST, fixed_width: bool = False,
-                 stop_at_end: bool = True) -> dict[str, float]:
+                 fixed_width: bool = False, stop_at_end: bool = True) -> dict[str, float]:
     """Mean modelled speed-up per task over its recorded cases; each reply cut at its end token
     (as the speculation bench and a server stop) unless `stop_at_end` is False."""
     cut = until_end if stop_at_end else list
-    return {task: statistics.mean(replay(c["prompt"], cut(c["reply"]), spec, table, fixed_width)
-                                  for c in cases)
+    return {task: statistics.mean(replay(c["prompt"], cut(c["reply"]), spec, fixed_width) for c in cases)
             for task, cases in replies.items()}
 
 
-def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, float] = PASS_COST) -> float:
+def oracle(prompt: list[int], reply: list[int], k: int = 3) -> float:
     """A bound on any n-gram lookup drafter with guesses of up to `k`: at each pass it drafts from
     the earlier occurrence whose continuation matches the reply longest, and only when kept."""
     if len(reply) < 2:
@@ -107,23 +96,22 @@ def oracle(prompt: list[int], reply: list[int], k: int = 3, table: dict[int, flo
                 while m < k and j + 1 + m < len(ids) and n + m < len(reply) and ids[j + 1 + m] == reply[n + m]:
                     m += 1
                 best = max(best, m)
-        cost += pass_cost(k, table) if best else 1.0
+        cost += pass_cost(k) if best else 1.0
         ids += reply[n:n + best + 1]
         n += best + 1
     return (len(reply) - 1) / cost
 
 
 def oracle_tasks(replies: dict[str, list[dict[str, list[int]]]], k: int = 3,
-                 table: dict[int, float] = PASS_COST, stop_at_end: bool = True) -> dict[str, float]:
+                 stop_at_end: bool = True) -> dict[str, float]:
     """`oracle` per task, the mean over its recorded cases (cut at their end token by default)."""
     cut = until_end if stop_at_end else list
-    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k, table) for c in cases)
+    return {task: statistics.mean(oracle(c["prompt"], cut(c["reply"]), k) for c in cases)
             for task, cases in replies.items()}
 
 
 def record(model: str = "smollm2-135m-instruct", tokens: int = 64) -> dict[str, list[dict[str, list[int]]]]:
-    """Plain greedy replies, `tokens` long (the end token ignored: replay_tasks cuts them there
-    unless asked not to), of every case of every bench task, on the int8 paged graph at f32."""
+    """Greedy replies `tokens` long, past the end token, to every bench task's cases (int8 at f32)."""
     backend = load_step_backend(model, "openvino", "int8", precision="f32")
     res = resolve(backend.tokenizer, model)
     out: dict[str, list[dict[str, list[int]]]] = {}
@@ -148,8 +136,7 @@ POLICIES: dict[str, tuple[Speculation, bool]] = {
 
 
 def run(file: str | None = None, record_first: bool = False, past_end: bool = False) -> None:
-    """Print each policy's modelled speed per task, and the oracle's bound, from the recorded
-    replies in `file` (recorded first with `record_first`)."""
+    """Print each policy's modelled speed per task and the oracle's bound, from the recorded replies."""
     path = Path(file) if file else data_dir().joinpath(*REPLIES)
     if record_first:
         print(f"written to {write_json(record(), path)}")  # whole or not at all

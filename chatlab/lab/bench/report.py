@@ -1,16 +1,6 @@
-"""`chatlab bench` results: ratios, targets, a text table, a matplotlib plot, and stored runs.
-
-A notebook cannot run the full benchmark, and a number without its machine is no result, so a
-run is stored once in data/bench/ (`chatlab bench store`): the JSON `chatlab bench --json` prints,
-plus a `run` record of the date, the command, the machine and its CPU; notebooks print that label
-above it.
-
-    chatlab bench --json --plot '' | chatlab bench store full-run.json \\
-        --command "chatlab bench --json" --machine "a quiet 2-core VM"
-
-A serving run's N-clients ratio is read against the engine's own batching gain measured beside
-it: the server should keep CEILING_TARGET of it.
-"""
+"""`chatlab bench` results: ratios, targets, a text table, a plot, and stored runs. A number without
+its machine is no result, so a stored run (data/bench/, `chatlab bench store`) carries a `run`
+record of its date, command, machine and CPU, which the notebooks print above it."""
 from __future__ import annotations
 
 import datetime as dt
@@ -32,9 +22,8 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
-# (engine, metric, compared with, bound): the project's speed targets, checked in the output:
-# ahead of openvino-genai on both axes at equal precision; 1.25x decode is the moonshot
-# (llama.cpp's level on this model), reported whether met or not.
+# (engine, metric, compared with, op, bound): ahead of openvino-genai at equal precision; 1.25x
+# decode is the moonshot (llama.cpp's level on this model)
 TARGETS = [
     ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.0),
     ("chatlab-openvino-int8", "ttft_ms", BASELINE, "<=", 1.0),
@@ -42,19 +31,15 @@ TARGETS = [
     ("chatlab-torch", "decode_tok_s", "hf-generate", ">=", 1.0),
     ("chatlab-openvino-int8", "decode_tok_s", BASELINE, ">=", 1.25),
 ]
-# Prompt lookup's targets by task shape (chatlab.lab.evals.retrieval): on copy-heavy text well ahead
-# of plain decoding and not behind genai's own prompt lookup, with the time to first token
-# unchanged; on text that copies nothing, not slower than plain.
+# Prompt lookup's, by task shape: on copy-heavy text well ahead of plain and of genai's own prompt
+# lookup, TTFT unchanged; on text that copies nothing, not slower than plain.
 PL = "chatlab-openvino-int8-pl"
 COPY_TARGETS = [(PL, "decode_tok_s", BASELINE, ">=", 1.25), (PL, "decode_tok_s", "genai-int8-pl", ">=", 1.0),
                 (PL, "ttft_ms", BASELINE, "<=", 1.0)]
 NO_COPY_TARGETS = [(PL, "decode_tok_s", BASELINE, ">=", 0.97)]
-# The extraction copies too little for any lookup drafter to reach 1.25x (replay.oracle's bound
-# is below it): no speed target over genai plain there.
+# copies too little for any lookup drafter to reach 1.25x (replay.oracle): no target over genai plain
 BOUNDED_TASKS = ("extract",)
-# The fast profile's moonshot (`chatlab bench --fast`): chatlab's loop at least as fast as
-# llama.cpp's q4_1 at equal bits, with half its time to first token, and as fast as genai
-# given the same settings.
+# The fast profile's moonshot: llama.cpp q4_1's decode at half its TTFT, and genai's on the same settings
 FAST_TARGETS = [("chatlab-fast", "decode_tok_s", "llama.cpp-q4_1", ">=", 1.0),
                 ("chatlab-fast", "ttft_ms", "llama.cpp-q4_1", "<=", 0.5),
                 ("chatlab-fast", "decode_tok_s", "genai-fast", ">=", 1.0)]
@@ -95,9 +80,7 @@ def add_ratios(result: dict[str, Jsonable]) -> None:
 
 
 def cpu_line(cpu: dict[str, Jsonable] | None) -> str:
-    """The CPU line of the table: model, notable flags, threads. bf16 support decides
-    OpenVINO's speed at bf16 and whether bf16 can be asked for at all: the record says it
-    (`CPU.record`), or its flags do where a stored result predates that field."""
+    """The CPU line of the table: model, notable flags, bf16 support, threads."""
     if not cpu:
         return "CPU: not recorded"
     flags = cpu.get("flags") or []
@@ -108,8 +91,7 @@ def cpu_line(cpu: dict[str, Jsonable] | None) -> str:
 
 
 def format_table(result: dict[str, Jsonable], targets: bool = True) -> str:
-    """The bench's text table. `targets=False` leaves out the project's speed-target lines
-    ("target ... NOT met"): they are the project's bookkeeping, not part of a lesson."""
+    """The bench's text table; `targets=False` leaves out the speed-target lines (as a lesson shows it)."""
     p = result["prompt_tokens"]
     width = max([24] + [len(row["name"]) + 1 for row in result["engines"]])  # names stay one column
     short = f"{result['task']} task" if result.get("task") else f"{p['short']}"
@@ -135,21 +117,17 @@ def format_table(result: dict[str, Jsonable], targets: bool = True) -> str:
     if result.get("task"):
         lines.append(f"task: {result['task']} (its cases in turn replace the short prompt; "
                      "chatlab.lab.evals.retrieval)")
-    for row in result["engines"]:
-        if "tokens_per_step" in row:  # speculation: how much each model pass really produced
-            lines.append(f"{row['name']} speculates: {row['tokens_per_step']:.2f} tokens per model "
-                         f"pass, {row['acceptance']:.0%} of drafted tokens accepted (medians)")
-    for row in result["engines"]:
-        if row.get("compute"):  # engines whose arithmetic needs more words than "f32"
-            lines.append(f"{row['name']} computes: {row['compute']}")
-    for skip in result.get("skipped", []):
-        lines.append(f"skipped {skip['name']}: {skip['reason']}")
+    lines += [f"{row['name']} speculates: {row['tokens_per_step']:.2f} tokens per model pass, "
+              f"{row['acceptance']:.0%} of drafted tokens accepted (medians)"
+              for row in result["engines"] if "tokens_per_step" in row]
+    lines += [f"{row['name']} computes: {row['compute']}" for row in result["engines"] if row.get("compute")]
+    lines += [f"skipped {skip['name']}: {skip['reason']}" for skip in result.get("skipped", [])]
     if result.get("schedule"):
         lines.append(f"schedule: {result['schedule']} (at most {result.get('max_workers_alive')} "
                      "engines in memory at once); ratios use the baseline's runs in the same pair")
-    for t in result.get("targets", []) if targets else []:
-        lines.append(f"target {t['engine']} {t['metric']} vs {t['versus']}: {t['ratio']:.2f}x "
-                     f"(want {t['target']}) {'met' if t['met'] else 'NOT met'}")
+    lines += [f"target {t['engine']} {t['metric']} vs {t['versus']}: {t['ratio']:.2f}x "
+              f"(want {t['target']}) {'met' if t['met'] else 'NOT met'}"
+              for t in (result.get("targets", []) if targets else [])]
     return "\n".join(lines)
 
 
@@ -168,11 +146,8 @@ def save_plot(result: dict[str, Jsonable], path: str | Path) -> Path:
     return path
 
 
-def plot(result: dict[str, Jsonable], plt: "ModuleType | None" = None) -> "Figure":
-    if plt is None:
-        import matplotlib.pyplot
-
-        plt = matplotlib.pyplot
+def plot(result: dict[str, Jsonable], plt: "ModuleType") -> "Figure":
+    """The three panels on matplotlib's `pyplot` module, which the caller has set up."""
     rows = result["engines"]
     names = [r["name"] for r in rows]
     panels = [("decode_tok_s", "decode tokens/s (higher is better)"),
@@ -202,13 +177,12 @@ CEILING_TARGET = 0.90  # share of the engine's own batching gain the server shou
 
 def label(result: dict[str, Jsonable], command: str, machine: str,
           date: str | None = None) -> dict[str, Jsonable]:
-    """`result` with its `run` record (this machine's CPU, today's date unless given)."""
+    """`result` with its `run` record (this machine's CPU unless recorded, today's date unless given)."""
     if not command.strip() or not machine.strip():
         raise ChatlabError("a stored result needs the command that made it and a line about the "
                            "machine (e.g. 'a quiet 2-core VM'): pass --command and --machine")
-    cpu = result.get("cpu") or cpu_info()
     run = {"date": date or dt.date.today().isoformat(), "command": command.strip(),
-           "machine": machine.strip(), "cpu": cpu}
+           "machine": machine.strip(), "cpu": result.get("cpu") or cpu_info()}
     return {**result, "run": run}
 
 
@@ -250,8 +224,7 @@ def run_label(result: dict[str, Jsonable]) -> str:
 
 
 def engines_table(result: dict[str, Jsonable], targets: bool = True) -> str:
-    """A stored `chatlab bench` result: its label, then the bench's own table (`targets=False`:
-    without the speed-target lines, as the notebooks show it)."""
+    """A stored `chatlab bench` result under its label (`targets=False`: as the notebooks show it)."""
     return run_label(result) + "\n" + format_table(result, targets=targets)
 
 
@@ -263,9 +236,7 @@ def kept(result: dict[str, Jsonable]) -> float | None:
 
 def cpu_name(cpu: dict[str, Jsonable] | None) -> str | None:
     """'AMD EPYC, 2 threads' from a run's `cpu` record (chatlab.backends.precision.cpu_info)."""
-    if not cpu:
-        return None
-    return f"{cpu.get('model') or 'an unnamed CPU'}, {cpu.get('threads')} threads"
+    return f"{cpu.get('model') or 'an unnamed CPU'}, {cpu.get('threads')} threads" if cpu else None
 
 
 def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:
@@ -283,18 +254,21 @@ def ceiling_line(result: dict[str, Jsonable], cpu: str | None = None) -> str:
             f"{share:.0%} of it, {verdict}")
 
 
-def serving_table(result: dict[str, Jsonable]) -> str:
-    """A stored `chatlab bench serving --clients N` result: aggregate tokens/s, 1 vs N clients,
-    and time to first token under load."""
+def clients_lines(result: dict[str, Jsonable], target: str = "") -> list[str]:
+    """1 vs N clients' aggregate tokens/s, their ratio (then `target`) and TTFT under load."""
     n = result["clients"]
-    lines = [run_label(result),
-             f"{result['backend']}/{result['weight_format']} at {result['precision']}, "
-             f"{result['tokens']} tokens per client, {result['rounds']} rounds (medians)",
-             f"{'clients':>8} {'aggregate tok/s':>16}",
-             f"{1:>8} {result['one_client_tok_s']:>16.1f}",
-             f"{n:>8} {result['n_clients_tok_s']:>16.1f}",
-             f"ratio {result['ratio']:.2f}x; TTFT at {n} clients: p50 "
-             f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms"]
+    return [f"{result['backend']}/{result['weight_format']} at {result['precision']}, "
+            f"{result['tokens']} tokens per client, {result['rounds']} rounds (medians)",
+            f"{'clients':>8} {'aggregate tok/s':>16}",
+            f"{1:>8} {result['one_client_tok_s']:>16.1f}",
+            f"{n:>8} {result['n_clients_tok_s']:>16.1f}",
+            f"ratio {result['ratio']:.2f}x{target}; TTFT at {n} clients: p50 "
+            f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms"]
+
+
+def serving_table(result: dict[str, Jsonable]) -> str:
+    """A stored serving run with N clients, under its label."""
+    lines = [run_label(result), *clients_lines(result)]
     if "engine_ratio" in result:
         lines.append(f"the pipeline alone (no server, same prompts): ratio {result['engine_ratio']:.2f}x "
                      f"({result['engine_one_tok_s']:.1f} -> {result['engine_n_tok_s']:.1f} tok/s)")
@@ -313,8 +287,7 @@ def store(name: str, text: str, command: str, machine: str) -> Path:
         result = json.loads(text)
     except ValueError as err:
         raise ChatlabError(f"stdin is not the JSON of a bench run ({err}); pipe `chatlab bench --json` in") from None
-    folder = data_dir() / FOLDER
-    folder.mkdir(exist_ok=True)
-    out = folder / name
+    out = data_dir() / FOLDER / name
+    out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(label(result, command, machine), indent=2) + "\n", encoding="utf-8")
     return out

@@ -1,8 +1,5 @@
-"""Run the engines side by side: one process each, in pairs, interleaved rounds, medians and ranges.
-
-At most two engine processes are alive at once (`plan_groups`); each ratio is taken against the
-baseline in its own pair, in an order that rotates every round.
-"""
+"""Run the engines side by side: one process each, in pairs with the baseline (`plan_groups`),
+interleaved rounds in an order that rotates, medians and ranges."""
 from __future__ import annotations
 
 import json
@@ -32,6 +29,7 @@ class Bar(Protocol):
 
     def update(self) -> object: ...
 
+
 LONG_PROMPT_TOKENS = 1000
 SHORT_QUESTION = "What are three good habits for writing maintainable Python code?"
 FILLER = ("The history of the printing press shows how a technology for copying text changed who "
@@ -46,16 +44,13 @@ class BenchConfig:
     tokens: int = 128
     long_tokens: int = 8  # new tokens on the long prompt: only its time to first token counts
     precision: str = DEFAULT_PRECISION  # the same for every engine
-    # A task shape of chatlab.lab.evals.retrieval: its cases replace the short chat prompt, one per
-    # round in turn (None: the short question)
-    task: str | None = None
-    # The speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
+    task: str | None = None  # a task shape whose cases replace the short question, one per round
+    # the speculative engines' drafts, {"draft_tokens": k, "ngram": n} (None: their defaults)
     speculate: dict[str, int] | None = None
 
     @classmethod
-    def make(cls, model: str, quick: bool = False, rounds: int | None = None,
-             tokens: int | None = None, engines: list[str] | None = None,
-             precision: str | None = None, task: str | None = None,
+    def make(cls, model: str, quick: bool = False, rounds: int | None = None, tokens: int | None = None,
+             engines: list[str] | None = None, precision: str | None = None, task: str | None = None,
              speculate: "Speculation | None" = None, fast: bool = False) -> "BenchConfig":
         for e in engines or []:
             get_engine(e)  # an UnknownNameError listing the registry's rows
@@ -63,7 +58,6 @@ class BenchConfig:
             raise ChatlabError("--rounds must be >= 1 and --tokens >= 2")
         if task is not None and task not in TASKS:
             raise UnknownNameError("bench task", task, TASKS)
-        # fast: the fast profile's rows against llama.cpp's q4_1 (their precision is their own)
         chosen = list(engines or (FAST_ENGINES if fast else ENGINES))
         if speculate is not None and not engines:  # --speculate alone adds the speculative rows
             chosen += [e for e in SPECULATIVE_ENGINES if e not in chosen]
@@ -75,8 +69,7 @@ class BenchConfig:
 
 
 def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """The same rendered ids for every engine: a short chat turn and a ~1,000-token one; with
-    a task, its cases too (`cases`, a list of prompts)."""
+    """The same ids for every engine: a short chat turn, a ~1,000-token one, and a task's `cases`."""
     from chatlab.render import resolve  # pydantic at its top: kept out of the workers, which measure their memory
 
     res = resolve(load_tokenizer(model), model)
@@ -92,8 +85,8 @@ def bench_prompts(model: str, task: str | None = None) -> dict[str, Jsonable]:
 
 
 def prompts_in_child(model: str, task: str | None = None) -> dict[str, Jsonable]:
-    """`bench_prompts` run in a short-lived process, so that the workers' parent (a notebook's
-    kernel) does not keep the torch that rendering imports."""
+    """`bench_prompts` in a short-lived process: the workers' parent (a notebook's kernel) does
+    not keep the torch that rendering imports."""
     return call_in_child(bench_prompts, model, task, what=f"rendering the benchmark prompts for {model!r}")
 
 
@@ -159,9 +152,8 @@ class Worker:
 
 
 def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]:
-    """Which engines are alive together: each engine in a pair with the anchor (the baseline, or
-    the first engine), one pair at a time. Pairs keep memory within Binder's 2 GB while every
-    ratio is still taken between two engines measured interleaved."""
+    """Which engines are alive together: each in a pair with the anchor (the baseline, or the first
+    engine), to keep within Binder's 2 GB while every ratio compares two interleaved engines."""
     if len(engines) <= 1:
         return [list(engines)]
     anchor = baseline if baseline in engines else engines[0]
@@ -178,11 +170,10 @@ class Samples:
     def add(self, engine: str, short: dict[str, Jsonable], long: dict[str, Jsonable],
             partner: str | None = None) -> None:
         for store, key in ((self.all, engine), (self.paired, partner)):
-            if key is None:
-                continue
-            s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
-            add_answer(s, short)
-            s["ttft_long_ms"].append(long["ttft_s"] * 1000)
+            if key is not None:
+                s = store.setdefault(key, {"decode_tok_s": [], "ttft_ms": [], "ttft_long_ms": []})
+                add_answer(s, short)
+                s["ttft_long_ms"].append(long["ttft_s"] * 1000)
 
 
 def add_answer(s: dict[str, list[float]], answer: dict[str, Jsonable]) -> None:
@@ -202,21 +193,18 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
     workers: dict[str, Worker] = {}
     try:
         for e in group:
-            workers[e] = start_worker(make_worker, e, config.model, config.precision,
-                                      config.speculate)
-            # warm-up, not timed: both prompt shapes once (first-shape allocations, and the
-            # paged graphs' cache blocks grow to the long prompt)
+            workers[e] = start_worker(make_worker, e, config.model, config.precision, config.speculate)
+            # untimed warm-up on both shapes: first-shape allocations, cache blocks for the long prompt
             workers[e].ask({"ids": prompts["short"], "tokens": 4})
             workers[e].ask({"ids": prompts["long"], "tokens": 2})
         alive = sum(1 for w in workers.values() if w.alive())
-        anchor = group[0]
         for r in range(config.rounds):
             shift = r % len(group)  # rotate who goes first: no engine always runs after the other
             cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
             for e in group[shift:] + group[:shift]:
                 short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
                 long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
-                partner = group[1] if e == anchor and len(group) > 1 else None
+                partner = group[1] if e == group[0] and len(group) > 1 else None
                 samples.add(e, short, long, partner)
                 row = info.setdefault(e, {"rss_mb": 0.0, "load_s": workers[e].load_s,
                                           "first_tokens": short["tokens"][:16]})
@@ -233,8 +221,7 @@ def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable
 
 def run_benchmark(config: BenchConfig, progress: bool = True,
                   make_worker: "Callable[..., Worker] | None" = None) -> dict[str, Jsonable]:
-    """Run the engines pair by pair (see `plan_groups`), return the summary (see `--json`).
-    Engines that cannot run here (an optional package missing) are listed under `skipped`."""
+    """Run the engines pair by pair; those that cannot run here are listed under `skipped`."""
     from tqdm.auto import tqdm
 
     skipped = [{"name": e, "reason": why} for e in config.engines
@@ -250,8 +237,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
     steps = config.rounds * sum(len(g) for g in groups)
     with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
         for group in groups:
-            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar,
-                                                 make_worker))
+            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar, make_worker))
     rows = []
     for e in engines:
         row: dict[str, Jsonable] = {"name": e}

@@ -1,16 +1,10 @@
-"""Streamed tokens/s through HTTP vs the engine alone; or N concurrent clients on one server.
-
-    chatlab bench serving [--backend torch|openvino] [--tokens 128] [--rounds 5]
-    chatlab bench serving --backend genai --clients 8 [--tokens 96] [--equal 4] [--json]
-
-Without --clients: both sides make exactly `--tokens` tokens in interleaved rounds (target: HTTP
-≥ 0.9× the engine). With --clients N: one client alone, then N at once, read against the
-engine's own batching gain (target on genai: N clients ≥ 4× one).
-"""
+"""Streamed tokens/s through HTTP vs the engine alone, in interleaved rounds; or N concurrent
+clients against one on one server, read against the engine's own batching gain."""
 from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import statistics
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -24,7 +18,7 @@ from chatlab.backends.registry import DEFAULT_BACKEND
 from chatlab.engine import ChatEngine, load_engine, parse_request
 from chatlab.engine.plan import ChatPlan
 from chatlab.generate import Event, Finished, TextDelta
-from chatlab.lab.bench.report import ceiling_line, cpu_name, kept
+from chatlab.lab.bench.report import ceiling_line, clients_lines, cpu_name, kept
 from chatlab.lab.finetune import first_difference
 from chatlab.serve import start_server
 
@@ -55,8 +49,7 @@ def chat_plan(engine: ChatEngine, body: dict[str, Jsonable]) -> ChatPlan:
 
 
 def token_events(engine: ChatEngine, plan: ChatPlan) -> list[Event]:
-    """The engine's token source's events for the plan's first choice (under the engine's lease
-    on a loop backend), ending with Finished."""
+    """The engine's events for the plan's first choice, ending with Finished."""
     return list(engine.events(plan))
 
 
@@ -101,15 +94,12 @@ STORY_PROMPTS = ["Tell me a long story about a lighthouse keeper.", "Explain how
 def one_client(url: str, model: str, prompt: str, tokens: int) -> dict[str, float]:
     """One streamed greedy reply: when it was sent, its first content, its end; its tokens."""
     t0 = time.time()  # wall clock: comparable across client processes
-    stamps, used = stream_reply(url, model, [{"role": "user", "content": prompt}], tokens,
-                                time.time, 600)
-    return {"start": t0, "ttft": (stamps[0] if stamps else 0.0) - t0, "end": time.time(),
-            "tokens": used}
+    stamps, used = stream_reply(url, model, [{"role": "user", "content": prompt}], tokens, time.time, 600)
+    return {"start": t0, "ttft": (stamps[0] if stamps else 0.0) - t0, "end": time.time(), "tokens": used}
 
 
 def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) -> dict[str, Jsonable]:
-    """`clients` streams at once, each in its own process: client threads in the server's
-    process would compete with it for the GIL and measure Python, not the server."""
+    """`clients` streams at once, each in its own process (threads would take the server's GIL)."""
     runs = list(pool.map(one_client, [url] * clients, [model] * clients,
                          [STORY_PROMPTS[i % len(STORY_PROMPTS)] for i in range(clients)], [tokens] * clients))
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs)
@@ -117,11 +107,9 @@ def concurrent(pool: Executor, url: str, model: str, clients: int, tokens: int) 
 
 
 def pipeline_rate(engine: ChatEngine, plans: list[ChatPlan]) -> float:
-    """Tokens/s of `plans` run at once through the engine's token source (no HTTP, no SSE): the
-    engine's own aggregate rate, the ceiling for the server's."""
+    """Tokens/s of `plans` run at once through the engine without HTTP: the server's ceiling."""
     def drain(plan: ChatPlan) -> int:
-        # one consumer per stream, as the server has: genai's scheduler thread waits after each
-        # step until every stream's ids are taken, so draining them one after another would stall it
+        # one consumer per stream, as in the server: genai's scheduler waits for every stream's ids
         last = token_events(engine, plan)[-1]
         assert isinstance(last, Finished)
         return last.completion_tokens
@@ -164,8 +152,6 @@ def load_main(args: ServingRun) -> dict[str, Jsonable]:
     plans = [chat_plan(engine, {"messages": [{"role": "user", "content": p}], "max_tokens": args.tokens,
                                 "temperature": 0, "ignore_eos": True})
              for p in (STORY_PROMPTS * args.clients)[:args.clients]]
-    import multiprocessing
-
     ctx = multiprocessing.get_context("spawn")  # no fork of a process running OpenVINO threads
     with start_server(engine, max_waiting=max(32, 2 * args.clients)) as srv, \
             ProcessPoolExecutor(args.clients, mp_context=ctx) as pool:
@@ -195,17 +181,10 @@ def load_main(args: ServingRun) -> dict[str, Jsonable]:
     if args.as_json:
         print(json.dumps(result, indent=2))
         return result
-    n = args.clients
-    print(f"{args.backend}/{weight_format} at {args.precision}, {args.tokens} tokens "
-          f"per client, {rounds} rounds (medians)")
-    print(f"{'clients':>8} {'aggregate tok/s':>16}")
-    print(f"{1:>8} {result['one_client_tok_s']:>16.1f}")
-    print(f"{n:>8} {result['n_clients_tok_s']:>16.1f}")
-    print(f"ratio {result['ratio']:.2f}x (target >= 4x); TTFT at {n} clients: p50 "
-          f"{result['ttft_p50_s'] * 1000:.0f} ms, p95 {result['ttft_p95_s'] * 1000:.0f} ms")
+    print("\n".join(clients_lines(result, " (target >= 4x)")))
     if "engine_ratio" in result:
         print(f"the pipeline alone (no server, same prompts): 1 {result['engine_one_tok_s']:.1f} tok/s, "
-              f"{n} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x")
+              f"{args.clients} {result['engine_n_tok_s']:.1f} tok/s, ratio {result['engine_ratio']:.2f}x")
     print(ceiling_line(result, cpu_name(result["cpu"])))
     if args.equal:
         eq = result["greedy_equality"]

@@ -1,7 +1,5 @@
-"""Every task shape in one bench run: each engine paired with the baseline (`runner.plan_groups`),
-one case of each task per turn, so a pair of processes loads once for all the tasks and each
-ratio compares runs made seconds apart. Only the task prompts are timed (TTFT and decode).
-"""
+"""Every task shape in one bench run: each engine paired with the baseline, one case of each task
+per turn, so a pair loads once for all the tasks and each ratio compares runs seconds apart."""
 from __future__ import annotations
 
 import signal
@@ -21,7 +19,7 @@ METRICS = ("decode_tok_s", "ttft_ms", "tokens_per_step", "acceptance")
 
 
 def task_cases(model: str, tasks: list[str], limit: int) -> dict[str, list[list[int]]]:
-    """The first `limit` cases of each task, rendered at the id level as the bench renders them."""
+    """The first `limit` cases of each task, rendered to ids as the bench renders them."""
     res = resolve(load_tokenizer(model), model)
     return {t: [list(res.render(m).ids) for m in task_messages(t)[:limit]] for t in tasks}
 
@@ -102,8 +100,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
               precision: str = "f32", speculate: dict[str, int] | None = None,
               progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
               stop_at_eos: bool = False) -> dict[str, Jsonable]:
-    """Each engine per task: medians, ranges and the ratio to the baseline in the same pair.
-    `stop_at_eos`: each reply ends at the model's end token, as served."""
+    """Each engine per task: medians, ranges, the paired ratio; `stop_at_eos`: replies end as served."""
     from tqdm.auto import tqdm
 
     skipped = [{"name": e, "reason": why} for e in engines if (why := bench_engines.unavailable(e, precision))]
@@ -138,8 +135,7 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
                     cell[f"{metric}_range"] = (min(values), max(values))
             anchor = samples.anchor.get(e, {}).get(task)
             for metric in ("decode_tok_s", "ttft_ms"):
-                cell[f"{metric}_ratio"] = (cell[metric] / statistics.median(anchor[metric])
-                                           if anchor else 1.0)
+                cell[f"{metric}_ratio"] = cell[metric] / statistics.median(anchor[metric]) if anchor else 1.0
             per_task[task] = cell
         rows.append({"name": e, "tasks": per_task, "replies": samples.tokens.get(e, {}), **info[e]})
     return {"model": model, "rounds": rounds, "new_tokens": tokens, "stop_at_eos": stop_at_eos, "tasks": tasks,

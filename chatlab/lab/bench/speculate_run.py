@@ -1,10 +1,5 @@
-"""Prompt lookup and prefix reuse against their targets, in one command: `chatlab bench speculate`.
-
-    chatlab bench speculate --rounds 1 --tokens 8 --turns 2 --out /tmp/x.json
-
-Part 1 times the task shapes side by side, plain and with prompt lookup; part 2 times turns of a
-growing chat with and without prefix reuse. Each target prints as MET or MISSED.
-"""
+"""`chatlab bench speculate`: part 1 times the task shapes side by side, plain and with prompt
+lookup; part 2 the turns of a growing chat with and without prefix reuse; each target is judged."""
 from __future__ import annotations
 
 import json
@@ -21,23 +16,32 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line, label, write_json
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
 from chatlab.lab.evals import measured_on
+from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 
 PLAIN, PL, GENAI, GENAI_PL = "chatlab-openvino-int8", "chatlab-openvino-int8-pl", "genai-int8", "genai-int8-pl"
 INT4 = ["chatlab-openvino-int4", "chatlab-openvino-int4-pl", "genai-int4", "genai-int4-pl"]
 SIDE_BY_SIDE = [GENAI, PLAIN, PL, GENAI_PL, LLAMA_CPP, *INT4]
-# --fast: the fast profile (chatlab.backends.precision) on chatlab's loop and on genai, beside llama.cpp
+# --fast: the fast profile on chatlab's loop and on genai, beside llama.cpp
 FAST, FAST_PL, GENAI_FAST = "chatlab-fast", "chatlab-fast-pl", "genai-fast"
 OUT = "data/bench/speculate-run.json"
 
 
-def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
-    """(what, task, engine, metric, versus, op, bound) for every target of part 1."""
+def task_targets(tasks: list[str], fast: bool = False) -> list[dict[str, Jsonable]]:
+    """Every target of part 1, (what, task, engine, metric, versus, op, bound); with `fast` the fast
+    profile's moonshot: llama.cpp q4_1's decode at half its TTFT, and genai's on the same settings."""
     out = []
     for task in tasks:
-        if task in COPY_TASKS:
+        if fast:
+            out += [("fast: decode vs llama.cpp-q4_1", task, FAST, "decode_tok_s", LLAMA_CPP, ">=", 1.0),
+                    ("fast: TTFT vs llama.cpp-q4_1", task, FAST, "ttft_ms", LLAMA_CPP, "<=", 0.5),
+                    ("fast: decode vs genai, same settings", task, FAST, "decode_tok_s", GENAI_FAST,
+                     ">=", 1.0)]
+            if task in COPY_TASKS:
+                out.append(("fast + prompt lookup: decode vs llama.cpp", task, FAST_PL, "decode_tok_s",
+                            LLAMA_CPP, ">=", 1.0))
+        elif task in COPY_TASKS:
             if task not in BOUNDED_TASKS:
                 out += [("copy-heavy decode vs genai plain", task, PL, "decode_tok_s", GENAI, ">=", 1.25),
                         ("int4: decode vs genai-int4 plain", task, INT4[1], "decode_tok_s", INT4[2], ">=", 1.25)]
@@ -49,20 +53,6 @@ def task_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
         else:
             out += [("no-copy decode vs genai plain", task, PL, "decode_tok_s", GENAI, ">=", 0.97),
                     ("no-copy decode vs chatlab plain", task, PL, "decode_tok_s", PLAIN, ">=", 0.97)]
-    return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
-
-
-def fast_targets(tasks: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
-    """The fast profile's moonshot per task: decode at least llama.cpp q4_1's with at most half its
-    TTFT, and at least genai's given the same settings; with prompt lookup on copy-heavy tasks."""
-    out = []
-    for task in tasks:
-        out += [("fast: decode vs llama.cpp-q4_1", task, FAST, "decode_tok_s", LLAMA_CPP, ">=", 1.0),
-                ("fast: TTFT vs llama.cpp-q4_1", task, FAST, "ttft_ms", LLAMA_CPP, "<=", 0.5),
-                ("fast: decode vs genai, same settings", task, FAST, "decode_tok_s", GENAI_FAST, ">=", 1.0)]
-        if task in COPY_TASKS:
-            out.append(("fast + prompt lookup: decode vs llama.cpp", task, FAST_PL, "decode_tok_s", LLAMA_CPP,
-                        ">=", 1.0))
     return [dict(zip(("what", "task", "engine", "metric", "versus", "op", "bound"), t)) for t in out]
 
 
@@ -80,7 +70,7 @@ def judge_tasks(part: dict[str, Jsonable]) -> list[dict[str, Jsonable]]:
     skipped = {s["name"]: s["reason"] for s in part["skipped"]}
     out = []
     fast = FAST in part.get("engines_asked", []) or any(r["name"] == FAST for r in part["engines"])
-    for t in (fast_targets if fast else task_targets)({task: None for task in part["tasks"]}):
+    for t in task_targets(part["tasks"], fast):
         a, b = rows.get(t["engine"]), rows.get(t["versus"])
         if a is None or b is None:
             missing = t["engine"] if a is None else t["versus"]
@@ -114,9 +104,8 @@ def identical_replies(part: dict[str, Jsonable]) -> dict[str, bool]:
 
 def oracle_bounds(part: dict[str, Jsonable],
                   replies: dict[str, list[dict[str, list[int]]]] | None) -> dict[str, dict[str, Jsonable]]:
-    """Per copy-heavy task: prompt lookup's measured decode speed over chatlab plain's, beside the
-    bound an oracle drafter reaches on the recorded replies of the same cases. None where a row
-    or the recording is missing."""
+    """Per copy-heavy task: prompt lookup's measured speed-up over chatlab plain beside an oracle
+    drafter's bound on the recorded replies (None where a row or the recording is missing)."""
     rows = {r["name"]: r for r in part["engines"]}
     out: dict[str, dict[str, Jsonable]] = {}
     for task in part["tasks"]:
@@ -152,8 +141,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
 
 
 def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
-    """The run as text: the engines per task, tokens per pass, the growing chat, and (unless
-    `targets=False`, as a lesson prints it) each target with its ratio and verdict."""
+    """The run as text; `targets=False` (as a lesson prints it) leaves out the verdicts."""
     tasks = result["tasks"]
     upto = "up to " if tasks.get("stop_at_eos") else ""
     ends = ", each reply ending at its end token" if tasks.get("stop_at_eos") else ", end token ignored"
@@ -174,8 +162,7 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
     lines += [f"skipped {s['name']}: {s['reason']}" for s in tasks["skipped"]]
     lines += [f"greedy replies identical, {k}: {v}" for k, v in result["identical"].items()]
     lines.append("(x): ratio to the baseline " + tasks["baseline"] + "'s runs in the same pair")
-    bounds = result.get("oracle") or {}
-    if bounds:
+    if bounds := result.get("oracle"):
         lines.append("prompt lookup over chatlab plain, measured / oracle bound (an n-gram drafter "
                      "that never guesses wrong, replayed on the recorded replies of the cases timed):")
         for task, b in bounds.items():
@@ -200,9 +187,8 @@ def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:
 
 @dataclass(frozen=True)
 class SpeculateRun:
-    """One run: `rounds` interleaved rounds of `tokens` new tokens per task case, then `turns`
-    turns of a growing chat (none with `fast`). `draft_tokens` and `ngram` set every prompt-lookup
-    row's drafter (None: each row's default); the JSON goes to `out`."""
+    """`rounds` interleaved rounds of `tokens` per task case, then `turns` of a growing chat (none with
+    `fast`); `draft_tokens` and `ngram` set every prompt-lookup row's drafter (None: its default)."""
 
     model: str = "smollm2-135m-instruct"
     rounds: int = 3
@@ -221,8 +207,7 @@ class SpeculateRun:
 
 
 def run(args: SpeculateRun) -> dict[str, Jsonable]:
-    """Time the task shapes and the growing chat, judge each target, print the report and
-    write the JSON; the result returned. Bad sizes are refused before anything loads."""
+    """Time, judge, print and write the JSON; bad sizes are refused before anything loads."""
     if args.rounds < 1 or args.tokens < 2 or args.turns < 0 or args.turn_tokens < 1:
         raise ChatlabError("--rounds and --turn-tokens must be >= 1, --tokens >= 2, --turns >= 0")
     drafts = None  # each row's own default
@@ -238,9 +223,9 @@ def run(args: SpeculateRun) -> dict[str, Jsonable]:
     tasks["engines_asked"] = names
     turns = run_turns(args.model, args.turns, args.turn_tokens, precision) if args.turns and not args.fast else None
     result: dict[str, Jsonable] = {"model": args.model, "cpu": cpu_info(), "measured_on": measured_on(),
-                              "command": args.command,
-                              "tasks": tasks, "turns": turns, "identical": identical_replies(tasks),
-                              "oracle": oracle_bounds(tasks, recorded_replies())}
+                                   "command": args.command, "tasks": tasks, "turns": turns,
+                                   "identical": identical_replies(tasks),
+                                   "oracle": oracle_bounds(tasks, recorded_replies())}
     result["targets"] = judge_tasks(tasks) + (judge_turns(turns) if turns else [])
     if args.machine:
         result = label(result, result["command"], args.machine)

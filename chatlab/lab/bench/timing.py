@@ -1,6 +1,5 @@
 """What one bench run measures: time to the first new token, decode speed after it, the tokens.
-Speed counts tokens, not callbacks: every stamp carries how many tokens it delivered.
-"""
+Speed counts tokens, not callbacks: every stamp carries how many tokens it delivered."""
 from __future__ import annotations
 
 from dataclasses import dataclass

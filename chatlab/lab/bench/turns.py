@@ -1,8 +1,5 @@
-"""Time to first token over a growing chat, with and without prefix reuse, side by side.
-
-A client resends the whole chat each turn: without reuse turn N prefills all of it, with reuse
-(chatlab.engine.lease) only the new message. The engines are timed interleaved, turn by turn.
-"""
+"""Time to first token over a growing chat, with and without prefix reuse, interleaved turn by
+turn: a client resends the whole chat, which reuse (chatlab.engine.lease) prefills only in part."""
 from __future__ import annotations
 
 import json
@@ -29,8 +26,8 @@ def user_turns(n: int, start: int = 0) -> list[str]:
 
 
 class GenaiChatMode:
-    """openvino-genai's own chat mode (`start_chat()`, one user message per `generate`): it keeps
-    and renders the history and reuses earlier turns by prefix caching. The multi-turn target."""
+    """openvino-genai's own chat mode (`start_chat()`, one user message per `generate`), which keeps
+    the history and reuses it by prefix caching: the multi-turn target."""
 
     def __init__(self, model: str, precision: str = "f32") -> None:
         import openvino_genai as genai
@@ -38,7 +35,6 @@ class GenaiChatMode:
         self.genai: Jsonable = genai  # openvino_genai: no type information
         self.pipe = genai.LLMPipeline(str(export_model(model, "int8")), "CPU", **ov_config(precision))
         self.pipe.start_chat()
-        self.prompt_tokens = 0  # genai does not report it; the caller's row says chatlab's count
 
     def restart(self) -> None:
         """A new conversation (genai's prefix cache keeps the old one's blocks)."""
@@ -88,8 +84,7 @@ WARM_UP = "Passage: This conversation only warms the engine up.\n\nQuestion: Wha
 
 
 def warm_up(engines: "Mapping[str, Turnable]") -> None:
-    """One untimed turn per engine on another conversation, so that no engine is charged for a
-    process's one-time costs; then every engine forgets it (genai's chat starts anew)."""
+    """One untimed turn per engine on another conversation (one-time costs), then forgotten."""
     for engine in engines.values():
         timed_turn(engine, [{"role": "user", "content": WARM_UP}], 4)
         if isinstance(engine, GenaiChatMode):
@@ -139,8 +134,7 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         "plain": load_engine(model, "openvino", precision="f32")}
     pairs = [("reuse", "plain")]
     if genai:
-        engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1,
-                                             prefix_caching=True)
+        engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1, prefix_caching=True)
         engines["genai"] = load_engine(model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
     result = growing_chat(engines, turns, tokens)

@@ -1,8 +1,6 @@
-"""One benchmark engine in its own process, so that its memory can be measured on its own.
-
-Protocol (JSON lines on stdout): after loading it prints {"ready": true, ...}; for each request
-{"ids": [...], "tokens": n} a timing; on {"quit": true} its peak resident memory, and exits.
-"""
+"""One benchmark engine in its own process, so that its memory is measured on its own. JSON lines on
+stdout: {"ready": true, ...} once loaded; a timing per {"ids": [...], "tokens": n}; on {"quit": true}
+its peak resident memory."""
 from __future__ import annotations
 
 import json
@@ -15,9 +13,8 @@ from chatlab.lab.bench.engines import make_engine
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory. Not `ru_maxrss`: Linux carries that over `exec`
-    from the parent, so a worker started by a big notebook kernel would report the kernel's
-    peak. VmHWM belongs to the new address space."""
+    """This process's peak resident memory: VmHWM, not `ru_maxrss`, which Linux carries over `exec`
+    from the parent (a worker of a big notebook kernel would report the kernel's peak)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
