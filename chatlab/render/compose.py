@@ -26,6 +26,7 @@ ChatMessages = Sequence[Message] | Sequence[Mapping[str, Jsonable]]
 # Tokens that end a turn in common chat_templates (the tool formats add their own).
 END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
                "<end_of_turn>", *(t for f in TOOL_FORMATS.values() for t in f.end_tokens)]
+TOOL_TEMPLATES = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
 
 
 class GoTemplate(Protocol):
@@ -179,16 +180,15 @@ class Resolution:
         it would leave out of the prompt (a template without a tool format refuses in Composer)."""
         if self.chat_template is None:
             return
-        with_tools = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
         if tools and not self.writes_tools:
             raise ChatlabError(f"{self.label} has no tool section (it never reads `tools`), so the tools "
-                               "would not reach the model; send the request without tools, or use a "
-                               f"template that writes them (a file, or a built-in: {with_tools})", param="tools")
+                               "would not reach the model; send the request without tools, or use a template "
+                               f"that writes them (a file, or a built-in: {TOOL_TEMPLATES})", param="tools")
         calls = next((i for i, m in enumerate(msgs) if m.tool_calls), None)
         if calls is not None and "tool_calls" not in self.chat_template:
             raise ChatlabError(f"messages[{calls}] has tool calls, but {self.label} never writes "
-                               "`tool_calls`, so they would vanish from the prompt; send them as content, "
-                               f"or use a template that writes calls (a file, or a built-in: {with_tools})",
+                               "`tool_calls`, so they would vanish from the prompt; send them as content, or "
+                               f"use a template that writes calls (a file, or a built-in: {TOOL_TEMPLATES})",
                                param=f"messages[{calls}].tool_calls")
 
     def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
@@ -225,11 +225,10 @@ class Composer:
     def __init__(self, template: Template, encoder: Encoder, messages: Sequence[Message],
                  tools: Sequence[ToolSpec], options: dict[str, Jsonable]) -> None:
         if tools and not template.tool_format:
-            with_tools = [n for n, t in TEMPLATES.items() if t.tool_format]
             raise ChatlabError(f"template {template.name!r} has no tool format (no way to write tool "
                                "definitions, calls or results), so the tools would not reach the model; "
                                "send the request without tools, or use a template with one (a file, or "
-                               f"a built-in: {', '.join(with_tools)})", param="tools")
+                               f"a built-in: {TOOL_TEMPLATES})", param="tools")
         self.t, self.enc, self.msgs, self.tools, self.options = template, encoder, messages, tools, options
         self.fmt = template.tool_format if tools else None  # how tool *definitions* are written
         self.call_fmt = template.tool_format  # earlier calls and results are written even without tools

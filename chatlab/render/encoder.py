@@ -1,10 +1,6 @@
-"""From pieces to ids, with a map of which message and slot every id came from.
-
-`Encoder` is one interface over the tokenizers chatlab renders for (Hugging Face fast and slow,
-ChatGLM3's, Qwen-1's tiktoken). Template text is cut at the tokenizer's special tokens; a run of
-text (template and content) is encoded in one call, so merges across the boundary happen as in
-the rendered string, yet content never yields a control id. A `break` ends a run early.
-"""
+"""From pieces to ids, with a map of which message and slot every id came from. A run of text
+(template and content) is encoded in one call, so merges across the boundary happen as in the
+rendered string, yet content never yields a control id; a `break` ends a run early."""
 from __future__ import annotations
 
 import json
@@ -38,6 +34,8 @@ def tokenizer_name(tokenizer: HFTokenizer) -> str:
 
 
 class Encoder:
+    """One interface over the tokenizers chatlab renders for (HF fast and slow, ChatGLM3, Qwen-1)."""
+
     def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
         kind = tokenizer_kind(tokenizer)
@@ -74,21 +72,19 @@ class Encoder:
         that tokenizes the rendered text itself gets (LMDeploy, llama.cpp under Ollama)."""
         if self.bos_id is None:
             return False
-        flag = bool(getattr(self.tokenizer, "add_bos_token", False))
         if self.kind in ("fast", "slow"):
             try:
                 ids = self.tokenizer.encode("a", add_special_tokens=True)
+                return bool(ids) and ids[0] == self.bos_id
             except Exception:  # noqa: BLE001 - an exotic tokenizer: fall back on its flag
-                return flag
-            return bool(ids) and ids[0] == self.bos_id
-        return flag
+                pass
+        return bool(getattr(self.tokenizer, "add_bos_token", False))
 
     def special_id(self, token: str, template: str = "") -> int:
         """The single id of a special token, or a ChatlabError naming the fix."""
-        if token in self.added:
-            return self.added[token]
-        if token in self.extra_specials:
-            return self.extra_specials[token]
+        found = self.added.get(token, self.extra_specials.get(token))
+        if found is not None:
+            return found
         ids = self.encode_plain(token)[0]
         if len(ids) == 1:  # an ordinary single piece ("sop" in a plain vocabulary)
             return ids[0]

@@ -1,11 +1,7 @@
-"""A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids
-without injection.
-
-Every client string is replaced by a sentinel of private-use characters, so what lies between
-sentinels was written by the template (`tojson` keeps sentinels JSON-escaped). A second render
-with the real strings checks the template did not branch on them; if it did, the client text is
-located in the real render. Identifiers are marked only when they could form a special token.
-"""
+"""A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids without
+injection: every client string becomes a sentinel of private-use characters, so what lies between
+sentinels was written by the template. A second render with the real strings checks the template
+did not branch on them; if it did, the client text is located in the real render."""
 from __future__ import annotations
 
 import json
@@ -28,17 +24,13 @@ if TYPE_CHECKING:
 
 IDENT_KEYS = {"name", "type", "required"}
 # Protocol vocabulary (OpenAI's tool shape, JSON Schema's keywords): never marked, templates read them.
-KEYWORDS = {
-    "type", "function", "name", "description", "parameters", "strict", "properties", "required",
-    "items", "prefixItems", "enum", "const", "default", "title", "examples", "format", "pattern",
-    "additionalProperties", "patternProperties", "propertyNames", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems",
-    "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
-    "maxProperties", "dependentRequired", "dependentSchemas", "anyOf", "oneOf", "allOf", "not",
-    "if", "then", "else", "$ref", "$defs", "definitions", "$schema", "$id", "$anchor",
-    "$comment", "nullable", "deprecated", "readOnly", "writeOnly", "unevaluatedItems",
-    "unevaluatedProperties", "contentEncoding", "contentMediaType",
-}
+KEYWORDS = set("""type function name description parameters strict properties required items prefixItems
+    enum const default title examples format pattern additionalProperties patternProperties propertyNames
+    minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minLength maxLength minItems maxItems
+    uniqueItems contains minContains maxContains minProperties maxProperties dependentRequired
+    dependentSchemas anyOf oneOf allOf not if then else $ref $defs definitions $schema $id $anchor $comment
+    nullable deprecated readOnly writeOnly unevaluatedItems unevaluatedProperties contentEncoding
+    contentMediaType""".split())
 TYPE_NAMES = {"function", "object", "array", "string", "number", "integer", "boolean", "null"}
 
 # The marks of the render in progress, read by the `tojson` filter (None: a plain render).

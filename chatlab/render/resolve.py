@@ -1,8 +1,5 @@
-"""Which template a model gets, and why: the resolution chain (of the RTP-LLM article):
-"explicit" (named by the user), "model-renderer" (a model whose official prompt is built in code),
-"tokenizer-template" (its chat_template, through the safe Jinja path), "model-type" (a built-in
-chosen from the model's type or name), "chatml-fallback".
-"""
+"""Which template a model gets, and why: the resolution chain of the RTP-LLM article, from a
+template the user names to the ChatML fallback; `Resolution.rule` names the step that chose it."""
 from __future__ import annotations
 
 import re

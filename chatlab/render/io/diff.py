@@ -114,7 +114,6 @@ class TemplateDiff:
     a: Rendered
     b: Rendered
     names: tuple[str, str] = ("a", "b")
-
     differences: list[Difference] = field(default_factory=list)
 
     def groups(self) -> dict[str, list[Difference]]:
@@ -154,8 +153,7 @@ def _resolution(x: "str | Path | Resolution", tokenizer: HFTokenizer) -> tuple[R
 
 
 def diff_templates(tokenizer: HFTokenizer, messages: Jsonable, a: "str | Path | Resolution",
-                   b: "str | Path | Resolution",
-                   tools: Jsonable = None,
+                   b: "str | Path | Resolution", tools: Jsonable = None,
                    add_generation_prompt: bool = True) -> TemplateDiff:
     (ra, na), (rb, nb) = _resolution(a, tokenizer), _resolution(b, tokenizer)
     if na == nb:

@@ -193,12 +193,8 @@ class Expr:
 MAX_PIECES = 200_000  # far above any prompt; bounds time and memory on a runaway template
 
 
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
+class _Jump(Exception):
+    """`{{ break }}` or `{{ continue }}` (its args[0]): leaves the body of the innermost range."""
 
 
 class Evaluator:
@@ -232,10 +228,8 @@ class Evaluator:
                     self.run(n.orelse, dot, scopes, owner)
             elif n.kind == "range":
                 self.range_(n, dot, scopes, owner)
-            elif n.kind == "break":
-                raise _Break
-            elif n.kind == "continue":
-                raise _Continue
+            elif n.kind in ("break", "continue"):
+                raise _Jump(n.kind)
 
     def range_(self, n: GoNode, dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         expr, body = n.branches[0]
@@ -254,10 +248,9 @@ class Evaluator:
             who = item.get("_index", owner) if isinstance(item, dict) and not isinstance(item, GoStruct) else owner
             try:
                 self.run(body, item, [*scopes, names], who)
-            except _Continue:
-                continue
-            except _Break:
-                break
+            except _Jump as jump:
+                if jump.args[0] == "break":
+                    break
         if not pairs:
             self.run(n.orelse, dot, scopes, owner)
 

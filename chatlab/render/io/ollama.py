@@ -1,8 +1,6 @@
 '''Ollama Modelfiles: read one (its TEMPLATE rendered by gotemplate.py) and export a chatlab
 template as one. A Hermes tool format is written as Go template text that rebuilds chatlab's tool
-text key by key; Ollama hands it Go values (sorted maps, api.ToolProperty's keys only), so the
-render is id-equal in that layout (see the export's header); `chatlab certify` shows the rest.
-'''
+text key by key, id-equal in the layout the export's header states.'''
 from __future__ import annotations
 
 import json
