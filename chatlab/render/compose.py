@@ -141,12 +141,8 @@ class Resolution:
             names = list(self.template.stop_tokens)
         else:
             words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
-        ids: list[int] = []
-        for name in names:
-            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
-            if tid is not None and tid not in ids:
-                ids.append(tid)
-        return words, ids
+        found = (enc.eos_id if n == "eos" else enc.added.get(n, enc.extra_specials.get(n)) for n in names)
+        return words, [i for i in dict.fromkeys(found) if i is not None]
 
     def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
                add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
@@ -205,7 +201,6 @@ class Resolution:
         return f"{self.name} (rule {self.rule}): {self.reason}"
 
     def for_tokenizer(self, tokenizer: HFTokenizer) -> "Resolution":
-        """This template, rendering for `tokenizer`."""
         return replace(self, tokenizer=tokenizer)
 
     def for_tools(self) -> "Resolution":

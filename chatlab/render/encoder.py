@@ -9,6 +9,7 @@ import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate
 from typing import Callable, NamedTuple
 
 from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, tokenizer_kind
@@ -200,7 +201,6 @@ class Piece(NamedTuple):
 
     @property
     def text(self) -> str:
-        """The value of a text, content or break piece."""
         assert isinstance(self.value, str), f"a {self.kind} piece holds an id, not text"
         return self.value
 
@@ -308,10 +308,7 @@ def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int
     if len(pieces) == 1:  # the common case: no boundary to look across
         p = pieces[0]
         return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.text)]
-    starts, pos = [], 0
-    for p in pieces:
-        starts.append(pos)
-        pos += len(p.text)
+    starts = list(accumulate((len(p.text) for p in pieces[:-1]), initial=0))
     joined = "".join(p.text for p in pieces)
     out: list[tuple[str | int, tuple[int, str]]] = []
 
@@ -347,10 +344,7 @@ def _slot_map(items: list, encoded: list) -> list[SlotSpan]:
         if offsets is None:
             owners.extend([(item[0][1], item[0][2])] * len(new))
             continue
-        ends, pos = [], 0
-        for text, _, _ in item:
-            pos += len(text)
-            ends.append(pos)
+        ends = list(accumulate(len(text) for text, _, _ in item))
         for start, end in offsets:  # the piece holding the token's last character owns it, so
             # a token merged across a boundary (" hi" after "[INST]") counts as the content's
             j = bisect_right(ends, end - 1 if end > start else max(start - 1, 0))

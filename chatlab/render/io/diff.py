@@ -117,7 +117,6 @@ class TemplateDiff:
     differences: list[Difference] = field(default_factory=list)
 
     def groups(self) -> dict[str, list[Difference]]:
-        """The differences by cause, in order of first appearance."""
         out: dict[str, list[Difference]] = {}
         for d in self.differences:
             out.setdefault(d.cause, []).append(d)

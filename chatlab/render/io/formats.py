@@ -122,7 +122,6 @@ def get_format(name: str) -> Format:
 
 
 def detect(path: Path, text: str) -> str:
-    """The format of a template file: by name first, then by content."""
     name = path.name.lower()
     for f in _ALL:
         if f.names(name):
