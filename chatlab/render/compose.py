@@ -1,8 +1,6 @@
-"""`Resolution`, one type for a template however it came (built-in, another engine's file, the
-tokenizer's chat_template) with its tokenizer; `Composer` lays a built-in template and a chat out
-as pieces. Message data goes in as `content` pieces, so only the template's parts can be control
-ids; io/jinja_writer.py writes the same rules as Jinja, and tests hold the two equal.
-"""
+"""`Resolution`, one type for a template however it came, with its tokenizer; `Composer` lays a
+built-in template and a chat out as pieces. Message data goes in as `content` pieces, so only the
+template's parts can be control ids; io/jinja_writer.py writes the same rules as Jinja."""
 from __future__ import annotations
 
 import json
@@ -36,8 +34,8 @@ class GoTemplate(Protocol):
     system: str | None
     stops: list[str]
 
-    def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-               add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]: ...
+    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], add_generation_prompt: bool,
+               options: dict[str, Jsonable]) -> list[Piece]: ...
 
 
 def as_messages(messages: Jsonable) -> list[Message]:
@@ -155,7 +153,7 @@ class Resolution:
         enc = self.encoder
         open_turn = False
         if self.modelfile is not None:
-            pieces = self.modelfile.render(enc, msgs, tool_list, add_generation_prompt, options)
+            pieces = self.modelfile.render(msgs, tool_list, add_generation_prompt, options)
         elif self.template is not None:
             composer = Composer(self.template, enc, msgs, tool_list, options)
             pieces = composer.render(add_generation_prompt)

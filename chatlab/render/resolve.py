@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Union
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.models.assets import ASSETS
@@ -14,7 +13,7 @@ from chatlab.render.io.formats import load_template
 from chatlab.render.template import TEMPLATES
 
 # What `template=` takes: a built-in name, a file's path, or a Resolution (a loaded file's too)
-TemplateChoice = Union[str, Path, Resolution, None]
+TemplateChoice = str | Path | Resolution | None
 
 
 def by_model_type(who: str) -> tuple[str, str] | None:

@@ -1,8 +1,7 @@
 """Chat templates as data at the level of token ids, and the built-in ones after their models'
 official prompt code. A turn is a tuple of parts: `T` template text; `S` a special token that must
 be one id; `BOS`/`EOS`; `CONTENT` (always plain text); `BREAK` (what follows is encoded on its own);
-`ROUND` (ChatGLM2's round number); `META` (ChatGLM3's metadata line).
-"""
+`ROUND` (ChatGLM2's round number); `META` (ChatGLM3's metadata line)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

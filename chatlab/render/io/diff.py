@@ -1,7 +1,5 @@
 """Where two renders of one chat differ, whose tokens they are, and why: the ids are aligned
-(difflib) and each unequal block gets a cause ("bos", "special token split", "whitespace/newline",
-"merged consecutive turns", ...); stop words and ids are compared too.
-"""
+(difflib) and each unequal block gets a cause; stop words and ids are compared too."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

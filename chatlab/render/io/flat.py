@@ -1,6 +1,5 @@
 """Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold; what has
-no string form (bos/eos, breaks, rounds, metadata, tool formats, ...) is refused, naming it.
-"""
+no string form (bos/eos, breaks, rounds, metadata, tool formats, ...) is refused, naming it."""
 from __future__ import annotations
 
 import json

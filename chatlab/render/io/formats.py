@@ -1,7 +1,6 @@
-"""The template-file formats (jinja, lmdeploy, ollama, llamafactory), each a reader and maybe a
-writer, in one registry; `load_template` reads a template (a Resolution without a tokenizer) from
-anywhere, `export_template` writes one out. A file's format is `fmt`, else its name's, else its content's.
-"""
+"""The template-file formats, each a reader and maybe a writer, in one registry: `load_template`
+reads a template (a Resolution without a tokenizer), `export_template` writes one out. A file's
+format is `fmt`, else its name's, else its content's."""
 from __future__ import annotations
 
 import json

@@ -1,8 +1,6 @@
 """The subset of Go's text/template that Ollama chat templates use: its parser and evaluator.
-
-Anything outside SUBSET (pipes, `with`, `template`, other fields) is refused at parse time, naming
-the line, so an import never renders unlike Ollama in silence. Message values stay `Val`s.
-"""
+Anything outside SUBSET is refused at parse time, naming the line, so an import never renders
+unlike Ollama in silence."""
 from __future__ import annotations
 
 import json
@@ -211,7 +209,7 @@ class Evaluator:
             if n.kind == "text":
                 self.out.append(Piece("text", n.value, owner, "template"))
             elif n.kind == "out":
-                self.emit(self.eval(n.value, dot, scopes, n.line), owner, n.line)
+                self.emit(self.eval(n.value, dot, scopes, n.line), owner)
             elif n.kind == "set":
                 name, op = n.names
                 value = self.eval(n.value, dot, scopes, n.line)
@@ -254,7 +252,7 @@ class Evaluator:
         if not pairs:
             self.run(n.orelse, dot, scopes, owner)
 
-    def emit(self, v: GoValue, owner: int, line: int) -> None:
+    def emit(self, v: GoValue, owner: int) -> None:
         if isinstance(v, Val):
             self.out.append(Piece("content", str(v), v.msg, v.slot))
         elif isinstance(v, (str, int, float, bool)) or v is None:
