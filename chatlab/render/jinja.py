@@ -10,7 +10,7 @@ from collections import Counter
 from contextvars import ContextVar
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
@@ -37,21 +37,9 @@ TYPE_NAMES = {"function", "object", "array", "string", "number", "integer", "boo
 ACTIVE: ContextVar["Marks | None"] = ContextVar("chatlab_jinja_marks", default=None)
 
 
-def _strings(value: Jsonable) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
-
-
 def _free_base(*values: Jsonable) -> int:
     """The first of four consecutive private-use code points that no input string contains."""
-    seen = "".join(s for v in values for s in _strings(v))
+    seen = json.dumps(values, ensure_ascii=False, default=str)
     base = 0xE000
     while any(chr(base + k) in seen for k in range(4)):
         base += 4

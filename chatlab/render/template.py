@@ -5,6 +5,7 @@ be one id; `BOS`/`EOS`; `CONTENT` (always plain text); `BREAK` (what follows is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Mapping
 
 from chatlab.errors import UnknownNameError
@@ -20,14 +21,8 @@ class Part:
         return f"{self.kind.upper()}({self.value!r})" if self.value else self.kind.upper()
 
 
-def T(text: str) -> Part:
-    return Part("text", text)
-
-
-def S(token: str) -> Part:
-    return Part("special", token)
-
-
+T = partial(Part, "text")  # template text
+S = partial(Part, "special")  # a special token, which must be one id
 BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
 ROUND, META = Part("round"), Part("meta")
 # SEAM: where LLaMA-Factory encodes the text before and after apart (at id level a break; engines

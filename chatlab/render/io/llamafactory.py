@@ -61,13 +61,12 @@ def read_registry(path: Path) -> dict[str, str]:
 def registered() -> tuple[dict[str, str], str]:
     """(name -> class, where it was read from): LLaMA-Factory's registry, or TABLE (non-base names only)."""
     path = registry_file()
-    if path is not None:
-        try:
-            found = read_registry(path)
-        except (OSError, SyntaxError, ValueError):
-            found = {}
-        if found:
-            return found, "read from its installed data/template.py"
+    try:
+        found = read_registry(path) if path is not None else {}
+    except (OSError, SyntaxError, ValueError):
+        found = {}
+    if found:
+        return found, "read from its installed data/template.py"
     return dict(TABLE), "from chatlab's table of LLaMA-Factory 0.9.5"
 
 
