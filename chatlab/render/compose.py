@@ -1,8 +1,6 @@
-"""`Resolution`, one type for a template however it came (built-in, another engine's file, the
-tokenizer's chat_template) with its tokenizer; `Composer` lays a built-in template and a chat out
-as pieces. Message data goes in as `content` pieces, so only the template's parts can be control
-ids; io/jinja_writer.py writes the same rules as Jinja, and tests hold the two equal.
-"""
+"""`Resolution`, one type for a template however it came, with its tokenizer; `Composer` lays a
+built-in template and a chat out as pieces. Message data goes in as `content` pieces, so only the
+template's parts can be control ids; io/jinja_writer.py writes the same rules as Jinja."""
 from __future__ import annotations
 
 import json
@@ -26,6 +24,7 @@ ChatMessages = Sequence[Message] | Sequence[Mapping[str, Jsonable]]
 # Tokens that end a turn in common chat_templates (the tool formats add their own).
 END_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|endoftext|>", "<|user|>",
                "<end_of_turn>", *(t for f in TOOL_FORMATS.values() for t in f.end_tokens)]
+TOOL_TEMPLATES = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
 
 
 class GoTemplate(Protocol):
@@ -35,8 +34,8 @@ class GoTemplate(Protocol):
     system: str | None
     stops: list[str]
 
-    def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-               add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]: ...
+    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], add_generation_prompt: bool,
+               options: dict[str, Jsonable]) -> list[Piece]: ...
 
 
 def as_messages(messages: Jsonable) -> list[Message]:
@@ -140,12 +139,8 @@ class Resolution:
             names = list(self.template.stop_tokens)
         else:
             words, names = [], ["eos"] + [m for m in END_MARKERS if m in (self.chat_template or "")]
-        ids: list[int] = []
-        for name in names:
-            tid = enc.eos_id if name == "eos" else enc.added.get(name, enc.extra_specials.get(name))
-            if tid is not None and tid not in ids:
-                ids.append(tid)
-        return words, ids
+        found = (enc.eos_id if n == "eos" else enc.added.get(n, enc.extra_specials.get(n)) for n in names)
+        return words, [i for i in dict.fromkeys(found) if i is not None]
 
     def render(self, messages: ChatMessages, tools: Sequence[ToolSpec] | Sequence[Mapping[str, Jsonable]] | None = None,
                add_generation_prompt: bool = True, **options: Jsonable) -> Rendered:
@@ -158,7 +153,7 @@ class Resolution:
         enc = self.encoder
         open_turn = False
         if self.modelfile is not None:
-            pieces = self.modelfile.render(enc, msgs, tool_list, add_generation_prompt, options)
+            pieces = self.modelfile.render(msgs, tool_list, add_generation_prompt, options)
         elif self.template is not None:
             composer = Composer(self.template, enc, msgs, tool_list, options)
             pieces = composer.render(add_generation_prompt)
@@ -179,16 +174,15 @@ class Resolution:
         it would leave out of the prompt (a template without a tool format refuses in Composer)."""
         if self.chat_template is None:
             return
-        with_tools = ", ".join(n for n, t in TEMPLATES.items() if t.tool_format)
         if tools and not self.writes_tools:
             raise ChatlabError(f"{self.label} has no tool section (it never reads `tools`), so the tools "
-                               "would not reach the model; send the request without tools, or use a "
-                               f"template that writes them (a file, or a built-in: {with_tools})", param="tools")
+                               "would not reach the model; send the request without tools, or use a template "
+                               f"that writes them (a file, or a built-in: {TOOL_TEMPLATES})", param="tools")
         calls = next((i for i, m in enumerate(msgs) if m.tool_calls), None)
         if calls is not None and "tool_calls" not in self.chat_template:
             raise ChatlabError(f"messages[{calls}] has tool calls, but {self.label} never writes "
-                               "`tool_calls`, so they would vanish from the prompt; send them as content, "
-                               f"or use a template that writes calls (a file, or a built-in: {with_tools})",
+                               "`tool_calls`, so they would vanish from the prompt; send them as content, or "
+                               f"use a template that writes calls (a file, or a built-in: {TOOL_TEMPLATES})",
                                param=f"messages[{calls}].tool_calls")
 
     def render_request(self, messages: Jsonable, tools: Jsonable = None, add_generation_prompt: bool = True,
@@ -205,7 +199,6 @@ class Resolution:
         return f"{self.name} (rule {self.rule}): {self.reason}"
 
     def for_tokenizer(self, tokenizer: HFTokenizer) -> "Resolution":
-        """This template, rendering for `tokenizer`."""
         return replace(self, tokenizer=tokenizer)
 
     def for_tools(self) -> "Resolution":
@@ -225,11 +218,10 @@ class Composer:
     def __init__(self, template: Template, encoder: Encoder, messages: Sequence[Message],
                  tools: Sequence[ToolSpec], options: dict[str, Jsonable]) -> None:
         if tools and not template.tool_format:
-            with_tools = [n for n, t in TEMPLATES.items() if t.tool_format]
             raise ChatlabError(f"template {template.name!r} has no tool format (no way to write tool "
                                "definitions, calls or results), so the tools would not reach the model; "
                                "send the request without tools, or use a template with one (a file, or "
-                               f"a built-in: {', '.join(with_tools)})", param="tools")
+                               f"a built-in: {TOOL_TEMPLATES})", param="tools")
         self.t, self.enc, self.msgs, self.tools, self.options = template, encoder, messages, tools, options
         self.fmt = template.tool_format if tools else None  # how tool *definitions* are written
         self.call_fmt = template.tool_format  # earlier calls and results are written even without tools

@@ -1,10 +1,6 @@
-"""From pieces to ids, with a map of which message and slot every id came from.
-
-`Encoder` is one interface over the tokenizers chatlab renders for (Hugging Face fast and slow,
-ChatGLM3's, Qwen-1's tiktoken). Template text is cut at the tokenizer's special tokens; a run of
-text (template and content) is encoded in one call, so merges across the boundary happen as in
-the rendered string, yet content never yields a control id. A `break` ends a run early.
-"""
+"""From pieces to ids, with a map of which message and slot every id came from. A run of text
+(template and content) is encoded in one call, so merges across the boundary happen as in the
+rendered string, yet content never yields a control id; a `break` ends a run early."""
 from __future__ import annotations
 
 import json
@@ -13,6 +9,7 @@ import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate
 from typing import Callable, NamedTuple
 
 from chatlab._thirdparty import Decoder, HFTokenizer, Jsonable, tokenizer_kind
@@ -38,6 +35,8 @@ def tokenizer_name(tokenizer: HFTokenizer) -> str:
 
 
 class Encoder:
+    """One interface over the tokenizers chatlab renders for (HF fast and slow, ChatGLM3, Qwen-1)."""
+
     def __init__(self, tokenizer: HFTokenizer) -> None:
         self.tokenizer = tokenizer
         kind = tokenizer_kind(tokenizer)
@@ -74,21 +73,19 @@ class Encoder:
         that tokenizes the rendered text itself gets (LMDeploy, llama.cpp under Ollama)."""
         if self.bos_id is None:
             return False
-        flag = bool(getattr(self.tokenizer, "add_bos_token", False))
         if self.kind in ("fast", "slow"):
             try:
                 ids = self.tokenizer.encode("a", add_special_tokens=True)
+                return bool(ids) and ids[0] == self.bos_id
             except Exception:  # noqa: BLE001 - an exotic tokenizer: fall back on its flag
-                return flag
-            return bool(ids) and ids[0] == self.bos_id
-        return flag
+                pass
+        return bool(getattr(self.tokenizer, "add_bos_token", False))
 
     def special_id(self, token: str, template: str = "") -> int:
         """The single id of a special token, or a ChatlabError naming the fix."""
-        if token in self.added:
-            return self.added[token]
-        if token in self.extra_specials:
-            return self.extra_specials[token]
+        found = self.added.get(token, self.extra_specials.get(token))
+        if found is not None:
+            return found
         ids = self.encode_plain(token)[0]
         if len(ids) == 1:  # an ordinary single piece ("sop" in a plain vocabulary)
             return ids[0]
@@ -204,7 +201,6 @@ class Piece(NamedTuple):
 
     @property
     def text(self) -> str:
-        """The value of a text, content or break piece."""
         assert isinstance(self.value, str), f"a {self.kind} piece holds an id, not text"
         return self.value
 
@@ -312,10 +308,7 @@ def _split_across(encoder: Encoder, pieces: list[Piece]) -> list[tuple[str | int
     if len(pieces) == 1:  # the common case: no boundary to look across
         p = pieces[0]
         return [(part, (p.message, p.slot)) for part in encoder.split_specials(p.text)]
-    starts, pos = [], 0
-    for p in pieces:
-        starts.append(pos)
-        pos += len(p.text)
+    starts = list(accumulate((len(p.text) for p in pieces[:-1]), initial=0))
     joined = "".join(p.text for p in pieces)
     out: list[tuple[str | int, tuple[int, str]]] = []
 
@@ -351,10 +344,7 @@ def _slot_map(items: list, encoded: list) -> list[SlotSpan]:
         if offsets is None:
             owners.extend([(item[0][1], item[0][2])] * len(new))
             continue
-        ends, pos = [], 0
-        for text, _, _ in item:
-            pos += len(text)
-            ends.append(pos)
+        ends = list(accumulate(len(text) for text, _, _ in item))
         for start, end in offsets:  # the piece holding the token's last character owns it, so
             # a token merged across a boundary (" hi" after "[INST]") counts as the content's
             j = bisect_right(ends, end - 1 if end > start else max(start - 1, 0))

@@ -1,11 +1,7 @@
-"""A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids
-without injection.
-
-Every client string is replaced by a sentinel of private-use characters, so what lies between
-sentinels was written by the template (`tojson` keeps sentinels JSON-escaped). A second render
-with the real strings checks the template did not branch on them; if it did, the client text is
-located in the real render. Identifiers are marked only when they could form a special token.
-"""
+"""A tokenizer's own Jinja chat_template, rendered in jinja2's sandbox and turned into ids without
+injection: every client string becomes a sentinel of private-use characters, so what lies between
+sentinels was written by the template. A second render with the real strings checks the template
+did not branch on them; if it did, the client text is located in the real render."""
 from __future__ import annotations
 
 import json
@@ -14,7 +10,7 @@ from collections import Counter
 from contextvars import ContextVar
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
@@ -28,38 +24,22 @@ if TYPE_CHECKING:
 
 IDENT_KEYS = {"name", "type", "required"}
 # Protocol vocabulary (OpenAI's tool shape, JSON Schema's keywords): never marked, templates read them.
-KEYWORDS = {
-    "type", "function", "name", "description", "parameters", "strict", "properties", "required",
-    "items", "prefixItems", "enum", "const", "default", "title", "examples", "format", "pattern",
-    "additionalProperties", "patternProperties", "propertyNames", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems",
-    "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
-    "maxProperties", "dependentRequired", "dependentSchemas", "anyOf", "oneOf", "allOf", "not",
-    "if", "then", "else", "$ref", "$defs", "definitions", "$schema", "$id", "$anchor",
-    "$comment", "nullable", "deprecated", "readOnly", "writeOnly", "unevaluatedItems",
-    "unevaluatedProperties", "contentEncoding", "contentMediaType",
-}
+KEYWORDS = set("""type function name description parameters strict properties required items prefixItems
+    enum const default title examples format pattern additionalProperties patternProperties propertyNames
+    minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minLength maxLength minItems maxItems
+    uniqueItems contains minContains maxContains minProperties maxProperties dependentRequired
+    dependentSchemas anyOf oneOf allOf not if then else $ref $defs definitions $schema $id $anchor $comment
+    nullable deprecated readOnly writeOnly unevaluatedItems unevaluatedProperties contentEncoding
+    contentMediaType""".split())
 TYPE_NAMES = {"function", "object", "array", "string", "number", "integer", "boolean", "null"}
 
 # The marks of the render in progress, read by the `tojson` filter (None: a plain render).
 ACTIVE: ContextVar["Marks | None"] = ContextVar("chatlab_jinja_marks", default=None)
 
 
-def _strings(value: Jsonable) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
-
-
 def _free_base(*values: Jsonable) -> int:
     """The first of four consecutive private-use code points that no input string contains."""
-    seen = "".join(s for v in values for s in _strings(v))
+    seen = json.dumps(values, ensure_ascii=False, default=str)
     base = 0xE000
     while any(chr(base + k) in seen for k in range(4)):
         base += 4

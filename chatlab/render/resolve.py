@@ -1,13 +1,9 @@
-"""Which template a model gets, and why: the resolution chain (of the RTP-LLM article):
-"explicit" (named by the user), "model-renderer" (a model whose official prompt is built in code),
-"tokenizer-template" (its chat_template, through the safe Jinja path), "model-type" (a built-in
-chosen from the model's type or name), "chatml-fallback".
-"""
+"""Which template a model gets, and why: the resolution chain of the RTP-LLM article, from a
+template the user names to the ChatML fallback; `Resolution.rule` names the step that chose it."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Union
 
 from chatlab._thirdparty import HFTokenizer, Jsonable
 from chatlab.models.assets import ASSETS
@@ -17,7 +13,7 @@ from chatlab.render.io.formats import load_template
 from chatlab.render.template import TEMPLATES
 
 # What `template=` takes: a built-in name, a file's path, or a Resolution (a loaded file's too)
-TemplateChoice = Union[str, Path, Resolution, None]
+TemplateChoice = str | Path | Resolution | None
 
 
 def by_model_type(who: str) -> tuple[str, str] | None:

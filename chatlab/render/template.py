@@ -1,11 +1,11 @@
 """Chat templates as data at the level of token ids, and the built-in ones after their models'
 official prompt code. A turn is a tuple of parts: `T` template text; `S` a special token that must
 be one id; `BOS`/`EOS`; `CONTENT` (always plain text); `BREAK` (what follows is encoded on its own);
-`ROUND` (ChatGLM2's round number); `META` (ChatGLM3's metadata line).
-"""
+`ROUND` (ChatGLM2's round number); `META` (ChatGLM3's metadata line)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Mapping
 
 from chatlab.errors import UnknownNameError
@@ -21,14 +21,8 @@ class Part:
         return f"{self.kind.upper()}({self.value!r})" if self.value else self.kind.upper()
 
 
-def T(text: str) -> Part:
-    return Part("text", text)
-
-
-def S(token: str) -> Part:
-    return Part("special", token)
-
-
+T = partial(Part, "text")  # template text
+S = partial(Part, "special")  # a special token, which must be one id
 BOS, EOS, CONTENT, BREAK = Part("bos"), Part("eos"), Part("content"), Part("break")
 ROUND, META = Part("round"), Part("meta")
 # SEAM: where LLaMA-Factory encodes the text before and after apart (at id level a break; engines

@@ -1,7 +1,5 @@
 """Where two renders of one chat differ, whose tokens they are, and why: the ids are aligned
-(difflib) and each unequal block gets a cause ("bos", "special token split", "whitespace/newline",
-"merged consecutive turns", ...); stop words and ids are compared too.
-"""
+(difflib) and each unequal block gets a cause; stop words and ids are compared too."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -114,11 +112,9 @@ class TemplateDiff:
     a: Rendered
     b: Rendered
     names: tuple[str, str] = ("a", "b")
-
     differences: list[Difference] = field(default_factory=list)
 
     def groups(self) -> dict[str, list[Difference]]:
-        """The differences by cause, in order of first appearance."""
         out: dict[str, list[Difference]] = {}
         for d in self.differences:
             out.setdefault(d.cause, []).append(d)
@@ -154,8 +150,7 @@ def _resolution(x: "str | Path | Resolution", tokenizer: HFTokenizer) -> tuple[R
 
 
 def diff_templates(tokenizer: HFTokenizer, messages: Jsonable, a: "str | Path | Resolution",
-                   b: "str | Path | Resolution",
-                   tools: Jsonable = None,
+                   b: "str | Path | Resolution", tools: Jsonable = None,
                    add_generation_prompt: bool = True) -> TemplateDiff:
     (ra, na), (rb, nb) = _resolution(a, tokenizer), _resolution(b, tokenizer)
     if na == nb:

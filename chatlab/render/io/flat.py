@@ -1,7 +1,8 @@
 """Templates as plain strings: what the string-slot formats (LMDeploy, Ollama) can hold; what has
-no string form (bos/eos, breaks, rounds, metadata, tool formats, ...) is refused, naming it.
-"""
+no string form (bos/eos, breaks, rounds, metadata, tool formats, ...) is refused, naming it."""
 from __future__ import annotations
+
+import json
 
 from chatlab.errors import CannotExpress, ChatlabError
 from chatlab.render.template import CONTENT, Parts, T, Template
@@ -104,8 +105,6 @@ def nesting_depth(value: object) -> int:
 
 def json_config(text: str, origin: str, what: str, shape: str, fields: tuple[str, ...]) -> tuple[dict, list[str]]:
     """A template config file's JSON object and its unknown keys (LMDeploy, LLaMA-Factory)."""
-    import json
-
     too_deep = ChatlabError(f"{origin} nests too deeply for a {what} file (more than {MAX_JSON_DEPTH} "
                             "levels of lists and objects); real configs nest a few: fix the file")
     try:

@@ -1,7 +1,6 @@
-"""The template-file formats (jinja, lmdeploy, ollama, llamafactory), each a reader and maybe a
-writer, in one registry; `load_template` reads a template (a Resolution without a tokenizer) from
-anywhere, `export_template` writes one out. A file's format is `fmt`, else its name's, else its content's.
-"""
+"""The template-file formats, each a reader and maybe a writer, in one registry: `load_template`
+reads a template (a Resolution without a tokenizer), `export_template` writes one out. A file's
+format is `fmt`, else its name's, else its content's."""
 from __future__ import annotations
 
 import json
@@ -90,11 +89,6 @@ class Format:
     names: Callable[[str], bool] = lambda name: False  # a file name that says this format
     content: Callable[[str, Jsonable], bool] = lambda text, data: False  # (text, its JSON object or None)
 
-    def write(self, template: Template, drop_tools: bool = False) -> str:
-        if self.writer is None:
-            raise ChatlabError(f"chatlab does not write {self.what} files; export to one of {', '.join(EXPORT_TARGETS)}")
-        return self.writer(template, drop_tools)
-
 
 def _first_word(text: str) -> str:
     line = next((x for x in text.splitlines() if x.strip() and not x.lstrip().startswith("#")), "")
@@ -127,7 +121,6 @@ def get_format(name: str) -> Format:
 
 
 def detect(path: Path, text: str) -> str:
-    """The format of a template file: by name first, then by content."""
     name = path.name.lower()
     for f in _ALL:
         if f.names(name):
@@ -181,11 +174,12 @@ def load_template(source: "str | Path | Resolution | Template", fmt: str | None 
 def export_template(name_or_loaded: "str | Path | Resolution", fmt: str = "jinja", *, drop_tools: bool = False) -> str:
     """The template as text in `fmt`; `drop_tools` exports a tool template's chat layout alone.
     What a format cannot express is refused with CannotExpress, naming the construct."""
-    if fmt not in EXPORT_TARGETS:
+    writer = TEMPLATE_FORMATS[fmt].writer if fmt in TEMPLATE_FORMATS else None
+    if writer is None:
         raise ChatlabError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_TARGETS)}")
     t = load_template(name_or_loaded)
     if t.template is not None:
-        return get_format(fmt).write(t.template, drop_tools)
+        return writer(t.template, drop_tools)
     if t.fmt == fmt:  # a Jinja file as Jinja, a Modelfile as a Modelfile: unchanged
         if fmt == "jinja":
             return t.chat_template or ""

@@ -1,8 +1,6 @@
 """The subset of Go's text/template that Ollama chat templates use: its parser and evaluator.
-
-Anything outside SUBSET (pipes, `with`, `template`, other fields) is refused at parse time, naming
-the line, so an import never renders unlike Ollama in silence. Message values stay `Val`s.
-"""
+Anything outside SUBSET is refused at parse time, naming the line, so an import never renders
+unlike Ollama in silence."""
 from __future__ import annotations
 
 import json
@@ -193,12 +191,8 @@ class Expr:
 MAX_PIECES = 200_000  # far above any prompt; bounds time and memory on a runaway template
 
 
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
+class _Jump(Exception):
+    """`{{ break }}` or `{{ continue }}` (its args[0]): leaves the body of the innermost range."""
 
 
 class Evaluator:
@@ -215,7 +209,7 @@ class Evaluator:
             if n.kind == "text":
                 self.out.append(Piece("text", n.value, owner, "template"))
             elif n.kind == "out":
-                self.emit(self.eval(n.value, dot, scopes, n.line), owner, n.line)
+                self.emit(self.eval(n.value, dot, scopes, n.line), owner)
             elif n.kind == "set":
                 name, op = n.names
                 value = self.eval(n.value, dot, scopes, n.line)
@@ -232,10 +226,8 @@ class Evaluator:
                     self.run(n.orelse, dot, scopes, owner)
             elif n.kind == "range":
                 self.range_(n, dot, scopes, owner)
-            elif n.kind == "break":
-                raise _Break
-            elif n.kind == "continue":
-                raise _Continue
+            elif n.kind in ("break", "continue"):
+                raise _Jump(n.kind)
 
     def range_(self, n: GoNode, dot: GoValue, scopes: list[dict[str, GoValue]], owner: int) -> None:
         expr, body = n.branches[0]
@@ -254,14 +246,13 @@ class Evaluator:
             who = item.get("_index", owner) if isinstance(item, dict) and not isinstance(item, GoStruct) else owner
             try:
                 self.run(body, item, [*scopes, names], who)
-            except _Continue:
-                continue
-            except _Break:
-                break
+            except _Jump as jump:
+                if jump.args[0] == "break":
+                    break
         if not pairs:
             self.run(n.orelse, dot, scopes, owner)
 
-    def emit(self, v: GoValue, owner: int, line: int) -> None:
+    def emit(self, v: GoValue, owner: int) -> None:
         if isinstance(v, Val):
             self.out.append(Piece("content", str(v), v.msg, v.slot))
         elif isinstance(v, (str, int, float, bool)) or v is None:

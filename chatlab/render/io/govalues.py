@@ -1,6 +1,5 @@
 """The values Ollama hands its Go template (template.go, api/types.go at fb30760), and Go's ways
-of printing and comparing them. Client strings stay `Val`s, encoded as content.
-"""
+of printing and comparing them. Client strings stay `Val`s, encoded as content."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,6 @@
 """Write a built-in template as a Jinja chat_template that gives exactly the id-level ids (every
 rule of compose.py again; tests hold the two equal). A `BREAK` becomes a space before non-empty
-content (SentencePiece's dummy prefix then splits alike).
-"""
+content (SentencePiece's dummy prefix then splits alike)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -130,19 +129,19 @@ class Exporter:
         return "\n".join(x for x in s if x)
 
 
-def tokenizer_for(template: Template, base: str | None = None):  # noqa: ANN201 - PreTrainedTokenizerFast
+def tokenizer_for(template: Template):  # noqa: ANN201 - PreTrainedTokenizerFast
     """A fast tokenizer (SmolLM2's BPE) with every special token `template` needs and the exported
     chat_template: for checking exports of templates whose own tokenizer is not shipped offline."""
-    return _tokenizer_for(template.name, base)
+    return _tokenizer_for(template.name)
 
 
 @lru_cache(maxsize=16)
-def _tokenizer_for(name: str, base: str | None):  # noqa: ANN202
+def _tokenizer_for(name: str):  # noqa: ANN202
     from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
 
     template = get_template(name)
-    tok = Tokenizer.from_file(str(base or asset_path("smollm2-135m-instruct") / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(asset_path("smollm2-135m-instruct") / "tokenizer.json"))
     eos = next((s for s in template.stop_tokens if s != "eos"), "</s>")
     bos = "<s>" if template.uses("bos") else None
     names = [*template.special_tokens(), eos] + ([bos] if bos else [])

@@ -1,11 +1,7 @@
 """LLaMA-Factory slot templates written as JSON (its formatter names), imported as a Template.
-
-A slot list holds strings (`{{content}}` once per role) and {"token": ...}, {"bos_token": true},
-{"eos_token": true} objects. format_separator is folded into the end of the assistant turn (the
-same ids for every conversation that ends with a user turn). A name LLaMA-Factory registers with a
-class is read with that class, from its data/template.py (parsed, not imported) where installed
-(here, or under CHATLAB_ORACLE_SITE), else from TABLE.
-"""
+format_separator ends the assistant turn (the same ids for every chat that ends with a user turn).
+A name LLaMA-Factory registers with a class is read with that class, from its installed
+data/template.py (parsed, not imported), else from TABLE."""
 from __future__ import annotations
 
 import ast
@@ -24,8 +20,6 @@ FIELDS = ("name", "format_user", "format_assistant", "format_system", "format_se
           "format_prefix", "default_system", "stop_words", "template_class")
 # The base Template writes the system block before the first user turn; Llama2Template inside it.
 CLASSES = ("default", "llama2")
-
-
 BASE = "Template"
 # The names LLaMA-Factory 0.9.5 registers with a class other than the base Template.
 _LLAMA2 = ("gemma gemma2 gemma3 gemma3n llama2 llama2_zh llava_next_mistral llava_next_video_mistral ministral "
@@ -67,13 +61,12 @@ def read_registry(path: Path) -> dict[str, str]:
 def registered() -> tuple[dict[str, str], str]:
     """(name -> class, where it was read from): LLaMA-Factory's registry, or TABLE (non-base names only)."""
     path = registry_file()
-    if path is not None:
-        try:
-            found = read_registry(path)
-        except (OSError, SyntaxError, ValueError):
-            found = {}
-        if found:
-            return found, "read from its installed data/template.py"
+    try:
+        found = read_registry(path) if path is not None else {}
+    except (OSError, SyntaxError, ValueError):
+        found = {}
+    if found:
+        return found, "read from its installed data/template.py"
     return dict(TABLE), "from chatlab's table of LLaMA-Factory 0.9.5"
 
 

@@ -1,8 +1,6 @@
 """LMDeploy's JSON chat-template config (`lmdeploy serve api_server --chat-template FILE.json`).
-
 LMDeploy writes `{system}{meta_instruction}{eosys}` when the first message is not a system one,
-then per message `{box}{content}{eox}`, then `{assistant}`; no tools. Null fields become ''.
-"""
+then per message `{box}{content}{eox}`, then `{assistant}`; no tools. Null fields become ''."""
 from __future__ import annotations
 
 import json

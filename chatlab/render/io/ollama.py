@@ -1,8 +1,6 @@
 '''Ollama Modelfiles: read one (its TEMPLATE rendered by gotemplate.py) and export a chatlab
 template as one. A Hermes tool format is written as Go template text that rebuilds chatlab's tool
-text key by key; Ollama hands it Go values (sorted maps, api.ToolProperty's keys only), so the
-render is id-equal in that layout (see the export's header); `chatlab certify` shows the rest.
-'''
+text key by key, id-equal in the layout the export's header states.'''
 from __future__ import annotations
 
 import json
@@ -12,7 +10,7 @@ from typing import Sequence
 
 from chatlab._thirdparty import GoValue, Jsonable
 from chatlab.errors import CannotExpress, ChatlabError
-from chatlab.render.encoder import Encoder, Piece
+from chatlab.render.encoder import Piece
 from chatlab.render.io.flat import around, check_flat, flat, without_engine_bos
 from chatlab.render.io.gotemplate import Evaluator, GoNode, Parser, Val
 from chatlab.render.io.govalues import message
@@ -32,8 +30,8 @@ class Modelfile:
     parameters: dict[str, list[str]] = field(default_factory=dict)
     nodes: list[GoNode] = field(default_factory=list, repr=False)
 
-    def render(self, encoder: Encoder, messages: Sequence[Message], tools: Sequence[ToolSpec],
-               add_generation_prompt: bool, options: dict[str, Jsonable]) -> list[Piece]:
+    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], add_generation_prompt: bool,
+               options: dict[str, Jsonable]) -> list[Piece]:
         """The pieces Ollama's template gives this chat: once over the collated .Messages, or (a
         legacy .System/.Prompt/.Response one) once per round, the last up to its first .Response."""
         if tools and not mentions(self.nodes, "Tools"):
