@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from chatlab.backends.precision import cpu
-from chatlab.lab import route
+from chatlab.lab import classbook, route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 if TYPE_CHECKING:
@@ -426,7 +426,7 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
         if everything and numbers:
             todo = [t for t in todo if t[0] in numbers]
         if klass:
-            route.check_class_notebook()
+            classbook.check_class_notebook()
             todo = [class_plan()]
     except RouteError as err:
         print(err, file=sys.stderr)
