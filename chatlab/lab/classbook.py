@@ -27,7 +27,8 @@ def route_table(stops: tuple[RouteStop, ...] = ROUTE) -> str:
         note = f" ({stop.note})" if stop.note else ""
         home = f"; at home: {'; '.join(stop.homework)}" if stop.homework else ""
         rows.append(f"| {minutes[stop.notebook][0]} | **{stop.notebook}** · {'; '.join(stop.sections)}{note}{home} |")
-    rows.append(f"| {CLASS_MINUTES - setup - sum(m for m, _ in minutes.values())} | questions and discussion |")
+    left = CLASS_MINUTES - setup - sum(m for m, _ in minutes.values())
+    rows.append(f"| {left} | questions and discussion |")
     return "\n".join(rows)
 
 
