@@ -276,12 +276,6 @@ def cell_seconds(cell: nbformat.NotebookNode) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
-def reading_minutes(text: str, code: bool) -> float:
-    if code:
-        return sum(1 for line in text.splitlines() if line.strip()) / CODE_LINES_PER_MINUTE
-    return len(text.split()) / WORDS_PER_MINUTE
-
-
 @dataclass(frozen=True)
 class Rehearsed:
     """One notebook's row of the cold rehearsal."""
@@ -333,10 +327,12 @@ def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.Notebook
         piece = parts[k]
         if piece.cell in (0, first):
             continue
-        cell = cells[piece.cell]
-        total += reading_minutes(piece_source(piece, cells), cell.cell_type == "code")
+        cell, text = cells[piece.cell], piece_source(piece, cells)
         if cell.cell_type == "code":
+            total += sum(1 for line in text.splitlines() if line.strip()) / CODE_LINES_PER_MINUTE
             total += scale * cell_seconds(cell) / 60
+        else:
+            total += len(text.split()) / WORDS_PER_MINUTE
     return total
 
 
@@ -367,12 +363,10 @@ def class_setup_minutes() -> int:
     return math.ceil(sum(max(r.parts.get(p, 0.0) for r in rows) for p in SETUP_PARTS) / 60)
 
 
-def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
+def validate(route: tuple[RouteStop, ...] = ROUTE) -> None:
     """Raise RouteError naming every problem of `route`; ROUTE must also leave DISCUSSION minutes free."""
-    found = []
-    for stop in route:
-        found += problems(stop, read(stop.notebook, folder))
-    if route is ROUTE and folder == NOTEBOOKS:
+    found = [problem for stop in route for problem in problems(stop, read(stop.notebook))]
+    if route is ROUTE:
         used = class_setup_minutes() + sum(m for m, _ in minutes().values())
         if used > CLASS_MINUTES - DISCUSSION:
             found.append(f"the route takes {used} of the class's {CLASS_MINUTES} minutes, leaving less than "

@@ -15,13 +15,10 @@ from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
 from chatlab.lab import PYTHONS, colab
 
-# The default clone source of the first cell (CHATLAB_REPO overrides it) and the badges' target.
-REPO_URL = "https://github.com/chatlab-course/chatlab"
+REPO_URL = "https://github.com/chatlab-course/chatlab"  # the badges' target; CHATLAB_REPO overrides the clone
 COLAB_CLONE = "/content/chatlab"
 
-# The notebooks' first code cell, verbatim. On Colab it gets the code before chatlab can be
-# imported: a checkout already at CLONE, else an uploaded zip of the repository, else a clone of
-# REPO; a failed clone leaves nothing at CLONE for the next run to trip over.
+# The notebooks' first code cell, verbatim: on Colab it gets the code before chatlab can be imported.
 BOOTSTRAP = f'''\
 # Set up this session: nothing to install locally or on Binder; on Colab this gets the code (a clone of
 # CHATLAB_REPO, or a folder or zip of the repository uploaded to the session) and installs what Colab
@@ -134,8 +131,7 @@ def repo_of(folder: Path) -> Path | None:
 
 
 def folder_problem(cwd: Path, package: Path) -> str | None:
-    """A notebook run from one checkout against chatlab imported from another: the notebook's
-    code and the library it calls can disagree, so say which to use."""
+    """A notebook of one checkout run against chatlab imported from another: say which to use."""
     mine = repo_of(cwd.resolve())
     used = package.resolve().parent
     if mine is None or mine == used:
@@ -145,8 +141,7 @@ def folder_problem(cwd: Path, package: Path) -> str | None:
 
 
 def setup(install: object = None) -> str:
-    """Check (and on Colab, install); print one status line. Returns where it runs.
-    `install` replaces colab.install in tests."""
+    """Check (on Colab, install first); print one status line; where it runs. `install`: for tests."""
     place = where()
     # set after an install replaced loaded packages; a restart is a new process (a new pid)
     if os.environ.get("CHATLAB_RESTART_PENDING") == str(os.getpid()):
