@@ -154,28 +154,24 @@ def write_route_text(readme: Path = NOTEBOOKS.parent / "README.md", folder: Path
     changed: set[Path] = set()
     for _ in range(5):
         route.minutes.cache_clear()
-        moved = False
+        moved: set[Path] = set()
         for number in NUMBERS:
             path = route.notebook_path(number, folder)
             nb = nbformat.read(path, as_version=4)
-            edited = False
+            before = [cell.source for cell in nb.cells]
             for cell in nb.cells:
-                if cell.cell_type != "markdown":
-                    continue
-                text = TIME_LINE.sub(lambda m: time_line(number), cell.source) if cell.source.startswith("# ") \
-                    else cell.source
-                text = _rewrite(text) if number == "01" else text
-                if text != cell.source:
-                    cell.source, edited = text, True
-            if edited:
+                if cell.cell_type == "markdown" and cell.source.startswith("# "):
+                    cell.source = TIME_LINE.sub(lambda m: time_line(number), cell.source)
+                if cell.cell_type == "markdown" and number == "01":
+                    cell.source = _rewrite(cell.source)
+            if [cell.source for cell in nb.cells] != before:
                 nbformat.write(nb, path)
-                changed.add(path)
-                moved = True
+                moved.add(path)
         text = readme.read_text()
         if (new := _rewrite(text)) != text:
             readme.write_text(new)
-            changed.add(readme)
-            moved = True
+            moved.add(readme)
         if not moved:
             return sorted(changed)
+        changed |= moved
     raise RouteError("the route's minutes did not settle after five rewrites of the notebooks' time lines")

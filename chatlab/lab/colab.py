@@ -43,12 +43,8 @@ def lock_file(repo: Path, tag: str) -> Path:
 
 def pins(text: str) -> dict[str, str]:
     """canonical name -> version of every `name==version` line of a requirements file."""
-    found = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
-        if m:
-            found[canonical(m.group(1))] = m.group(2)
-    return found
+    return {canonical(m.group(1)): m.group(2)
+            for m in re.finditer(r"^[ \t]*([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
 
 
 def needs(repo: Path) -> list[str]:

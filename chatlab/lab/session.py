@@ -81,9 +81,7 @@ def where() -> str:
     """"colab", "binder" or "local"."""
     if "google.colab" in sys.modules:
         return "colab"
-    if any(k.startswith("BINDER_") for k in os.environ):
-        return "binder"
-    return "local"
+    return "binder" if any(k.startswith("BINDER_") for k in os.environ) else "local"
 
 
 def python_problem(version: tuple[int, int] | None = None, place: str = "local") -> str | None:
@@ -122,17 +120,10 @@ def assets_problem(place: str = "local") -> str | None:
             f"Fix: {how}; or one at a time: pip install --no-deps --force-reinstall {missing[0]}")
 
 
-def repo_of(folder: Path) -> Path | None:
-    """The chatlab checkout a folder belongs to (it or a parent holds chatlab/__init__.py)."""
-    for candidate in (folder, *folder.parents):
-        if (candidate / "chatlab" / "__init__.py").is_file():
-            return candidate
-    return None
-
-
 def folder_problem(cwd: Path, package: Path) -> str | None:
     """A notebook of one checkout run against chatlab imported from another: say which to use."""
-    mine = repo_of(cwd.resolve())
+    here = cwd.resolve()
+    mine = next((d for d in (here, *here.parents) if (d / "chatlab" / "__init__.py").is_file()), None)
     used = package.resolve().parent
     if mine is None or mine == used:
         return None
