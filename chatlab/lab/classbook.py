@@ -26,7 +26,8 @@ def route_table(stops: tuple[RouteStop, ...] = ROUTE) -> str:
     for stop in stops:
         note = f" ({stop.note})" if stop.note else ""
         home = f"; at home: {'; '.join(stop.homework)}" if stop.homework else ""
-        rows.append(f"| {minutes[stop.notebook][0]} | **{stop.notebook}** · {'; '.join(stop.sections)}{note}{home} |")
+        sections = "; ".join(stop.sections)
+        rows.append(f"| {minutes[stop.notebook][0]} | **{stop.notebook}** · {sections}{note}{home} |")
     left = CLASS_MINUTES - setup - sum(m for m, _ in minutes.values())
     rows.append(f"| {left} | questions and discussion |")
     return "\n".join(rows)
@@ -120,11 +121,13 @@ def check_class_notebook(path: Path | None = None) -> None:
     stored = nbformat.read(path, as_version=4).cells
     fresh = class_notebook().cells
     for k, (a, b) in enumerate(zip(stored, fresh)):
-        if (a.cell_type, a.source, a.get("outputs"), a.get("id")) != (b.cell_type, b.source, b.get("outputs"), b.get("id")):
+        kept, made = [(c.cell_type, c.source, c.get("outputs"), c.get("id")) for c in (a, b)]
+        if kept != made:
             raise RouteError(f"{path.name} is out of sync with the nine notebooks at cell {k} "
                              f"({b.get('id')}): {GENERATE_FIX}")
     if len(stored) != len(fresh):
-        raise RouteError(f"{path.name} has {len(stored)} cells where the route gives {len(fresh)}: {GENERATE_FIX}")
+        raise RouteError(f"{path.name} has {len(stored)} cells where the route gives {len(fresh)}: "
+                         f"{GENERATE_FIX}")
 
 
 def write_class_notebook(path: Path | None = None) -> Path:
@@ -135,8 +138,8 @@ def write_class_notebook(path: Path | None = None) -> Path:
     return path
 
 
-COURSE_LINE = re.compile(r"The nine notebooks take about \d+ minutes \(about \d+ hours\): the \d+-minute class below "
-                         r"and \d+ at home")
+COURSE_LINE = re.compile(r"The nine notebooks take about \d+ minutes \(about \d+ hours\): "
+                         r"the \d+-minute class below and \d+ at home")
 TIME_LINE = re.compile(r"\*\*Time:\*\* about .*?(?:homework\.|exercises\.)", re.S)
 TABLE = re.compile(r"\| minutes \| notebook · sections \|\n(?:\|.*\|\n?)+")
 

@@ -1,8 +1,7 @@
-"""`chatlab rehearse`: after the route validates, each notebook's route cells run cold and timed in
-a fresh kernel from an empty model store. A cell error or stderr fails it, except BUILD_NOTICES
-and the stderr its stored output shows (a refusal the lesson demonstrates); with --cgroup (Binder's
-2 GB) so does an out-of-memory kill. --colab runs each notebook on a cold runtime of the Colab
-replica (tests/colab/replica.py), timing the install, its restart, the export env and the exports.
+"""`chatlab rehearse`: each notebook's route cells run cold and timed in a fresh kernel from an empty
+model store. A cell error, stderr (but BUILD_NOTICES and what its stored output shows) or, with
+--cgroup (Binder's 2 GB), an out-of-memory kill fails it. --colab runs each on a cold runtime of the
+Colab replica (tests/colab/replica.py), timing the install, its restart, the export env and exports.
 """
 from __future__ import annotations
 
@@ -57,15 +56,17 @@ class Row:
         return self.setup_s + self.route_s
 
 
-def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
-    """(notebook, the cell indices to run, how many of them are setup) per notebook."""
+def plan(stops: tuple[RouteStop, ...], numbers: list[str],
+         everything: bool) -> list[tuple[str, list[int], int]]:
+    """(notebook, the cell indices to run, how many are setup) per notebook (`numbers`: only those)."""
     out = []
     for number in route.NUMBERS if everything else [s.notebook for s in stops]:
+        if numbers and number not in numbers:
+            continue
         cells = route.read(number)
-        setup, _ = route.sections(cells)
         chosen = (list(range(len(cells))) if everything
                   else route.route_cells(next(s for s in stops if s.notebook == number), cells))
-        out.append((number, chosen, len(setup)))
+        out.append((number, chosen, len(route.sections(cells)[0])))
     return out
 
 
@@ -382,15 +383,12 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
         route.validate(stops)
         if klass and (numbers or everything):
             raise RouteError("rehearse --class runs the whole class notebook: leave out --all and notebook numbers")
-        chosen = tuple(s for s in stops if not numbers or s.notebook in numbers)
         if unknown := sorted(set(numbers) - set(route.NUMBERS)):
             raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.NUMBERS)}")
         off = sorted(set(numbers) - {s.notebook for s in stops})
         if off and not everything:
             raise RouteError(f"rehearse: notebook {off[0]} is not on the route; --all {off[0]} runs all of it")
-        todo = plan(chosen, everything)
-        if everything and numbers:
-            todo = [t for t in todo if t[0] in numbers]
+        todo = plan(stops, numbers, everything)
         if klass:
             classbook.check_class_notebook()
             todo = [class_plan()]
