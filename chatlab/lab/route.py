@@ -336,25 +336,21 @@ def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.Notebook
     return total
 
 
-def home_minutes(number: str) -> int:
-    """What a notebook leaves for home: what the route skips, and EXERCISE_MINUTES per exercise."""
-    cells = read(number)
-    stop = next((s for s in ROUTE if s.notebook == number), None)
-    on = set(route_pieces(stop, cells)) if stop else set()
-    rest = [k for k in range(len(pieces(cells))) if k not in on]
-    exercises = sum(s.title.startswith("Exercise ") for s in sections(cells)[1])
-    return math.ceil(pieces_minutes(number, rest, cells, machine_scale(number, cells, number in rehearsal(True)))
-                     + EXERCISE_MINUTES * exercises)
-
-
 @lru_cache(maxsize=1)
 def minutes() -> dict[str, tuple[int, int]]:
-    """Each notebook's time in minutes: (in the class, at home)."""
-    on = {}
-    for stop in ROUTE:
-        cells = read(stop.notebook)
-        on[stop.notebook] = math.ceil(pieces_minutes(stop.notebook, route_pieces(stop, cells), cells))
-    return {n: (on.get(n, 0), home_minutes(n)) for n in NUMBERS}
+    """Each notebook's time in minutes: (in the class, at home: what the route skips, and
+    EXERCISE_MINUTES per exercise)."""
+    found = {}
+    for number in NUMBERS:
+        cells = read(number)
+        stop = next((s for s in ROUTE if s.notebook == number), None)
+        on = route_pieces(stop, cells) if stop else []
+        rest = [k for k in range(len(pieces(cells))) if k not in on]
+        exercises = sum(s.title.startswith("Exercise ") for s in sections(cells)[1])
+        home = pieces_minutes(number, rest, cells, machine_scale(number, cells, number in rehearsal(True)))
+        found[number] = (math.ceil(pieces_minutes(number, on, cells)) if stop else 0,
+                         math.ceil(home + EXERCISE_MINUTES * exercises))
+    return found
 
 
 def class_setup_minutes() -> int:
