@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from chatlab.lab import route
+from chatlab.lab import classbook, route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,18 +24,18 @@ def test_the_route_validates_and_leaves_time_for_discussion() -> None:
     route.validate()
     used = route.class_setup_minutes() + sum(route.minutes()[s.notebook][0] for s in ROUTE)
     assert used <= route.CLASS_MINUTES - route.DISCUSSION
-    assert route.route_table().endswith(f"| {route.CLASS_MINUTES - used} | questions and discussion |")
+    assert classbook.route_table().endswith(f"| {route.CLASS_MINUTES - used} | questions and discussion |")
     assert all(route.minutes()[n][0] == 0 for n in route.NUMBERS if n not in {s.notebook for s in ROUTE})
 
 
 def test_readme_and_notebook_01_show_the_generated_table_and_course_time() -> None:
-    table = route.route_table()
+    table = classbook.route_table()
     readme = (ROOT / "README.md").read_text()
-    assert table in readme and route.course_line() in readme
+    assert table in readme and classbook.course_line() in readme
     assert "about 3 hours" not in readme
     cells = nbformat.read(route.notebook_path("01"), as_version=4).cells
-    assert [c for c in cells if c.cell_type == "markdown" and table in c.source and route.course_line() in c.source], \
-        "notebook 01's route cell does not hold route.route_table() and route.course_line()"
+    assert [c for c in cells if c.cell_type == "markdown" and table in c.source and classbook.course_line() in c.source], \
+        "notebook 01's route cell does not hold classbook.route_table() and classbook.course_line()"
 
 
 def test_a_section_costs_its_reading_and_its_scaled_machine_time() -> None:
@@ -73,7 +73,7 @@ def test_the_machine_scale_comes_from_the_rehearsal_of_the_cells_it_ran() -> Non
 def test_each_notebook_states_its_minutes_under_its_title(number: str) -> None:
     cells = nbformat.read(route.notebook_path(number), as_version=4).cells
     title = next(c for c in cells if c.cell_type == "markdown" and c.source.startswith("# "))
-    assert route.time_line(number) in title.source
+    assert classbook.time_line(number) in title.source
 
 
 def test_a_section_that_does_not_exist_is_named() -> None:
@@ -163,15 +163,15 @@ def test_homework_outside_the_route_is_named() -> None:
 
 
 def test_the_stored_class_notebook_is_in_sync() -> None:
-    route.check_class_notebook()
+    classbook.check_class_notebook()
 
 
 def test_the_class_notebook_has_one_setup_then_the_route_in_order() -> None:
-    nb = route.class_notebook()
+    nb = classbook.class_notebook()
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert sum("from chatlab.lab.session import setup" in c.source for c in code) == 1
-    assert code[0].source.startswith(route.MODEL_PARAMETER) and "@param" in code[0].source
-    assert code[1].source == route.BUILD_EXPORTS
+    assert code[0].source.startswith(classbook.MODEL_PARAMETER) and "@param" in code[0].source
+    assert code[1].source == classbook.BUILD_EXPORTS
     assert "before starting Jupyter" not in nb.cells[0].source
     ids = [c.id for c in nb.cells if c.id.startswith("nb")]
     expected = [f"nb{s.notebook}-c{route.pieces(route.read(s.notebook))[k].cell}" for s in ROUTE
@@ -184,14 +184,14 @@ def test_the_class_notebook_has_one_setup_then_the_route_in_order() -> None:
 
 
 def test_a_class_notebook_out_of_sync_is_refused_naming_the_fix(tmp_path: Path) -> None:
-    nb = route.class_notebook()
+    nb = classbook.class_notebook()
     nb.cells[10].source += "\n# edited by hand"
     path = tmp_path / "class.ipynb"
     nbformat.write(nb, path)
     with pytest.raises(RouteError, match=r"out of sync with the nine notebooks at cell 10 .*chatlab class-notebook"):
-        route.check_class_notebook(path)
+        classbook.check_class_notebook(path)
     with pytest.raises(RouteError, match="does not exist: regenerate it with `chatlab class-notebook`"):
-        route.check_class_notebook(tmp_path / "missing.ipynb")
+        classbook.check_class_notebook(tmp_path / "missing.ipynb")
 
 
 def test_the_cli_checks_and_writes_the_class_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -214,14 +214,14 @@ def test_stale_minutes_are_rewritten_where_they_are_stated(tmp_path: Path) -> No
         shutil.copy(route.notebook_path(number), folder)
     readme = tmp_path / "README.md"
     fresh = (ROOT / "README.md").read_text()
-    readme.write_text(fresh.replace(route.course_line(), "The nine notebooks take about 3 minutes (about 0 hours): "
+    readme.write_text(fresh.replace(classbook.course_line(), "The nine notebooks take about 3 minutes (about 0 hours): "
                                     "the 120-minute class below and 1 at home"))
     nb = nbformat.read(folder / route.notebook_path("03").name, as_version=4)
     title = next(c for c in nb.cells if c.source.startswith("# 03"))
-    title.source = title.source.replace(route.time_line("03"), "**Time:** about 1 minutes, exercises included; "
+    title.source = title.source.replace(classbook.time_line("03"), "**Time:** about 1 minutes, exercises included; "
                                         "the 2-hour class leaves this notebook for homework.")
     nbformat.write(nb, folder / route.notebook_path("03").name)
-    changed = route.write_route_text(readme, folder)
+    changed = classbook.write_route_text(readme, folder)
     assert changed == sorted([readme, folder / route.notebook_path("03").name])
     assert readme.read_text() == fresh
-    assert route.time_line("03") in nbformat.read(folder / route.notebook_path("03").name, as_version=4).cells[2].source
+    assert classbook.time_line("03") in nbformat.read(folder / route.notebook_path("03").name, as_version=4).cells[2].source

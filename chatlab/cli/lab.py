@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from chatlab.lab import rehearse, route
+from chatlab.lab import classbook, rehearse, route
 from chatlab.lab.doctor import collect, print_report
 
 
@@ -46,15 +46,15 @@ def run_rehearse(args: argparse.Namespace) -> int:
 def write_class(args: argparse.Namespace) -> int:
     if args.check:
         try:
-            route.check_class_notebook()
+            classbook.check_class_notebook()
         except route.RouteError as err:
             print(f"chatlab class-notebook: {err}")
             return 1
         print(f"{route.CLASS_NOTEBOOK.name} is in sync with the route and the nine notebooks")
         return 0
-    for path in route.write_route_text():
+    for path in classbook.write_route_text():
         print(f"updated the route's minutes in {path}")
-    print(f"wrote {route.write_class_notebook()}")
+    print(f"wrote {classbook.write_class_notebook()}")
     return 0
 
 

@@ -10,24 +10,25 @@ import re
 import subprocess
 import sys
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 from chatlab.errors import ChatlabError
 
 STAMP = ".chatlab-colab-installed"
-# Missing packages whose lock pin does not fit Colab's versions: pip picks one that fits (name -> why).
+# Packages whose lock pin does not fit Colab's versions: pip picks one that fits (name -> why).
 LOCK_PIN_DROPPED: dict[str, str] = {
     "langchain-openai": "the lock's 1.7.4 does not fit Colab's langchain-core 1.5.5 and langchain "
                         "1.3.15; pip takes 1.5.1",
+    "setuptools": "replaced (see REPLACED), below the lock's pin",
 }
 # Installed packages chatlab cannot work with at Colab's version: replaced, and the cell says so
-# (name -> why). Each gets the lock's pin, or none where the lock's does not fit either.
+# (name -> why). Each gets the lock's pin, unless LOCK_PIN_DROPPED names it.
 REPLACED: dict[str, str] = {
     "nltk": "llama-index-core 0.14.25 needs nltk>=3.9.3; Colab has 3.9.1",
     "setuptools": "llama-index-core 0.14.25 needs setuptools>=80.9 (Colab has 75.2.0) and Colab's "
                   "torch 2.11 needs <82, below the lock's 84.2.1",
 }
-UNPINNED = {"setuptools"}  # replaced without the lock's pin (see REPLACED)
 
 
 def canonical(name: str) -> str:
@@ -42,12 +43,8 @@ def lock_file(repo: Path, tag: str) -> Path:
 
 def pins(text: str) -> dict[str, str]:
     """canonical name -> version of every `name==version` line of a requirements file."""
-    found = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*([A-Za-z0-9_.\-]+)==([^\s;#]+)", line)
-        if m:
-            found[canonical(m.group(1))] = m.group(2)
-    return found
+    return {canonical(m.group(1)): m.group(2)
+            for m in re.finditer(r"^[ \t]*([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
 
 
 def needs(repo: Path) -> list[str]:
@@ -60,31 +57,22 @@ def needs(repo: Path) -> list[str]:
 def installed_versions(names: list[str] | None = None) -> dict[str, str | None]:
     """canonical name -> version of every distribution this Python has (chatlab excluded: it
     is what gets installed); with `names`, just those, as given, None for a missing one."""
-    found: dict[str, str | None] = {}
-    if names is not None:
-        for name in names:
-            try:
-                found[name] = md.version(name)
-            except md.PackageNotFoundError:
-                found[name] = None
-        return found
-    for dist in md.distributions():
-        name = dist.metadata["Name"]
-        if name and canonical(name) != "chatlab":
-            found[canonical(name)] = dist.version
+    if names is None:
+        return {canonical(d.metadata["Name"]): d.version for d in md.distributions()
+                if d.metadata["Name"] and canonical(d.metadata["Name"]) != "chatlab"}
+    found: dict[str, str | None] = dict.fromkeys(names)
+    for name in names:
+        with suppress(md.PackageNotFoundError):
+            found[name] = md.version(name)
     return found
 
 
 def constraints(installed: dict[str, str | None], lock: dict[str, str]) -> list[str]:
-    """Installed packages at their installed version; missing ones (and the REPLACED ones) at
-    the lock's pin, unless dropped (LOCK_PIN_DROPPED). pip never changes a constrained
-    installed package."""
-    lines = [f"{name}=={version}" for name, version in sorted(installed.items())
-             if name not in REPLACED]
-    lines += [f"{name}=={version}" for name, version in sorted(lock.items())
-              if (name not in installed or name in REPLACED)
-              and name not in LOCK_PIN_DROPPED and name not in UNPINNED]
-    return lines
+    """Installed packages at their installed version (pip never changes them); missing ones and the
+    REPLACED ones at the lock's pin, unless LOCK_PIN_DROPPED names them."""
+    lines = [f"{name}=={version}" for name, version in sorted(installed.items()) if name not in REPLACED]
+    return lines + [f"{name}=={version}" for name, version in sorted(lock.items())
+                    if (name not in installed or name in REPLACED) and name not in LOCK_PIN_DROPPED]
 
 
 def install_plan(repo: Path, python: str, constraints_file: Path) -> list[list[str]]:

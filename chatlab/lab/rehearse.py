@@ -1,11 +1,7 @@
-"""Rehearse the 2-hour class (`chatlab rehearse`): the route's cells of each notebook run cold and timed.
-
-The route is validated first. Each notebook then runs in a fresh kernel from an empty model store
-(a temporary CHATLAB_HOME); a row per notebook gives setup and route seconds and peak memory. A
-cell error or stderr fails it, except BUILD_NOTICES and the stderr its stored output shows (a
-refusal the lesson demonstrates); with --cgroup (Binder's 2 GB) so does an out-of-memory kill.
---colab runs each notebook on a cold runtime of the Colab replica (tests/colab/replica.py), timing
-the install, the restart it asks for, the export environment's build and the exports.
+"""`chatlab rehearse`: each notebook's route cells run cold and timed in a fresh kernel from an empty
+model store. A cell error, stderr (but BUILD_NOTICES and what its stored output shows) or, with
+--cgroup (Binder's 2 GB), an out-of-memory kill fails it. --colab runs each on a cold runtime of the
+Colab replica (tests/colab/replica.py), timing the install, its restart, the export env and exports.
 """
 from __future__ import annotations
 
@@ -19,13 +15,17 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
+from unittest import mock
+
+import psutil
 
 from chatlab.backends.precision import cpu
-from chatlab.lab import route
+from chatlab.lab import classbook, route
 from chatlab.lab.route import ROUTE, RouteError, RouteStop
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 REPO = route.NOTEBOOKS.parent
 # stderr lines a cold model store prints once per build: progress, not a problem
 BUILD_NOTICES = ("chatlab: exporting ", "chatlab: building the export environment ")
-# the parts of a Colab setup the table shows, in order
-PARTS = ("install", "restart", "env", "export")
 INSTALL_LIMIT = 8_000_000_000  # the Colab install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"  # in the SetupError of a Colab set-up cell that needs one
 
@@ -50,28 +48,25 @@ class Row:
     peak_mb: float = 0.0
     problem: str = ""
     indices: list[int] = field(default_factory=list)  # the notebook's code cells that ran
-    # seconds of the setup's parts measured (PARTS), and from the start to the end of the first
-    # live bite (None where none ran)
-    parts: dict[str, float] = field(default_factory=dict)
-    bite_s: float | None = None
+    parts: dict[str, float] = field(default_factory=dict)  # seconds of route.SETUP_PARTS measured
+    bite_s: float | None = None  # from the start to the end of the first live bite
 
     @property
     def total_s(self) -> float:
         return self.setup_s + self.route_s
 
 
-def plan(stops: tuple[RouteStop, ...], everything: bool) -> list[tuple[str, list[int], int]]:
-    """(notebook, the cell indices to run, how many of them are setup) per notebook."""
-    import nbformat
-
+def plan(stops: tuple[RouteStop, ...], numbers: list[str],
+         everything: bool) -> list[tuple[str, list[int], int]]:
+    """(notebook, the cell indices to run, how many are setup) per notebook (`numbers`: only those)."""
     out = []
-    numbers = list(route.NUMBERS) if everything else [s.notebook for s in stops]
-    for number in numbers:
-        cells = nbformat.read(route.notebook_path(number), as_version=4).cells
-        setup, _ = route.sections(cells)
+    for number in route.NUMBERS if everything else [s.notebook for s in stops]:
+        if numbers and number not in numbers:
+            continue
+        cells = route.read(number)
         chosen = (list(range(len(cells))) if everything
                   else route.route_cells(next(s for s in stops if s.notebook == number), cells))
-        out.append((number, chosen, len(setup)))
+        out.append((number, chosen, len(route.sections(cells)[0])))
     return out
 
 
@@ -92,20 +87,14 @@ class _Peak:
         self._thread.start()
 
     def _run(self) -> None:
-        import psutil
-
         while not self._stop.is_set():
-            try:
+            with suppress(psutil.Error):
                 root = psutil.Process(self.pid)
                 total = root.memory_info().rss
                 for child in root.children(recursive=True):
-                    try:
+                    with suppress(psutil.Error):
                         total += child.memory_info().rss
-                    except psutil.Error:
-                        pass
                 self.peak = max(self.peak, total)
-            except psutil.Error:
-                pass
             self._stop.wait(0.2)
 
     def stop(self) -> int:
@@ -116,17 +105,13 @@ class _Peak:
 
 def kill_children(pid: int) -> None:
     """End what a kernel left running, so that nothing writes into the store after it is removed."""
-    import psutil
-
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return
     for child in children:
-        try:
+        with suppress(psutil.Error):
             child.kill()
-        except psutil.Error:
-            pass
     psutil.wait_procs(children, timeout=10)
 
 
@@ -137,17 +122,7 @@ def kernel_sampler(client: object, number: str) -> _Peak:
     return _Peak(pid)
 
 
-def restore_env(saved: dict[str, str | None]) -> None:
-    """Put back the environment variables `saved` (None: it was not set)."""
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
-# Where the copy keeps a cell's stored stderr: writing it again is the lesson, not a fault.
-STORED_STDERR = "chatlab_stored_stderr"
+STORED_STDERR = "chatlab_stored_stderr"  # metadata: a cell's stored stderr, the lesson and not a fault
 
 
 def _stderr_lines(text: str) -> list[str]:
@@ -172,8 +147,7 @@ def is_bite(cell: nbformat.NotebookNode) -> bool:
 
 
 def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, Row]:
-    """The chosen cells of notebook `number`, outputs cleared (stored stderr kept in the metadata),
-    and an empty row for them."""
+    """The chosen cells of notebook `number`, outputs cleared (stored stderr kept), and their empty row."""
     import nbformat
 
     source = nbformat.read(route.CLASS_NOTEBOOK if number == "class" else route.notebook_path(number),
@@ -192,8 +166,7 @@ def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, R
 
 def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, began: float,
               number: int) -> bool:
-    """Book a cell that just ran into `row`; False, with `row.problem` set, when it failed or
-    wrote stderr."""
+    """Book a cell that just ran into `row`; False, with `row.problem` set, when it failed or wrote stderr."""
     now = time.perf_counter()
     if setup:
         row.setup_s = now - start
@@ -261,15 +234,13 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
 
 def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index: int, number: str,
                       cgroup: object | None) -> _Peak:
-    """Restart the kernel and run the set-up cell again (under Binder's limit from here on); a
-    sampler of the new kernel."""
+    """Restart the kernel, rerun the set-up cell (in Binder's limit from here on); a new sampler."""
     from nbclient.util import run_sync
 
     if cgroup is not None:
         limit = str(_tests_module("kernel_cgroup").LIMIT_BYTES)
         (cgroup.path / "memory.limit_in_bytes").write_text(limit)  # type: ignore[attr-defined]
-    # the async manager and client nbclient made (typed as their sync bases)
-    run_sync(getattr(client.km, "restart_kernel"))(now=True)
+    run_sync(getattr(client.km, "restart_kernel"))(now=True)  # nbclient's async manager and client
     run_sync(getattr(client.kc, "wait_for_ready"))(timeout=120)
     sampler = kernel_sampler(client, number)
     cell.outputs = []
@@ -279,7 +250,7 @@ def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index
 
 def table(rows: list[Row]) -> str:
     """One line per notebook and a total; the setup's parts and the first bite where measured."""
-    parts = [p for p in PARTS if any(p in r.parts for r in rows)]
+    parts = [p for p in route.SETUP_PARTS if any(p in r.parts for r in rows)]
     bite = any(r.bite_s is not None for r in rows)
     extra = "".join(f"{p + ' s':>10}" for p in parts) + (f"{'bite s':>9}" if bite else "")
 
@@ -299,8 +270,7 @@ def table(rows: list[Row]) -> str:
 
 
 class LocalRunner:
-    """Runs one notebook's chosen cells in a fresh kernel of this Python, in a 2 GB cgroup when
-    asked; `home` is the rehearsal's temporary folder."""
+    """One notebook's chosen cells in a fresh kernel of this Python, in a 2 GB cgroup when asked."""
 
     def prepare(self) -> None:
         pass
@@ -388,22 +358,19 @@ class ColabRunner:
         runtime = home / f"runtime-{number}"
         content, store = runtime / "content", runtime / "chatlab-home"
         shutil.copytree(REPO, content / "chatlab", ignore=shutil.ignore_patterns(*self.replica.NOT_CLONED))
-        saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "CHATLAB_CLONE", "CHATLAB_REPO", "PYTHONPATH",
-                                                "JUPYTER_PATH")}
-        os.environ.update(CHATLAB_HOME=str(store), CHATLAB_CLONE=str(content / "chatlab"),
-                          CHATLAB_REPO="https://invalid.example/not-cloned",  # the copy is the clone
-                          JUPYTER_PATH=str(runtime / "jupyter"))
-        os.environ.pop("PYTHONPATH", None)  # the kernel imports chatlab from the clone, as on Colab
-        group, kernel = self.kernel(runtime / "jupyter", cgroup)
-        try:
-            row = run_notebook(number, cells, n_setup, kernel, group, content)
-            row.parts.update(build_seconds(store))
-            return row
-        finally:
-            if group is not None:
-                group.remove()  # type: ignore[attr-defined]
-            restore_env(saved)
-            shutil.rmtree(runtime, ignore_errors=True)
+        with mock.patch.dict(os.environ, CHATLAB_HOME=str(store), CHATLAB_CLONE=str(content / "chatlab"),
+                             CHATLAB_REPO="https://invalid.example/not-cloned",  # the copy is the clone
+                             JUPYTER_PATH=str(runtime / "jupyter")):
+            os.environ.pop("PYTHONPATH", None)  # the kernel imports chatlab from the clone, as on Colab
+            group, kernel = self.kernel(runtime / "jupyter", cgroup)
+            try:
+                row = run_notebook(number, cells, n_setup, kernel, group, content)
+                row.parts.update(build_seconds(store))
+                return row
+            finally:
+                if group is not None:
+                    group.remove()  # type: ignore[attr-defined]
+                shutil.rmtree(runtime, ignore_errors=True)
 
 
 def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False,
@@ -416,17 +383,14 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
         route.validate(stops)
         if klass and (numbers or everything):
             raise RouteError("rehearse --class runs the whole class notebook: leave out --all and notebook numbers")
-        chosen = tuple(s for s in stops if not numbers or s.notebook in numbers)
         if unknown := sorted(set(numbers) - set(route.NUMBERS)):
             raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.NUMBERS)}")
         off = sorted(set(numbers) - {s.notebook for s in stops})
         if off and not everything:
             raise RouteError(f"rehearse: notebook {off[0]} is not on the route; --all {off[0]} runs all of it")
-        todo = plan(chosen, everything)
-        if everything and numbers:
-            todo = [t for t in todo if t[0] in numbers]
+        todo = plan(stops, numbers, everything)
         if klass:
-            route.check_class_notebook()
+            classbook.check_class_notebook()
             todo = [class_plan()]
     except RouteError as err:
         print(err, file=sys.stderr)
@@ -437,20 +401,15 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
         return 0
     runner = runner or LocalRunner()
     runner.prepare()
-    home = Path(tempfile.mkdtemp(prefix="chatlab-rehearse-"))
-    saved = {k: os.environ.get(k) for k in ("CHATLAB_HOME", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM",
-                                            "PYTHONPATH", "JUPYTER_PATH")}
-    os.environ.update(CHATLAB_HOME=str(home / "store"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                      PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), saved["PYTHONPATH"]])))
     rows: list[Row] = []
-    try:
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="chatlab-rehearse-", ignore_cleanup_errors=True) as tmp, \
+            mock.patch.dict(os.environ, CHATLAB_HOME=str(Path(tmp) / "store"), HF_HUB_OFFLINE="1",
+                            TOKENIZERS_PARALLELISM="false", PYTHONPATH=pythonpath):
         for number, cells, n_setup in todo:
-            rows.append(runner(number, cells, n_setup, home, cgroup))
+            rows.append(runner(number, cells, n_setup, Path(tmp), cgroup))
             print(f"rehearse: {number} done in {rows[-1].total_s:.0f} s{': ' + rows[-1].problem if rows[-1].problem else ''}",
                   file=sys.stderr, flush=True)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-        restore_env(saved)
     print(table(rows))
     if report is not None:
         write_report(report, rows, type(runner).__name__, everything, cgroup)
@@ -459,8 +418,6 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
 
 def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgroup: bool) -> None:
     """The rows as JSON, with the machine (CPU, cores, memory) and the date."""
-    import psutil
-
     here = cpu()
     data = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "runner": runner,
             "cells": "all" if everything else "class" if [r.notebook for r in rows] == ["class"] else "route",

@@ -1,19 +1,13 @@
-"""The 2-hour class's route through the notebooks, its budget, and the class notebook built from it.
-
-`ROUTE` names, per notebook, the sections the class runs (by heading text) and those left for
-homework; a `##`/`###` heading starts a section that runs to the next heading of its level or
-higher. A section's minutes: its reading plus its cells' stored seconds, scaled to the cold Colab
-rehearsal. The README's route table, each notebook's time line and notebooks/class.ipynb are
-written from here.
+"""The 2-hour class's route through the notebooks (sections by heading text, some left for
+homework), the check that it runs as written, and its minutes: reading plus stored seconds scaled
+to the cold Colab rehearsal. classbook.py writes them where the README and the notebooks state them.
 """
 from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -28,14 +22,12 @@ if TYPE_CHECKING:
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CLASS_NOTEBOOK = NOTEBOOKS / "class.ipynb"
-REHEARSAL = ("bench", "rehearse-colab.json")  # under the data folder
 CLASS_MINUTES = 120
 DISCUSSION = 15  # minutes of the class no cell or reading takes
 WORDS_PER_MINUTE = 200
 CODE_LINES_PER_MINUTE = 12
 EXERCISE_MINUTES = 4  # writing one exercise's function at home, besides reading its cells
 SETUP_PARTS = ("install", "restart", "env", "export")
-GENERATE_FIX = "regenerate it with `chatlab class-notebook` and commit notebooks/class.ipynb"
 
 
 @dataclass(frozen=True)
@@ -130,8 +122,8 @@ def pieces(cells: list[nbformat.NotebookNode]) -> list[Piece]:
         if not cuts:
             out.append(Piece(i))
             continue
-        bounds: list[int | None] = [0, *cuts, None]
-        out += [Piece(i, (int(bounds[k] or 0), bounds[k + 1])) for k in range(len(bounds) - 1)]
+        ends: list[int | None] = [*cuts, None]
+        out += [Piece(i, span) for span in zip([0, *cuts], ends)]
     return out
 
 
@@ -284,12 +276,6 @@ def cell_seconds(cell: nbformat.NotebookNode) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
-def reading_minutes(text: str, code: bool) -> float:
-    if code:
-        return sum(1 for line in text.splitlines() if line.strip()) / CODE_LINES_PER_MINUTE
-    return len(text.split()) / WORDS_PER_MINUTE
-
-
 @dataclass(frozen=True)
 class Rehearsed:
     """One notebook's row of the cold rehearsal."""
@@ -304,7 +290,8 @@ class Rehearsed:
 def rehearsal(everything: bool = False) -> dict[str, Rehearsed]:
     """The cold rehearsal's rows by notebook: of the route, or with `everything` of every cell."""
     found = {}
-    files = sorted(data_path(REHEARSAL[0]).glob("rehearse-colab-all-*.json")) if everything else [data_path(*REHEARSAL)]
+    bench = data_path("bench")
+    files = sorted(bench.glob("rehearse-colab-all-*.json")) if everything else [bench / "rehearse-colab.json"]
     for path in files:
         for r in json.loads(path.read_text())["rows"]:
             number = str(r["notebook"])
@@ -340,32 +327,30 @@ def pieces_minutes(number: str, chosen: list[int], cells: list[nbformat.Notebook
         piece = parts[k]
         if piece.cell in (0, first):
             continue
-        cell = cells[piece.cell]
-        total += reading_minutes(piece_source(piece, cells), cell.cell_type == "code")
+        cell, text = cells[piece.cell], piece_source(piece, cells)
         if cell.cell_type == "code":
+            total += sum(1 for line in text.splitlines() if line.strip()) / CODE_LINES_PER_MINUTE
             total += scale * cell_seconds(cell) / 60
+        else:
+            total += len(text.split()) / WORDS_PER_MINUTE
     return total
-
-
-def home_minutes(number: str) -> int:
-    """What a notebook leaves for home: what the route skips, and EXERCISE_MINUTES per exercise."""
-    cells = read(number)
-    stop = next((s for s in ROUTE if s.notebook == number), None)
-    on = set(route_pieces(stop, cells)) if stop else set()
-    rest = [k for k in range(len(pieces(cells))) if k not in on]
-    exercises = sum(s.title.startswith("Exercise ") for s in sections(cells)[1])
-    return math.ceil(pieces_minutes(number, rest, cells, machine_scale(number, cells, number in rehearsal(True)))
-                     + EXERCISE_MINUTES * exercises)
 
 
 @lru_cache(maxsize=1)
 def minutes() -> dict[str, tuple[int, int]]:
-    """Each notebook's time in minutes: (in the class, at home)."""
-    on = {}
-    for stop in ROUTE:
-        cells = read(stop.notebook)
-        on[stop.notebook] = math.ceil(pieces_minutes(stop.notebook, route_pieces(stop, cells), cells))
-    return {n: (on.get(n, 0), home_minutes(n)) for n in NUMBERS}
+    """Each notebook's time in minutes: (in the class, at home: what the route skips, and
+    EXERCISE_MINUTES per exercise)."""
+    found = {}
+    for number in NUMBERS:
+        cells = read(number)
+        stop = next((s for s in ROUTE if s.notebook == number), None)
+        on = route_pieces(stop, cells) if stop else []
+        rest = [k for k in range(len(pieces(cells))) if k not in on]
+        exercises = sum(s.title.startswith("Exercise ") for s in sections(cells)[1])
+        home = pieces_minutes(number, rest, cells, machine_scale(number, cells, number in rehearsal(True)))
+        found[number] = (math.ceil(pieces_minutes(number, on, cells)) if stop else 0,
+                         math.ceil(home + EXERCISE_MINUTES * exercises))
+    return found
 
 
 def class_setup_minutes() -> int:
@@ -374,180 +359,13 @@ def class_setup_minutes() -> int:
     return math.ceil(sum(max(r.parts.get(p, 0.0) for r in rows) for p in SETUP_PARTS) / 60)
 
 
-def validate(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> None:
+def validate(route: tuple[RouteStop, ...] = ROUTE) -> None:
     """Raise RouteError naming every problem of `route`; ROUTE must also leave DISCUSSION minutes free."""
-    found = []
-    for stop in route:
-        found += problems(stop, read(stop.notebook, folder))
-    if route is ROUTE and folder == NOTEBOOKS:
+    found = [problem for stop in route for problem in problems(stop, read(stop.notebook))]
+    if route is ROUTE:
         used = class_setup_minutes() + sum(m for m, _ in minutes().values())
         if used > CLASS_MINUTES - DISCUSSION:
             found.append(f"the route takes {used} of the class's {CLASS_MINUTES} minutes, leaving less than "
                          f"{DISCUSSION} for discussion: move a section to homework")
     if found:
         raise RouteError("the route cannot run as written:\n  " + "\n  ".join(found))
-
-
-# -- what the README and the notebooks say -----------------------------------------------------
-
-def route_table(route: tuple[RouteStop, ...] = ROUTE) -> str:
-    """The route as a markdown table, the set-up first and the discussion time last."""
-    rows = ["| minutes | notebook · sections |", "|---:|---|",
-            f"| {class_setup_minutes()} | set-up: one install, one restart, the exports built once |"]
-    for stop in route:
-        note = f" ({stop.note})" if stop.note else ""
-        home = f"; at home: {'; '.join(stop.homework)}" if stop.homework else ""
-        rows.append(f"| {minutes()[stop.notebook][0]} | **{stop.notebook}** · {'; '.join(stop.sections)}{note}{home} |")
-    left = CLASS_MINUTES - class_setup_minutes() - sum(m for m, _ in minutes().values())
-    rows.append(f"| {left} | questions and discussion |")
-    return "\n".join(rows)
-
-
-def course_line() -> str:
-    """The whole course's time, as the README states it."""
-    home = sum(b for _, b in minutes().values())
-    total = CLASS_MINUTES + home
-    return (f"The nine notebooks take about {total} minutes (about {round(total / 60)} hours): "
-            f"the {CLASS_MINUTES}-minute class below and {home} at home")
-
-
-def time_line(number: str) -> str:
-    """The time a notebook states under its title."""
-    in_class, at_home = minutes()[number]
-    if in_class == 0:
-        return (f"**Time:** about {at_home} minutes, exercises included; the 2-hour class leaves this "
-                "notebook for homework.")
-    stop = next(s for s in ROUTE if s.notebook == number)
-    return (f"**Time:** about {in_class + at_home} minutes: {in_class} in the 2-hour class ("
-            f"{'; '.join(stop.sections)}), {at_home} at home for the rest and the exercises.")
-
-
-# -- the class notebook ------------------------------------------------------------------------
-
-MODEL_PARAMETER = '''\
-# The model for the whole class: a store name (`chatlab models`), a local folder or a hub id.
-CHATLAB_MODEL = "smollm2-135m-instruct"  # @param {type:"string"}
-import os
-os.environ["CHATLAB_MODEL"] = CHATLAB_MODEL
-'''
-BUILD_EXPORTS = '''\
-# Build the OpenVINO exports the class uses, once (minutes on a fresh runtime; start it, then talk).
-from chatlab.backends import load_backend
-from chatlab.lab import explicit_kv
-from chatlab.models import default_model
-
-for name in sorted({"smollm2-135m-instruct", default_model()}):
-    load_backend(name, backend="openvino", weight_format="int8")
-explicit_kv.load(default_model())
-print("exports ready")'''
-
-
-def _cell(source: nbformat.NotebookNode, text: str, cell_id: str) -> nbformat.NotebookNode:
-    cell = copy.deepcopy(source)
-    cell.source = text
-    cell.id = cell_id
-    return cell
-
-
-def class_notebook(route: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOKS) -> nbformat.NotebookNode:
-    """One notebook for the whole class: an opening (badges, the route table), one set-up cell, one
-    cell that builds the exports, then every route stop's cells with their stored outputs."""
-    import nbformat
-
-    first = nbformat.read(notebook_path(route[0].notebook, folder), as_version=4)
-    bootstrap = next(c for c in first.cells if c.cell_type == "code")
-    badge = re.sub(r"notebooks(/|%2F)[0-9]{2}_[A-Za-z0-9_]+\.ipynb", lambda m: f"notebooks{m.group(1)}{CLASS_NOTEBOOK.name}",
-                   first.cells[0].source.split("\n\n", 1)[0])
-    opening = (f"{badge}\n\n# The 2-hour class: every route section of the nine notebooks, in order\n\n"
-               "Generated from `chatlab/lab/route.py` by `chatlab class-notebook`; edit the nine notebooks, "
-               "not this one. Set the model in the next cell, run it (on Colab it installs chatlab and asks "
-               "for one restart: restart, run it again), then run the cell that builds the exports and "
-               f"start talking.\n\n{route_table(route)}")
-    nb = nbformat.v4.new_notebook(metadata=copy.deepcopy(first.metadata))
-    nb.metadata.pop("widgets", None)
-    nb.cells = [nbformat.v4.new_markdown_cell(opening, id="class-opening"),
-                _cell(bootstrap, MODEL_PARAMETER + bootstrap.source, "class-setup"),
-                nbformat.v4.new_code_cell(BUILD_EXPORTS, id="class-exports")]
-    for stop in route:
-        cells = read(stop.notebook, folder)
-        parts = pieces(cells)
-        setup_cell = next(i for i, c in enumerate(cells) if c.cell_type == "code")
-        for k in route_pieces(stop, cells):
-            piece = parts[k]
-            if piece.cell in (0, setup_cell):
-                continue
-            suffix = "" if piece.lines is None else f"-{piece.lines[0]}"
-            nb.cells.append(_cell(cells[piece.cell], piece_source(piece, cells),
-                                  f"nb{stop.notebook}-c{piece.cell}{suffix}"))
-    return nb
-
-
-def check_class_notebook(path: Path | None = None) -> None:
-    """Raise RouteError where the stored class notebook is not what the route generates."""
-    import nbformat
-
-    path = path or CLASS_NOTEBOOK
-    if not path.is_file():
-        raise RouteError(f"{path} does not exist: {GENERATE_FIX}")
-    stored = nbformat.read(path, as_version=4).cells
-    fresh = class_notebook().cells
-    for k, (a, b) in enumerate(zip(stored, fresh)):
-        if (a.cell_type, a.source, a.get("outputs"), a.get("id")) != (b.cell_type, b.source, b.get("outputs"), b.get("id")):
-            raise RouteError(f"{path.name} is out of sync with the nine notebooks at cell {k} "
-                             f"({b.get('id')}): {GENERATE_FIX}")
-    if len(stored) != len(fresh):
-        raise RouteError(f"{path.name} has {len(stored)} cells where the route gives {len(fresh)}: {GENERATE_FIX}")
-
-
-COURSE_LINE = re.compile(r"The nine notebooks take about \d+ minutes \(about \d+ hours\): the \d+-minute class below "
-                         r"and \d+ at home")
-TIME_LINE = re.compile(r"\*\*Time:\*\* about .*?(?:homework\.|exercises\.)", re.S)
-TABLE = re.compile(r"\| minutes \| notebook · sections \|\n(?:\|.*\|\n?)+")
-
-
-def _rewrite(text: str) -> str:
-    text = TABLE.sub(lambda m: route_table() + ("\n" if m.group(0).endswith("\n") else ""), text)
-    return COURSE_LINE.sub(lambda m: course_line(), text)
-
-
-def write_route_text(readme: Path = NOTEBOOKS.parent / "README.md", folder: Path = NOTEBOOKS) -> list[Path]:
-    """Write the route's minutes where they are stated until they agree with what they measure
-    (01's table counts in its own minutes); the files changed."""
-    import nbformat
-
-    changed: set[Path] = set()
-    for _ in range(5):
-        minutes.cache_clear()
-        moved = False
-        for number in NUMBERS:
-            path = notebook_path(number, folder)
-            nb = nbformat.read(path, as_version=4)
-            edited = False
-            for cell in nb.cells:
-                if cell.cell_type != "markdown":
-                    continue
-                text = TIME_LINE.sub(lambda m: time_line(number), cell.source) if cell.source.startswith("# ") \
-                    else cell.source
-                text = _rewrite(text) if number == "01" else text
-                if text != cell.source:
-                    cell.source, edited = text, True
-            if edited:
-                nbformat.write(nb, path)
-                changed.add(path)
-                moved = True
-        text = readme.read_text()
-        if (new := _rewrite(text)) != text:
-            readme.write_text(new)
-            changed.add(readme)
-            moved = True
-        if not moved:
-            return sorted(changed)
-    raise RouteError("the route's minutes did not settle after five rewrites of the notebooks' time lines")
-
-
-def write_class_notebook(path: Path | None = None) -> Path:
-    import nbformat
-
-    path = path or CLASS_NOTEBOOK
-    nbformat.write(class_notebook(), path)
-    return path

@@ -15,13 +15,10 @@ from chatlab.data import data_dir
 from chatlab.errors import ChatlabError
 from chatlab.lab import PYTHONS, colab
 
-# The default clone source of the first cell (CHATLAB_REPO overrides it) and the badges' target.
-REPO_URL = "https://github.com/chatlab-course/chatlab"
+REPO_URL = "https://github.com/chatlab-course/chatlab"  # the badges' target; CHATLAB_REPO overrides the clone
 COLAB_CLONE = "/content/chatlab"
 
-# The notebooks' first code cell, verbatim. On Colab it gets the code before chatlab can be
-# imported: a checkout already at CLONE, else an uploaded zip of the repository, else a clone of
-# REPO; a failed clone leaves nothing at CLONE for the next run to trip over.
+# The notebooks' first code cell, verbatim: on Colab it gets the code before chatlab can be imported.
 BOOTSTRAP = f'''\
 # Set up this session: nothing to install locally or on Binder; on Colab this gets the code (a clone of
 # CHATLAB_REPO, or a folder or zip of the repository uploaded to the session) and installs what Colab
@@ -84,9 +81,7 @@ def where() -> str:
     """"colab", "binder" or "local"."""
     if "google.colab" in sys.modules:
         return "colab"
-    if any(k.startswith("BINDER_") for k in os.environ):
-        return "binder"
-    return "local"
+    return "binder" if any(k.startswith("BINDER_") for k in os.environ) else "local"
 
 
 def python_problem(version: tuple[int, int] | None = None, place: str = "local") -> str | None:
@@ -125,18 +120,10 @@ def assets_problem(place: str = "local") -> str | None:
             f"Fix: {how}; or one at a time: pip install --no-deps --force-reinstall {missing[0]}")
 
 
-def repo_of(folder: Path) -> Path | None:
-    """The chatlab checkout a folder belongs to (it or a parent holds chatlab/__init__.py)."""
-    for candidate in (folder, *folder.parents):
-        if (candidate / "chatlab" / "__init__.py").is_file():
-            return candidate
-    return None
-
-
 def folder_problem(cwd: Path, package: Path) -> str | None:
-    """A notebook run from one checkout against chatlab imported from another: the notebook's
-    code and the library it calls can disagree, so say which to use."""
-    mine = repo_of(cwd.resolve())
+    """A notebook of one checkout run against chatlab imported from another: say which to use."""
+    here = cwd.resolve()
+    mine = next((d for d in (here, *here.parents) if (d / "chatlab" / "__init__.py").is_file()), None)
     used = package.resolve().parent
     if mine is None or mine == used:
         return None
@@ -145,8 +132,7 @@ def folder_problem(cwd: Path, package: Path) -> str | None:
 
 
 def setup(install: object = None) -> str:
-    """Check (and on Colab, install); print one status line. Returns where it runs.
-    `install` replaces colab.install in tests."""
+    """Check (on Colab, install first); print one status line; where it runs. `install`: for tests."""
     place = where()
     # set after an install replaced loaded packages; a restart is a new process (a new pid)
     if os.environ.get("CHATLAB_RESTART_PENDING") == str(os.getpid()):
