@@ -26,7 +26,7 @@ FLOORS = [
     ["engine"],
     ["serve"],
     ["lab", "lab.diagrams", "lab.colab", "lab.route", "lab.explicit_kv"],
-    ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.evals"],
+    ["lab.finetune", "lab.widgets", "lab.session", "lab.doctor", "lab.audit", "lab.certify", "lab.evals"],
     ["lab.bench"],       # `chatlab bench` times engines, speedups and eval tasks: above them all
     ["lab.exercises"],   # graded against the package's own code, evals and finetune included
     ["lab.rehearse"],    # runs the notebooks' route cells in fresh kernels, here or on the Colab replica
