@@ -183,6 +183,17 @@ def test_the_class_notebook_has_one_setup_then_the_route_in_order() -> None:
     assert copied.outputs == stored[50].outputs and copied.outputs
 
 
+def test_each_notebook_after_the_first_begins_by_releasing_the_one_before() -> None:
+    nb = classbook.class_notebook()
+    parts = [c.id.split("-")[0].removeprefix("nb") if c.id.startswith("nb") else c.id for c in nb.cells]
+    for a, b in zip(ROUTE, ROUTE[1:]):
+        at = parts.index(f"release-{a.notebook}")
+        assert parts[at - 1] == a.notebook and parts[at + 1] == b.notebook  # between the two, nowhere else
+        assert "release(globals(), keep=SET_UP)" in nb.cells[at].source
+    assert sum(p.startswith("release-") for p in parts) == len(ROUTE) - 1
+    assert "SET_UP = {*globals()" in nb.cells[2].source and "import release" in nb.cells[2].source
+
+
 def test_a_class_notebook_out_of_sync_is_refused_naming_the_fix(tmp_path: Path) -> None:
     nb = classbook.class_notebook()
     nb.cells[10].source += "\n# edited by hand"

@@ -328,3 +328,32 @@ def test_installed_versions_by_name_for_the_doctor() -> None:
     found = colab.installed_versions(["numpy", "no-such-distribution-xyz"])
     assert found == {"numpy": colab.md.version("numpy"), "no-such-distribution-xyz": None}
     assert "chatlab" not in colab.installed_versions() and "numpy" in colab.installed_versions()
+
+
+def test_release_drops_all_but_the_set_up_and_stops_a_server() -> None:
+    """Between the class's notebooks: what the last one made goes (freed: no reference is left),
+    what the set-up made and IPython's own names stay, and a server's thread is told to exit."""
+    import threading
+    import weakref
+    from types import SimpleNamespace
+
+    from chatlab.serve import ServerHandle
+
+    class Model:
+        pass
+
+    model = Model()
+    gone = weakref.ref(model)
+    waiting = threading.Event()
+    thread = threading.Thread(target=waiting.wait, daemon=True)
+    thread.start()
+    uvicorn = SimpleNamespace(should_exit=False)
+    server = ServerHandle("http://127.0.0.1:1/v1", app=None, server=uvicorn, thread=thread)  # type: ignore[arg-type]
+    namespace: dict[str, object] = {"model": model, "server": server, "CHATLAB_MODEL": "smollm2",
+                                    "_i3": "model = Model()"}
+    del model
+    waiting.set()  # the stand-in server's thread ends as a real one does once told to exit
+    assert session.release(namespace, keep={"CHATLAB_MODEL"}) == ["model", "server"]
+    assert namespace == {"CHATLAB_MODEL": "smollm2", "_i3": "model = Model()"}
+    assert uvicorn.should_exit
+    assert gone() is None

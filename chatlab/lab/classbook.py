@@ -62,12 +62,17 @@ BUILD_EXPORTS = '''\
 # Build the OpenVINO exports the class uses, once (minutes on a fresh runtime; start it, then talk).
 from chatlab.backends import load_backend
 from chatlab.lab import explicit_kv
+from chatlab.lab.session import release
 from chatlab.models import default_model
 
 for name in sorted({"smollm2-135m-instruct", default_model()}):
     load_backend(name, backend="openvino", weight_format="int8")
 explicit_kv.load(default_model())
+SET_UP = {*globals(), "SET_UP"}  # what the set-up defined: kept when each notebook's objects go
 print("exports ready")'''
+RELEASE = '''\
+# One kernel runs the whole class, in as little as Binder's 2 GB: {done}'s objects go before {next} begins.
+release(globals(), keep=SET_UP)'''
 
 
 def _cell(source: nbformat.NotebookNode, text: str, cell_id: str) -> nbformat.NotebookNode:
@@ -91,13 +96,17 @@ def class_notebook(stops: tuple[RouteStop, ...] = ROUTE, folder: Path = NOTEBOOK
                "Generated from `chatlab/lab/route.py` by `chatlab class-notebook`; edit the nine notebooks, "
                "not this one. Set the model in the next cell, run it (on Colab it installs chatlab and asks "
                "for one restart: restart, run it again), then run the cell that builds the exports and "
-               f"start talking.\n\n{route_table(stops)}")
+               "start talking. Between notebooks a cell lets the last one's models go, so one kernel holds "
+               f"the whole class.\n\n{route_table(stops)}")
     nb = nbformat.v4.new_notebook(metadata=copy.deepcopy(first.metadata))
     nb.metadata.pop("widgets", None)
     nb.cells = [nbformat.v4.new_markdown_cell(opening, id="class-opening"),
                 _cell(bootstrap, MODEL_PARAMETER + bootstrap.source, "class-setup"),
                 nbformat.v4.new_code_cell(BUILD_EXPORTS, id="class-exports")]
-    for stop in stops:
+    for before, stop in zip((None, *stops), stops):
+        if before is not None:
+            nb.cells.append(nbformat.v4.new_code_cell(RELEASE.format(done=before.notebook, next=stop.notebook),
+                                                      id=f"release-{before.notebook}"))
         cells = route.read(stop.notebook, folder)
         parts = route.pieces(cells)
         setup_cell = next(i for i, c in enumerate(cells) if c.cell_type == "code")

@@ -5,10 +5,13 @@ restart. It imports nothing heavy at module level: it runs before the version ch
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Collection
 
 import chatlab
 from chatlab.data import data_dir
@@ -165,3 +168,27 @@ def setup(install: object = None) -> str:
     if (problem := folder_problem(Path.cwd(), package)) is not None:
         print(f"chatlab setup: warning: {problem}")
     return place
+
+
+def release(namespace: dict[str, object], keep: Collection[str]) -> list[str]:
+    """Let a finished part of the class go: drop every name of the notebook's namespace but `keep`
+    and IPython's own (`_`-prefixed), stopping a server among them (its thread would keep its
+    engine alive); clear IPython's output history, which holds what cells returned; and hand the
+    freed memory back. The class runs every part in one kernel, in as little as Binder's 2 GB: a
+    part's models left behind starve the next one. Returns the names dropped."""
+    from chatlab.serve import ServerHandle  # here: the serve package needs 3.11+, like chatlab.models
+
+    gone = sorted(name for name in namespace if name not in keep and not name.startswith("_"))
+    for name in gone:
+        value = namespace.pop(name)
+        if isinstance(value, ServerHandle):
+            value.stop()
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None:
+        shell.displayhook.flush()  # Out[n], _, __ and ___
+    gc.collect()
+    try:  # glibc keeps freed heap pages for reuse; the memory limit counts them until trimmed
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        pass
+    return gone
