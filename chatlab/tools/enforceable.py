@@ -1,9 +1,5 @@
-"""Schema keywords the grammar cannot enforce are refused; the rest is rewritten so that xgrammar
-0.2.8 reads it as JSON Schema does.
-
-A grammar says only what may come next: it cannot exclude (`not`), branch (`if`), fetch (a remote
-`$ref`), remember (`uniqueItems`, `contains`, `dependent*`), or forbid a value two `oneOf` choices
-both match. What matches nothing is refused, saying why.
+"""Schema keywords the grammar cannot enforce (it says only what may come next) are refused, and
+so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does.
 """
 from __future__ import annotations
 
@@ -41,7 +37,7 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
                 return "allOf", at, _WHY["allOf"]
             if len(parts) > 1 or set(node) - _ANNOTATIONS:
                 return "allOf", at, _WHY["allOf several"]
-        if node.get("uniqueItems") is True and not (_is_int(node.get("maxItems")) and node["maxItems"] <= 1):
+        if node.get("uniqueItems") is True and not (type(node.get("maxItems")) is int and node["maxItems"] <= 1):
             return "uniqueItems", at, _WHY["uniqueItems"]
         for keyword in ("contains", "dependentRequired", "dependentSchemas", "dependencies"):
             if node.get(keyword) not in (None, {}):
@@ -68,10 +64,6 @@ _WHY = {"not": "a grammar cannot exclude what a subschema matches",
         "oneOf": "its subschemas can match the same value, and a grammar cannot forbid a value "
                  "that matches two of them; use anyOf, or make the choices exclusive (different "
                  "types, or a required property with a different const in each)"}
-
-
-def _is_int(x: Jsonable) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _values(node: Jsonable) -> list[Jsonable] | None:
@@ -190,7 +182,7 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     return out
 
 
-def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
+def check_finishes(schema: Jsonable, param: str, named_by: Jsonable) -> None:
     """ChatlabError when the schema's grammar (as xgrammar prints it) has a rule that can never
     finish: a value that must contain itself. It names the first $ref of `named_by`."""
     import xgrammar as xgr
@@ -201,8 +193,7 @@ def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> N
         return  # compiling it reports what is wrong, with its own message
     if not endless_rules(ebnf):
         return
-    found = next(((node["$ref"], at) for node, at in positions(schema if named_by is None else named_by)
-                  if "$ref" in node), None)
+    found = next(((node["$ref"], at) for node, at in positions(named_by) if "$ref" in node), None)
     at = f"{param}{found[1]}" if found else param
     ref = f" ($ref {found[0]!r})" if found and isinstance(found[0], str) else ""
     raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "
