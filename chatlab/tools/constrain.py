@@ -58,8 +58,7 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
            fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
     """(kind, what to compile, description), or None when nothing is forced; refuses a schema
     the grammar cannot enforce."""
-    forced = choice.mode == "named" or (choice.mode == "required" and tools)
-    if forced:
+    if choice.mode == "named" or (choice.mode == "required" and tools):
         if fmt is None:
             raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
                                "format to force the call in; choose one (`chatlab templates`)",
@@ -77,9 +76,7 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
         return "schema", (json.dumps(schema), strict), response_format.kind
     if choice.mode == "auto" and fmt is not None and fmt.trigger is not None and tools:
         # (without a trigger a format constrains nothing under auto: no schema is refused)
-        lazy = _structure(fmt.lazy_structure, tools, tools)
-        if lazy is not None:
-            return "tag", lazy, f"{fmt.name} call when triggered"
+        return "tag", _structure(fmt.lazy_structure, tools, tools), f"{fmt.name} call when triggered"
     return None
 
 

@@ -37,7 +37,8 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
                 return "allOf", at, _WHY["allOf"]
             if len(parts) > 1 or set(node) - _ANNOTATIONS:
                 return "allOf", at, _WHY["allOf several"]
-        if node.get("uniqueItems") is True and not (type(node.get("maxItems")) is int and node["maxItems"] <= 1):
+        one_item = type(node.get("maxItems")) is int and node["maxItems"] <= 1  # unique as it stands
+        if node.get("uniqueItems") is True and not one_item:
             return "uniqueItems", at, _WHY["uniqueItems"]
         for keyword in ("contains", "dependentRequired", "dependentSchemas", "dependencies"):
             if node.get(keyword) not in (None, {}):
@@ -146,8 +147,7 @@ _TYPE_OF = {"object": ("properties", "required", "additionalProperties", "patter
 
 def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     """`schema` rewritten so every value xgrammar 0.2.8 allows is valid for it (it may allow
-    fewer): `$ref`s it follows, required names listed, formats as patterns, enums pruned, types
-    inferred. ChatlabError, naming the keyword and where, for what cannot be written so."""
+    fewer); ChatlabError, naming the keyword and where, for what cannot be written so."""
     refs = Refs(schema)
     out = copy.deepcopy(schema)
     assert isinstance(out, dict)  # chatlab.types checked it is a schema object
@@ -222,8 +222,7 @@ def _list_required(node: dict[str, Jsonable], root: Jsonable, where: str) -> Non
     required = node.get("required")
     if not isinstance(required, list) or not _may_be(node, "object"):
         return
-    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-    assert isinstance(listed, dict)
+    listed = node["properties"] if isinstance(node.get("properties"), dict) else {}
     for name in dict.fromkeys(required):
         if not isinstance(name, str) or name in listed:
             continue
@@ -243,8 +242,7 @@ def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
     names = node.get("propertyNames")
     if names is not None and not _validator(root, names).is_valid(name):
         return False, "'propertyNames'"
-    patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
-    assert isinstance(patterns, dict)
+    patterns = node["patternProperties"] if isinstance(node.get("patternProperties"), dict) else {}
     try:
         matched = [sub for pattern, sub in patterns.items() if re.search(pattern, name)]
     except re.error:

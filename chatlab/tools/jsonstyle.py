@@ -34,8 +34,7 @@ class JsonCall:
 
     def feed(self, chunk: str) -> int:
         used = self.scan.feed(chunk)
-        if not self.committed and "name" in self.scan.spans and self.args_key:
-            self.committed = True
+        self.committed = self.committed or ("name" in self.scan.spans and self.args_key is not None)
         if self.committed:
             self._stream()
         return used
