@@ -1,9 +1,5 @@
 """Tool calls: the formats, parsing them out of model text (streaming or at once), checking them.
 
-    parser = get_parser("hermes", tools)      # "hermes" | "json" | "react" | "chatglm3"
-    events = parser.feed(delta) ... parser.finish()
-    parse_tool_calls(fmt, text, tools)        # -> ParseResult(content, tool_calls, error)
-
 Malformed model output never raises: it comes back as content, with `error` saying why.
 Constrained decoding is chatlab.tools.constrain (it needs xgrammar, so it is not imported here).
 """

@@ -1,8 +1,6 @@
-"""ChatGLM3 tool calls (build_chat_input's tools): prompt, history, parser, export, grammar.
-
-A call is an assistant turn whose metadata line is the tool name and whose body is a fenced python
-`tool_call(k=v, ...)`; results are `<|observation|>` turns. The official demo `eval`s the call;
-here `ast` reads literal values only.
+"""ChatGLM3 tool calls (build_chat_input's tools): an assistant turn whose metadata line is the tool
+name and whose body is a fenced python `tool_call(k=v, ...)`; results are `<|observation|>` turns.
+The official demo `eval`s the call; here `ast` reads literal values only.
 """
 from __future__ import annotations
 
@@ -79,7 +77,7 @@ class ChatGLM3Parser(StreamParser):
 
     def _parse_call(self) -> None:
         original = "".join(self.call_parts)
-        arguments, error = parse_call_body(original[original.find("\n") + 1:], FUNC, FENCE)
+        arguments, error = parse_call_body(original[original.find("\n") + 1:])
         if error is None and self.name not in self.names:
             error = self.unknown_tool(self.name)
         if error is not None and self.cut and self.name in self.names:
@@ -90,41 +88,39 @@ class ChatGLM3Parser(StreamParser):
         self._call(self.name, arguments)
 
 
-def parse_call_body(body: str, func: str, fence: str) -> tuple[str | None, str | None]:
-    """(arguments JSON, None) for a safe `func(k=literal, ...)`, else (None, reason)."""
+def parse_call_body(body: str) -> tuple[str | None, str | None]:
+    """(arguments JSON, None) for a safe `tool_call(k=literal, ...)`, else (None, reason)."""
     src = body.strip()
-    if src.startswith(fence):
+    if src.startswith(FENCE):
         src = src[src.find("\n") + 1:] if "\n" in src else ""
-        close = src.rfind(fence)
+        close = src.rfind(FENCE)
         src = src[:close] if close >= 0 else src   # a missing closing fence is tolerated
     src = src.strip()
     if not src:
-        return None, f"the tool call has no body (expected {func}(...))"
+        return None, f"the tool call has no body (expected {FUNC}(...))"
     try:
         tree = ast.parse(src, mode="eval").body
     except SyntaxError as e:
         return None, f"the tool call is not a Python call expression ({e.msg})"
-    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == func):
-        return None, f"the tool call body must be {func}(name=value, ...)"
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == FUNC):
+        return None, f"the tool call body must be {FUNC}(name=value, ...)"
     if tree.args or any(kw.arg is None for kw in tree.keywords):
-        return None, f"{func}(...) takes keyword arguments only"
+        return None, f"{FUNC}(...) takes keyword arguments only"
     values = {}
     for kw in tree.keywords:
         try:   # literal_eval: strings, numbers, tuples, lists, dicts, sets, True/False/None only
             values[kw.arg] = ast.literal_eval(kw.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return None, f"{func} argument {kw.arg!r} is not a plain literal (code is never run)"
+            return None, f"{FUNC} argument {kw.arg!r} is not a plain literal (code is never run)"
     try:
         return json.dumps(values, ensure_ascii=False), None
     except (TypeError, ValueError):
-        return None, f"{func}(...) arguments must be JSON-like literals (no sets, bytes, complex)"
+        return None, f"{FUNC}(...) arguments must be JSON-like literals (no sets, bytes, complex)"
 
 
 def py_literal(value: Jsonable) -> str:
     """A JSON value as ChatGLM3's `tool_call(k=v)` writes it (True/False/None at top level)."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    return "None" if value is None else dumps(value)
+    return repr(value) if value is None or isinstance(value, bool) else dumps(value)
 
 
 def call_body(args: str) -> str:

@@ -1,8 +1,6 @@
-"""Constrained decoding with xgrammar: forced calls and JSON answers that always parse.
-
-A named tool_choice forces one call to it; "required" one call to one of the tools (a forced call
-wins over response_format); response_format JSON; "auto" free text until the format's trigger,
-then a constrained call. Compiled before a request is queued, so a bad schema is a 400.
+"""Constrained decoding with xgrammar: forced calls (a named or "required" tool_choice, which wins
+over response_format), JSON answers that always parse, and under "auto" a constrained call once the
+format's trigger is written. Compiled before a request is queued, so a bad schema is a 400.
 """
 from __future__ import annotations
 
@@ -60,8 +58,7 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
            fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
     """(kind, what to compile, description), or None when nothing is forced; refuses a schema
     the grammar cannot enforce."""
-    forced = choice.mode == "named" or (choice.mode == "required" and tools)
-    if forced:
+    if choice.mode == "named" or (choice.mode == "required" and tools):
         if fmt is None:
             raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
                                "format to force the call in; choose one (`chatlab templates`)",
@@ -79,9 +76,7 @@ def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: Respo
         return "schema", (json.dumps(schema), strict), response_format.kind
     if choice.mode == "auto" and fmt is not None and fmt.trigger is not None and tools:
         # (without a trigger a format constrains nothing under auto: no schema is refused)
-        lazy = _structure(fmt.lazy_structure, tools, tools)
-        if lazy is not None:
-            return "tag", lazy, f"{fmt.name} call when triggered"
+        return "tag", _structure(fmt.lazy_structure, tools, tools), f"{fmt.name} call when triggered"
     return None
 
 
@@ -123,7 +118,7 @@ def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequen
 
 
 def _compile(compiler: "xgr.GrammarCompiler", kind: str, spec: Jsonable, description: str, *,
-             tools: Sequence[ToolSpec] = ()) -> Constraint:
+             tools: Sequence[ToolSpec]) -> Constraint:
     try:
         if kind == "tag":
             compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
@@ -142,11 +137,10 @@ def _culprit(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> str:
     import xgrammar as xgr
 
     for i, tool in enumerate(tools):
-        if tool not in chosen:
-            continue
         where = f"tools[{i}].function.parameters"
         try:
-            xgr.Grammar.from_json_schema(json.dumps(check_enforceable(tool.schema, where)))
+            if tool in chosen:
+                xgr.Grammar.from_json_schema(json.dumps(check_enforceable(tool.schema, where)))
         except (RuntimeError, ChatlabError):
             return where
     return "tools"
@@ -187,9 +181,6 @@ class GrammarProcessor:
 
     def is_terminated(self) -> bool:
         return self.matcher.is_terminated()
-
-    def __repr__(self) -> str:
-        return f"GrammarProcessor({self.description})"
 
 
 def processor_for(constraint: Constraint | None, vocab_size: int) -> GrammarProcessor | None:

@@ -135,12 +135,10 @@ def endless_rules(ebnf: str) -> list[str]:
     `{"$ref": "#"}`): decoding that enters one reaches a dead end."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
     finite: set[str] = set()
-    grew = True
-    while grew:  # the least fixed point: a rule finishes once some option of it does
-        grown = {name for name, node in rules.items()
-                 if name not in finite and _finishes(node, finite, rules)}
+    # the least fixed point: a rule finishes once some option of it does
+    while grown := {name for name, node in rules.items()
+                    if name not in finite and _finishes(node, finite, rules)}:
         finite |= grown
-        grew = bool(grown)
     seen, todo = set(), ["root"]
     while todo:
         name = todo.pop()

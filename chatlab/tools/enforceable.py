@@ -1,9 +1,5 @@
-"""Schema keywords the grammar cannot enforce are refused; the rest is rewritten so that xgrammar
-0.2.8 reads it as JSON Schema does.
-
-A grammar says only what may come next: it cannot exclude (`not`), branch (`if`), fetch (a remote
-`$ref`), remember (`uniqueItems`, `contains`, `dependent*`), or forbid a value two `oneOf` choices
-both match. What matches nothing is refused, saying why.
+"""Schema keywords the grammar cannot enforce (it says only what may come next) are refused, and
+so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does.
 """
 from __future__ import annotations
 
@@ -41,7 +37,8 @@ def unenforceable(schema: Jsonable) -> tuple[str, str, str] | None:
                 return "allOf", at, _WHY["allOf"]
             if len(parts) > 1 or set(node) - _ANNOTATIONS:
                 return "allOf", at, _WHY["allOf several"]
-        if node.get("uniqueItems") is True and not (_is_int(node.get("maxItems")) and node["maxItems"] <= 1):
+        one_item = type(node.get("maxItems")) is int and node["maxItems"] <= 1  # unique as it stands
+        if node.get("uniqueItems") is True and not one_item:
             return "uniqueItems", at, _WHY["uniqueItems"]
         for keyword in ("contains", "dependentRequired", "dependentSchemas", "dependencies"):
             if node.get(keyword) not in (None, {}):
@@ -68,10 +65,6 @@ _WHY = {"not": "a grammar cannot exclude what a subschema matches",
         "oneOf": "its subschemas can match the same value, and a grammar cannot forbid a value "
                  "that matches two of them; use anyOf, or make the choices exclusive (different "
                  "types, or a required property with a different const in each)"}
-
-
-def _is_int(x: Jsonable) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _values(node: Jsonable) -> list[Jsonable] | None:
@@ -154,8 +147,7 @@ _TYPE_OF = {"object": ("properties", "required", "additionalProperties", "patter
 
 def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     """`schema` rewritten so every value xgrammar 0.2.8 allows is valid for it (it may allow
-    fewer): `$ref`s it follows, required names listed, formats as patterns, enums pruned, types
-    inferred. ChatlabError, naming the keyword and where, for what cannot be written so."""
+    fewer); ChatlabError, naming the keyword and where, for what cannot be written so."""
     refs = Refs(schema)
     out = copy.deepcopy(schema)
     assert isinstance(out, dict)  # chatlab.types checked it is a schema object
@@ -190,7 +182,7 @@ def grammar_schema(schema: Jsonable, param: str) -> dict[str, Jsonable]:
     return out
 
 
-def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> None:
+def check_finishes(schema: Jsonable, param: str, named_by: Jsonable) -> None:
     """ChatlabError when the schema's grammar (as xgrammar prints it) has a rule that can never
     finish: a value that must contain itself. It names the first $ref of `named_by`."""
     import xgrammar as xgr
@@ -201,8 +193,7 @@ def check_finishes(schema: Jsonable, param: str, named_by: Jsonable = None) -> N
         return  # compiling it reports what is wrong, with its own message
     if not endless_rules(ebnf):
         return
-    found = next(((node["$ref"], at) for node, at in positions(schema if named_by is None else named_by)
-                  if "$ref" in node), None)
+    found = next(((node["$ref"], at) for node, at in positions(named_by) if "$ref" in node), None)
     at = f"{param}{found[1]}" if found else param
     ref = f" ($ref {found[0]!r})" if found and isinstance(found[0], str) else ""
     raise ChatlabError(f"{at}{ref} makes a value that must contain itself: no finite JSON value "
@@ -231,8 +222,7 @@ def _list_required(node: dict[str, Jsonable], root: Jsonable, where: str) -> Non
     required = node.get("required")
     if not isinstance(required, list) or not _may_be(node, "object"):
         return
-    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-    assert isinstance(listed, dict)
+    listed = node["properties"] if isinstance(node.get("properties"), dict) else {}
     for name in dict.fromkeys(required):
         if not isinstance(name, str) or name in listed:
             continue
@@ -252,8 +242,7 @@ def _unlisted(node: dict[str, Jsonable], root: Jsonable, name: str,
     names = node.get("propertyNames")
     if names is not None and not _validator(root, names).is_valid(name):
         return False, "'propertyNames'"
-    patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
-    assert isinstance(patterns, dict)
+    patterns = node["patternProperties"] if isinstance(node.get("patternProperties"), dict) else {}
     try:
         matched = [sub for pattern, sub in patterns.items() if re.search(pattern, name)]
     except re.error:

@@ -1,8 +1,6 @@
-"""A tool-call format: one object holds everything a model family's tool calling is made of.
-
-From its own strings it writes tools, calls and results into the prompt (`Bit`s and `Turn`s) and
-as Jinja, and gives a streaming parser and the xgrammar tag of one call, so the grammar's trigger,
-the parser's tag and the rendered text agree. Renderer and exporter never ask a format's name.
+"""A tool-call format: from one set of strings, the prompt text (`Bit`s, `Turn`s), its Jinja, a
+streaming parser and the xgrammar tag of a call, so all of them agree. Renderer and exporter never
+ask a format's name.
 """
 from __future__ import annotations
 

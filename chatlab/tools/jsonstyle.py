@@ -1,9 +1,8 @@
 """Calls written as JSON objects: Hermes' tagged `<tool_call>` blocks and llama3's bare replies.
 
-A call is announced once its name is known and its arguments object has begun; the arguments'
-raw text then streams. An object that later proves malformed is withdrawn (ToolCallError) and its
-text becomes content again. Parser states: `start` (a `{` may be a bare call), `content`, `call`,
-`close` (the close tag eaten), `bad` (a tagged non-JSON call, given back as content).
+A call is announced once its name is known and its arguments object has begun, then its arguments'
+raw text streams; one that proves malformed is withdrawn (ToolCallError) and its text is content.
+Parser states: start (a `{` may be a bare call), content, call, close, bad (a tagged non-JSON call).
 """
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ class JsonCall:
 
     def feed(self, chunk: str) -> int:
         used = self.scan.feed(chunk)
-        if not self.committed and "name" in self.scan.spans and self.args_key:
-            self.committed = True
+        self.committed = self.committed or ("name" in self.scan.spans and self.args_key is not None)
         if self.committed:
             self._stream()
         return used

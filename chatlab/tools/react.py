@@ -1,8 +1,6 @@
-"""Qwen-1 ReAct tool calls (make_context's function calling): prompt, history, parser, export, grammar.
-
-A call is `Thought: ...\\nAction: name\\nAction Input: {json}`, stopped at `Observation:`; its result
-goes on in the same assistant turn. The parser holds a leading Thought until a call (the Thought is
-its content), a final answer or plain text follows; a call is read at the end.
+"""Qwen-1 ReAct tool calls (make_context's function calling): `Thought: ...\\nAction: name\\nAction
+Input: {json}`, stopped at `Observation:`; the result goes on in the same assistant turn. The parser
+holds a leading Thought until a call (whose content it is), a final answer or plain text follows.
 """
 from __future__ import annotations
 
@@ -101,11 +99,8 @@ class ReActParser(StreamParser):
     def _in_plain(self, final: bool) -> None:
         hit = find_marker(self.pending, self.MARKERS)
         if hit is None:
-            safe, held = split_safe(self.pending, self.MARKERS)
-            if final:
-                safe, held = self.pending, ""
+            safe, self.pending = (self.pending, "") if final else split_safe(self.pending, self.MARKERS)
             self._say(safe)
-            self.pending = held
             return
         pos, marker = hit
         if marker == self.FINAL:

@@ -31,8 +31,6 @@ _PLAIN_REF = re.compile(r"#(/\$?[A-Za-z0-9_]+)*")  # a pointer xgrammar follows 
 
 def types_of(schema: Jsonable) -> set[str] | None:
     kind = schema.get("type") if isinstance(schema, dict) else None
-    if kind is None:
-        return None
     return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else None
 
 

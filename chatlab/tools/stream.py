@@ -1,8 +1,7 @@
 """What every format's parser shares: its events, their fold, the streaming base, a JSON scanner.
 
-A parser emits content once it can no longer begin a call, holding back a suffix that may still
-grow into a marker; the cost is linear whatever the chunking, and the one-shot answer is the same
-events folded (`fold`).
+A parser holds back only a suffix that may still grow into a marker, so its cost is linear whatever
+the chunking; a one-shot parse is the same events folded (`fold`).
 """
 from __future__ import annotations
 
