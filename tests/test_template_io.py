@@ -240,6 +240,10 @@ def test_export_refusals_name_what_cannot_be_expressed(name, fmt, fragment):
     ('TEMPLATE """{{ upper .Prompt }}"""', "ollama", "the function 'upper'"),
     ('TEMPLATE """{{ if .System }}x"""', "ollama", "without '{{ end }}'"),
     ('TEMPLATE """x{{ end }}"""', "ollama", "without a matching if/range"),
+    ('TEMPLATE """{{ if .System }}{{ break }}{{ end }}"""', "ollama",
+     "line 1: '{{ break }}' outside a range"),
+    ('TEMPLATE """{{ range .Messages }}{{ else }}\n{{ continue }}{{ end }}"""', "ollama",
+     "line 2: '{{ continue }}' outside a range"),
     ("{% if %}", "jinja", "syntax error"),
     ("x", "toml", "unknown template format 'toml'"),
 ])

@@ -62,12 +62,14 @@ class Parser:
         self.k = 0
 
     def parse(self) -> list[GoNode]:
-        body, stop, line = self.block(())
+        body, stop, line = self.block((), loop=False)
         if stop is not None:
             raise _err(line, f"'{{{{ {stop} }}}}' without a matching if/range", "Remove it or add the opening action")
         return body
 
-    def block(self, stops: tuple[str, ...], depth: int = 1) -> tuple[list[GoNode], str | None, int]:
+    def block(self, stops: tuple[str, ...], loop: bool,
+              depth: int = 1) -> tuple[list[GoNode], str | None, int]:
+        """Nodes up to one of `stops`; `loop`: inside a range's body, where break and continue may go."""
         if depth > MAX_DEPTH:
             raise _err(self.items[min(self.k, len(self.items) - 1)][2], f"if/range nested more than {MAX_DEPTH} deep",
                        "Flatten the template; real chat templates nest a few levels")
@@ -87,10 +89,13 @@ class Parser:
             if word in ("end", "else"):
                 raise _err(line, f"'{{{{ {body} }}}}' without a matching if/range", "Remove it or add the opening action")
             if word == "if":
-                out.append(self.if_(body[2:], line, depth + 1))
+                out.append(self.if_(body[2:], line, loop, depth + 1))
             elif word == "range":
-                out.append(self.range_(body[5:], line, depth + 1))
+                out.append(self.range_(body[5:], line, loop, depth + 1))
             elif word in ("break", "continue") and body == word:
+                if not loop:  # as Go's parser refuses it: at render time it would have no loop to leave
+                    raise _err(line, f"'{{{{ {word} }}}}' outside a range",
+                               "Move it inside a {{ range }} ... {{ end }} body, or remove it")
                 out.append(GoNode(word, line))
             elif word in ("with", "template", "block", "define"):
                 raise _err(line, f"the '{word}' action")
@@ -102,10 +107,10 @@ class Parser:
             raise _err(self.items[-1][2], "an if/range without '{{ end }}'", "Close it with {{ end }}")
         return out, None, 0
 
-    def if_(self, cond: str, line: int, depth: int) -> GoNode:
+    def if_(self, cond: str, line: int, loop: bool, depth: int) -> GoNode:
         node = GoNode("if", line)
         while True:
-            body, stop, _ = self.block(("end", "else"), depth)
+            body, stop, _ = self.block(("end", "else"), loop, depth)
             node.branches.append((Expr(cond, line).parse(), body))
             if stop == "end" or stop is None:  # None only without stops: block() raised already
                 return node
@@ -115,19 +120,19 @@ class Parser:
                 continue
             if rest:
                 raise _err(line, f"'else {rest}'")
-            node.orelse, stop, _ = self.block(("end",), depth)
+            node.orelse, stop, _ = self.block(("end",), loop, depth)
             return node
 
-    def range_(self, spec: str, line: int, depth: int) -> GoNode:
+    def range_(self, spec: str, line: int, loop: bool, depth: int) -> GoNode:
         names: tuple = ()
         m = re.fullmatch(r"\s*(\$\w*)\s*(?:,\s*(\$\w*)\s*)?:=\s*(.*)", spec, re.S)
         if m:
             names, spec = tuple(x for x in m.group(1, 2) if x), m.group(3)
         node = GoNode("range", line, names=names)
-        body, stop, _ = self.block(("end", "else"), depth)
+        body, stop, _ = self.block(("end", "else"), True, depth)
         node.branches.append((Expr(spec, line).parse(), body))
-        if stop != "end":
-            node.orelse, _, _ = self.block(("end",), depth)
+        if stop != "end":  # the else runs when there is nothing to range over: not in this loop
+            node.orelse, _, _ = self.block(("end",), loop, depth)
         return node
 
 
