@@ -1,8 +1,6 @@
-"""The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
-
-Every layer's keys and values are inputs (`past_key_values.N.key/value`) and outputs
-(`present.N.key/value`) that the caller owns: prefill with a zero-length past, then feed each
-step's `present.*` back. For teaching, and for checking that both forms compute the same tokens.
+"""The KV cache driven by hand, as the OpenVINO ChatGLM2 article does: in the stateless export
+every layer's cache is an input (`past_key_values.N.*`) and an output (`present.N.*`) the caller
+feeds back. For teaching, and for checking that both forms compute the same tokens.
 """
 from __future__ import annotations
 
@@ -132,7 +130,6 @@ class ExplicitKV:
             logits, cache = self.forward([token], cache)
         return tokens
 
-
     def race(self, ids: list[int],
              max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
         """Greedy decoding twice, a step of each in turn so both paths see the same machine: with
@@ -182,11 +179,11 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         threads: int | None = None, quiet: bool = True) -> ExplicitKV:
-    """The stateless export of `model` (exported once, then cached); `quiet` says in one line that
-    the first run exports instead of showing the export's messages."""
+         threads: int | None = None) -> ExplicitKV:
+    """The stateless export of `model` (exported once, then cached); a first export says so in
+    one line instead of showing the exporter's messages."""
     precision = check_precision(precision)  # before a first-use export of minutes
-    if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
+    if is_exported(export_dir(model, weight_format, stateful=False)):
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)
     print(f"exporting {Path(model).name} {weight_format} without state (once; a few minutes on 2 cores) ...")
     with contextlib.redirect_stderr(io.StringIO()):

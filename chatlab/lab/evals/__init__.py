@@ -18,10 +18,9 @@ __all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_q
            "hit_at_k", "answer_has_key", "trim_repeats"]
 
 
-# A timing means little without its machine: each table of seconds or tokens per second that the
-# notebooks store prints this line beside it.
 def measured_on(today: dt.date | None = None) -> str:
-    """'2 cores, <CPU model>, YYYY-MM-DD': the cores this process may use, the CPU, the date (UTC)."""
+    """'2 cores, <CPU model>, YYYY-MM-DD' (this process's cores, the CPU, the UTC date): the line
+    the notebooks print beside every stored timing, which means little without its machine."""
     info = cpu_info()
     day = today or dt.datetime.now(dt.timezone.utc).date()
     cores = info["threads"]

@@ -22,16 +22,10 @@ VERDICTS = ("new turn", "never ends", "goes on", "ends")
 
 
 def verdict(shown: str, finish_reason: str) -> str:
-    """What a reader sees in one reply to a one-fact question, given the reply proper (the text
-    before its own end of turn, special tokens shown) and how the loop ended it:
-
-    * "new turn": it writes chat markup or the system prompt as text: it plays the next turn
-      itself (whether or not it then stops)
-    * "never ends": it ran to max_tokens
-    * "goes on": it ended its turn, but only after writing more lines after its first one (one
-      fact is one line: what follows restates the answer or adds to it)
-    * "ends": one line, then its end of turn
-    """
+    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own
+    end of turn, special tokens shown): "new turn" (it writes chat markup or the system prompt,
+    playing the next turn itself), "never ends" (it ran to max_tokens), "goes on" (it ended,
+    but after more than the one line one fact needs), or "ends"."""
     if finish_reason not in ("stop", "length"):
         raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
     text = shown.strip()
@@ -115,8 +109,8 @@ def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
 
 
 def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
-    """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
-    says exactly what the server stops on). Returns the loop's Finished event."""
+    """Greedy, stopping only on `stop_ids` (not the model's eos ids: the caller says exactly what
+    the server stops on)."""
     params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
     last = list(generate(backend, list(prompt_ids), params))[-1]
     assert isinstance(last, Finished)  # the loop always ends with one

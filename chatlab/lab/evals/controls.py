@@ -1,8 +1,6 @@
-"""Positive controls for the eval tables: gold answers replayed through the very same path.
-
-`ScriptedBackend` replays written replies without a model, so sampling, stops, grammars, parsers
-and detokenization all run for real; `OracleBackend` answers each prompt with the gold answer of
-the eval case it finds in it. If the control scores 100%, what the model loses is the model's.
+"""Positive controls for the eval tables: written or gold replies played through the very same
+path (sampling, stops, grammars, parsers, detokenization) without a model. If the control scores
+100%, what the model loses is the model's.
 """
 from __future__ import annotations
 
@@ -182,9 +180,8 @@ OPTIONAL_BUILD_BYTES = 3_900_000_000
 
 
 def optional_model(name: str = OPTIONAL_MODEL) -> tuple[str | None, str]:
-    """(`name`, "") when its asset is installed here and this session has the memory to run it
-    (to build it first, when its export is not cached yet); else (None, why not), a phrase the
-    notebooks print in its column ("not installed", or "skipped: needs ... GB free, ...")."""
+    """(`name`, "") when its asset is installed and the memory to run it (or first build it) is
+    free; else (None, why not), the phrase the notebooks print in its column."""
     if not store.is_available(get_asset(name)):
         return None, "not installed"
     built = export.is_exported(export.export_dir(name, "int8"))

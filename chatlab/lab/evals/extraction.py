@@ -1,9 +1,5 @@
-"""Score structured extraction over the dog set: each method is a function text -> object with
-`name` and `color`.
-
-Scoring is strict: name and color must equal the gold ones (or an accepted spelling) after
-normalising case, spaces, hyphens and a leading article. A method that raises counts as wrong.
-`span_schema` builds an extractive schema per sentence whose values are `enum`s of its own words.
+"""Score structured extraction over the dog set, strictly: each method (text -> an object with
+`name` and `color`) must give the gold ones, up to `normalize`; a method that raises is wrong.
 """
 from __future__ import annotations
 
@@ -106,8 +102,8 @@ class MethodScore:
 
 
 def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[MethodScore]:
-    """Run every method on every case, in order; exceptions are outcomes, not crashes (a
-    server's 400 or a reply that fails validation is a wrong answer for that sentence)."""
+    """Run every method on every case, in order; an exception (a server's 400, a reply that fails
+    validation) is a wrong answer for that sentence, not a crash."""
     cases = list(cases)
     if not methods or not cases:
         raise ChatlabError("evaluate needs at least one method and one case; pass "
@@ -149,8 +145,7 @@ def markdown_table(scores: list[MethodScore], focus: str | None = None,
 
 def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     """Methods down, models (or controls) across: "right/total" per cell. A column given as a
-    string instead of scores (e.g. "not installed") shows that string in every row, so a missing
-    optional model reads as missing rather than as zero; a method a column did not run reads "-"."""
+    string ("not installed") shows it in every row, so a missing model does not read as zero."""
     methods: list[str] = []
     for col in columns.values():
         if not isinstance(col, str):
@@ -249,9 +244,8 @@ def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, st
 
 
 def streamed_call(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
-    """Way (d): `bind_tools([schema])` with the tool named, streamed; the tool-call chunks are
-    added up the way langchain adds them, and the one call's arguments fill `schema`. A stream
-    that ends without a call is an error (a wrong answer in the table), not an empty object."""
+    """Way (d): `bind_tools([schema])` with the tool named, streamed; the chunks added up as
+    langchain adds them, the call's arguments fill `schema` (no call: an error, not `{}`)."""
     bound = llm.bind_tools([schema], tool_choice=schema.__name__)
 
     def run(text: str) -> object:

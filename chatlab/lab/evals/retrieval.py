@@ -37,8 +37,8 @@ def contains(text: str, phrase: str) -> bool:
 
 
 def split_passages(folder: Path, pattern: str = "*.md") -> list[Passage]:
-    """One Passage per blank-line separated paragraph of each file; heading lines are not
-    passages of their own (they name the file's topic and go into every passage's metadata)."""
+    """One Passage per paragraph of each file; a heading line is not one (it goes into the
+    passages after it)."""
     files = sorted(Path(folder).glob(pattern))
     if not files:
         raise ChatlabError(f"no {pattern} files in {folder}; pass the docs folder "
@@ -76,16 +76,14 @@ def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int
 
 
 def answer_has_key(answer: str, question: Question) -> bool:
-    """A crude automatic check: does the answer contain any of the question's key phrases?
-    It cannot tell a right answer that words it differently from a wrong one that quotes the
-    passage; it is a floor for a human reading, not a grade."""
+    """Does the answer contain any of the question's key phrases? A floor for a human reading,
+    not a grade: a right answer worded otherwise fails it."""
     return any(contains(answer, key) for key in question.answer)
 
 
 def trim_repeats(text: str) -> str:
     """Cut a reply at the first sentence that repeats an earlier one (a small model's greedy
-    loop: "The server can parse the JSON schema... The server can parse the JSON schema..."),
-    including a last sentence cut off by max_tokens that begins like an earlier one."""
+    loop), or a last sentence cut off by max_tokens that begins like an earlier one."""
     kept: list[str] = []
     seen: list[str] = []
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):

@@ -1,8 +1,5 @@
-"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path.
-
-Each takes the tokenizer the notebook loaded (`check(..., tok=tok)`); without it the cases load
-the same one (`load_tokenizer("chatglm3-6b")`: the offline stand-in, or the real one online).
-"""
+"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path, with the
+notebook's tokenizer (`check(..., tok=tok)`) or the same one loaded here."""
 from __future__ import annotations
 
 from functools import lru_cache

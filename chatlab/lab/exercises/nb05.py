@@ -1,5 +1,5 @@
-"""Notebook 05's exercises: reading a stored benchmark, bf16's rounding error, and what batching
-gives each client. The stored results come from data/bench/ (the notebook passes its own)."""
+"""Notebook 05's exercises: reading a stored benchmark (data/bench/), bf16's rounding error, and
+what batching gives each client."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,10 +7,6 @@ import numpy as np
 from chatlab._thirdparty import Jsonable
 from chatlab.lab.bench.report import load_stored
 from chatlab.lab.exercises import Case, Exercise, register
-
-
-def _stored(name: str) -> dict[str, Jsonable]:
-    return load_stored(name)
 
 
 def fastest_reference(result: dict[str, Jsonable]) -> tuple[str, float]:
@@ -28,7 +24,7 @@ def _made_up() -> dict[str, Jsonable]:
 
 
 register(Exercise("nb05.fastest", lambda full=None: [
-    Case((full or _stored("full-run.json"),), "the stored full run"),
+    Case((full or load_stored("full-run.json"),), "the stored full run"),
     Case((_made_up(),), "a made-up run where the PyTorch loop wins"),
 ], reference=fastest_reference,
     same=lambda got, expected: got[0] == expected[0] and abs(float(got[1]) - expected[1]) < 1e-6))
@@ -60,7 +56,7 @@ def per_client_reference(served: dict[str, Jsonable]) -> tuple[float, float, flo
 
 
 register(Exercise("nb05.per_client", lambda served=None: [
-    Case((served or _stored("serve-8-clients.json"),), "the stored batched run"),
+    Case((served or load_stored("serve-8-clients.json"),), "the stored batched run"),
     Case(({"clients": 4, "one_client_tok_s": 50.0, "n_clients_tok_s": 120.0},), "four made-up clients"),
 ], reference=per_client_reference,
     same=lambda got, expected: len(got) == 3 and all(abs(float(g) - e) < 1e-6 for g, e in zip(got, expected))))

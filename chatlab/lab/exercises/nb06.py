@@ -1,6 +1,5 @@
-"""Notebook 06's exercises: what the server does with a stop string, how streamed chunks merge
-into the non-streamed answer, and the shape of an OpenAI error body. Pure functions over the
-shapes the server sends, so they are graded without a model."""
+"""Notebook 06's exercises, graded without a model: a stop string, streamed chunks merged into
+the answer, and the shape of an OpenAI error body."""
 from __future__ import annotations
 
 from chatlab._thirdparty import Jsonable
