@@ -180,9 +180,8 @@ def run_export_template(args: argparse.Namespace) -> int:
 
 
 def check_export(args: argparse.Namespace, template: "str | Resolution", text: str) -> bool:
-    """`export-template --model`: certify `text` (the export about to be printed) for its engine
-    with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
-    outcome is said on stderr, so stdout stays the file."""
+    """`export-template --model`: certify `text` for its engine with that tokenizer; False when a
+    probe differs, unless --force. Every outcome goes to stderr, so stdout stays the file."""
     say = f"chatlab {args.command}:"
     if args.model is None:
         if args.force:

@@ -243,9 +243,8 @@ def _chart(title: str) -> tuple[Figure, "Axes"]:
 
 def bars(data: Mapping[str, float] | Mapping[str, Mapping[str, float]], *, title: str, xlabel: str,
          stacked: bool = False) -> Figure:
-    """Horizontal bars, one row per key of `data`, top to bottom in its order. Where the values
-    are mappings ({row: {part: value}}), each part is a bar of its own, side by side or, with
-    `stacked`, end to end, named in a legend; every row must have the same parts."""
+    """Horizontal bars, one row per key of `data`, in order; {row: {part: value}} draws each part
+    as a bar of its own (`stacked`: end to end) named in a legend, the same parts in every row."""
     if not data:
         raise ValueError(f"bars for {title!r}: no rows to draw; pass at least one {{label: value}}")
     rows = {label: dict(v) if isinstance(v, Mapping) else {"": v} for label, v in data.items()}

@@ -132,9 +132,8 @@ class ExplicitKV:
 
     def race(self, ids: list[int],
              max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
-        """Greedy decoding twice, a step of each in turn so both paths see the same machine: with
-        the cache fed back, and without one (the whole sequence and an empty past every step).
-        Returns both paths' tokens and their cumulative seconds after 0, 1, ... tokens."""
+        """Greedy decoding with the cache fed back and without one, a step of each in turn so both
+        see the same machine: both paths' tokens and cumulative seconds after 0, 1, ... tokens."""
         if not ids:
             raise ChatlabError("the prompt is empty; pass at least one token id")
         cached: list[int] = []

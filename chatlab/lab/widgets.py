@@ -16,9 +16,8 @@ class ChatWidget:
     def __init__(self, backend: StepBackend | ChatEngine, model_name: str | None = None,
                  system: str = "You are a helpful assistant. Answer briefly.",
                  reuse_prefix: bool = False) -> None:
-        """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share.
-        `reuse_prefix`: each turn prefills only what is new since the last one (the engine's
-        chatlab.engine.lease cache; for a backend the widget wraps itself)."""
+        """`backend`: a step backend or a ChatEngine to share; `reuse_prefix` (for a backend the
+        widget wraps): each turn prefills only what is new since the last one."""
         import ipywidgets as w
 
         self.engine = backend if isinstance(backend, ChatEngine) else \

@@ -5,17 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from chatlab.backends.precision import cpu_info
-from chatlab.lab.evals.extraction import (MethodScore, Outcome, controls_table, evaluate, markdown_table, normalize,
-                                      score_dog)
-from chatlab.lab.evals.retrieval import (Passage, answer_has_key, contains, hit_at_k, hits, split_passages,
-                                     trim_repeats)
-from chatlab.lab.evals.sets import (DogCase, Fact, Question, WeatherRequest, load_dogs, load_facts, load_questions,
-                                load_weather_requests)
+from chatlab.lab.evals.extraction import controls_table, evaluate, markdown_table, normalize, score_dog
+from chatlab.lab.evals.retrieval import answer_has_key, contains, hit_at_k, hits, split_passages, trim_repeats
+from chatlab.lab.evals.sets import (DogCase, Question, load_dogs, load_facts, load_questions,
+                                    load_weather_requests)
 
-__all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_questions", "load_facts",
-           "load_weather_requests", "measured_on", "Outcome", "MethodScore", "normalize",
-           "score_dog", "evaluate", "markdown_table", "controls_table", "Passage", "split_passages", "contains", "hits",
-           "hit_at_k", "answer_has_key", "trim_repeats"]
+__all__ = ["DogCase", "Question", "load_dogs", "load_questions", "load_facts", "load_weather_requests",
+           "measured_on", "normalize", "score_dog", "evaluate", "markdown_table", "controls_table",
+           "split_passages", "contains", "hits", "hit_at_k", "answer_has_key", "trim_repeats"]
 
 
 def measured_on(today: dt.date | None = None) -> str:

@@ -78,9 +78,8 @@ class Column:
 
 
 def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
-    """Encode rendered chat text the way ChatGLM3's template path does to `<|user|>`: every
-    special token written in it becomes ordinary pieces (its first character and the rest,
-    encoded apart, so neither can match the special token), the text between them as usual."""
+    """Encode chat text as ChatGLM3's template path does `<|user|>`: every special token in it as
+    ordinary pieces (its first character and the rest, encoded apart), the rest as usual."""
     specials = sorted({t for t in tok.all_special_tokens if t and t in text}, key=len, reverse=True)
     ids: list[int] = []
     rest = text
@@ -100,9 +99,8 @@ def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
 
 
 def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
-    """The tokenizer's own chat_template, rendered and encoded by the tokenizer itself
-    (`apply_chat_template(..., tokenize=True)`): the usual Hugging Face path, right whenever the
-    tokenizer keeps every control token whole."""
+    """The tokenizer's own chat_template rendered and encoded by itself: the usual Hugging Face
+    path, right whenever the tokenizer keeps every control token whole."""
     out = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
     ids = out if isinstance(out, list) else out["input_ids"]
     return [int(i) for i in ids]
@@ -166,9 +164,8 @@ def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequ
 
 def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
                       max_tokens: int = 64) -> tuple[Column, Column, Column]:
-    """(stop only on `<|endoftext|>`, stop on the template's stop ids, stop on the model's own
-    end ids from its generation_config: the positive control, what transformers' `generate`
-    stops on), the same id-level prompts in all three."""
+    """(stop only on `<|endoftext|>`, on the template's stop ids, on generation_config's end ids as
+    transformers' `generate` does: the positive control), the same id-level prompts in all three."""
     tok = backend.tokenizer
     rendered = [resolution.render(chat) for chat in _chats(facts)]
     prompts = [list(r.ids) for r in rendered]

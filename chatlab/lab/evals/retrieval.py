@@ -1,7 +1,5 @@
-"""Retrieval and answer checks over data/docs for the question set, and the bench's task shapes.
-
-The index holds one passage per paragraph; a question's hit is the passage holding its gold quote.
-"""
+"""Retrieval and answer checks over data/docs for the question set (a question's hit is the
+paragraph holding its gold quote), and the bench's task shapes."""
 from __future__ import annotations
 
 import re
@@ -12,6 +10,7 @@ from typing import Callable, Iterable, Sequence
 from chatlab._thirdparty import HFTokenizer
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.lab.evals.bites import template_ids
 from chatlab.lab.evals.sets import Question, load_dogs, load_questions
 
 
@@ -64,8 +63,7 @@ def hits(retrieve: Retrieve, questions: Iterable[Question], k: int) -> list[bool
 
 
 def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int] = (1, 3, 5)) -> dict[int, float]:
-    """{k: share of questions whose gold passage is among the top k}; one retrieval per
-    question at the largest k (a ranking's top k is a prefix of its top max(k))."""
+    """{k: share of questions whose gold passage is among the top k}, from one retrieval each."""
     questions = list(questions)
     if not questions or not ks:
         raise ChatlabError("hit_at_k needs questions and at least one k; pass load_questions() "
@@ -141,9 +139,4 @@ def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Passage]:
 
 def task_prompts(tokenizer: HFTokenizer, task: str, limit: int | None = None) -> list[list[int]]:
     """The task's prompts as ids, rendered with the tokenizer's chat template."""
-    out = []
-    for messages in task_messages(task)[:limit]:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-        out.append([int(i) for i in ids])
-    return out
+    return [template_ids(tokenizer, messages) for messages in task_messages(task)[:limit]]

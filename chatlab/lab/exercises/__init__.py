@@ -24,10 +24,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Exercise:
-    """`cases(**context)` builds the cases when the check runs (so a notebook's model or tokenizer
-    is loaded only then, or taken from `context`); `reference` computes what each should return;
-    `same(got, expected)` compares (== by default); `show` turns an argument or value into a
-    short readable string for the verdict."""
+    """`cases(**context)` builds the cases when the check runs (loading a model only then, unless
+    `context` holds the notebook's); `reference` gives what each should return, `same` compares."""
 
     name: str
     cases: Callable[..., list[Case]]
@@ -132,6 +130,5 @@ def run(name: str, fn: Callable[..., object], **context: object) -> Report:
 
 
 def check(name: str, fn: Callable[..., object], **context: object) -> None:
-    """Run the named exercise's cases against `fn` and print the verdict (see the module doc).
-    `context` hands the cases objects the notebook already holds (a loaded model)."""
+    """Print the verdict of `fn` on the named exercise; `context`: objects the notebook holds."""
     print(run(name, fn, **context).text)

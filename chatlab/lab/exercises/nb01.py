@@ -30,9 +30,8 @@ register(Exercise("nb01.split_and_count", lambda tok=None: [
 
 
 def first_difference_reference(tok: HFTokenizer, chat: list[dict[str, str]]) -> tuple[int, int, int]:
-    """(the first position where the template path (render to text, encode) and
-    `build_chat_input(last message, history=the others)` differ, or the shorter length when one
-    is a prefix of the other; the number of ids via text; the number via build_chat_input)."""
+    """(where the template path (render, encode) and `build_chat_input` first differ, or the shorter
+    length; the number of ids via text; the number via build_chat_input)."""
     text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     via_text = tok.encode(text, add_special_tokens=False)
     via_ids = tok.build_chat_input(chat[-1]["content"], history=chat[:-1])["input_ids"][0].tolist()
