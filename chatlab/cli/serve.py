@@ -79,8 +79,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """chatlab.engine.load_engine's keywords for the model flags (add_model_args) and the
-    speedup flags; every name and option is checked by load_engine before anything loads."""
+    """load_engine's keywords for the model and speedup flags, all checked before anything loads."""
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")

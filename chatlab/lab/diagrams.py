@@ -3,8 +3,7 @@
 `show(name)` draws `data/diagrams/<name>.mmd` as SVG, which GitHub and Colab display (a mermaid
 block they do not); only the `flowchart LR` subset the notebooks use is read, anything else is an
 error naming the line. `to_html` colours each id by message and boxes control ids. `bars` and
-`lines` build a matplotlib `Figure` without pyplot, so no state passes between cells.
-"""
+`lines` build a matplotlib `Figure` without pyplot, so no state passes between cells."""
 from __future__ import annotations
 
 import html

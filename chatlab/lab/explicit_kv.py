@@ -1,7 +1,6 @@
 """The KV cache driven by hand, as the OpenVINO ChatGLM2 article does: in the stateless export
 every layer's cache is an input (`past_key_values.N.*`) and an output (`present.N.*`) the caller
-feeds back. For teaching, and for checking that both forms compute the same tokens.
-"""
+feeds back. For teaching, and for checking that both forms compute the same tokens."""
 from __future__ import annotations
 
 import contextlib
@@ -163,8 +162,7 @@ def _layer_order(name: str) -> tuple[int, str]:
 
 
 def io_table(ports: list[Port], first_layers: int = 1) -> str:
-    """A printable table of the ports, showing the cache of the first `first_layers` layers
-    and one line counting the rest."""
+    """The ports as a printable table, the cache ports of the first `first_layers` layers only."""
     rows, hidden = [], 0
     for p in ports:
         parts = p.name.split(".")
@@ -179,8 +177,7 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
          threads: int | None = None) -> ExplicitKV:
-    """The stateless export of `model` (exported once, then cached); a first export says so in
-    one line instead of showing the exporter's messages."""
+    """The stateless export of `model`, exported once (said in one line, not the exporter's), then cached."""
     precision = check_precision(precision)  # before a first-use export of minutes
     if is_exported(export_dir(model, weight_format, stateful=False)):
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)

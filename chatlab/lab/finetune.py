@@ -1,6 +1,5 @@
 """A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model; the
-loss covers only what the assistant says, its end-of-turn id included.
-"""
+loss covers only what the assistant says, its end-of-turn id included."""
 from __future__ import annotations
 
 import copy
@@ -207,8 +206,8 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def merged(peft_model: HFModel, copy_weights: bool = True) -> HFModel:
-    """The adapter folded into the base weights (W + BA·alpha/r), in a copy; `copy_weights=False`
-    folds it in place (the adapter model is then spent), keeping one model in memory, not two."""
+    """The adapter folded into the base weights, in a copy (`copy_weights=False`: in place, one model
+    in memory, the adapter model spent)."""
     return (copy.deepcopy(peft_model) if copy_weights else peft_model).merge_and_unload()
 
 

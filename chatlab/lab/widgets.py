@@ -1,6 +1,5 @@
 """A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article. Each turn
-is a request to a ChatEngine, so the model sees exactly what the server would send.
-"""
+is a request to a ChatEngine, so the model sees exactly what the server would send."""
 from __future__ import annotations
 
 from typing import Iterator

@@ -1,6 +1,5 @@
 """The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
-split role markers (notebooks 01-02) and a missing stop (notebook 03).
-"""
+split role markers (notebooks 01-02) and a missing stop (notebook 03)."""
 from __future__ import annotations
 
 import time
@@ -13,8 +12,7 @@ from chatlab.lab.evals.sets import Fact
 from chatlab.protocols import StepBackend
 from chatlab.render import Resolution
 
-# what a reply that lost track of the turn structure writes back: ChatML's role markers spelled
-# out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
+# what a reply that lost the turn structure writes back: role markers, SmolLM2's system prompt
 TEMPLATE_MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
 
 # what one reply's text shows, in the order `verdict` checks them
@@ -107,8 +105,7 @@ def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
 
 
 def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
-    """Greedy, stopping only on `stop_ids` (not the model's eos ids: the caller says exactly what
-    the server stops on)."""
+    """Greedy, stopping only on `stop_ids`: the model's eos ids are not added."""
     params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
     last = list(generate(backend, list(prompt_ids), params))[-1]
     assert isinstance(last, Finished)  # the loop always ends with one

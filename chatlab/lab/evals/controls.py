@@ -1,7 +1,6 @@
 """Positive controls for the eval tables: written or gold replies played through the very same
 path (sampling, stops, grammars, parsers, detokenization) without a model. If the control scores
-100%, what the model loses is the model's.
-"""
+100%, what the model loses is the model's."""
 from __future__ import annotations
 
 import json
@@ -63,8 +62,7 @@ class ScriptedBackend:
         return self._row()
 
     def step(self, token_id: int) -> np.ndarray:
-        # follow the script while the loop agrees with it; once a grammar or a bias made it
-        # choose otherwise, the script is off its rails: end the reply
+        # follow the script while the loop agrees; once a grammar or a bias chose otherwise, end
         if self._pos < len(self._ids) and token_id == self._ids[self._pos]:
             self._pos += 1
         else:
@@ -95,8 +93,7 @@ class OracleBackend(ScriptedBackend):
         self.misses = 0  # prompts that held no known case: a control with misses proves nothing
 
     def _encode(self, text: str) -> list[int]:
-        # as text: a gold answer that quotes "<|im_start|>" is written the way a model writes
-        # the string, in ordinary pieces, not as the control id (which would end the turn)
+        # as text: a quoted "<|im_start|>" in ordinary pieces, as a model writes it, not the control id
         return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
 
     @property
@@ -155,8 +152,7 @@ def dog_call(prompt: str, gold: str) -> str | None:
 
 
 def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
-    """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
-    lists a tool (langchain's functions, tools and bind_tools ways)."""
+    """An oracle answering each dog sentence with its gold JSON, as a call when the prompt lists a tool."""
     gold = {c.text: json.dumps({"name": c.name, "color": c.color}) for c in cases}  # the schema's order
     return OracleBackend(tokenizer, gold, as_call=dog_call)
 

@@ -1,6 +1,5 @@
 """Score structured extraction over the dog set, strictly: each method (text -> an object with
-`name` and `color`) must give the gold ones, up to `normalize`; a method that raises is wrong.
-"""
+`name` and `color`) must give the gold ones, up to `normalize`; a method that raises is wrong."""
 from __future__ import annotations
 
 import re
@@ -124,8 +123,7 @@ def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[Metho
 
 def markdown_table(scores: list[MethodScore], focus: str | None = None,
                    focus_label: str | None = None) -> str:
-    """One row per method: its accuracies, errors and seconds; with `focus` (a case id) a column of
-    what each method answered for that sentence."""
+    """One row per method (accuracies, errors, seconds); `focus`: a column of answers to that case."""
     head = "| method | both right | name right | color right | errors | s |"
     rule = "|---|---|---|---|---|---|"
     if focus:
@@ -209,8 +207,7 @@ ARTICLE_HUMAN = "Use the given format to extract information from the following 
 
 
 def article_chain(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
-    """The article's way: `create_structured_output_chain` (legacy `functions` +
-    `function_call`), from langchain-classic since langchain 1.0 removed it."""
+    """The article's way: the legacy `create_structured_output_chain`, now in langchain-classic."""
     from langchain_classic.chains.openai_functions import create_structured_output_chain
     from langchain_core._api.deprecation import LangChainDeprecationWarning
     from langchain_core.prompts import ChatPromptTemplate

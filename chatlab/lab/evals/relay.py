@@ -1,6 +1,5 @@
 """Streamed function calls, measured (notebook 04): a naive relay, which leaks the markup when the
-opening tag is split over tokens, against the buffered parser, which holds back what could be one.
-"""
+opening tag is split over tokens, against the buffered parser, which holds back what could be one."""
 from __future__ import annotations
 
 import json

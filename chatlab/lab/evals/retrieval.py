@@ -36,8 +36,7 @@ def contains(text: str, phrase: str) -> bool:
 
 
 def split_passages(folder: Path, pattern: str = "*.md") -> list[Passage]:
-    """One Passage per paragraph of each file; a heading line is not one (it goes into the
-    passages after it)."""
+    """One Passage per paragraph of each file; a heading line names the passages after it."""
     files = sorted(Path(folder).glob(pattern))
     if not files:
         raise ChatlabError(f"no {pattern} files in {folder}; pass the docs folder "

@@ -1,6 +1,5 @@
 """Exercises a learner writes, and the checks that grade them: `check("nb03.stop_matcher", f)`
-runs the function on the exercise's cases and prints one verdict. One module per notebook.
-"""
+runs the function on the exercise's cases and prints one verdict. One module per notebook."""
 from __future__ import annotations
 
 import importlib
@@ -13,8 +12,7 @@ from chatlab.errors import ChatlabError
 
 @dataclass(frozen=True)
 class Case:
-    """One call of the learner's function: `args` go in; the expected value comes from the
-    exercise's reference called with the same args (or is given as `expected`)."""
+    """One call of the learner's function: `args`, and `expected` or else the reference's value."""
 
     args: tuple[object, ...]
     label: str = ""

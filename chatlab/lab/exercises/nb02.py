@@ -52,8 +52,7 @@ register(Exercise("nb02.explicit_rule", lambda: [
 
 
 def via_export_reference(template: str, messages: list[dict[str, str]]) -> list[int]:
-    """What the *id level* gives: the exported Jinja, rendered by Hugging Face and encoded,
-    must give the same ids (that is what the exercise checks)."""
+    """The id level's ids, which the exported Jinja, rendered and encoded, must equal."""
     return resolve(checker(template), template=template).render(messages).ids
 
 

@@ -1,6 +1,5 @@
 """Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand, graded against
-`ExplicitKV.forward` and `StopMatcher`. The cache ones take the notebook's `kv` or load it.
-"""
+`ExplicitKV.forward` and `StopMatcher`. The cache ones take the notebook's `kv` or load it."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -44,8 +43,7 @@ def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
         _, cache = kv.forward(ids, kv.empty_cache())
         _, heads, positions, head_dim = cache["past_key_values.0.key"].shape
         measured = sum(a.nbytes for a in cache.values())   # what the arrays really hold
-        # the bytes per number are the arrays' own (f32 as exported; some OpenVINO builds hand
-        # the cache back as f16): the formula must hold for either
+        # the arrays' own bytes per number: f32 as exported, f16 from some OpenVINO builds
         size = cache["past_key_values.0.key"].dtype.itemsize
         cases.append(Case((kv.layers, heads, positions, head_dim, size),
                           f"a {positions}-token prompt, {size} bytes per number", expected=measured, has_expected=True))

@@ -1,6 +1,5 @@
 """Notebook 04's exercises: the Hermes parser on markup, a stop string that must not cut a word,
-schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser).
-"""
+schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser)."""
 from __future__ import annotations
 
 import json

@@ -30,12 +30,17 @@ register(Exercise("nb05.fastest", lambda full=None: [
     same=lambda got, expected: got[0] == expected[0] and abs(float(got[1]) - expected[1]) < 1e-6))
 
 
-def bf16_error_reference(x: np.ndarray) -> float:
-    """The largest relative error of rounding float32 values to bf16 and back."""
+def bf16_round_reference(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 by torch, back as float32."""
     import torch
 
-    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    return float(((t.to(torch.bfloat16).float() - t).abs() / t.abs()).max())
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.bfloat16).float().numpy()
+
+
+def bf16_error_reference(x: np.ndarray) -> float:
+    """The largest relative error of rounding float32 values to bf16 and back."""
+    x = np.asarray(x, dtype=np.float32)
+    return float((np.abs(bf16_round_reference(x) - x) / np.abs(x)).max())
 
 
 def _bf16_cases() -> list[Case]:

@@ -7,8 +7,7 @@ from chatlab.lab.exercises import Case, Exercise, register
 
 
 def cut_at_stop_reference(text: str, stops: list[str]) -> tuple[str, str]:
-    """(the text before the earliest stop string, "stop"), or (the text, "length") without one.
-    The stop string itself is not part of the content."""
+    """(the text before the earliest stop string, "stop"), or (the text, "length") without one."""
     found = [(text.find(s), s) for s in stops if s and s in text]
     if not found:
         return text, "length"
