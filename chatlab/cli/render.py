@@ -1,5 +1,4 @@
-"""`chatlab render`, `templates`, `audit`, `export-template`, `diff-templates` and `certify`: a chat
-template rendered, listed, checked, exported and compared, from the command line."""
+"""The template commands: `render`, `templates`, `audit`, `export-template`, `diff-templates`, `certify`."""
 from __future__ import annotations
 
 import argparse

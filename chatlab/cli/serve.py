@@ -1,5 +1,4 @@
-"""`chatlab complete` (one chat completion from the command line, through the server's path) and
-`chatlab serve` (the OpenAI-compatible server in the foreground): an engine loaded from the flags."""
+"""`chatlab complete` (one completion through the server's path) and `chatlab serve`, on the flags' engine."""
 from __future__ import annotations
 
 import argparse

@@ -175,8 +175,7 @@ References = dict[str, "Rendered | str"]  # conversation -> the template's rende
 
 def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
                 conversations: dict | None) -> tuple[Resolution, Conversations, References]:
-    """The template, the conversations, and the template's own render of each (or why not). A
-    special token the tokenizer lacks is bad input for the whole certificate, named once."""
+    """The template, the conversations, and the template's own render of each (or why not)."""
     source = load_template(template)
     convs = CONVERSATIONS if conversations is None else conversations
     if not convs:

@@ -151,8 +151,7 @@ def collect() -> dict[str, Jsonable]:
 
 
 def machine() -> dict[str, Jsonable]:
-    """The facts a speed or precision result depends on (CPU, threads, memory, versions), without
-    the model store or any path: safe to print in a notebook."""
+    """What a speed or precision result depends on (CPU, threads, memory, versions); no paths."""
     import psutil
 
     vm = psutil.virtual_memory()

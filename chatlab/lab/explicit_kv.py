@@ -1,6 +1,5 @@
-"""The KV cache driven by hand, as the OpenVINO ChatGLM2 article does: in the stateless export
-every layer's cache is an input (`past_key_values.N.*`) and an output (`present.N.*`) the caller
-feeds back. For teaching, and for checking that both forms compute the same tokens."""
+"""The KV cache driven by hand, as the OpenVINO ChatGLM2 article does: the stateless export's cache
+(`past_key_values.N.*` in, `present.N.*` out) fed back by the caller, to teach and to check both agree."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,7 @@
-"""A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article. Each turn
-is a request to a ChatEngine, so the model sees exactly what the server would send."""
+"""A notebook chat with the ChatGLM2 article's controls; each turn is a ChatEngine request, as served."""
 from __future__ import annotations
 
+import html
 from typing import Iterator
 
 from chatlab._thirdparty import Jsonable
@@ -112,8 +112,6 @@ class ChatWidget:
 
     def _show(self, pending_reply: str | None) -> None:
         """The transcript; a reply still streaming gets a cursor (None: nothing pending)."""
-        import html
-
         rows = [f"<b>{m['role']}</b>: {html.escape(m['content'])}" for m in self.history]
         if pending_reply is not None:
             rows.append(f"<b>assistant</b>: {html.escape(pending_reply)}▌")

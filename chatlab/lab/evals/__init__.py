@@ -1,5 +1,4 @@
-"""Small evaluation sets and their scoring: structured extraction (notebook 07) and retrieval
-plus answer checks (notebook 08). The sets live in data/eval/; see its README."""
+"""Small evaluation sets (data/eval/, see its README) and their scoring, for notebooks 07 and 08."""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,5 +1,4 @@
-"""The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
-split role markers (notebooks 01-02) and a missing stop (notebook 03)."""
+"""The headline bugs, measured on a live model beside their fixes: split role markers, a missing stop."""
 from __future__ import annotations
 
 import time

@@ -1,6 +1,5 @@
-"""Positive controls for the eval tables: written or gold replies played through the very same
-path (sampling, stops, grammars, parsers, detokenization) without a model. If the control scores
-100%, what the model loses is the model's."""
+"""Positive controls for the eval tables: written or gold replies played through the very same path
+(sampling, stops, grammars, parsers) without a model; what a model loses beside a perfect one is its own."""
 from __future__ import annotations
 
 import json

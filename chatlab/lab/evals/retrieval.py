@@ -1,5 +1,4 @@
-"""Retrieval and answer checks over data/docs for the question set (a question's hit is the
-paragraph holding its gold quote), and the bench's task shapes."""
+"""Retrieval and answer checks over data/docs for the question set, and the bench's task shapes."""
 from __future__ import annotations
 
 import re

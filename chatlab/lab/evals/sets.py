@@ -1,5 +1,4 @@
-"""The evaluation sets in data/eval/, read into small typed records. A malformed row is a
-ChatlabError naming the file, the line and the field."""
+"""The evaluation sets in data/eval/ as typed records; a bad row's error names file, line and field."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,4 @@
-"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path, with the
-notebook's tokenizer (`check(..., tok=tok)`) or the same one loaded here."""
+"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path (`tok`: the notebook's)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -15,8 +14,7 @@ def _glm() -> HFTokenizer:
 
 
 def split_and_count_reference(tok: HFTokenizer, role_token: str, message: str) -> tuple[int, int]:
-    """(pieces `tok.tokenize` makes of the role token written as text, how many of that role's
-    ids `build_chat_input(message)` holds)."""
+    """(pieces of the role token typed as text, that role's ids in `build_chat_input(message)`)."""
     ids = tok.build_chat_input(message)["input_ids"][0].tolist()
     return len(tok.tokenize(role_token)), ids.count(tok.get_command(role_token))
 

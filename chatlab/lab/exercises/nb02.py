@@ -1,5 +1,4 @@
-"""Notebook 02's exercises: slots of an id-level rendering, naming a template explicitly, and
-the Jinja export checked against the id level. Each runs in a second or two (tokenizers only)."""
+"""Notebook 02's exercises: id-level slots, a template named explicitly, the Jinja export checked."""
 from __future__ import annotations
 
 from functools import lru_cache

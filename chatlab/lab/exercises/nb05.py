@@ -1,5 +1,4 @@
-"""Notebook 05's exercises: reading a stored benchmark (data/bench/), bf16's rounding error, and
-what batching gives each client."""
+"""Notebook 05's exercises: a stored benchmark, bf16's rounding error, what batching gives each client."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +9,7 @@ from chatlab.lab.exercises import Case, Exercise, register
 
 
 def fastest_reference(result: dict[str, Jsonable]) -> tuple[str, float]:
-    """(the engine with the highest median decode tok/s, chatlab-openvino-int8's decode rate
-    divided by chatlab-torch's)."""
+    """(the engine with the best median decode tok/s, chatlab-openvino-int8's rate over chatlab-torch's)."""
     rows = {r["name"]: r for r in result["engines"]}
     fastest = max(rows, key=lambda n: rows[n]["decode_tok_s"])
     return fastest, rows["chatlab-openvino-int8"]["decode_tok_s"] / rows["chatlab-torch"]["decode_tok_s"]

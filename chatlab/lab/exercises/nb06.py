@@ -1,5 +1,4 @@
-"""Notebook 06's exercises, graded without a model: a stop string, streamed chunks merged into
-the answer, and the shape of an OpenAI error body."""
+"""Notebook 06's exercises, without a model: stop strings, merged stream chunks, OpenAI error bodies."""
 from __future__ import annotations
 
 from chatlab._thirdparty import Jsonable
