@@ -9,8 +9,7 @@ from chatlab.cli import bench, lab, models, render, serve
 from chatlab.errors import ChatlabError
 from chatlab.lab.session import python_problem
 
-# Each module defines `register(subparsers)`; handlers import heavy libraries lazily so that
-# `chatlab --help` and `chatlab templates` stay fast.
+# each has `register(subparsers)`; handlers import heavy libraries lazily, so --help stays fast
 COMMAND_MODULES = [models, render, bench, serve, lab]
 
 

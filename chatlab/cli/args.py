@@ -36,8 +36,7 @@ def flag_type(convert: Callable[[str], LoaderOption]) -> Callable[[str], LoaderO
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
     """--backend, --weight-format, --precision and every backend's options (each flag once)."""
-    # Names are checked by check_choice, not by argparse choices, so the message is the same
-    # from the CLI and from Python.
+    # names are checked by check_choice, not argparse choices: one message from the CLI and Python
     p.add_argument("--backend", default=DEFAULT_BACKEND,
                    help="; ".join(f"{s.name}: {s.summary}" for s in REGISTRY.values())
                    + f" (default {DEFAULT_BACKEND})")
@@ -89,9 +88,8 @@ def speculation_from_args(args: argparse.Namespace) -> Speculation | None:
 
 
 def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend.
-    On a batched backend reuse is its own prefix caching; speculation drives chatlab's loop
-    only, so load_engine refuses it there."""
+    """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend (on
+    a batched one, reuse is its own prefix caching and load_engine refuses speculation)."""
     out: dict[str, LoaderOption] = {}
     spec = speculation_from_args(args)
     if spec is not None:

@@ -1,5 +1,4 @@
-"""`chatlab models`: what assets exist, which are available here, where they live, and whether
-their cached builds are intact; `chatlab export`: a model exported to OpenVINO into the cache."""
+"""`chatlab models` (the assets, where they live, whether their builds are intact) and `chatlab export`."""
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,4 @@
-"""`chatlab render`, `templates`, `audit`, `export-template`, `diff-templates` and `certify`: a chat
-template rendered, listed, checked, exported and compared, from the command line."""
+"""The template commands: `render`, `templates`, `audit`, `export-template`, `diff-templates`, `certify`."""
 from __future__ import annotations
 
 import argparse
@@ -180,9 +179,8 @@ def run_export_template(args: argparse.Namespace) -> int:
 
 
 def check_export(args: argparse.Namespace, template: "str | Resolution", text: str) -> bool:
-    """`export-template --model`: certify `text` (the export about to be printed) for its engine
-    with that tokenizer. False (refuse) when a probe conversation differs, unless --force; every
-    outcome is said on stderr, so stdout stays the file."""
+    """`export-template --model`: certify `text` for its engine with that tokenizer; False when a
+    probe differs, unless --force. Every outcome goes to stderr, so stdout stays the file."""
     say = f"chatlab {args.command}:"
     if args.model is None:
         if args.force:

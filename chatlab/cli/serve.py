@@ -1,5 +1,4 @@
-"""`chatlab complete` (one chat completion from the command line, through the server's path) and
-`chatlab serve` (the OpenAI-compatible server in the foreground): an engine loaded from the flags."""
+"""`chatlab complete` (one completion through the server's path) and `chatlab serve`, on the flags' engine."""
 from __future__ import annotations
 
 import argparse
@@ -79,8 +78,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
-    """chatlab.engine.load_engine's keywords for the model flags (add_model_args) and the
-    speedup flags; every name and option is checked by load_engine before anything loads."""
+    """load_engine's keywords for the model and speedup flags, all checked before anything loads."""
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")

@@ -1,7 +1,5 @@
-"""Audit a tokenizer + template: render probe chats on the "string path" (the chat_template
-rendered to text, then encoded: what most servers do) and the "id path" (chatlab's), and report
-what breaks: split special tokens, a doubled BOS, eos trouble, the paths disagreeing, injection.
-"""
+"""Audit a tokenizer + template: probe chats on the "string path" (template text, then encoded: what
+most servers do) and chatlab's "id path"; report split specials, doubled BOS, eos, mismatch, injection."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

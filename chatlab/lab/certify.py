@@ -1,9 +1,6 @@
 """`certify`: one template, a fixed set of conversations, every engine's semantics, one verdict.
-
-For each engine the template is exported to that engine's format and read back; each engine x
-conversation is a cell: id-equal, differs, cannot express (nothing compared), or not rendered.
-Exit codes: 0 all id-equal; 1 any differs; 3 some cannot be expressed or nothing rendered.
-"""
+The template is exported to each engine's format and read back; each engine x conversation cell
+is id-equal, differs, cannot express (nothing compared), or not rendered."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -178,8 +175,7 @@ References = dict[str, "Rendered | str"]  # conversation -> the template's rende
 
 def _references(tokenizer: HFTokenizer, template: "str | Path | Resolution",
                 conversations: dict | None) -> tuple[Resolution, Conversations, References]:
-    """The template, the conversations, and the template's own render of each (or why not). A
-    special token the tokenizer lacks is bad input for the whole certificate, named once."""
+    """The template, the conversations, and the template's own render of each (or why not)."""
     source = load_template(template)
     convs = CONVERSATIONS if conversations is None else conversations
     if not convs:

@@ -1,18 +1,9 @@
 """The notebooks' pictures: Mermaid diagrams drawn as SVG, the token inspector, and charts.
 
-`show(name)` draws `data/diagrams/<name>.mmd` as an SVG output (which GitHub and Colab display,
-unlike a mermaid block), its text kept as text. Only the flowchart subset the notebooks use is
-read (`flowchart LR`, `A["box"]`, `A{"decision"}`, `-->`, `-->|"label"|`, `-- "label" -->`,
-`<br/>`, `#lt;`/`#gt;`/`#quot;`); anything else is an error naming the line. Layers run left to
-right, an edge back to an earlier column drawn as an arc below.
-
-`to_html(rendered)`: every id as a span coloured by message and grouped by slot, its text made
-visible, its id on hover, control ids boxed so split role tokens stand out.
-
-`bars` and `lines` draw the numbers a notebook has just printed as a matplotlib `Figure` made
-without pyplot, so no state passes from one cell to the next; a cell whose last line is the
-figure shows it as a PNG.
-"""
+`show(name)` draws `data/diagrams/<name>.mmd` as SVG, which GitHub and Colab display (a mermaid
+block they do not); only the `flowchart LR` subset the notebooks use is read, anything else is an
+error naming the line. `to_html` colours each id by message and boxes control ids. `bars` and
+`lines` build a matplotlib `Figure` without pyplot, so no state passes between cells."""
 from __future__ import annotations
 
 import html
@@ -210,7 +201,7 @@ def _visible(token: str) -> str:
 
 
 def to_html(rendered: Rendered, title: str = "") -> str:
-    """The token inspector's HTML fragment for `rendered` (see the module docstring)."""
+    """The token inspector's HTML for `rendered`: spans by message and slot, the id on hover."""
     tokens = rendered.tokens
     specials = set(rendered.encoder.special_text) if rendered.encoder else set()
     out = ['<div style="font-family:monospace;line-height:2.1;font-size:13px">']
@@ -233,8 +224,7 @@ def to_html(rendered: Rendered, title: str = "") -> str:
 
 
 def _chart(title: str) -> tuple[Figure, "Axes"]:
-    """A fresh figure and its one axes; in an IPython kernel, figures are set to show as PNGs
-    (a kernel without `%matplotlib inline` would show a bare Figure as its text repr)."""
+    """A fresh figure and its one axes; in IPython, figures show as PNGs (not their text repr)."""
     try:
         from IPython import get_ipython
         from IPython.core.pylabtools import select_figure_formats
@@ -252,9 +242,8 @@ def _chart(title: str) -> tuple[Figure, "Axes"]:
 
 def bars(data: Mapping[str, float] | Mapping[str, Mapping[str, float]], *, title: str, xlabel: str,
          stacked: bool = False) -> Figure:
-    """Horizontal bars, one row per key of `data`, top to bottom in its order. Where the values
-    are mappings ({row: {part: value}}), each part is a bar of its own, side by side or, with
-    `stacked`, end to end, named in a legend; every row must have the same parts."""
+    """Horizontal bars, one row per key of `data`, in order; {row: {part: value}} draws each part
+    as a bar of its own (`stacked`: end to end) named in a legend, the same parts in every row."""
     if not data:
         raise ValueError(f"bars for {title!r}: no rows to draw; pass at least one {{label: value}}")
     rows = {label: dict(v) if isinstance(v, Mapping) else {"": v} for label, v in data.items()}
@@ -283,8 +272,7 @@ def bars(data: Mapping[str, float] | Mapping[str, Mapping[str, float]], *, title
 
 def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str, xlabel: str,
           ylabel: str) -> Figure:
-    """One line per entry of `series` over the shared `x`, named in a legend when there are
-    several."""
+    """One line per entry of `series` over the shared `x`, in a legend when there are several."""
     if not x or not series:
         raise ValueError(f"lines for {title!r}: nothing to draw (x has {len(x)} points, {len(series)} "
                          "series); pass the x values and at least one series")

@@ -29,8 +29,7 @@ def problem(what: str, fix: str) -> dict[str, str]:
 
 
 def cpu_report() -> dict[str, Jsonable]:
-    """The CPU's model, the flags that matter, whether it computes bf16 natively, and what that
-    means for OpenVINO, beside the precision its CPU plugin really defaults to here."""
+    """The CPU's model and flags, and what they mean for OpenVINO beside its real default here."""
     here = cpu()
     flags = {f: f in here.flags for f in FLAGS}
     return {"model": here.model, "flags": flags, "bf16": here.bf16,
@@ -152,9 +151,7 @@ def collect() -> dict[str, Jsonable]:
 
 
 def machine() -> dict[str, Jsonable]:
-    """The facts a speed or precision result depends on, without the model store or any path
-    (safe to print in a notebook): CPU model and flags, what OpenVINO makes of them, the threads
-    this process may use, memory, versions."""
+    """What a speed or precision result depends on (CPU, threads, memory, versions); no paths."""
     import psutil
 
     vm = psutil.virtual_memory()

@@ -1,9 +1,5 @@
-"""The KV cache driven by hand: the stateless export, as the OpenVINO ChatGLM2 article uses it.
-
-Every layer's keys and values are inputs (`past_key_values.N.key/value`) and outputs
-(`present.N.key/value`) that the caller owns: prefill with a zero-length past, then feed each
-step's `present.*` back. For teaching, and for checking that both forms compute the same tokens.
-"""
+"""The KV cache driven by hand, as the OpenVINO ChatGLM2 article does: the stateless export's cache
+(`past_key_values.N.*` in, `present.N.*` out) fed back by the caller, to teach and to check both agree."""
 from __future__ import annotations
 
 import contextlib
@@ -132,12 +128,10 @@ class ExplicitKV:
             logits, cache = self.forward([token], cache)
         return tokens
 
-
     def race(self, ids: list[int],
              max_new_tokens: int) -> tuple[list[int], list[int], list[float], list[float]]:
-        """Greedy decoding twice, a step of each in turn so both paths see the same machine: with
-        the cache fed back, and without one (the whole sequence and an empty past every step).
-        Returns both paths' tokens and their cumulative seconds after 0, 1, ... tokens."""
+        """Greedy decoding with the cache fed back and without one, a step of each in turn so both
+        see the same machine: both paths' tokens and cumulative seconds after 0, 1, ... tokens."""
         if not ids:
             raise ChatlabError("the prompt is empty; pass at least one token id")
         cached: list[int] = []
@@ -167,8 +161,7 @@ def _layer_order(name: str) -> tuple[int, str]:
 
 
 def io_table(ports: list[Port], first_layers: int = 1) -> str:
-    """A printable table of the ports, showing the cache of the first `first_layers` layers
-    and one line counting the rest."""
+    """The ports as a printable table, the cache ports of the first `first_layers` layers only."""
     rows, hidden = [], 0
     for p in ports:
         parts = p.name.split(".")
@@ -182,11 +175,10 @@ def io_table(ports: list[Port], first_layers: int = 1) -> str:
 
 
 def load(model: str, weight_format: str = "int8", precision: str = DEFAULT_PRECISION,
-         threads: int | None = None, quiet: bool = True) -> ExplicitKV:
-    """The stateless export of `model` (exported once, then cached); `quiet` says in one line that
-    the first run exports instead of showing the export's messages."""
+         threads: int | None = None) -> ExplicitKV:
+    """The stateless export of `model`, exported once (said in one line, not the exporter's), then cached."""
     precision = check_precision(precision)  # before a first-use export of minutes
-    if is_exported(export_dir(model, weight_format, stateful=False)) or not quiet:
+    if is_exported(export_dir(model, weight_format, stateful=False)):
         return ExplicitKV(export_model(model, weight_format, stateful=False), precision, threads)
     print(f"exporting {Path(model).name} {weight_format} without state (once; a few minutes on 2 cores) ...")
     with contextlib.redirect_stderr(io.StringIO()):

@@ -1,6 +1,5 @@
 """A tiny LoRA fine-tune on CPU, rendered by the same id-level templates that serve the model; the
-loss covers only what the assistant says, its end-of-turn id included.
-"""
+loss covers only what the assistant says, its end-of-turn id included."""
 from __future__ import annotations
 
 import copy
@@ -74,9 +73,8 @@ def load_chats(path: str | Path) -> list[list[dict[str, str]]]:
 
 
 def training_example(resolution: Resolution, messages: ChatMessages) -> Example:
-    """The ids of a whole conversation under `resolution`, labelled on the assistant's tokens:
-    each assistant content span, then the ids after it up to and including the first stop id
-    (the model must learn to emit the id the server stops on, or it never stops)."""
+    """The ids of a whole conversation, labelled on each assistant content span and the ids after
+    it up to its first stop id (a model that never learns the id the server stops on never stops)."""
     msgs = as_messages(messages)
     r = resolution.render(msgs, add_generation_prompt=False)
     labels = [IGNORE] * len(r.ids)
@@ -100,9 +98,8 @@ def training_example(resolution: Resolution, messages: ChatMessages) -> Example:
 
 def add_lora(model: HFModel, rank: int = 8, alpha: int = 16, seed: int = 0, top_layers: int | None = None,
              targets: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> HFModel:
-    """A peft LoRA around `model` (changed in place: peft wraps its layers). Dropout is off so
-    that training and the comparisons after it are deterministic. `top_layers=n` adapts only
-    the last n decoder layers: backpropagation then stops at the lowest adapted layer."""
+    """A peft LoRA around `model` (changed in place), without dropout so runs are deterministic;
+    `top_layers=n` adapts the last n layers only, so backpropagation stops at the lowest one."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -120,9 +117,8 @@ def add_lora(model: HFModel, rank: int = 8, alpha: int = 16, seed: int = 0, top_
 def train(model: HFModel, examples: Sequence[Example], steps: int = 40, batch_size: int = 8,
           lr: float = 2e-3, seed: int = 0, threads: int | None = 2,
           micro_batch: int | None = 2) -> TrainReport:
-    """AdamW on the trainable parameters, shuffled batches, right padding masked out. Each batch runs
-    as micro-batches whose token losses are divided by the whole batch's count, so the step is the
-    one a full batch would take, in less memory (`micro_batch=None` runs batches whole)."""
+    """AdamW on the trainable parameters over shuffled batches, each run as micro-batches whose
+    losses are divided by the whole batch's token count: a full batch's step in less memory."""
     import torch
 
     if not examples:
@@ -210,15 +206,14 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def merged(peft_model: HFModel, copy_weights: bool = True) -> HFModel:
-    """The adapter folded into the base weights (W + BA·alpha/r), in a copy; `copy_weights=False`
-    folds it in place (the adapter model is then spent), keeping one model in memory, not two."""
+    """The adapter folded into the base weights, in a copy (`copy_weights=False`: in place, one model
+    in memory, the adapter model spent)."""
     return (copy.deepcopy(peft_model) if copy_weights else peft_model).merge_and_unload()
 
 
 def round_to_bf16(model: HFModel, copy_weights: bool = True) -> HFModel:
-    """A copy (`copy_weights=False`: the model itself) whose weights are rounded to bf16, as a
-    merged model is often saved, and kept in fp32 for compute: what the bf16 checkpoint itself
-    changes, the same on every CPU (bf16 *compute* needs avx512_bf16/amx_bf16)."""
+    """A copy (`copy_weights=False`: the model itself) with its weights rounded to bf16, as a merged
+    model is often saved, computed in fp32: the checkpoint's own change, the same on every CPU."""
     import torch
 
     out = copy.deepcopy(model) if copy_weights else model

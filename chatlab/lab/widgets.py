@@ -1,8 +1,7 @@
-"""A notebook chat over chatlab's loop, with the controls of the OpenVINO ChatGLM2 article. Each turn
-is a request to a ChatEngine, so the model sees exactly what the server would send.
-"""
+"""A notebook chat with the ChatGLM2 article's controls; each turn is a ChatEngine request, as served."""
 from __future__ import annotations
 
+import html
 from typing import Iterator
 
 from chatlab._thirdparty import Jsonable
@@ -16,12 +15,12 @@ class ChatWidget:
     def __init__(self, backend: StepBackend | ChatEngine, model_name: str | None = None,
                  system: str = "You are a helpful assistant. Answer briefly.",
                  reuse_prefix: bool = False) -> None:
-        """`backend`: a step backend (the widget makes its engine) or a ChatEngine to share.
-        `reuse_prefix`: each turn prefills only what is new since the last one (the engine's
-        chatlab.engine.lease cache; for a backend the widget wraps itself)."""
+        """`backend`: a step backend or a ChatEngine to share; `reuse_prefix` (for a backend the
+        widget wraps): each turn prefills only what is new since the last one."""
         import ipywidgets as w
 
-        self.engine = backend if isinstance(backend, ChatEngine) else ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
+        self.engine = backend if isinstance(backend, ChatEngine) else \
+            ChatEngine(backend, model_name or "", reuse_prefix=reuse_prefix)
         self.history: list[dict[str, Jsonable]] = []
         self.last: Finished | None = None
         self.system = w.Textarea(value=system, description="System", layout=w.Layout(width="98%"))
@@ -30,9 +29,7 @@ class ChatWidget:
         self.top_p = w.FloatSlider(value=0.9, min=0.05, max=1.0, step=0.05, description="Top-p")
         self.temperature = w.FloatSlider(value=0.7, min=0.0, max=2.0, step=0.05,
                                          description="Temperature")
-        # Enter commits the box's value (continuous_update=False) and the observer sends it:
-        # ipywidgets 8 deprecates Text.on_submit. Clearing the box fires the observer again with
-        # an empty value, which sends nothing.
+        # Enter commits the value and the observer sends it (ipywidgets 8 deprecates on_submit)
         self.prompt = w.Text(placeholder="Ask something and press Enter",
                              layout=w.Layout(width="70%"), continuous_update=False)
         self.button = w.Button(description="Send", button_style="primary")
@@ -47,8 +44,7 @@ class ChatWidget:
                            w.VBox([self.top_p, self.temperature])])
         self.view = w.VBox([self.system, controls, self.transcript,
                             w.HBox([self.prompt, self.button, self.clear]), self.status])
-        # Stable CSS classes: the browser test (tests/test_browser.py) finds the widget by them,
-        # not by cell positions or ipywidgets' own class names, which change between versions.
+        # stable CSS classes for the browser test: ipywidgets' own class names change
         for widget, name in ((self.view, "chat"), (self.system, "chat-system"),
                              (self.prompt, "chat-prompt"), (self.button, "chat-send"),
                              (self.clear, "chat-clear"), (self.transcript, "chat-transcript"),
@@ -110,14 +106,12 @@ class ChatWidget:
 
     def _send_from_box(self) -> None:
         text, self.prompt.value = self.prompt.value.strip(), ""
-        if text:
+        if text:  # clearing the box fires the observer again, with nothing to send
             for _ in self.stream(text):
                 pass
 
     def _show(self, pending_reply: str | None) -> None:
         """The transcript; a reply still streaming gets a cursor (None: nothing pending)."""
-        import html
-
         rows = [f"<b>{m['role']}</b>: {html.escape(m['content'])}" for m in self.history]
         if pending_reply is not None:
             rows.append(f"<b>assistant</b>: {html.escape(pending_reply)}▌")

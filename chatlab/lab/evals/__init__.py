@@ -1,27 +1,22 @@
-"""Small evaluation sets and their scoring: structured extraction (notebook 07) and retrieval
-plus answer checks (notebook 08). The sets live in data/eval/; see its README."""
+"""Small evaluation sets (data/eval/, see its README) and their scoring, for notebooks 07 and 08."""
 from __future__ import annotations
 
 import datetime as dt
 
 from chatlab.backends.precision import cpu_info
-from chatlab.lab.evals.extraction import (MethodScore, Outcome, controls_table, evaluate, markdown_table, normalize,
-                                      score_dog)
-from chatlab.lab.evals.retrieval import (Passage, answer_has_key, contains, hit_at_k, hits, split_passages,
-                                     trim_repeats)
-from chatlab.lab.evals.sets import (DogCase, Fact, Question, WeatherRequest, load_dogs, load_facts, load_questions,
-                                load_weather_requests)
+from chatlab.lab.evals.extraction import controls_table, evaluate, markdown_table, normalize, score_dog
+from chatlab.lab.evals.retrieval import answer_has_key, contains, hit_at_k, hits, split_passages, trim_repeats
+from chatlab.lab.evals.sets import (DogCase, Question, load_dogs, load_facts, load_questions,
+                                    load_weather_requests)
 
-__all__ = ["DogCase", "Question", "Fact", "WeatherRequest", "load_dogs", "load_questions", "load_facts",
-           "load_weather_requests", "measured_on", "Outcome", "MethodScore", "normalize",
-           "score_dog", "evaluate", "markdown_table", "controls_table", "Passage", "split_passages", "contains", "hits",
-           "hit_at_k", "answer_has_key", "trim_repeats"]
+__all__ = ["DogCase", "Question", "load_dogs", "load_questions", "load_facts", "load_weather_requests",
+           "measured_on", "normalize", "score_dog", "evaluate", "markdown_table", "controls_table",
+           "split_passages", "contains", "hits", "hit_at_k", "answer_has_key", "trim_repeats"]
 
 
-# A timing means little without its machine: each table of seconds or tokens per second that the
-# notebooks store prints this line beside it.
 def measured_on(today: dt.date | None = None) -> str:
-    """'2 cores, <CPU model>, YYYY-MM-DD': the cores this process may use, the CPU, the date (UTC)."""
+    """'2 cores, <CPU model>, YYYY-MM-DD' (this process's cores, the CPU, the UTC date): the line
+    the notebooks print beside every stored timing, which means little without its machine."""
     info = cpu_info()
     day = today or dt.datetime.now(dt.timezone.utc).date()
     cores = info["threads"]

@@ -1,6 +1,4 @@
-"""The headline bugs, measured greedily on a live model over an eval set, beside their fixes:
-split role markers (notebooks 01-02) and a missing stop (notebook 03).
-"""
+"""The headline bugs, measured on a live model beside their fixes: split role markers, a missing stop."""
 from __future__ import annotations
 
 import time
@@ -13,8 +11,7 @@ from chatlab.lab.evals.sets import Fact
 from chatlab.protocols import StepBackend
 from chatlab.render import Resolution
 
-# what a reply that lost track of the turn structure writes back: ChatML's role markers spelled
-# out, or SmolLM2's default system prompt (it saw it as plain text in the prompt)
+# what a reply that lost the turn structure writes back: role markers, SmolLM2's system prompt
 TEMPLATE_MARKUP = ("<|im_start|>", "<|im_end|>", "im_start", "You are a helpful AI assistant")
 
 # what one reply's text shows, in the order `verdict` checks them
@@ -22,16 +19,10 @@ VERDICTS = ("new turn", "never ends", "goes on", "ends")
 
 
 def verdict(shown: str, finish_reason: str) -> str:
-    """What a reader sees in one reply to a one-fact question, given the reply proper (the text
-    before its own end of turn, special tokens shown) and how the loop ended it:
-
-    * "new turn": it writes chat markup or the system prompt as text: it plays the next turn
-      itself (whether or not it then stops)
-    * "never ends": it ran to max_tokens
-    * "goes on": it ended its turn, but only after writing more lines after its first one (one
-      fact is one line: what follows restates the answer or adds to it)
-    * "ends": one line, then its end of turn
-    """
+    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own
+    end of turn, special tokens shown): "new turn" (it writes chat markup or the system prompt,
+    playing the next turn itself), "never ends" (it ran to max_tokens), "goes on" (it ended,
+    but after more than the one line one fact needs), or "ends"."""
     if finish_reason not in ("stop", "length"):
         raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
     text = shown.strip()
@@ -84,9 +75,8 @@ class Column:
 
 
 def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
-    """Encode rendered chat text the way ChatGLM3's template path does to `<|user|>`: every
-    special token written in it becomes ordinary pieces (its first character and the rest,
-    encoded apart, so neither can match the special token), the text between them as usual."""
+    """Encode chat text as ChatGLM3's template path does `<|user|>`: every special token in it as
+    ordinary pieces (its first character and the rest, encoded apart), the rest as usual."""
     specials = sorted({t for t in tok.all_special_tokens if t and t in text}, key=len, reverse=True)
     ids: list[int] = []
     rest = text
@@ -106,17 +96,15 @@ def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
 
 
 def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
-    """The tokenizer's own chat_template, rendered and encoded by the tokenizer itself
-    (`apply_chat_template(..., tokenize=True)`): the usual Hugging Face path, right whenever the
-    tokenizer keeps every control token whole."""
+    """The tokenizer's own chat_template rendered and encoded by itself: the usual Hugging Face
+    path, right whenever the tokenizer keeps every control token whole."""
     out = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
     ids = out if isinstance(out, list) else out["input_ids"]
     return [int(i) for i in ids]
 
 
 def ask(backend: StepBackend, prompt_ids: list[int], stop_ids: Sequence[int], max_tokens: int) -> Finished:
-    """Greedy, stopping only on `stop_ids` (the model's own eos ids are not added: the caller
-    says exactly what the server stops on). Returns the loop's Finished event."""
+    """Greedy, stopping only on `stop_ids`: the model's eos ids are not added."""
     params = SamplingParams(max_new_tokens=max_tokens, stop_ids=list(stop_ids), ignore_eos=True)
     last = list(generate(backend, list(prompt_ids), params))[-1]
     assert isinstance(last, Finished)  # the loop always ends with one
@@ -172,9 +160,8 @@ def split_markers_bite(backend: StepBackend, resolution: Resolution, facts: Sequ
 
 def missing_stop_bite(backend: StepBackend, resolution: Resolution, facts: Sequence[Fact],
                       max_tokens: int = 64) -> tuple[Column, Column, Column]:
-    """(stop only on `<|endoftext|>`, stop on the template's stop ids, stop on the model's own
-    end ids from its generation_config: the positive control, what transformers' `generate`
-    stops on), the same id-level prompts in all three."""
+    """(stop only on `<|endoftext|>`, on the template's stop ids, on generation_config's end ids as
+    transformers' `generate` does: the positive control), the same id-level prompts in all three."""
     tok = backend.tokenizer
     rendered = [resolution.render(chat) for chat in _chats(facts)]
     prompts = [list(r.ids) for r in rendered]

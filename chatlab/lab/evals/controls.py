@@ -1,9 +1,5 @@
-"""Positive controls for the eval tables: gold answers replayed through the very same path.
-
-`ScriptedBackend` replays written replies without a model, so sampling, stops, grammars, parsers
-and detokenization all run for real; `OracleBackend` answers each prompt with the gold answer of
-the eval case it finds in it. If the control scores 100%, what the model loses is the model's.
-"""
+"""Positive controls for the eval tables: written or gold replies played through the very same path
+(sampling, stops, grammars, parsers) without a model; what a model loses beside a perfect one is its own."""
 from __future__ import annotations
 
 import json
@@ -65,8 +61,7 @@ class ScriptedBackend:
         return self._row()
 
     def step(self, token_id: int) -> np.ndarray:
-        # follow the script while the loop agrees with it; once a grammar or a bias made it
-        # choose otherwise, the script is off its rails: end the reply
+        # follow the script while the loop agrees; once a grammar or a bias chose otherwise, end
         if self._pos < len(self._ids) and token_id == self._ids[self._pos]:
             self._pos += 1
         else:
@@ -97,8 +92,7 @@ class OracleBackend(ScriptedBackend):
         self.misses = 0  # prompts that held no known case: a control with misses proves nothing
 
     def _encode(self, text: str) -> list[int]:
-        # as text: a gold answer that quotes "<|im_start|>" is written the way a model writes
-        # the string, in ordinary pieces, not as the control id (which would end the turn)
+        # as text: a quoted "<|im_start|>" in ordinary pieces, as a model writes it, not the control id
         return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
 
     @property
@@ -157,8 +151,7 @@ def dog_call(prompt: str, gold: str) -> str | None:
 
 
 def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBackend:
-    """An oracle that answers each dog sentence with its gold JSON, as a call when the prompt
-    lists a tool (langchain's functions, tools and bind_tools ways)."""
+    """An oracle answering each dog sentence with its gold JSON, as a call when the prompt lists a tool."""
     gold = {c.text: json.dumps({"name": c.name, "color": c.color}) for c in cases}  # the schema's order
     return OracleBackend(tokenizer, gold, as_call=dog_call)
 
@@ -182,9 +175,8 @@ OPTIONAL_BUILD_BYTES = 3_900_000_000
 
 
 def optional_model(name: str = OPTIONAL_MODEL) -> tuple[str | None, str]:
-    """(`name`, "") when its asset is installed here and this session has the memory to run it
-    (to build it first, when its export is not cached yet); else (None, why not), a phrase the
-    notebooks print in its column ("not installed", or "skipped: needs ... GB free, ...")."""
+    """(`name`, "") when its asset is installed and the memory to run it (or first build it) is
+    free; else (None, why not), the phrase the notebooks print in its column."""
     if not store.is_available(get_asset(name)):
         return None, "not installed"
     built = export.is_exported(export.export_dir(name, "int8"))

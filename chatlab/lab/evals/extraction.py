@@ -1,10 +1,5 @@
-"""Score structured extraction over the dog set: each method is a function text -> object with
-`name` and `color`.
-
-Scoring is strict: name and color must equal the gold ones (or an accepted spelling) after
-normalising case, spaces, hyphens and a leading article. A method that raises counts as wrong.
-`span_schema` builds an extractive schema per sentence whose values are `enum`s of its own words.
-"""
+"""Score structured extraction over the dog set, strictly: each method (text -> an object with
+`name` and `color`) must give the gold ones, up to `normalize`; a method that raises is wrong."""
 from __future__ import annotations
 
 import re
@@ -106,8 +101,8 @@ class MethodScore:
 
 
 def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[MethodScore]:
-    """Run every method on every case, in order; exceptions are outcomes, not crashes (a
-    server's 400 or a reply that fails validation is a wrong answer for that sentence)."""
+    """Run every method on every case, in order; an exception (a server's 400, a reply that fails
+    validation) is a wrong answer for that sentence, not a crash."""
     cases = list(cases)
     if not methods or not cases:
         raise ChatlabError("evaluate needs at least one method and one case; pass "
@@ -128,8 +123,7 @@ def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[Metho
 
 def markdown_table(scores: list[MethodScore], focus: str | None = None,
                    focus_label: str | None = None) -> str:
-    """One row per method: its accuracies, errors and seconds; with `focus` (a case id) a column of
-    what each method answered for that sentence."""
+    """One row per method (accuracies, errors, seconds); `focus`: a column of answers to that case."""
     head = "| method | both right | name right | color right | errors | s |"
     rule = "|---|---|---|---|---|---|"
     if focus:
@@ -149,8 +143,7 @@ def markdown_table(scores: list[MethodScore], focus: str | None = None,
 
 def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     """Methods down, models (or controls) across: "right/total" per cell. A column given as a
-    string instead of scores (e.g. "not installed") shows that string in every row, so a missing
-    optional model reads as missing rather than as zero; a method a column did not run reads "-"."""
+    string ("not installed") shows it in every row, so a missing model does not read as zero."""
     methods: list[str] = []
     for col in columns.values():
         if not isinstance(col, str):
@@ -214,8 +207,7 @@ ARTICLE_HUMAN = "Use the given format to extract information from the following 
 
 
 def article_chain(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
-    """The article's way: `create_structured_output_chain` (legacy `functions` +
-    `function_call`), from langchain-classic since langchain 1.0 removed it."""
+    """The article's way: the legacy `create_structured_output_chain`, now in langchain-classic."""
     from langchain_classic.chains.openai_functions import create_structured_output_chain
     from langchain_core._api.deprecation import LangChainDeprecationWarning
     from langchain_core.prompts import ChatPromptTemplate
@@ -249,9 +241,8 @@ def prompted(system: str, runnable: "Runnable", examples: Sequence[tuple[str, st
 
 
 def streamed_call(schema: type, llm: "BaseChatModel") -> Callable[[str], object]:
-    """Way (d): `bind_tools([schema])` with the tool named, streamed; the tool-call chunks are
-    added up the way langchain adds them, and the one call's arguments fill `schema`. A stream
-    that ends without a call is an error (a wrong answer in the table), not an empty object."""
+    """Way (d): `bind_tools([schema])` with the tool named, streamed; the chunks added up as
+    langchain adds them, the call's arguments fill `schema` (no call: an error, not `{}`)."""
     bound = llm.bind_tools([schema], tool_choice=schema.__name__)
 
     def run(text: str) -> object:

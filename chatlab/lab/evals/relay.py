@@ -1,8 +1,5 @@
-"""Streamed function calls, measured: a naive relay against the buffered parser (notebook 04).
-
-The naive relay forwards each delta unless it starts with the opening tag, so it leaks the markup
-when the tag is split over several tokens; the buffered parser holds back what could still be one.
-"""
+"""Streamed function calls, measured (notebook 04): a naive relay, which leaks the markup when the
+opening tag is split over tokens, against the buffered parser, which holds back what could be one."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,4 @@
-"""Retrieval and answer checks over data/docs for the question set, and the bench's task shapes.
-
-The index holds one passage per paragraph; a question's hit is the passage holding its gold quote.
-"""
+"""Retrieval and answer checks over data/docs for the question set, and the bench's task shapes."""
 from __future__ import annotations
 
 import re
@@ -12,6 +9,7 @@ from typing import Callable, Iterable, Sequence
 from chatlab._thirdparty import HFTokenizer
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError, UnknownNameError
+from chatlab.lab.evals.bites import template_ids
 from chatlab.lab.evals.sets import Question, load_dogs, load_questions
 
 
@@ -37,8 +35,7 @@ def contains(text: str, phrase: str) -> bool:
 
 
 def split_passages(folder: Path, pattern: str = "*.md") -> list[Passage]:
-    """One Passage per blank-line separated paragraph of each file; heading lines are not
-    passages of their own (they name the file's topic and go into every passage's metadata)."""
+    """One Passage per paragraph of each file; a heading line names the passages after it."""
     files = sorted(Path(folder).glob(pattern))
     if not files:
         raise ChatlabError(f"no {pattern} files in {folder}; pass the docs folder "
@@ -64,8 +61,7 @@ def hits(retrieve: Retrieve, questions: Iterable[Question], k: int) -> list[bool
 
 
 def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int] = (1, 3, 5)) -> dict[int, float]:
-    """{k: share of questions whose gold passage is among the top k}; one retrieval per
-    question at the largest k (a ranking's top k is a prefix of its top max(k))."""
+    """{k: share of questions whose gold passage is among the top k}, from one retrieval each."""
     questions = list(questions)
     if not questions or not ks:
         raise ChatlabError("hit_at_k needs questions and at least one k; pass load_questions() "
@@ -76,16 +72,14 @@ def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int
 
 
 def answer_has_key(answer: str, question: Question) -> bool:
-    """A crude automatic check: does the answer contain any of the question's key phrases?
-    It cannot tell a right answer that words it differently from a wrong one that quotes the
-    passage; it is a floor for a human reading, not a grade."""
+    """Does the answer contain any of the question's key phrases? A floor for a human reading,
+    not a grade: a right answer worded otherwise fails it."""
     return any(contains(answer, key) for key in question.answer)
 
 
 def trim_repeats(text: str) -> str:
     """Cut a reply at the first sentence that repeats an earlier one (a small model's greedy
-    loop: "The server can parse the JSON schema... The server can parse the JSON schema..."),
-    including a last sentence cut off by max_tokens that begins like an earlier one."""
+    loop), or a last sentence cut off by max_tokens that begins like an earlier one."""
     kept: list[str] = []
     seen: list[str] = []
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
@@ -143,9 +137,4 @@ def _paragraphs(min_chars: int = 200, max_chars: int = 900) -> list[Passage]:
 
 def task_prompts(tokenizer: HFTokenizer, task: str, limit: int | None = None) -> list[list[int]]:
     """The task's prompts as ids, rendered with the tokenizer's chat template."""
-    out = []
-    for messages in task_messages(task)[:limit]:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-        out.append([int(i) for i in ids])
-    return out
+    return [template_ids(tokenizer, messages) for messages in task_messages(task)[:limit]]

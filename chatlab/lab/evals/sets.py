@@ -1,6 +1,4 @@
-"""The evaluation sets in data/eval/, read into small typed records. A malformed row is a
-ChatlabError naming the file, the line and the field.
-"""
+"""The evaluation sets in data/eval/ as typed records; a bad row's error names file, line and field."""
 from __future__ import annotations
 
 import json
@@ -171,8 +169,7 @@ def states_fact(answer: str, facts: Sequence[str]) -> bool:
 
 
 def fact_rate(answers: Sequence["str | Finished"], rows: Sequence[HeldOut]) -> tuple[int, int]:
-    """(right, checked): answers (strings or Finished) that state their row's fact, over the
-    rows that have facts at all."""
+    """(right, checked): answers (strings or Finished) stating their row's fact, over rows with facts."""
     if len(answers) != len(rows):
         raise ChatlabError(f"{len(answers)} answers for {len(rows)} questions: score them in pairs")
     pairs = [(a if isinstance(a, str) else a.text, r) for a, r in zip(answers, rows) if r.facts]

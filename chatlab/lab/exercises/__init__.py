@@ -1,6 +1,5 @@
 """Exercises a learner writes, and the checks that grade them: `check("nb03.stop_matcher", f)`
-runs the function on the exercise's cases and prints one verdict. One module per notebook.
-"""
+runs the function on the exercise's cases and prints one verdict. One module per notebook."""
 from __future__ import annotations
 
 import importlib
@@ -13,8 +12,7 @@ from chatlab.errors import ChatlabError
 
 @dataclass(frozen=True)
 class Case:
-    """One call of the learner's function: `args` go in; the expected value comes from the
-    exercise's reference called with the same args (or is given as `expected`)."""
+    """One call of the learner's function: `args`, and `expected` or else the reference's value."""
 
     args: tuple[object, ...]
     label: str = ""
@@ -24,10 +22,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Exercise:
-    """`cases(**context)` builds the cases when the check runs (so a notebook's model or tokenizer
-    is loaded only then, or taken from `context`); `reference` computes what each should return;
-    `same(got, expected)` compares (== by default); `show` turns an argument or value into a
-    short readable string for the verdict."""
+    """`cases(**context)` builds the cases when the check runs (loading a model only then, unless
+    `context` holds the notebook's); `reference` gives what each should return, `same` compares."""
 
     name: str
     cases: Callable[..., list[Case]]
@@ -132,6 +128,5 @@ def run(name: str, fn: Callable[..., object], **context: object) -> Report:
 
 
 def check(name: str, fn: Callable[..., object], **context: object) -> None:
-    """Run the named exercise's cases against `fn` and print the verdict (see the module doc).
-    `context` hands the cases objects the notebook already holds (a loaded model)."""
+    """Print the verdict of `fn` on the named exercise; `context`: objects the notebook holds."""
     print(run(name, fn, **context).text)

@@ -1,8 +1,4 @@
-"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path.
-
-Each takes the tokenizer the notebook loaded (`check(..., tok=tok)`); without it the cases load
-the same one (`load_tokenizer("chatglm3-6b")`: the offline stand-in, or the real one online).
-"""
+"""Notebook 01's exercises: ChatGLM3's role tokens on the template-string path (`tok`: the notebook's)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -18,8 +14,7 @@ def _glm() -> HFTokenizer:
 
 
 def split_and_count_reference(tok: HFTokenizer, role_token: str, message: str) -> tuple[int, int]:
-    """(pieces `tok.tokenize` makes of the role token written as text, how many of that role's
-    ids `build_chat_input(message)` holds)."""
+    """(pieces of the role token typed as text, that role's ids in `build_chat_input(message)`)."""
     ids = tok.build_chat_input(message)["input_ids"][0].tolist()
     return len(tok.tokenize(role_token)), ids.count(tok.get_command(role_token))
 
@@ -33,9 +28,8 @@ register(Exercise("nb01.split_and_count", lambda tok=None: [
 
 
 def first_difference_reference(tok: HFTokenizer, chat: list[dict[str, str]]) -> tuple[int, int, int]:
-    """(the first position where the template path (render to text, encode) and
-    `build_chat_input(last message, history=the others)` differ, or the shorter length when one
-    is a prefix of the other; the number of ids via text; the number via build_chat_input)."""
+    """(where the template path (render, encode) and `build_chat_input` first differ, or the shorter
+    length; the number of ids via text; the number via build_chat_input)."""
     text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     via_text = tok.encode(text, add_special_tokens=False)
     via_ids = tok.build_chat_input(chat[-1]["content"], history=chat[:-1])["input_ids"][0].tolist()

@@ -1,5 +1,4 @@
-"""Notebook 02's exercises: slots of an id-level rendering, naming a template explicitly, and
-the Jinja export checked against the id level. Each runs in a second or two (tokenizers only)."""
+"""Notebook 02's exercises: id-level slots, a template named explicitly, the Jinja export checked."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -52,8 +51,7 @@ register(Exercise("nb02.explicit_rule", lambda: [
 
 
 def via_export_reference(template: str, messages: list[dict[str, str]]) -> list[int]:
-    """What the *id level* gives: the exported Jinja, rendered by Hugging Face and encoded,
-    must give the same ids (that is what the exercise checks)."""
+    """The id level's ids, which the exported Jinja, rendered and encoded, must equal."""
     return resolve(checker(template), template=template).render(messages).ids
 
 

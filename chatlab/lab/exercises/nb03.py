@@ -1,8 +1,5 @@
 """Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand, graded against
-the package's own (`nb03.kv_forward` against `ExplicitKV.forward`, `nb03.stop_matcher` against
-`StopMatcher`). The cache exercises use the stateless export the notebook passes
-(`check(..., kv=kv)`), or load it.
-"""
+`ExplicitKV.forward` and `StopMatcher`. The cache ones take the notebook's `kv` or load it."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -39,8 +36,6 @@ def _kv_and_prompts(kv: ExplicitKV | None = None) -> tuple[ExplicitKV, list[list
     return kv, [list(ids) for ids in _prompt_ids()]
 
 
-# -- cache size --------------------------------------------------------------------------------
-
 def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     cases = []
@@ -48,8 +43,7 @@ def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
         _, cache = kv.forward(ids, kv.empty_cache())
         _, heads, positions, head_dim = cache["past_key_values.0.key"].shape
         measured = sum(a.nbytes for a in cache.values())   # what the arrays really hold
-        # the bytes per number are the arrays' own (f32 as exported; some OpenVINO builds hand
-        # the cache back as f16): the formula must hold for either
+        # the arrays' own bytes per number: f32 as exported, f16 from some OpenVINO builds
         size = cache["past_key_values.0.key"].dtype.itemsize
         cases.append(Case((kv.layers, heads, positions, head_dim, size),
                           f"a {positions}-token prompt, {size} bytes per number", expected=measured, has_expected=True))
@@ -61,8 +55,6 @@ def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
 register(Exercise("nb03.cache_bytes", _cache_bytes_cases))
 
 
-# -- one call equals the steps -----------------------------------------------------------------
-
 def _fourth_token_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
     return [Case((kv, ids), f"prompt {i + 1} ({len(ids)} tokens)") for i, ids in enumerate(prompts)]
@@ -72,8 +64,6 @@ register(Exercise("nb03.fourth_token", _fourth_token_cases,
                   reference=lambda kv, prompt: kv.greedy(prompt, 4, stop_ids=[])[3],
                   same=lambda got, expected: int(got) == int(expected)))
 
-
-# -- top-p -------------------------------------------------------------------------------------
 
 def _top_p_reference(probs: np.ndarray, p: float) -> int:
     kept, _ = top_p_filter(np.arange(len(probs)), probs, p)
@@ -93,8 +83,6 @@ def _top_p_cases() -> list[Case]:
 register(Exercise("nb03.top_p", _top_p_cases, reference=_top_p_reference,
                   same=lambda got, expected: int(got) == expected))
 
-
-# -- build it yourself: the stateless forward ---------------------------------------------------
 
 def _forward_cases(kv: ExplicitKV | None = None) -> list[Case]:
     kv, prompts = _kv_and_prompts(kv)
@@ -131,8 +119,6 @@ def _show_forward(value: Graded) -> str:
 register(Exercise("nb03.kv_forward", _forward_cases, reference=lambda kv, ids, past: kv.forward(ids, past),
                   same=_same_forward, show=_show_forward))
 
-
-# -- build it yourself: a stop matcher with holdback --------------------------------------------
 
 def stop_stream_reference(deltas: list[str], stops: list[str]) -> tuple[list[str], str | None]:
     """What a stream shows: one entry per delta fed (until a stop matches); when no stop

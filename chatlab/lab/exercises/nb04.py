@@ -1,7 +1,5 @@
 """Notebook 04's exercises: the Hermes parser on markup, a stop string that must not cut a word,
-schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser,
-chatlab/tools/react.py, fed the same chunks). No model: each runs in well under a second.
-"""
+schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser)."""
 from __future__ import annotations
 
 import json
@@ -21,8 +19,6 @@ def chunks(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-# -- Hermes: markup that is not a call ----------------------------------------------------------
-
 def hermes_content_reference(text: str, size: int) -> str | None:
     parser = get_parser("hermes", TOOLS)
     events = [e for piece in chunks(text, size) for e in parser.feed(piece)] + parser.finish()
@@ -38,8 +34,6 @@ register(Exercise("nb04.hermes_content", lambda: [
 ], reference=hermes_content_reference))
 
 
-# -- a stop string must not cut a word that only starts like it ---------------------------------
-
 def shown_text_reference(text: str, size: int, stops: list[str]) -> str:
     return "".join(stop_stream_reference(chunks(text, size), stops)[0])
 
@@ -50,8 +44,6 @@ register(Exercise("nb04.shown_text", lambda: [
     Case(("Observe the sky.", 3, ["Observation:"]), "'Observ' that becomes 'Observe'"),
 ], reference=shown_text_reference))
 
-
-# -- schema problems ----------------------------------------------------------------------------
 
 def problems_reference(arguments: str) -> list[str]:
     return validate_arguments(arguments, parse_tools(TOOLS), "get_current_weather")
@@ -64,8 +56,6 @@ register(Exercise("nb04.schema_problems", lambda: [
     Case(('{"location": 7, "unit": "celsius"}',), "a number where a string belongs"),
 ], reference=problems_reference))
 
-
-# -- build it yourself: the ReAct stream buffer --------------------------------------------------
 
 def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[list[str], tuple[str, dict] | None]:
     """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what

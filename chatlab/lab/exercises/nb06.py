@@ -1,6 +1,4 @@
-"""Notebook 06's exercises: what the server does with a stop string, how streamed chunks merge
-into the non-streamed answer, and the shape of an OpenAI error body. Pure functions over the
-shapes the server sends, so they are graded without a model."""
+"""Notebook 06's exercises, without a model: stop strings, merged stream chunks, OpenAI error bodies."""
 from __future__ import annotations
 
 from chatlab._thirdparty import Jsonable
@@ -8,8 +6,7 @@ from chatlab.lab.exercises import Case, Exercise, register
 
 
 def cut_at_stop_reference(text: str, stops: list[str]) -> tuple[str, str]:
-    """(the text before the earliest stop string, "stop"), or (the text, "length") without one.
-    The stop string itself is not part of the content."""
+    """(the text before the earliest stop string, "stop"), or (the text, "length") without one."""
     found = [(text.find(s), s) for s in stops if s and s in text]
     if not found:
         return text, "length"

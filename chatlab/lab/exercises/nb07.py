@@ -3,8 +3,7 @@ schema's name candidates (graded against chatlab.lab.evals: score_dog, capitalis
 from __future__ import annotations
 
 from chatlab.lab.evals import DogCase, load_dogs, score_dog
-from chatlab.lab.evals.extraction import MethodScore, Outcome
-from chatlab.lab.evals.extraction import capitalised_words
+from chatlab.lab.evals.extraction import MethodScore, Outcome, capitalised_words
 from chatlab.lab.exercises import Case, Exercise, register
 
 

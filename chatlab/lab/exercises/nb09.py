@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from chatlab.lab.exercises import Case, Exercise, register
+from chatlab.lab.exercises.nb05 import bf16_round_reference
 from chatlab.lab.finetune import first_difference
 
 
@@ -28,12 +29,6 @@ register(Exercise("nb09.system_tokens", lambda: [
     Case(([9, 1, 2, 4], [1, 2, 3]), "the rest differs: None"),
     Case(([1], [1, 2]), "shorter than the other: None"),
 ], reference=system_tokens_reference))
-
-
-def bf16_round_reference(x: np.ndarray) -> np.ndarray:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.bfloat16).float().numpy()
 
 
 def _arrays() -> list[Case]:
