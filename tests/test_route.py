@@ -236,3 +236,22 @@ def test_stale_minutes_are_rewritten_where_they_are_stated(tmp_path: Path) -> No
     assert changed == sorted([readme, folder / route.notebook_path("03").name])
     assert readme.read_text() == fresh
     assert classbook.time_line("03") in nbformat.read(folder / route.notebook_path("03").name, as_version=4).cells[2].source
+
+
+def test_the_stored_class_rehearsal_is_of_this_notebook_with_one_install_and_the_readme_quotes_it() -> None:
+    """The cold rehearsal of the class notebook (one kernel, one install, Binder's 2 GB) ran every
+    code cell of the notebook as it stands, without a problem, in at most 20 minutes of machine
+    time; the README's figures are that run's."""
+    import json
+
+    run = json.loads((ROOT / "data" / "bench" / "rehearse-class-colab.json").read_text())
+    [row] = run["rows"]  # one runtime: one install, one restart
+    assert run["cells"] == "class" and run["cgroup_2gb"] and row["problem"] == ""
+    assert set(row["parts_s"]) == set(route.SETUP_PARTS) and row["parts_s"]["install"] > 0
+    cells = nbformat.read(route.CLASS_NOTEBOOK, as_version=4).cells
+    assert row["cells"] == sum(c.cell_type == "code" for c in cells), \
+        "the class notebook changed since its rehearsal: ./run.sh rehearse --colab --cgroup --class --json ..."
+    assert row["total_s"] <= 20 * 60
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"it took {row['total_s'] / 60:.1f} minutes of machine time: {row['setup_s'] / 60:.1f} of set-up and "
+            f"{row['route_s'] / 60:.1f} of route cells") in readme
