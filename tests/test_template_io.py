@@ -137,6 +137,21 @@ def test_ollama_round_trip(name, tmp_path):
     assert set(named) | {tok.eos_token_id} <= set(stop_ids)
 
 
+def test_a_loaded_modelfile_exports_as_its_own_text_from_any_working_folder(tmp_path, monkeypatch):
+    """The loaded template names its file without the folder (no machine path in outputs), so
+    exporting it back must not reopen the file by that name: elsewhere it is missing or another file."""
+    text = export_template("chatml", "ollama", drop_tools=True)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "Modelfile").write_text(text, encoding="utf-8")
+    (tmp_path / "Modelfile").write_text('FROM other\nTEMPLATE """{{ .Prompt }}"""\n', encoding="utf-8")
+    loaded = load_template(tmp_path / "models" / "Modelfile")
+    monkeypatch.chdir(tmp_path)  # a different Modelfile here
+    assert export_template(loaded, "ollama") == text
+    (tmp_path / "Modelfile").unlink()  # and none at all
+    assert export_template(loaded, "ollama") == text
+    assert export_template(load_template(text, "ollama"), "ollama") == text  # read from text: the same
+
+
 @pytest.mark.parametrize("file", ["chatml-assistant.llamafactory.json", "chatml-assistant.lmdeploy.json", "Modelfile"])
 def test_data_templates_equal_smollm2(file):
     tok = tokenizer_for(get_template("smollm2"))

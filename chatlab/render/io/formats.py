@@ -183,9 +183,8 @@ def export_template(name_or_loaded: "str | Path | Resolution", fmt: str = "jinja
     if t.fmt == fmt:  # a Jinja file as Jinja, a Modelfile as a Modelfile: unchanged
         if fmt == "jinja":
             return t.chat_template or ""
-        if t.source and t.source != "<text>":
-            with open(t.source, encoding="utf-8") as f:
-                return f.read()
+        if isinstance(t.modelfile, Modelfile):  # its source names the file, not where it is: keep the text
+            return t.modelfile.text
     raise CannotExpress(f"{t.name!r} is a {t.fmt} template, which chatlab renders but cannot "
                         f"convert to {fmt} (it is code, not slots); export a built-in, LMDeploy or "
                         "LLaMA-Factory template instead, or use the file as it is",

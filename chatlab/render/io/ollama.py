@@ -29,6 +29,7 @@ class Modelfile:
     stops: list[str] = field(default_factory=list)
     parameters: dict[str, list[str]] = field(default_factory=dict)
     nodes: list[GoNode] = field(default_factory=list, repr=False)
+    text: str = field(default="", repr=False)  # the whole file as read: exported as a Modelfile, unchanged
 
     def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], add_generation_prompt: bool,
                options: dict[str, Jsonable]) -> list[Piece]:
@@ -118,7 +119,7 @@ def parse_modelfile(text: str, origin: str = "<text>") -> Modelfile:
                            '(add TEMPLATE """…""" or export one with chatlab export-template --format ollama)')
     source, first_line = values["TEMPLATE"]
     return Modelfile(source, values.get("SYSTEM", (None, 0))[0], params.get("stop", []), params,
-                     Parser(source, first_line).parse())
+                     Parser(source, first_line).parse(), text)
 
 
 def _collate(msgs: list[tuple[int, Message]]) -> tuple[Val, list[dict[str, GoValue]]]:
