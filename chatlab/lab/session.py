@@ -5,8 +5,6 @@ restart. It imports nothing heavy at module level: it runs before the version ch
 """
 from __future__ import annotations
 
-import ctypes
-import gc
 import importlib
 import os
 import sys
@@ -176,7 +174,8 @@ def release(namespace: dict[str, object], keep: Collection[str]) -> list[str]:
     engine alive); clear IPython's output history, which holds what cells returned; and hand the
     freed memory back. The class runs every part in one kernel, in as little as Binder's 2 GB: a
     part's models left behind starve the next one. Returns the names dropped."""
-    from chatlab.serve import ServerHandle  # here: the serve package needs 3.11+, like chatlab.models
+    from chatlab.models.memory import release_freed_memory  # here: 3.11+, and this module imports on older
+    from chatlab.serve import ServerHandle  # here: 3.11+, like chatlab.models
 
     gone = sorted(name for name in namespace if name not in keep and not name.startswith("_"))
     for name in gone:
@@ -186,9 +185,5 @@ def release(namespace: dict[str, object], keep: Collection[str]) -> list[str]:
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is not None:
         shell.displayhook.flush()  # Out[n], _, __ and ___
-    gc.collect()
-    try:  # glibc keeps freed heap pages for reuse; the memory limit counts them until trimmed
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:  # not glibc (macOS, musl): nothing to trim
-        pass
+    release_freed_memory()
     return gone
