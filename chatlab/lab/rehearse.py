@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -26,7 +25,7 @@ import psutil
 
 from chatlab.backends.precision import cpu
 from chatlab.lab import classbook, route
-from chatlab.lab.route import ROUTE, RouteError, RouteStop
+from chatlab.lab.route import ROUTE, RouteError, RouteStop, Row
 
 if TYPE_CHECKING:
     import nbformat
@@ -37,23 +36,6 @@ REPO = route.NOTEBOOKS.parent
 BUILD_NOTICES = ("chatlab: exporting ", "chatlab: building the export environment ")
 INSTALL_LIMIT = 8_000_000_000  # the Colab install's pip runs on Colab's memory, not Binder's
 RESTART_ASKED = "restart the session"  # in the SetupError of a Colab set-up cell that needs one
-
-
-@dataclass
-class Row:
-    notebook: str
-    cells: int
-    setup_s: float = 0.0
-    route_s: float = 0.0
-    peak_mb: float = 0.0
-    problem: str = ""
-    indices: list[int] = field(default_factory=list)  # the notebook's code cells that ran
-    parts: dict[str, float] = field(default_factory=dict)  # seconds of route.SETUP_PARTS measured
-    bite_s: float | None = None  # from the start to the end of the first live bite
-
-    @property
-    def total_s(self) -> float:
-        return self.setup_s + self.route_s
 
 
 def plan(stops: tuple[RouteStop, ...], numbers: list[str],
@@ -78,16 +60,19 @@ def class_plan() -> tuple[str, list[int], int]:
     return "class", list(range(len(cells))), sum(str(c.get("id", "")).startswith("class-") for c in cells)
 
 
-class _Peak:
-    """Samples the resident memory of a process and its descendants; keeps the largest sum."""
+class _Peak(threading.Thread):
+    """Samples the resident memory of a notebook's kernel and its descendants; keeps the largest sum."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def __init__(self, client: object, number: str) -> None:
+        super().__init__(daemon=True)
+        pid = getattr(getattr(getattr(client, "km", None), "provisioner", None), "pid", None)
+        if not isinstance(pid, int):
+            raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
+        self.pid, self.peak, self.halt = pid, 0, threading.Event()
+        self.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def run(self) -> None:
+        while not self.halt.is_set():
             with suppress(psutil.Error):
                 root = psutil.Process(self.pid)
                 total = root.memory_info().rss
@@ -95,31 +80,22 @@ class _Peak:
                     with suppress(psutil.Error):
                         total += child.memory_info().rss
                 self.peak = max(self.peak, total)
-            self._stop.wait(0.2)
+            self.halt.wait(0.2)
 
     def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
+        self.halt.set()
+        self.join()
         return self.peak
 
 
 def kill_children(pid: int) -> None:
     """End what a kernel left running, so that nothing writes into the store after it is removed."""
-    try:
+    with suppress(psutil.Error):
         children = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return
-    for child in children:
-        with suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(children, timeout=10)
-
-
-def kernel_sampler(client: object, number: str) -> _Peak:
-    pid = getattr(getattr(getattr(client, "km", None), "provisioner", None), "pid", None)
-    if not isinstance(pid, int):
-        raise RouteError(f"rehearse: the kernel for notebook {number} started without a local process id")
-    return _Peak(pid)
+        for child in children:
+            with suppress(psutil.Error):
+                child.kill()
+        psutil.wait_procs(children, timeout=10)
 
 
 STORED_STDERR = "chatlab_stored_stderr"  # metadata: a cell's stored stderr, the lesson and not a fault
@@ -161,7 +137,7 @@ def fresh_copy(number: str, chosen: list[int]) -> tuple[nbformat.NotebookNode, R
                 for line in _stderr_lines(out.text)]
             cell.outputs, cell.execution_count = [], None
     return nb, Row(number, sum(c.cell_type == "code" for c in nb.cells),
-                   indices=[i for i in chosen if source.cells[i].cell_type == "code"])
+                   cell_indices=tuple(i for i in chosen if source.cells[i].cell_type == "code"))
 
 
 def book_cell(row: Row, cell: nbformat.NotebookNode, setup: bool, start: float, began: float,
@@ -203,10 +179,9 @@ def run_notebook(number: str, chosen: list[int], n_setup: int, kernel_name: str 
     first = first_code_cell(nb.cells) if colab is not None else -1
     client = NotebookClient(nb, timeout=1800, kernel_name=kernel_name, allow_errors=True,
                             resources={"metadata": {"path": str(colab or route.NOTEBOOKS)}})
-    peak = 0
-    start = time.perf_counter()
+    peak, start = 0, time.perf_counter()
     with client.setup_kernel():
-        sampler = kernel_sampler(client, number)
+        sampler = _Peak(client, number)
         try:
             for k, cell in enumerate(nb.cells):
                 t = time.perf_counter()
@@ -242,7 +217,7 @@ def restart_and_rerun(client: NotebookClient, cell: nbformat.NotebookNode, index
         (cgroup.path / "memory.limit_in_bytes").write_text(limit)  # type: ignore[attr-defined]
     run_sync(getattr(client.km, "restart_kernel"))(now=True)  # nbclient's async manager and client
     run_sync(getattr(client.kc, "wait_for_ready"))(timeout=120)
-    sampler = kernel_sampler(client, number)
+    sampler = _Peak(client, number)
     cell.outputs = []
     client.execute_cell(cell, index)
     return sampler
@@ -286,9 +261,7 @@ class LocalRunner:
 
 def _tests_module(name: str) -> ModuleType:
     """A helper module of the test suite (tests/ or tests/colab/)."""
-    for folder in (REPO / "tests" / "colab", REPO / "tests"):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
+    sys.path[:0] = [str(f) for f in (REPO / "tests" / "colab", REPO / "tests") if str(f) not in sys.path]
     return importlib.import_module(name)
 
 
@@ -308,17 +281,13 @@ def cgroup_kernel(folder: Path, tag: str, python: str = sys.executable, limit: i
 def build_seconds(home: Path) -> dict[str, float]:
     """`env`: the export environment's build time; `export`: the exports' recorded seconds."""
     found: dict[str, float] = {}
-    for env in (home / "export-env").glob("py*"):
-        stamp = env / ".chatlab-export-env"
-        if stamp.is_file() and (env / "pyvenv.cfg").is_file():
-            found["env"] = found.get("env", 0.0) + stamp.stat().st_mtime - (env / "pyvenv.cfg").stat().st_mtime
+    for stamp in (home / "export-env").glob("py*/.chatlab-export-env"):  # written when the build ended
+        if (cfg := stamp.parent / "pyvenv.cfg").is_file():
+            found["env"] = found.get("env", 0.0) + stamp.stat().st_mtime - cfg.stat().st_mtime
     for manifest in home.glob("**/chatlab-export.json"):
-        try:
-            seconds = json.loads(manifest.read_text()).get("seconds")
-        except (OSError, ValueError):
-            continue
-        if isinstance(seconds, (int, float)):
-            found["export"] = found.get("export", 0.0) + float(seconds)
+        with suppress(OSError, ValueError):
+            if isinstance(seconds := json.loads(manifest.read_text()).get("seconds"), (int, float)):
+                found["export"] = found.get("export", 0.0) + float(seconds)
     return found
 
 
@@ -385,8 +354,7 @@ def rehearse(numbers: list[str], everything: bool = False, dry_run: bool = False
             raise RouteError("rehearse --class runs the whole class notebook: leave out --all and notebook numbers")
         if unknown := sorted(set(numbers) - set(route.NUMBERS)):
             raise RouteError(f"rehearse: no notebook {unknown[0]}; the notebooks are {', '.join(route.NUMBERS)}")
-        off = sorted(set(numbers) - {s.notebook for s in stops})
-        if off and not everything:
+        if (off := sorted(set(numbers) - {s.notebook for s in stops})) and not everything:
             raise RouteError(f"rehearse: notebook {off[0]} is not on the route; --all {off[0]} runs all of it")
         todo = plan(stops, numbers, everything)
         if klass:
@@ -426,11 +394,7 @@ def write_report(path: Path, rows: list[Row], runner: str, everything: bool, cgr
             "pip_cache": os.environ.get("PIP_NO_CACHE_DIR", "").lower() not in ("1", "true", "yes", "on"),
             "machine": {"cpu": here.model, "cores": here.threads, "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
                         "python": platform.python_version()},
-            "rows": [{"notebook": r.notebook, "cells": r.cells, "setup_s": round(r.setup_s, 1),
-                      "cell_indices": r.indices, "route_s": round(r.route_s, 1), "total_s": round(r.total_s, 1), "peak_mb": round(r.peak_mb),
-                      "parts_s": {k: round(v, 1) for k, v in r.parts.items()},
-                      "bite_s": None if r.bite_s is None else round(r.bite_s, 1), "problem": r.problem}
-                     for r in rows],
+            "rows": [r.to_json() for r in rows],
             "total_s": round(sum(r.total_s for r in rows), 1), "table": table(rows).splitlines()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")

@@ -8,12 +8,13 @@ import ast
 import builtins
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatlab._thirdparty import Jsonable
 from chatlab.data import data_path
 from chatlab.errors import ChatlabError
 
@@ -276,29 +277,50 @@ def cell_seconds(cell: nbformat.NotebookNode) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
-@dataclass(frozen=True)
-class Rehearsed:
-    """One notebook's row of the cold rehearsal."""
+@dataclass
+class Row:
+    """One notebook's row of a cold rehearsal: what `chatlab rehearse` measures and stores as JSON
+    under data/bench, and what the route's minutes read back."""
 
-    setup_s: float
-    route_s: float
-    parts: dict[str, float]
-    cell_indices: tuple[int, ...]
+    notebook: str
+    cells: int
+    setup_s: float = 0.0
+    route_s: float = 0.0
+    peak_mb: float = 0.0
+    problem: str = ""
+    cell_indices: tuple[int, ...] = ()  # the notebook's code cells that ran
+    parts: dict[str, float] = field(default_factory=dict)  # seconds of SETUP_PARTS measured
+    bite_s: float | None = None  # from the start to the end of the first live bite
+
+    @property
+    def total_s(self) -> float:
+        return self.setup_s + self.route_s
+
+    def to_json(self) -> dict[str, Jsonable]:
+        return {"notebook": self.notebook, "cells": self.cells, "setup_s": round(self.setup_s, 1),
+                "cell_indices": list(self.cell_indices), "route_s": round(self.route_s, 1),
+                "total_s": round(self.total_s, 1), "peak_mb": round(self.peak_mb),
+                "parts_s": {k: round(v, 1) for k, v in self.parts.items()},
+                "bite_s": None if self.bite_s is None else round(self.bite_s, 1), "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, r: dict[str, Jsonable]) -> Row:
+        return cls(str(r["notebook"]), r["cells"], r["setup_s"], r["route_s"], r["peak_mb"], r["problem"],
+                   tuple(r.get("cell_indices", ())), {str(k): float(v) for k, v in r["parts_s"].items()},
+                   r["bite_s"])
 
 
 @lru_cache(maxsize=2)
-def rehearsal(everything: bool = False) -> dict[str, Rehearsed]:
+def rehearsal(everything: bool = False) -> dict[str, Row]:
     """The cold rehearsal's rows by notebook: of the route, or with `everything` of every cell."""
     found = {}
     bench = data_path("bench")
     files = sorted(bench.glob("rehearse-colab-all-*.json")) if everything else [bench / "rehearse-colab.json"]
     for path in files:
-        for r in json.loads(path.read_text())["rows"]:
-            number = str(r["notebook"])
-            indices = (tuple(i for i, c in enumerate(read(number)) if c.cell_type == "code") if everything
-                       else tuple(int(i) for i in r.get("cell_indices", [])))
-            found[number] = Rehearsed(float(r["setup_s"]), float(r["route_s"]),
-                                      {str(k): float(v) for k, v in r["parts_s"].items()}, indices)
+        for row in map(Row.from_json, json.loads(path.read_text())["rows"]):
+            if everything:
+                row.cell_indices = tuple(i for i, c in enumerate(read(row.notebook)) if c.cell_type == "code")
+            found[row.notebook] = row
     return found
 
 
