@@ -19,10 +19,9 @@ VERDICTS = ("new turn", "never ends", "goes on", "ends")
 
 
 def verdict(shown: str, finish_reason: str) -> str:
-    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own
-    end of turn, special tokens shown): "new turn" (it writes chat markup or the system prompt,
-    playing the next turn itself), "never ends" (it ran to max_tokens), "goes on" (it ended,
-    but after more than the one line one fact needs), or "ends"."""
+    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own end of
+    turn, special tokens shown): "new turn" (chat markup or the system prompt: it plays the next turn),
+    "never ends" (it ran to max_tokens), "goes on" (more than the one line a fact needs), or "ends"."""
     if finish_reason not in ("stop", "length"):
         raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
     text = shown.strip()

@@ -144,10 +144,8 @@ def markdown_table(scores: list[MethodScore], focus: str | None = None,
 def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     """Methods down, models (or controls) across: "right/total" per cell. A column given as a
     string ("not installed") shows it in every row, so a missing model does not read as zero."""
-    methods: list[str] = []
-    for col in columns.values():
-        if not isinstance(col, str):
-            methods += [s.method for s in col if s.method not in methods]
+    scored = [col for col in columns.values() if not isinstance(col, str)]
+    methods = list(dict.fromkeys(s.method for col in scored for s in col))
     if not methods:
         raise ChatlabError("controls_table needs at least one column of scores")
 

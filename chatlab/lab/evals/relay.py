@@ -35,11 +35,9 @@ class Stream:
         return any(m in self.content for m in CALL_MARKUP)
 
     def location(self) -> str | None:
-        if not self.calls:
-            return None
         try:
             return str(json.loads(self.calls[0][1]).get("location"))
-        except (ValueError, AttributeError):
+        except (IndexError, ValueError, AttributeError):  # no call, arguments not JSON or not an object
             return None
 
 

@@ -46,9 +46,9 @@ def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
         # the arrays' own bytes per number: f32 as exported, f16 from some OpenVINO builds
         size = cache["past_key_values.0.key"].dtype.itemsize
         cases.append(Case((kv.layers, heads, positions, head_dim, size),
-                          f"a {positions}-token prompt, {size} bytes per number", expected=measured, has_expected=True))
+                          f"a {positions}-token prompt, {size} bytes per number", expected=measured))
     cases.append(Case((kv.layers, 3, 1000, 64, 2), "1,000 positions at 2 bytes (an f16 cache)",
-                      expected=kv.layers * 2 * 3 * 1000 * 64 * 2, has_expected=True))
+                      expected=kv.layers * 2 * 3 * 1000 * 64 * 2))
     return cases
 
 
@@ -121,8 +121,7 @@ register(Exercise("nb03.kv_forward", _forward_cases, reference=lambda kv, ids, p
 
 
 def stop_stream_reference(deltas: list[str], stops: list[str]) -> tuple[list[str], str | None]:
-    """What a stream shows: one entry per delta fed (until a stop matches); when no stop
-    matched, one more entry for the text held back at the end (flushed)."""
+    """What a stream shows: an entry per delta fed until a stop matches; without one, the flushed tail."""
     matcher, shown = StopMatcher(stops), []
     for delta in deltas:
         r = matcher.feed(delta)

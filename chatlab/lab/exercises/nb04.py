@@ -58,8 +58,7 @@ register(Exercise("nb04.schema_problems", lambda: [
 
 
 def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[list[str], tuple[str, dict] | None]:
-    """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what
-    it sent at the end, and the call (name, arguments as a dict) or None."""
+    """chatlab's ReAct parser: its content after each chunk and at the end, its call (name, dict) or None."""
     def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too
         return "".join(e.text for e in events if isinstance(e, (ContentDelta, ToolCallError)))
 

@@ -40,7 +40,7 @@ def _stop_cases(top_file: Callable[[str], str] | None = None) -> list[Case]:
         raise ValueError("pass the notebook's retriever: check('nb08.stop_question', f, top_file=top_file)")
     _TOP_FILE["fn"] = top_file
     return [Case((top_file,), "a question about stop words, whose top passage is in stop_words.md",
-                 expected="stop_words.md", has_expected=True)]
+                 expected="stop_words.md")]
 
 
 register(Exercise("nb08.stop_question", _stop_cases, same=_asks_stop_words))
