@@ -3,6 +3,7 @@ schema checks, and the ReAct stream buffer built by hand (graded against chatlab
 from __future__ import annotations
 
 import json
+from itertools import accumulate
 
 from chatlab._thirdparty import Graded
 from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, defined once
@@ -76,12 +77,7 @@ def _same_relay(got: Graded, expected: Graded) -> bool:
     if len(sent) != len(want_sent) or "".join(sent) != "".join(want_sent) or call != want_call:
         return False
     # streaming: after every chunk at least as much content is out as chatlab's buffer lets out
-    so_far = want_so_far = 0
-    for mine, theirs in zip(sent, want_sent):
-        so_far, want_so_far = so_far + len(mine), want_so_far + len(theirs)
-        if so_far < want_so_far:
-            return False
-    return True
+    return all(a >= b for a, b in zip(accumulate(map(len, sent)), accumulate(map(len, want_sent))))
 
 
 def _relay_cases() -> list[Case]:
