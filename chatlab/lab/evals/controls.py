@@ -1,5 +1,4 @@
-"""Positive controls for the eval tables: written or gold replies played through the very same path
-(sampling, stops, grammars, parsers) without a model; what a model loses beside a perfect one is its own."""
+"""Positive controls: gold replies played through the evals' own sampling, stops, grammars and parsers."""
 from __future__ import annotations
 
 import json

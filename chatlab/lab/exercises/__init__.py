@@ -1,5 +1,4 @@
-"""Exercises a learner writes, and the checks that grade them: `check("nb03.stop_matcher", f)`
-runs the function on the exercise's cases and prints one verdict. One module per notebook."""
+"""Graded exercises, one module per notebook: `check("nb03.stop_matcher", f)` prints f's verdict."""
 from __future__ import annotations
 
 import importlib

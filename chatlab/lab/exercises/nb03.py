@@ -32,8 +32,7 @@ def _prompt_ids() -> tuple[tuple[int, ...], ...]:
 
 
 def _kv_and_prompts(kv: ExplicitKV | None = None) -> tuple[ExplicitKV, list[list[int]]]:
-    kv = kv if kv is not None else _default_kv()
-    return kv, [list(ids) for ids in _prompt_ids()]
+    return (kv if kv is not None else _default_kv()), [list(ids) for ids in _prompt_ids()]
 
 
 def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
@@ -66,8 +65,7 @@ register(Exercise("nb03.fourth_token", _fourth_token_cases,
 
 
 def _top_p_reference(probs: np.ndarray, p: float) -> int:
-    kept, _ = top_p_filter(np.arange(len(probs)), probs, p)
-    return len(kept)
+    return len(top_p_filter(np.arange(len(probs)), probs, p)[0])
 
 
 def _top_p_cases() -> list[Case]:

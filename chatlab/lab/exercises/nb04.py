@@ -1,5 +1,4 @@
-"""Notebook 04's exercises: the Hermes parser on markup, a stop string that must not cut a word,
-schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser)."""
+"""Notebook 04's exercises: Hermes on markup, a stop that keeps words whole, schema checks, a ReAct buffer."""
 from __future__ import annotations
 
 import json

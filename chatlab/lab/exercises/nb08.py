@@ -1,5 +1,4 @@
-"""Notebook 08's exercises: hit@k by hand, a question that finds the stop-word notes, and the
-questions the model (not the retriever) lost. hit@k is graded against chatlab.lab.evals.retrieval."""
+"""Notebook 08's exercises: hit@k, a question that finds the stop-word notes, what the model lost."""
 from __future__ import annotations
 
 from typing import Callable
