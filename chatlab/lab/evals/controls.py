@@ -1,4 +1,4 @@
-"""Positive controls: gold replies played through the evals' own sampling, stops, grammars and parsers."""
+"""Positive controls: gold replies through the evals' own path; what a model loses beside them is its own."""
 from __future__ import annotations
 
 import json
