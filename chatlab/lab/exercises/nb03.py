@@ -1,5 +1,4 @@
-"""Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand, graded against
-`ExplicitKV.forward` and `StopMatcher`. The cache ones take the notebook's `kv` or load it."""
+"""Notebook 03's exercises: the KV cache (on the notebook's `kv`, or one loaded), top-p, a stop matcher."""
 from __future__ import annotations
 
 from functools import lru_cache
