@@ -19,10 +19,9 @@ VERDICTS = ("new turn", "never ends", "goes on", "ends")
 
 
 def verdict(shown: str, finish_reason: str) -> str:
-    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own
-    end of turn, special tokens shown): "new turn" (it writes chat markup or the system prompt,
-    playing the next turn itself), "never ends" (it ran to max_tokens), "goes on" (it ended,
-    but after more than the one line one fact needs), or "ends"."""
+    """What a reader sees in one reply to a one-fact question (`shown`: the text before its own end of
+    turn, special tokens shown): "new turn" (chat markup or the system prompt: it plays the next turn),
+    "never ends" (it ran to max_tokens), "goes on" (more than the one line a fact needs), or "ends"."""
     if finish_reason not in ("stop", "length"):
         raise ValueError(f"finish_reason must be 'stop' or 'length', not {finish_reason!r}")
     text = shown.strip()
@@ -96,8 +95,7 @@ def split_marker_ids(tok: HFTokenizer, text: str) -> list[int]:
 
 
 def template_ids(tok: HFTokenizer, chat: list[dict[str, str]]) -> list[int]:
-    """The tokenizer's own chat_template rendered and encoded by itself: the usual Hugging Face
-    path, right whenever the tokenizer keeps every control token whole."""
+    """The usual Hugging Face path (chat_template, then encode): right if control tokens stay whole."""
     out = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
     ids = out if isinstance(out, list) else out["input_ids"]
     return [int(i) for i in ids]
@@ -130,8 +128,7 @@ def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_
 def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],
             stop_ids: Sequence[int], max_tokens: int) -> Column:
     tok = backend.tokenizer
-    end_id = tok.convert_tokens_to_ids("<|im_end|>")
-    start_id = tok.convert_tokens_to_ids("<|im_start|>")
+    end_id, start_id = tok.convert_tokens_to_ids(["<|im_end|>", "<|im_start|>"])
     t0, replies = time.perf_counter(), []
     for fact, ids in zip(facts, prompts):
         replies.append(_reply(tok, fact, ask(backend, ids, stop_ids, max_tokens), end_id, start_id))

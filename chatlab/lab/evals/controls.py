@@ -1,5 +1,4 @@
-"""Positive controls for the eval tables: written or gold replies played through the very same path
-(sampling, stops, grammars, parsers) without a model; what a model loses beside a perfect one is its own."""
+"""Positive controls: gold replies through the evals' own path; what a model loses beside them is its own."""
 from __future__ import annotations
 
 import json
@@ -159,9 +158,8 @@ def dog_oracle(tokenizer: HFTokenizer, cases: Iterable[DogCase]) -> OracleBacken
 def rag_gold(question: Question) -> str:
     """A gold answer: the passage's quote, with the first key phrase added when the quote lacks
     every key phrase (so the control checks the plumbing, not how the set was written)."""
-    if answer_has_key(question.quote, question):
-        return question.quote
-    return f"{question.quote} ({question.answer[0]})"
+    quote = question.quote
+    return quote if answer_has_key(quote, question) else f"{quote} ({question.answer[0]})"
 
 
 def rag_oracle(tokenizer: HFTokenizer, questions: Iterable[Question]) -> OracleBackend:

@@ -1,5 +1,4 @@
-"""Score structured extraction over the dog set, strictly: each method (text -> an object with
-`name` and `color`) must give the gold ones, up to `normalize`; a method that raises is wrong."""
+"""Strict scores of extraction methods over the dog set: gold name and color up to `normalize`, or wrong."""
 from __future__ import annotations
 
 import re
@@ -24,8 +23,7 @@ Method = Callable[[str], object]  # a sentence -> what the method extracted (a d
 
 def normalize(value: str) -> str:
     """Lower case, hyphens as spaces, no punctuation at the ends, no leading article."""
-    text = re.sub(r"[\s\-_]+", " ", value.strip().lower())
-    text = text.strip(" .,;:!?\"'")
+    text = re.sub(r"[\s\-_]+", " ", value.strip().lower()).strip(" .,;:!?\"'")
     return re.sub(r"^(a|an|the) ", "", text)
 
 
@@ -101,8 +99,7 @@ class MethodScore:
 
 
 def evaluate(methods: dict[str, Method], cases: Iterable[DogCase]) -> list[MethodScore]:
-    """Run every method on every case, in order; an exception (a server's 400, a reply that fails
-    validation) is a wrong answer for that sentence, not a crash."""
+    """Every method on every case, in order; an exception (a server's 400, a failed validation) is wrong."""
     cases = list(cases)
     if not methods or not cases:
         raise ChatlabError("evaluate needs at least one method and one case; pass "
@@ -144,10 +141,8 @@ def markdown_table(scores: list[MethodScore], focus: str | None = None,
 def controls_table(columns: dict[str, list[MethodScore] | str]) -> str:
     """Methods down, models (or controls) across: "right/total" per cell. A column given as a
     string ("not installed") shows it in every row, so a missing model does not read as zero."""
-    methods: list[str] = []
-    for col in columns.values():
-        if not isinstance(col, str):
-            methods += [s.method for s in col if s.method not in methods]
+    scored = [col for col in columns.values() if not isinstance(col, str)]
+    methods = list(dict.fromkeys(s.method for col in scored for s in col))
     if not methods:
         raise ChatlabError("controls_table needs at least one column of scores")
 

@@ -1,5 +1,4 @@
-"""Streamed function calls, measured (notebook 04): a naive relay, which leaks the markup when the
-opening tag is split over tokens, against the buffered parser, which holds back what could be one."""
+"""Streamed calls: a naive relay leaks a call tag split over tokens; the buffered parser holds it back."""
 from __future__ import annotations
 
 import json
@@ -35,11 +34,9 @@ class Stream:
         return any(m in self.content for m in CALL_MARKUP)
 
     def location(self) -> str | None:
-        if not self.calls:
-            return None
         try:
             return str(json.loads(self.calls[0][1]).get("location"))
-        except (ValueError, AttributeError):
+        except (IndexError, ValueError, AttributeError):  # no call, arguments not JSON or not an object
             return None
 
 
@@ -74,8 +71,7 @@ def naive_relay(deltas: Sequence[str]) -> Stream:
 def buffered_relay(deltas: Sequence[str]) -> Stream:
     """chatlab's streaming parser fed the same deltas (what `engine.chat_stream` sends)."""
     parser = get_parser("hermes", TOOLS)
-    events = [e for d in deltas for e in parser.feed(d)] + parser.finish()
-    result = fold(events)
+    result = fold([e for d in deltas for e in parser.feed(d)] + parser.finish())
     return Stream(result.content or "", [(c.name, c.arguments) for c in result.tool_calls])
 
 
@@ -101,11 +97,10 @@ def relay_bite(engine: ChatEngine, requests: Sequence[WeatherRequest], label: st
                max_tokens: int = 60) -> tuple[RelayColumn, RelayColumn]:
     """(naive relay, buffered parser) over the same live deltas of `engine`."""
     t0 = time.perf_counter()
-    all_deltas = [(r, live_deltas(engine, r.request, max_tokens)) for r in requests]
+    deltas = [(r, live_deltas(engine, r.request, max_tokens)) for r in requests]
     seconds = time.perf_counter() - t0
-    naive = RelayColumn(f"{label}: naive relay", [(r, naive_relay(d)) for r, d in all_deltas], seconds)
-    buffered = RelayColumn(f"{label}: buffered parser", [(r, buffered_relay(d)) for r, d in all_deltas], seconds)
-    return naive, buffered
+    return (RelayColumn(f"{label}: naive relay", [(r, naive_relay(d)) for r, d in deltas], seconds),
+            RelayColumn(f"{label}: buffered parser", [(r, buffered_relay(d)) for r, d in deltas], seconds))
 
 
 def gold_reply(request: WeatherRequest) -> str:

@@ -67,13 +67,16 @@ def hit_at_k(retrieve: Retrieve, questions: Iterable[Question], ks: Sequence[int
         raise ChatlabError("hit_at_k needs questions and at least one k; pass load_questions() "
                            "and e.g. ks=(1, 3, 5)")
     ranked = [list(retrieve(q.question, max(ks))) for q in questions]
-    return {k: sum(any(contains(t, q.quote) for t in r[:k]) for q, r in zip(questions, ranked)) / len(questions)
-            for k in sorted(ks)}
+    return {k: hit_share(ranked, [q.quote for q in questions], k) for k in sorted(ks)}
+
+
+def hit_share(ranked: Sequence[Sequence[str]], quotes: Sequence[str], k: int) -> float:
+    """The share of quotes found in one of the top k passages of their own ranked list."""
+    return sum(any(contains(t, q) for t in r[:k]) for r, q in zip(ranked, quotes)) / len(quotes)
 
 
 def answer_has_key(answer: str, question: Question) -> bool:
-    """Does the answer contain any of the question's key phrases? A floor for a human reading,
-    not a grade: a right answer worded otherwise fails it."""
+    """Whether the answer holds a key phrase: a floor, not a grade (a right answer worded otherwise fails)."""
     return any(contains(answer, key) for key in question.answer)
 
 

@@ -18,8 +18,7 @@ _Row = TypeVar("_Row", "DogCase", "Question", "Fact", "WeatherRequest")
 
 @dataclass(frozen=True)
 class DogCase:
-    """One sentence and the dog it describes; `accept_color` lists other spellings of the
-    same color ("gray" for "grey", "black-and-tan" for "black and tan")."""
+    """One sentence and its dog; `accept_color`: other spellings of the color ("gray" for "grey")."""
 
     id: str
     text: str
@@ -32,8 +31,7 @@ class DogCase:
 
 @dataclass(frozen=True)
 class Question:
-    """A question, the passage that answers it (its file and a quote inside it), and key
-    phrases: an answer that contains any of them is counted as containing the answer."""
+    """A question, its passage (a file and a quote in it), and key phrases, one of which an answer holds."""
 
     id: str
     question: str

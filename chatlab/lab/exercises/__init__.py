@@ -1,5 +1,4 @@
-"""Exercises a learner writes, and the checks that grade them: `check("nb03.stop_matcher", f)`
-runs the function on the exercise's cases and prints one verdict. One module per notebook."""
+"""Graded exercises, one module per notebook: `check("nb03.stop_matcher", f)` prints f's verdict."""
 from __future__ import annotations
 
 import importlib
@@ -12,12 +11,11 @@ from chatlab.errors import ChatlabError
 
 @dataclass(frozen=True)
 class Case:
-    """One call of the learner's function: `args`, and `expected` or else the reference's value."""
+    """One call of the learner's function; `expected` only for an exercise without a reference."""
 
     args: tuple[object, ...]
     label: str = ""
     expected: object = field(default=None, compare=False)
-    has_expected: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def run(name: str, fn: Callable[..., object], **context: object) -> Report:
             raised = "NotImplementedError (part of the function is still a stub)"
         except Exception as err:  # the learner's bug is the verdict, not a traceback
             raised = f"{type(err).__name__}: {err}"
-        expected = case.expected if case.has_expected else ex.reference(*case.args)  # type: ignore[misc]
+        expected = ex.reference(*case.args) if ex.reference else case.expected
         try:
             ok = not raised and bool(ex.same(got, expected))
         except Exception:  # a value of the wrong type that == cannot compare is a failure

@@ -47,8 +47,7 @@ register(Exercise("nb01.first_difference", lambda tok=None: [
 
 
 def role_ids_reference(tok: HFTokenizer, typed: str) -> tuple[int, int]:
-    """How many `<|assistant|>` ids (build_chat_input(typed), the string path with
-    encode_special_tokens=True) give for text a user typed."""
+    """`<|assistant|>` ids in build_chat_input(typed), and on the string path reading special tokens."""
     from chatlab.models.chatglm3 import special_tokens_from_text  # it imports transformers at its top
 
     assistant = tok.get_command("<|assistant|>")

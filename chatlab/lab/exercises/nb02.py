@@ -37,8 +37,7 @@ register(Exercise("nb02.content_texts", lambda res=None: [
 
 
 def explicit_rule_reference(template: str) -> tuple[str, str]:
-    """(the rule `resolve` names when the template is given explicitly, the first rendered
-    token of a one-message chat) on a tokenizer that knows that template's special tokens."""
+    """(the rule `resolve` names for an explicit template, the first token rendered for one message)."""
     tok = checker(template)
     r = resolve(tok, template=template)
     return r.rule, r.render([{"role": "user", "content": "hi"}]).tokens[0]

@@ -1,5 +1,4 @@
-"""Notebook 03's exercises: the KV cache, top-p, and two mechanisms built by hand, graded against
-`ExplicitKV.forward` and `StopMatcher`. The cache ones take the notebook's `kv` or load it."""
+"""Notebook 03's exercises: the KV cache (on the notebook's `kv`, or one loaded), top-p, a stop matcher."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -32,8 +31,7 @@ def _prompt_ids() -> tuple[tuple[int, ...], ...]:
 
 
 def _kv_and_prompts(kv: ExplicitKV | None = None) -> tuple[ExplicitKV, list[list[int]]]:
-    kv = kv if kv is not None else _default_kv()
-    return kv, [list(ids) for ids in _prompt_ids()]
+    return (kv if kv is not None else _default_kv()), [list(ids) for ids in _prompt_ids()]
 
 
 def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
@@ -46,9 +44,9 @@ def _cache_bytes_cases(kv: ExplicitKV | None = None) -> list[Case]:
         # the arrays' own bytes per number: f32 as exported, f16 from some OpenVINO builds
         size = cache["past_key_values.0.key"].dtype.itemsize
         cases.append(Case((kv.layers, heads, positions, head_dim, size),
-                          f"a {positions}-token prompt, {size} bytes per number", expected=measured, has_expected=True))
+                          f"a {positions}-token prompt, {size} bytes per number", expected=measured))
     cases.append(Case((kv.layers, 3, 1000, 64, 2), "1,000 positions at 2 bytes (an f16 cache)",
-                      expected=kv.layers * 2 * 3 * 1000 * 64 * 2, has_expected=True))
+                      expected=kv.layers * 2 * 3 * 1000 * 64 * 2))
     return cases
 
 
@@ -66,8 +64,7 @@ register(Exercise("nb03.fourth_token", _fourth_token_cases,
 
 
 def _top_p_reference(probs: np.ndarray, p: float) -> int:
-    kept, _ = top_p_filter(np.arange(len(probs)), probs, p)
-    return len(kept)
+    return len(top_p_filter(np.arange(len(probs)), probs, p)[0])
 
 
 def _top_p_cases() -> list[Case]:
@@ -121,8 +118,7 @@ register(Exercise("nb03.kv_forward", _forward_cases, reference=lambda kv, ids, p
 
 
 def stop_stream_reference(deltas: list[str], stops: list[str]) -> tuple[list[str], str | None]:
-    """What a stream shows: one entry per delta fed (until a stop matches); when no stop
-    matched, one more entry for the text held back at the end (flushed)."""
+    """What a stream shows: an entry per delta fed until a stop matches; without one, the flushed tail."""
     matcher, shown = StopMatcher(stops), []
     for delta in deltas:
         r = matcher.feed(delta)

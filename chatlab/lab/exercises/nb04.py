@@ -1,8 +1,8 @@
-"""Notebook 04's exercises: the Hermes parser on markup, a stop string that must not cut a word,
-schema checks, and the ReAct stream buffer built by hand (graded against chatlab's ReAct parser)."""
+"""Notebook 04's exercises: Hermes on markup, a stop that keeps words whole, schema checks, a ReAct buffer."""
 from __future__ import annotations
 
 import json
+from itertools import accumulate
 
 from chatlab._thirdparty import Graded
 from chatlab.lab.evals.relay import TOOLS  # the notebook's weather tool, defined once
@@ -58,8 +58,7 @@ register(Exercise("nb04.schema_problems", lambda: [
 
 
 def react_relay_reference(pieces: list[str], tool_names: list[str]) -> tuple[list[str], tuple[str, dict] | None]:
-    """chatlab's ReAct parser fed the same chunks: the content it sent after each chunk, what
-    it sent at the end, and the call (name, arguments as a dict) or None."""
+    """chatlab's ReAct parser: its content after each chunk and at the end, its call (name, dict) or None."""
     def text(events: list[ParserEvent]) -> str:   # a rejected call comes back as content too
         return "".join(e.text for e in events if isinstance(e, (ContentDelta, ToolCallError)))
 
@@ -77,12 +76,7 @@ def _same_relay(got: Graded, expected: Graded) -> bool:
     if len(sent) != len(want_sent) or "".join(sent) != "".join(want_sent) or call != want_call:
         return False
     # streaming: after every chunk at least as much content is out as chatlab's buffer lets out
-    so_far = want_so_far = 0
-    for mine, theirs in zip(sent, want_sent):
-        so_far, want_so_far = so_far + len(mine), want_so_far + len(theirs)
-        if so_far < want_so_far:
-            return False
-    return True
+    return all(a >= b for a, b in zip(accumulate(map(len, sent)), accumulate(map(len, want_sent))))
 
 
 def _relay_cases() -> list[Case]:

@@ -8,9 +8,7 @@ from chatlab.lab.exercises import Case, Exercise, register
 def cut_at_stop_reference(text: str, stops: list[str]) -> tuple[str, str]:
     """(the text before the earliest stop string, "stop"), or (the text, "length") without one."""
     found = [(text.find(s), s) for s in stops if s and s in text]
-    if not found:
-        return text, "length"
-    return text[:min(found)[0]], "stop"
+    return (text[:min(found)[0]], "stop") if found else (text, "length")
 
 
 register(Exercise("nb06.cut_at_stop", lambda: [
@@ -22,15 +20,12 @@ register(Exercise("nb06.cut_at_stop", lambda: [
 
 
 def merge_stream_reference(chunks: list[dict[str, Jsonable]]) -> str:
-    """The content of a streamed chat completion: every chunk's choices[0].delta.content, in
-    order; a chunk without choices (the usage chunk) or with content None adds nothing."""
+    """Every chunk's choices[0].delta.content in order; no choices (the usage chunk) or None adds nothing."""
     return "".join((c["choices"][0]["delta"].get("content") or "") for c in chunks if c.get("choices"))
 
 
 def _chunk(content: str | None, role: bool = False) -> dict[str, Jsonable]:
-    delta: dict[str, Jsonable] = {"content": content}
-    if role:
-        delta["role"] = "assistant"
+    delta: dict[str, Jsonable] = {"content": content, "role": "assistant"} if role else {"content": content}
     return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
 
 

@@ -1,5 +1,4 @@
-"""Notebook 07's exercises: the strict score, the sentences no method gets, and the extractive
-schema's name candidates (graded against chatlab.lab.evals: score_dog, capitalised_words)."""
+"""Notebook 07's exercises: the strict score, the sentences no method gets, an extractive schema's names."""
 from __future__ import annotations
 
 from chatlab.lab.evals import DogCase, load_dogs, score_dog

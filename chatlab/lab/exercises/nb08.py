@@ -1,16 +1,10 @@
-"""Notebook 08's exercises: hit@k by hand, a question that finds the stop-word notes, and the
-questions the model (not the retriever) lost. hit@k is graded against chatlab.lab.evals.contains."""
+"""Notebook 08's exercises: hit@k, a question that finds the stop-word notes, what the model lost."""
 from __future__ import annotations
 
 from typing import Callable
 
-from chatlab.lab.evals import contains
+from chatlab.lab.evals.retrieval import hit_share
 from chatlab.lab.exercises import Case, Exercise, register
-
-
-def hit_at_k_reference(ranked: list[list[str]], quotes: list[str], k: int) -> float:
-    """The share of questions whose gold quote is inside one of their top-k passages."""
-    return sum(any(contains(p, q) for p in r[:k]) for r, q in zip(ranked, quotes)) / len(quotes)
 
 
 def _hit_cases() -> list[Case]:
@@ -23,7 +17,7 @@ def _hit_cases() -> list[Case]:
             Case(([["A  line\nbroken"]], ["a line broken"], 1), "spacing and case are ignored")]
 
 
-register(Exercise("nb08.hit_at_k", _hit_cases, reference=hit_at_k_reference,
+register(Exercise("nb08.hit_at_k", _hit_cases, reference=hit_share,
                   same=lambda got, expected: abs(float(got) - expected) < 1e-9))
 
 # The retriever the notebook passes in; `same` needs it to look the learner's question up.
@@ -40,7 +34,7 @@ def _stop_cases(top_file: Callable[[str], str] | None = None) -> list[Case]:
         raise ValueError("pass the notebook's retriever: check('nb08.stop_question', f, top_file=top_file)")
     _TOP_FILE["fn"] = top_file
     return [Case((top_file,), "a question about stop words, whose top passage is in stop_words.md",
-                 expected="stop_words.md", has_expected=True)]
+                 expected="stop_words.md")]
 
 
 register(Exercise("nb08.stop_question", _stop_cases, same=_asks_stop_words))

@@ -1,5 +1,4 @@
-"""Notebook 09's exercises: where two prompts part, what the system turn costs, and bf16
-rounding by hand (graded against chatlab.lab.finetune.first_difference and torch's bfloat16)."""
+"""Notebook 09's exercises: where two prompts part, what the system turn costs, bf16 rounding by hand."""
 from __future__ import annotations
 
 import numpy as np
