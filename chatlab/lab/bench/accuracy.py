@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from typing import Any, Callable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends import load_step_backend
@@ -69,20 +70,12 @@ def first_json(text: str) -> object:
 
 def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict[str, list[int]]:
     """[right, scored] per eval set, from the replies to its cases."""
-    out: dict[str, list[int]] = {}
-    if "extract" in got:
-        cases = load_dogs()[:limit]
-        out["extraction (07)"] = [sum(score_dog(c, first_json(str(r["text"]))).ok
-                                      for c, r in zip(cases, got["extract"])), len(got["extract"])]
-    if "rag" in got:
-        questions = load_questions()[:limit]
-        out["key phrases (08)"] = [sum(answer_has_key(str(r["text"]), q) for q, r in zip(questions, got["rag"])),
-                                   len(got["rag"])]
-    if "facts" in got:
-        facts = load_facts()[:limit]
-        out["facts (01)"] = [sum(any(contains(str(r["text"]), a) for a in f.answer)
-                                 for f, r in zip(facts, got["facts"])), len(got["facts"])]
-    return out
+    checks: dict[str, tuple[str, Callable[[], list[Any]], Callable[[Any, str], bool]]] = {
+        "extract": ("extraction (07)", load_dogs, lambda case, text: score_dog(case, first_json(text)).ok),
+        "rag": ("key phrases (08)", load_questions, lambda question, text: answer_has_key(text, question)),
+        "facts": ("facts (01)", load_facts, lambda fact, text: any(contains(text, a) for a in fact.answer))}
+    return {label: [sum(right(c, str(r["text"])) for c, r in zip(load()[:limit], got[name])), len(got[name])]
+            for name, (label, load, right) in checks.items() if name in got}
 
 
 def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,

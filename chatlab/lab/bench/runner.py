@@ -104,13 +104,6 @@ def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def start_worker(make_worker: "Callable[..., Worker] | None", engine: str, model: str,
-                 precision: str, speculate: dict[str, int] | None) -> "Worker":
-    """A worker for `engine` (`make_worker`, default a real one); drafts if its row takes them."""
-    takes = speculate is not None and get_engine(engine).takes_drafts
-    return (make_worker or Worker)(engine, model, precision, *([speculate] if takes else []))
-
-
 class Worker:
     def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION,
                  speculate: dict[str, int] | None = None) -> None:
@@ -204,16 +197,17 @@ def run_rounds(group: list[str], model: str, precision: str, speculate: dict[str
                warm: list[dict[str, Jsonable]], turn: Callable[[str, Worker, int, str | None], object],
                info: dict[str, dict[str, Jsonable]], bar: "Bar", make_worker: "Callable[..., Worker] | None",
                partner_fails: bool = False) -> int:
-    """Load the group's workers (each asked `warm`, untimed), run `turn(engine, worker, round, partner)`
-    in interleaved rounds (`partner`: the anchor's partner when the anchor runs), close them; returns
-    how many workers were alive at once (the test of the memory bound reads it). `info` keeps each
-    engine's first load time, its arithmetic and its peak memory over its groups. With
-    `partner_fails`, a partner's ChatlabError becomes EngineFailed; the anchor's stays as it is."""
+    """Start the group's workers (`make_worker`, default real ones; drafts to rows that take them), ask
+    each the `warm` requests untimed, call `turn(engine, worker, round, partner)` in rounds whose order
+    rotates, close them; returns how many were alive at once. `info` keeps each engine's first load
+    time, arithmetic and peak memory over its groups; with `partner_fails`, a partner's
+    ChatlabError is an EngineFailed (`partner`: the anchor's, when the anchor runs)."""
     workers: dict[str, Worker] = {}
     current = group[0]
     try:
         for current in group:
-            w = workers[current] = start_worker(make_worker, current, model, precision, speculate)
+            drafts = [speculate] if speculate is not None and get_engine(current).takes_drafts else []
+            w = workers[current] = (make_worker or Worker)(current, model, precision, *drafts)
             for request in warm:
                 w.ask(request)
             row = info.setdefault(current, {"rss_mb": 0.0, "load_s": w.load_s})

@@ -14,15 +14,13 @@ from chatlab.errors import ChatlabError
 from chatlab.lab.evals.retrieval import questions_with_passages
 
 
-def user_turns(n: int, start: int = 0) -> list[str]:
-    """`n` user messages, from question `start` of notebook 08's set on (another conversation
-    for each `start`, so that no cache holds a repeated one)."""
+def user_turns(n: int) -> list[str]:
+    """The first `n` questions of notebook 08's set, each with its passage, as user messages."""
     every = questions_with_passages()
-    pairs = every[start:start + n]
-    if n < 1 or len(pairs) < n:
+    if not 1 <= n <= len(every):
         raise ChatlabError(f"the question set has {len(every)} questions: ask for 1 to "
-                           f"{len(every) - start} turns from question {start}, not {n}")
-    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
+                           f"{len(every)} turns from question 0, not {n}")
+    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in every[:n]]
 
 
 class GenaiChatMode:
