@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from typing import Any, Callable
+from typing import Callable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends import load_step_backend
@@ -70,12 +70,15 @@ def first_json(text: str) -> object:
 
 def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict[str, list[int]]:
     """[right, scored] per eval set, from the replies to its cases."""
-    checks: dict[str, tuple[str, Callable[[], list[Any]], Callable[[Any, str], bool]]] = {
-        "extract": ("extraction (07)", load_dogs, lambda case, text: score_dog(case, first_json(text)).ok),
-        "rag": ("key phrases (08)", load_questions, lambda question, text: answer_has_key(text, question)),
-        "facts": ("facts (01)", load_facts, lambda fact, text: any(contains(text, a) for a in fact.answer))}
-    return {label: [sum(right(c, str(r["text"])) for c, r in zip(load()[:limit], got[name])), len(got[name])]
-            for name, (label, load, right) in checks.items() if name in got}
+    checks: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+        "extract": ("extraction (07)", lambda texts: sum(
+            score_dog(c, first_json(t)).ok for c, t in zip(load_dogs()[:limit], texts))),
+        "rag": ("key phrases (08)", lambda texts: sum(
+            answer_has_key(t, q) for q, t in zip(load_questions()[:limit], texts))),
+        "facts": ("facts (01)", lambda texts: sum(
+            any(contains(t, a) for a in f.answer) for f, t in zip(load_facts()[:limit], texts)))}
+    return {label: [right([str(r["text"]) for r in got[name]]), len(got[name])]
+            for name, (label, right) in checks.items() if name in got}
 
 
 def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,

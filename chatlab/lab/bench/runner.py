@@ -197,13 +197,11 @@ def run_rounds(group: list[str], model: str, precision: str, speculate: dict[str
                warm: list[dict[str, Jsonable]], turn: Callable[[str, Worker, int, str | None], object],
                info: dict[str, dict[str, Jsonable]], bar: "Bar", make_worker: "Callable[..., Worker] | None",
                partner_fails: bool = False) -> int:
-    """Start the group's workers (`make_worker`, default real ones; drafts to rows that take them), ask
-    each the `warm` requests untimed, call `turn(engine, worker, round, partner)` in rounds whose order
-    rotates, close them; returns how many were alive at once. `info` keeps each engine's first load
-    time, arithmetic and peak memory over its groups; with `partner_fails`, a partner's
-    ChatlabError is an EngineFailed (`partner`: the anchor's, when the anchor runs)."""
+    """Start the group's workers, ask each the `warm` requests untimed, call `turn(engine, worker,
+    round, partner)` (`partner`: the anchor's, on the anchor's turn) in rounds whose order rotates,
+    close them; returns how many were alive at once. `info` keeps each engine's first load time,
+    arithmetic and peak memory over its groups; `partner_fails`: a partner's error is EngineFailed."""
     workers: dict[str, Worker] = {}
-    current = group[0]
     try:
         for current in group:
             drafts = [speculate] if speculate is not None and get_engine(current).takes_drafts else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Union
+from typing import Mapping, Sequence, Union
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.export import export_model
@@ -91,9 +91,11 @@ def warm_up(engines: "Mapping[str, Turnable]") -> None:
             engine.prefix.forget()
 
 
-def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16) -> dict[str, Jsonable]:
+def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16,
+                 pairs: Sequence[tuple[str, str]] = ()) -> dict[str, Jsonable]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
-    runs before turn t+1 of any, in an order that alternates, after an untimed warm-up."""
+    runs before turn t+1 of any, in an order that alternates, after an untimed warm-up. Each
+    turn's row has the TTFT ratio "a/b" of every pair (a, b)."""
     messages = user_turns(turns)
     warm_up(engines)
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
@@ -102,24 +104,18 @@ def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int 
     for t, message in enumerate(messages, 1):
         row: dict[str, Jsonable] = {"turn": t}
         for name in (names if t % 2 else names[::-1]):
-            history = histories[name]
+            engine, history = engines[name], histories[name]
             history.append({"role": "user", "content": message})
-            ttft, reply, prompt_tokens = timed_turn(engines[name], history, tokens)
+            ttft, reply, prompt_tokens = timed_turn(engine, history, tokens)
             history.append({"role": "assistant", "content": reply})
             row[f"{name}_ttft_ms"] = ttft * 1000
             row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
-            engine = engines[name]
             if not isinstance(engine, GenaiChatMode) and engine.prefix is not None:
                 row[f"{name}_reused_tokens"] = engine.prefix.reused
+        row.update({f"{a}/{b}": row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"] for a, b in pairs})
         rows.append(row)
     replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
     return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
-
-
-def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
-    for row in result["turns"]:
-        for a, b in pairs:
-            row[f"{a}/{b}"] = row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"]
 
 
 def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
@@ -135,8 +131,7 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1, prefix_caching=True)
         engines["genai"] = load_engine(model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
-    result = growing_chat(engines, turns, tokens)
-    ratios(result, pairs)
+    result = growing_chat(engines, turns, tokens, pairs)
     print(json.dumps(result, indent=2))
     for row in result["turns"]:
         cells = "  ".join(f"{a}/{b} {row[f'{a}/{b}']:.2f}x" for a, b in pairs)
