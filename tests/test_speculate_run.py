@@ -21,7 +21,7 @@ SPEED = {"genai-int8": 50.0, "chatlab-openvino-int8": 52.0, "chatlab-openvino-in
 
 
 class Worker:
-    alive = 0
+    open = 0
     peak = 0
     calls: list[tuple[str, int]] = []
     stops: list[tuple[str, bool | None]] = []
@@ -29,8 +29,8 @@ class Worker:
     def __init__(self, engine, model, precision, *extra):
         self.engine, self.load_s, self.precision, self.threads, self.compute = engine, 0.1, precision, 2, None
         self.extra = extra
-        Worker.alive += 1
-        Worker.peak = max(Worker.peak, Worker.alive)
+        Worker.open += 1
+        Worker.peak = max(Worker.peak, Worker.open)
 
     def ask(self, request):
         ids, n = request["ids"], request["tokens"]
@@ -43,8 +43,11 @@ class Worker:
             answer["spec"] = {"tokens_per_step": 2.0 if copy else 1.0, "acceptance": 0.5}
         return answer
 
+    def alive(self):
+        return True
+
     def close(self):
-        Worker.alive -= 1
+        Worker.open -= 1
         return 300.0
 
     def kill(self):
@@ -60,14 +63,14 @@ def part(monkeypatch):
     monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
     monkeypatch.setattr(engines, "unavailable",  # as on a machine without llama-cpp-python
                         lambda name, precision: "not installed here" if name == LLAMA_CPP else None)
-    Worker.alive, Worker.peak, Worker.calls, Worker.stops = 0, 0, [], []
+    Worker.open, Worker.peak, Worker.calls, Worker.stops = 0, 0, [], []
     return sidebyside.run_tasks("m", speculate_run.SIDE_BY_SIDE, speculate_run.TASKS, rounds=2, tokens=4,
                                 speculate={"draft_tokens": 4, "ngram": 3}, progress=False,
                                 make_worker=Worker, stop_at_eos=True)
 
 
 def test_every_task_runs_in_each_pair_with_paired_ratios(part):
-    assert Worker.peak == 2 and Worker.alive == 0
+    assert Worker.peak == 2 and Worker.open == 0
     by = {r["name"]: r for r in part["engines"]}
     assert LLAMA_CPP not in by and part["skipped"] == [{"name": LLAMA_CPP, "reason": "not installed here"}]
     pl = by["chatlab-openvino-int8-pl"]["tasks"]
@@ -177,6 +180,32 @@ def test_an_engine_that_dies_mid_run_is_a_skipped_row_not_a_failed_run(monkeypat
     with pytest.raises(ChatlabError, match="genai-int4-pl failed"):  # the baseline itself: no run
         sidebyside.run_tasks("m", ["genai-int4-pl", "genai-int4"], ["rag"], rounds=1, tokens=8,
                              progress=False, make_worker=Crashing)
+
+
+def test_a_run_where_no_engine_can_run_lists_them_all_as_skipped(monkeypatch):
+    monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
+    monkeypatch.setattr(engines, "unavailable", lambda name, precision: "not installed here")
+    assert plan_groups([]) == []
+    part = sidebyside.run_tasks("m", [LLAMA_CPP], ["rag"], rounds=1, tokens=4, progress=False, make_worker=Worker)
+    assert part["engines"] == [] and part["skipped"] == [{"name": LLAMA_CPP, "reason": "not installed here"}]
+
+
+def test_the_baseline_keeps_its_peak_memory_over_its_pairs(monkeypatch):
+    """The baseline runs in every pair: its row keeps the largest resident memory of them, not
+    the last pair's."""
+    closed = []
+
+    class Shrinking(Worker):
+        def close(self):
+            super().close()
+            closed.append(self.engine)
+            return 500.0 - 100 * len(closed)  # the first pair's processes grew the most
+
+    monkeypatch.setattr(sidebyside, "task_cases_in_child", lambda model, tasks, limit: CASES)
+    part = sidebyside.run_tasks("m", ["genai-int8", "chatlab-openvino-int8", "chatlab-openvino-int8-pl"],
+                                ["rag"], rounds=1, tokens=8, progress=False, make_worker=Shrinking)
+    rss = {r["name"]: r["rss_mb"] for r in part["engines"]}
+    assert rss == {"genai-int8": 400.0, "chatlab-openvino-int8": 300.0, "chatlab-openvino-int8-pl": 100.0}
 
 
 def test_bad_sizes_are_refused(capsys):

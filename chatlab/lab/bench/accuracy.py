@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from typing import Callable
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends import load_step_backend
@@ -69,20 +70,15 @@ def first_json(text: str) -> object:
 
 def scores(got: dict[str, list[dict[str, Jsonable]]], limit: int | None) -> dict[str, list[int]]:
     """[right, scored] per eval set, from the replies to its cases."""
-    out: dict[str, list[int]] = {}
-    if "extract" in got:
-        cases = load_dogs()[:limit]
-        out["extraction (07)"] = [sum(score_dog(c, first_json(str(r["text"]))).ok
-                                      for c, r in zip(cases, got["extract"])), len(got["extract"])]
-    if "rag" in got:
-        questions = load_questions()[:limit]
-        out["key phrases (08)"] = [sum(answer_has_key(str(r["text"]), q) for q, r in zip(questions, got["rag"])),
-                                   len(got["rag"])]
-    if "facts" in got:
-        facts = load_facts()[:limit]
-        out["facts (01)"] = [sum(any(contains(str(r["text"]), a) for a in f.answer)
-                                 for f, r in zip(facts, got["facts"])), len(got["facts"])]
-    return out
+    checks: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+        "extract": ("extraction (07)", lambda texts: sum(
+            score_dog(c, first_json(t)).ok for c, t in zip(load_dogs()[:limit], texts))),
+        "rag": ("key phrases (08)", lambda texts: sum(
+            answer_has_key(t, q) for q, t in zip(load_questions()[:limit], texts))),
+        "facts": ("facts (01)", lambda texts: sum(
+            any(contains(t, a) for a in f.answer) for f, t in zip(load_facts()[:limit], texts)))}
+    return {label: [right([str(r["text"]) for r in got[name]]), len(got[name])]
+            for name, (label, right) in checks.items() if name in got}
 
 
 def measure(model: str = "smollm2-135m-instruct", limit: int | None = None,

@@ -3,6 +3,7 @@ interleaved rounds in an order that rotates, medians and ranges."""
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,13 +104,6 @@ def call_in_child(function: Callable[..., T], *args: Jsonable, what: str) -> T:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def start_worker(make_worker: "Callable[..., Worker] | None", engine: str, model: str,
-                 precision: str, speculate: dict[str, int] | None) -> "Worker":
-    """A worker for `engine` (`make_worker`, default a real one); drafts if its row takes them."""
-    takes = speculate is not None and get_engine(engine).takes_drafts
-    return (make_worker or Worker)(engine, model, precision, *([speculate] if takes else []))
-
-
 class Worker:
     def __init__(self, engine: str, model: str, precision: str = DEFAULT_PRECISION,
                  speculate: dict[str, int] | None = None) -> None:
@@ -155,7 +149,7 @@ def plan_groups(engines: list[str], baseline: str = BASELINE) -> list[list[str]]
     """Which engines are alive together: each in a pair with the anchor (the baseline, or the first
     engine), to keep within Binder's 2 GB while every ratio compares two interleaved engines."""
     if len(engines) <= 1:
-        return [list(engines)]
+        return [list(engines)] if engines else []
     anchor = baseline if baseline in engines else engines[0]
     return [[anchor, e] for e in engines if e != anchor]
 
@@ -185,34 +179,51 @@ def add_answer(s: dict[str, list[float]], answer: dict[str, Jsonable]) -> None:
         s.setdefault("acceptance", []).append(answer["spec"]["acceptance"])
 
 
-def run_group(group: list[str], config: BenchConfig, prompts: dict[str, Jsonable],
-              samples: Samples, info: dict[str, dict[str, Jsonable]], bar: "Bar",
-              make_worker: "Callable[..., Worker] | None" = None) -> int:
-    """Load the group's workers, run the interleaved rounds, close them; returns how many
-    workers were alive at once (the test of the memory bound reads it)."""
+class EngineFailed(ChatlabError):
+    """A partner engine's process failed mid-run: the run goes on without that row."""
+
+    def __init__(self, engine: str, message: str, returncode: int | None) -> None:
+        last = [line for line in message.splitlines() if line.strip()][-1:] or [message]
+        how = ""
+        if returncode is not None and returncode < 0:
+            how = f" (killed by {signal.Signals(-returncode).name})"
+        elif returncode:
+            how = f" (exit status {returncode})"
+        super().__init__(f"{engine} failed during the run{how}: {last[0]}")
+        self.engine = engine
+
+
+def run_rounds(group: list[str], model: str, precision: str, speculate: dict[str, int] | None, rounds: int,
+               warm: list[dict[str, Jsonable]], turn: Callable[[str, Worker, int, str | None], object],
+               info: dict[str, dict[str, Jsonable]], bar: "Bar", make_worker: "Callable[..., Worker] | None",
+               partner_fails: bool = False) -> int:
+    """Start the group's workers, ask each the `warm` requests untimed, call `turn(engine, worker,
+    round, partner)` (`partner`: the anchor's, on the anchor's turn) in rounds whose order rotates,
+    close them; returns how many were alive at once. `info` keeps each engine's first load time,
+    arithmetic and peak memory over its groups; `partner_fails`: a partner's error is EngineFailed."""
     workers: dict[str, Worker] = {}
     try:
-        for e in group:
-            workers[e] = start_worker(make_worker, e, config.model, config.precision, config.speculate)
-            # untimed warm-up on both shapes: first-shape allocations, cache blocks for the long prompt
-            workers[e].ask({"ids": prompts["short"], "tokens": 4})
-            workers[e].ask({"ids": prompts["long"], "tokens": 2})
+        for current in group:
+            drafts = [speculate] if speculate is not None and get_engine(current).takes_drafts else []
+            w = workers[current] = (make_worker or Worker)(current, model, precision, *drafts)
+            for request in warm:
+                w.ask(request)
+            row = info.setdefault(current, {"rss_mb": 0.0, "load_s": w.load_s})
+            row.update(precision=w.precision, threads=w.threads, compute=w.compute)
         alive = sum(1 for w in workers.values() if w.alive())
-        for r in range(config.rounds):
+        for r in range(rounds):
             shift = r % len(group)  # rotate who goes first: no engine always runs after the other
-            cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
-            for e in group[shift:] + group[:shift]:
-                short = workers[e].ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
-                long = workers[e].ask({"ids": prompts["long"], "tokens": config.long_tokens})
-                partner = group[1] if e == group[0] and len(group) > 1 else None
-                samples.add(e, short, long, partner)
-                row = info.setdefault(e, {"rss_mb": 0.0, "load_s": workers[e].load_s,
-                                          "first_tokens": short["tokens"][:16]})
-                row.update(precision=workers[e].precision, threads=workers[e].threads,
-                           compute=workers[e].compute)
+            for current in group[shift:] + group[:shift]:
+                partner = group[1] if current == group[0] and len(group) > 1 else None
+                turn(current, workers[current], r, partner)
                 bar.update()
-        for e, w in workers.items():
-            info[e]["rss_mb"] = max(info[e]["rss_mb"], w.close())
+        for current, w in workers.items():
+            info[current]["rss_mb"] = max(info[current]["rss_mb"], w.close())
+    except ChatlabError as err:
+        if not partner_fails or current == group[0]:  # the baseline: no ratio can be taken without it
+            raise
+        code = workers[current].proc.poll() if current in workers else None
+        raise EngineFailed(current, str(err), code) from err
     finally:
         for w in workers.values():
             w.kill()
@@ -231,13 +242,21 @@ def run_benchmark(config: BenchConfig, progress: bool = True,
         raise ChatlabError("no benchmark engine can run here: " +
                            "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
     prompts = prompts_in_child(config.model, config.task)
+    cases: list[Jsonable] = prompts.get("cases") or [prompts["short"]]
     groups = plan_groups(engines)
-    samples, info = Samples(), dict[str, Jsonable]()
-    max_alive = 0
+    samples, info = Samples(), dict[str, dict[str, Jsonable]]()
+
+    def turn(e: str, w: Worker, r: int, partner: str | None) -> None:
+        short = w.ask({"ids": cases[r % len(cases)], "tokens": config.tokens})
+        samples.add(e, short, w.ask({"ids": prompts["long"], "tokens": config.long_tokens}), partner)
+        info[e].setdefault("first_tokens", short["tokens"][:16])
+
+    # untimed warm-up on both shapes: first-shape allocations, cache blocks for the long prompt
+    warm = [{"ids": prompts["short"], "tokens": 4}, {"ids": prompts["long"], "tokens": 2}]
     steps = config.rounds * sum(len(g) for g in groups)
     with tqdm(total=steps, desc="engine pairs, interleaved rounds", disable=not progress) as bar:
-        for group in groups:
-            max_alive = max(max_alive, run_group(group, config, prompts, samples, info, bar, make_worker))
+        max_alive = max(run_rounds(group, config.model, config.precision, config.speculate, config.rounds,
+                                   warm, turn, info, bar, make_worker) for group in groups)
     rows = []
     for e in engines:
         row: dict[str, Jsonable] = {"name": e}

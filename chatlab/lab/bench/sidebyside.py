@@ -2,15 +2,13 @@
 per turn, so a pair loads once for all the tasks and each ratio compares runs seconds apart."""
 from __future__ import annotations
 
-import signal
 import statistics
 from typing import Callable
 
 from chatlab._thirdparty import Jsonable
-from chatlab.errors import ChatlabError
 from chatlab.lab.bench import engines as bench_engines
 from chatlab.lab.bench.engines import BASELINE
-from chatlab.lab.bench.runner import Bar, Worker, add_answer, call_in_child, plan_groups, start_worker
+from chatlab.lab.bench.runner import EngineFailed, Worker, add_answer, call_in_child, plan_groups, run_rounds
 from chatlab.lab.evals.retrieval import task_messages
 from chatlab.models import load_tokenizer
 from chatlab.render import resolve
@@ -42,60 +40,6 @@ class TaskSamples:
         add_answer(store.setdefault(engine, {}).setdefault(task, {m: [] for m in METRICS}), answer)
 
 
-def run_pair(group: list[str], model: str, cases: dict[str, list[list[int]]], rounds: int,
-             tokens: int, precision: str, speculate: dict[str, int] | None, samples: TaskSamples,
-             info: dict[str, Jsonable], bar: "Bar", make_worker: "Callable[..., Worker] | None" = None,
-             stop_at_eos: bool = False) -> None:
-    """One pair (the baseline first): load both, warm up on every task, run the rounds."""
-    workers: dict[str, Worker] = {}
-    current = group[0]
-    try:
-        for e in group:
-            current = e
-            workers[e] = start_worker(make_worker, e, model, precision, speculate)
-            for task_cases_ in cases.values():  # warm-up, not timed: first-shape allocations
-                workers[e].ask({"ids": max(task_cases_, key=len), "tokens": 4})
-            info[e] = {"load_s": workers[e].load_s, "precision": workers[e].precision,
-                       "threads": workers[e].threads, "compute": workers[e].compute}
-        for r in range(rounds):
-            shift = r % len(group)
-            for e in group[shift:] + group[:shift]:
-                current = e
-                for task, task_cases_ in cases.items():
-                    answer = workers[e].ask({"ids": task_cases_[r % len(task_cases_)], "tokens": tokens,
-                                             "stop_at_eos": stop_at_eos})
-                    is_anchor = e == group[0] and len(group) > 1
-                    samples.add(samples.anchor if is_anchor else samples.own,
-                                group[1] if is_anchor else e, task, answer)
-                    replies = samples.tokens.setdefault(e, {}).setdefault(task, {})
-                    replies.setdefault(r % len(task_cases_), answer["tokens"])
-                bar.update()
-        for e, w in workers.items():
-            current = e
-            info[e]["rss_mb"] = max(info[e].get("rss_mb", 0.0), w.close())
-    except ChatlabError as err:
-        if current == group[0]:  # the baseline: no ratio can be taken without it
-            raise
-        raise EngineFailed(current, str(err), workers[current].proc.poll() if current in workers else None) from err
-    finally:
-        for w in workers.values():
-            w.kill()
-
-
-class EngineFailed(ChatlabError):
-    """A partner engine's process failed mid-run: the run goes on without that row."""
-
-    def __init__(self, engine: str, message: str, returncode: int | None) -> None:
-        last = [line for line in message.splitlines() if line.strip()][-1:] or [message]
-        how = ""
-        if returncode is not None and returncode < 0:
-            how = f" (killed by {signal.Signals(-returncode).name})"
-        elif returncode:
-            how = f" (exit status {returncode})"
-        super().__init__(f"{engine} failed during the run{how}: {last[0]}")
-        self.engine = engine
-
-
 def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tokens: int,
               precision: str = "f32", speculate: dict[str, int] | None = None,
               progress: bool = True, make_worker: "Callable[..., Worker] | None" = None,
@@ -108,12 +52,21 @@ def run_tasks(model: str, engines: list[str], tasks: list[str], rounds: int, tok
     cases = task_cases_in_child(model, tasks, rounds)
     groups = plan_groups(runnable)
     samples, info = TaskSamples(), dict[str, dict[str, Jsonable]]()
+
+    def turn(e: str, w: Worker, r: int, partner: str | None) -> None:  # one case of every task
+        for task, task_cases_ in cases.items():
+            i = r % len(task_cases_)
+            answer = w.ask({"ids": task_cases_[i], "tokens": tokens, "stop_at_eos": stop_at_eos})
+            samples.add(samples.anchor if partner else samples.own, partner or e, task, answer)
+            samples.tokens.setdefault(e, {}).setdefault(task, {}).setdefault(i, answer["tokens"])
+
+    warm = [{"ids": max(c, key=len), "tokens": 4} for c in cases.values()]  # first-shape allocations
     with tqdm(total=rounds * sum(len(g) for g in groups), desc="engine pairs, all tasks",
               disable=not progress) as bar:
-        for group in groups:
+        for group in groups:  # the baseline first
             try:
-                run_pair(group, model, cases, rounds, tokens, precision, speculate, samples, info,
-                         bar, make_worker, stop_at_eos)
+                run_rounds(group, model, precision, speculate, rounds, warm, turn, info, bar, make_worker,
+                           partner_fails=True)
             except EngineFailed as failed:  # its row is left out, with the reason, not the run
                 skipped.append({"name": failed.engine, "reason": str(failed)})
                 for store in (samples.own, samples.anchor, samples.tokens, info):

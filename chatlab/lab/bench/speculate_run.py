@@ -16,7 +16,7 @@ from chatlab.lab.bench.llamacpp import ENGINE as LLAMA_CPP
 from chatlab.lab.bench.replay import REPLIES, oracle, until_end
 from chatlab.lab.bench.report import BOUNDED_TASKS, cpu_line, label, write_json
 from chatlab.lab.bench.sidebyside import run_tasks
-from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat, ratios
+from chatlab.lab.bench.turns import GenaiChatMode, Turnable, growing_chat
 from chatlab.lab.evals import measured_on
 from chatlab.lab.evals.retrieval import COPY_TASKS, TASKS
 
@@ -135,9 +135,7 @@ def run_turns(model: str, turns: int, tokens: int, precision: str) -> dict[str, 
         "reuse": load_engine(model, "openvino", precision=precision, reuse_prefix=True),
         "plain": load_engine(model, "openvino", precision=precision),
         "genai-chat": GenaiChatMode(model, precision)}
-    result = growing_chat(engines, turns, tokens)
-    ratios(result, [("reuse", "plain"), ("reuse", "genai-chat")])
-    return result
+    return growing_chat(engines, turns, tokens, [("reuse", "plain"), ("reuse", "genai-chat")])
 
 
 def format_report(result: dict[str, Jsonable], targets: bool = True) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Union
+from typing import Mapping, Sequence, Union
 
 from chatlab._thirdparty import Jsonable
 from chatlab.backends.export import export_model
@@ -14,15 +14,13 @@ from chatlab.errors import ChatlabError
 from chatlab.lab.evals.retrieval import questions_with_passages
 
 
-def user_turns(n: int, start: int = 0) -> list[str]:
-    """`n` user messages, from question `start` of notebook 08's set on (another conversation
-    for each `start`, so that no cache holds a repeated one)."""
+def user_turns(n: int) -> list[str]:
+    """The first `n` questions of notebook 08's set, each with its passage, as user messages."""
     every = questions_with_passages()
-    pairs = every[start:start + n]
-    if n < 1 or len(pairs) < n:
+    if not 1 <= n <= len(every):
         raise ChatlabError(f"the question set has {len(every)} questions: ask for 1 to "
-                           f"{len(every) - start} turns from question {start}, not {n}")
-    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in pairs]
+                           f"{len(every)} turns from question 0, not {n}")
+    return [f"Passage: {passage}\n\nQuestion: {question}" for question, passage in every[:n]]
 
 
 class GenaiChatMode:
@@ -93,9 +91,11 @@ def warm_up(engines: "Mapping[str, Turnable]") -> None:
             engine.prefix.forget()
 
 
-def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16) -> dict[str, Jsonable]:
+def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int = 16,
+                 pairs: Sequence[tuple[str, str]] = ()) -> dict[str, Jsonable]:
     """Each engine holds its own conversation (its own replies resent); turn t of every engine
-    runs before turn t+1 of any, in an order that alternates, after an untimed warm-up."""
+    runs before turn t+1 of any, in an order that alternates, after an untimed warm-up. Each
+    turn's row has the TTFT ratio "a/b" of every pair (a, b)."""
     messages = user_turns(turns)
     warm_up(engines)
     histories: dict[str, list[dict[str, str]]] = {name: [] for name in engines}
@@ -104,24 +104,18 @@ def growing_chat(engines: "Mapping[str, Turnable]", turns: int = 8, tokens: int 
     for t, message in enumerate(messages, 1):
         row: dict[str, Jsonable] = {"turn": t}
         for name in (names if t % 2 else names[::-1]):
-            history = histories[name]
+            engine, history = engines[name], histories[name]
             history.append({"role": "user", "content": message})
-            ttft, reply, prompt_tokens = timed_turn(engines[name], history, tokens)
+            ttft, reply, prompt_tokens = timed_turn(engine, history, tokens)
             history.append({"role": "assistant", "content": reply})
             row[f"{name}_ttft_ms"] = ttft * 1000
             row["prompt_tokens"] = max(row.get("prompt_tokens", 0), prompt_tokens)
-            engine = engines[name]
             if not isinstance(engine, GenaiChatMode) and engine.prefix is not None:
                 row[f"{name}_reused_tokens"] = engine.prefix.reused
+        row.update({f"{a}/{b}": row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"] for a, b in pairs})
         rows.append(row)
     replies = {name: [m["content"] for m in h if m["role"] == "assistant"] for name, h in histories.items()}
     return {"turns": rows, "engines": names, "new_tokens": tokens, "replies": replies}
-
-
-def ratios(result: dict[str, Jsonable], pairs: list[tuple[str, str]]) -> None:
-    for row in result["turns"]:
-        for a, b in pairs:
-            row[f"{a}/{b}"] = row[f"{a}_ttft_ms"] / row[f"{b}_ttft_ms"]
 
 
 def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
@@ -137,8 +131,7 @@ def run(model: str = "smollm2-135m-instruct", turns: int = 8, tokens: int = 16,
         engines["genai-cache"] = load_engine(model, "genai", precision="f32", max_seqs=1, prefix_caching=True)
         engines["genai"] = load_engine(model, "genai", precision="f32", max_seqs=1)
         pairs += [("genai-cache", "genai"), ("reuse", "genai-cache")]
-    result = growing_chat(engines, turns, tokens)
-    ratios(result, pairs)
+    result = growing_chat(engines, turns, tokens, pairs)
     print(json.dumps(result, indent=2))
     for row in result["turns"]:
         cells = "  ".join(f"{a}/{b} {row[f'{a}/{b}']:.2f}x" for a, b in pairs)
