@@ -8,7 +8,8 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.precision import compute_line
-from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
+from chatlab.cli.args import (add_model_args, add_speedup_args, options_from_args, read_json,
+                             speedups_from_args)
 from chatlab.engine import engine as chat_engine
 from chatlab.engine.engine import ChatEngine
 from chatlab.engine.plan import ChatPlan
@@ -47,15 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="answer 404 to a request naming another model (vLLM's behaviour); by "
                         "default any requested model is answered by the one served (RTP-LLM's)")
     p.set_defaults(func=run_serve)
-
-
-def read_json(path: Path, what: str) -> Jsonable:
-    try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise ChatlabError(f"cannot read the {what} file {path}: {err.strerror}") from None
-    except ValueError as err:
-        raise ChatlabError(f"the {what} file {path} is not valid JSON ({err}); fix it") from None
 
 
 def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
