@@ -1,9 +1,6 @@
-"""The notebooks' pictures: Mermaid diagrams drawn as SVG, the token inspector, and charts.
-
-`show(name)` draws `data/diagrams/<name>.mmd` as SVG, which GitHub and Colab display (a mermaid
-block they do not); only the `flowchart LR` subset the notebooks use is read, anything else is an
-error naming the line. `to_html` colours each id by message and boxes control ids. `bars` and
-`lines` build a matplotlib `Figure` without pyplot, so no state passes between cells."""
+"""The notebooks' pictures: Mermaid diagrams drawn as SVG (which GitHub and Colab display, a
+mermaid block they do not), the token inspector, and matplotlib charts built without pyplot, so no
+state passes between cells."""
 from __future__ import annotations
 
 import html
@@ -39,8 +36,7 @@ def _node(text: str, chart: Flowchart, where: str) -> str:
         raise ChatlabError(f"{where}: cannot read the node {text.strip()!r}; write ID[\"label\"] or ID{{\"label\"}}")
     name, box, decision = m.groups()
     if box is not None or decision is not None:
-        chart.labels[name] = box if box is not None else decision
-        chart.shapes[name] = "box" if box is not None else "decision"
+        chart.labels[name], chart.shapes[name] = (box, "box") if box is not None else (decision, "decision")
     chart.labels.setdefault(name, name)
     chart.shapes.setdefault(name, "box")
     return name
