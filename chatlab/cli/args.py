@@ -105,8 +105,7 @@ def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend (on
     a batched one, reuse is its own prefix caching and load_engine refuses speculation)."""
     out: dict[str, LoaderOption] = {}
-    spec = speculation_from_args(args)
-    if spec is not None:
+    if (spec := speculation_from_args(args)) is not None:
         out["speculate"] = spec
     if getattr(args, "reuse_prefix", False):
         batched = get_spec(getattr(args, "backend", DEFAULT_BACKEND)).source == "batched"

@@ -148,9 +148,8 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.template:
         get_template(args.template)  # an unknown name fails before any model loads
     tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
-    label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
     report = audit(tokenizer, args.model, args.template, generation_config_of(args.model))
-    report.model = label
+    report.model = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.format())
     return 0 if report.ok else 1
 
@@ -180,8 +179,7 @@ def check_export(args: argparse.Namespace, template: "str | Resolution", text: s
     counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     engine = engine_name(args.format)
-    found = cert.first_difference()
-    if found is None:
+    if (found := cert.first_difference()) is None:
         if counts[EQUAL]:
             print(f"{say} checked with {args.model}: {summary} of {len(row)} probe conversations", file=sys.stderr)
         else:

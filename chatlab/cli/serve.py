@@ -74,9 +74,8 @@ def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
-    speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
     return {"model": args.model, "backend": args.backend, "weight_format": args.weight_format,
-            "template": args.template, "precision": args.precision, **options, **speedups}
+            "template": args.template, "precision": args.precision, **options, **speedups_from_args(args)}
 
 
 def load_cli_engine(args: argparse.Namespace) -> ChatEngine:

@@ -67,8 +67,7 @@ def audit(tokenizer: HFTokenizer, model_name: str | None = None, template: str |
           generation_config: dict[str, Jsonable] | None = None) -> AuditReport:
     res = resolve(tokenizer, model_name, template)
     enc = res.encoder
-    name = model_name or tokenizer_name(tokenizer)
-    report = AuditReport(name, res.rule, res.name)
+    report = AuditReport(model_name or tokenizer_name(tokenizer), res.rule, res.name)
     has_template = isinstance(getattr(tokenizer, "chat_template", None), str) and hasattr(
         tokenizer, "apply_chat_template")
     if not has_template:

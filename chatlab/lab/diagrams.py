@@ -49,11 +49,10 @@ def parse(source: str, origin: str = "diagram") -> Flowchart:
         raise ChatlabError(f"{origin}: the first line must be 'flowchart LR' (the only kind drawn here)")
     chart = Flowchart()
     for n, line in enumerate(lines[1:], 2):
-        where = f"{origin} line {n}"
         parts = _ARROW.split(line.strip())
         # split() returns node, label, label, node, ...: one edge per arrow, left to right
         nodes, labels = parts[0::3], [a or b or "" for a, b in zip(parts[1::3], parts[2::3])]
-        names = [_node(t, chart, where) for t in nodes]
+        names = [_node(t, chart, f"{origin} line {n}") for t in nodes]
         chart.edges += [(a, b, lab) for a, b, lab in zip(names, names[1:], labels)]
     return chart
 
@@ -149,8 +148,7 @@ def to_svg(chart: Flowchart) -> str:
         out.append(f'<path d="{path}" fill="none" stroke="#444" stroke-width="1.3" marker-end="url(#arrow)"/>')
         if lab:
             rows = _lines(lab)
-            w = max(_width(r) for r in rows) + 8
-            h = len(rows) * LINE + 4
+            w, h = max(_width(r) for r in rows) + 8, len(rows) * LINE + 4
             out.append(f'<rect x="{mid[0] - w / 2:.1f}" y="{mid[1] - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" '
                        'fill="white" opacity="0.9"/>')
             out += _text(rows, mid[0], mid[1], "#333", italic=True)
@@ -227,8 +225,7 @@ def _chart(title: str) -> tuple[Figure, "Axes"]:
     except ImportError:   # plain Python: the figure is saved or inspected, never displayed
         pass
     else:
-        shell = get_ipython()
-        if shell is not None:
+        if (shell := get_ipython()) is not None:
             select_figure_formats(shell, {"png"})
     fig = Figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.subplots()
