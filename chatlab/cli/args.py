@@ -3,11 +3,25 @@ declared once, in chatlab.backends.registry; `add_backend_args` draws one flag p
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Callable
 
-from chatlab._thirdparty import LoaderOption
+from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.registry import DEFAULT_BACKEND, REGISTRY, every_option, get_spec, options_for
+from chatlab.errors import ChatlabError
 from chatlab.generate.speculate import DRAFT_TOKENS_RANGE, METHODS, NGRAM_RANGE, Speculation
+
+
+def read_json(path: str | Path, what: str) -> Jsonable:
+    """A JSON file a flag names; a missing, unreadable or malformed one is a ChatlabError naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        why = "it does not exist" if isinstance(err, FileNotFoundError) else err.strerror
+        raise ChatlabError(f"cannot read the {what} file {path}: {why}; pass a path to a JSON file") from None
+    except ValueError as err:
+        raise ChatlabError(f"the {what} file {path} is not valid JSON ({err}); fix it") from None
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -91,8 +105,7 @@ def speedups_from_args(args: argparse.Namespace) -> dict[str, LoaderOption]:
     """The engine's load keywords for --speculate and --reuse-prefix on the chosen --backend (on
     a batched one, reuse is its own prefix caching and load_engine refuses speculation)."""
     out: dict[str, LoaderOption] = {}
-    spec = speculation_from_args(args)
-    if spec is not None:
+    if (spec := speculation_from_args(args)) is not None:
         out["speculate"] = spec
     if getattr(args, "reuse_prefix", False):
         batched = get_spec(getattr(args, "backend", DEFAULT_BACKEND)).source == "batched"

@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
-               func: Callable[[argparse.Namespace], object]) -> argparse.ArgumentParser:
-    """A `chatlab bench NAME` parser. Flags given between `bench` and NAME are refused: argparse
-    would let NAME's own defaults overwrite them without a word."""
+               func: Callable[[argparse.Namespace], object], model: bool = True) -> argparse.ArgumentParser:
+    """A `chatlab bench NAME` parser, with --model unless `model` is False. Flags given between
+    `bench` and NAME are refused: argparse would let NAME's own defaults overwrite them without a word."""
     def checked(args: argparse.Namespace) -> None:
         before = args.argv[1:args.argv.index(name, 1)]
         if before:
@@ -62,13 +62,14 @@ def subcommand(nested: argparse._SubParsersAction, name: str, help: str,
 
     p = nested.add_parser(name, help=help, description=help)
     p.set_defaults(func=checked, command=f"bench {name}")
+    if model:
+        p.add_argument("--model", default="smollm2-135m-instruct")
     return p
 
 
 def add_accuracy(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "accuracy", "exact vs the --fast profile: greedy agreement and eval scores "
                    "(chatlab.lab.bench.accuracy)", run_accuracy)
-    p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--tokens", type=int, default=None, help="new tokens per case (default 64)")
     p.add_argument("--limit", type=int, default=None, help="the first N cases of each set")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -80,7 +81,8 @@ def add_accuracy(nested: argparse._SubParsersAction) -> None:
 def add_replay(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "replay", "tune a drafter without timing it: replay recorded greedy replies "
                    "through prompt lookup (chatlab.lab.bench.replay)",
-                   lambda args: replay.run(args.file, record_first=args.record, past_end=args.past_end))
+                   lambda args: replay.run(args.file, record_first=args.record, past_end=args.past_end),
+                   model=False)
     p.add_argument("--record", action="store_true", help="record the greedy replies first")
     p.add_argument("--file", default=None, help="the replies file (default data/bench/greedy-replies.json)")
     p.add_argument("--past-end", action="store_true",
@@ -91,7 +93,6 @@ def add_turns(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "turns", "time to first token over a growing chat, with and without prefix "
                    "reuse, side by side (chatlab.lab.bench.turns)",
                    lambda args: turns.run(args.model, args.turns, args.tokens, genai=args.genai))
-    p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--turns", type=int, default=8)
     p.add_argument("--tokens", type=int, default=16, help="reply tokens per turn")
     p.add_argument("--genai", action="store_true", help="also genai, prefix caching on and off")
@@ -100,7 +101,6 @@ def add_turns(nested: argparse._SubParsersAction) -> None:
 def add_speculate(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "speculate", "prompt lookup and prefix reuse against their targets, in one "
                    "run (chatlab.lab.bench.speculate_run)", run_speculate)
-    p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds, one case per task each")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per task case")
     p.add_argument("--turns", type=int, default=8, help="turns of the growing chat (0: skip it)")
@@ -127,7 +127,6 @@ def add_speculate(nested: argparse._SubParsersAction) -> None:
 def add_serving(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "serving", "streamed tokens/s through HTTP vs the engine alone; or N "
                    "concurrent clients on one server (chatlab.lab.bench.serving)", run_serving)
-    p.add_argument("--model", default="smollm2-135m-instruct")
     add_backend_args(p)  # the registry's --backend, --weight-format, --precision and options
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--rounds", type=int, default=None, help="default 5; 2 with --clients")
@@ -139,7 +138,7 @@ def add_serving(nested: argparse._SubParsersAction) -> None:
 
 def add_store(nested: argparse._SubParsersAction) -> None:
     p = subcommand(nested, "store", "label a bench run's JSON (on stdin) with its command and machine "
-                   "and keep it in data/bench/ (chatlab.lab.bench.report)", run_store)
+                   "and keep it in data/bench/ (chatlab.lab.bench.report)", run_store, model=False)
     p.add_argument("name", help="file name inside data/bench/, e.g. full-run.json")
     p.add_argument("--command", dest="run_command", metavar="COMMAND", required=True, help="the command whose JSON is on stdin")
     p.add_argument("--machine", required=True, help="one line: which machine, quiet or shared")

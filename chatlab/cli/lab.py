@@ -1,6 +1,4 @@
-"""The course's commands: `chatlab doctor` (this machine's report; exit 1 on a problem), `chatlab
-rehearse` (the 2-hour class run as a class runs it) and `chatlab class-notebook` (the class
-notebook written from the route)."""
+"""The course's commands: `chatlab doctor`, `chatlab rehearse` and `chatlab class-notebook`."""
 from __future__ import annotations
 
 import argparse

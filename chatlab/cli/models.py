@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import cast
 
 from chatlab.backends.export import export_dir, export_model, is_exported
 from chatlab.models.store import all_assets, asset_path, describe, verify_cache
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if r["state"] == "not built":
             state += " (not built yet: chatlab models --build " + str(r["name"]) + ")"
         elif r["state"] in ("damaged", "unchecked"):
-            state += f" ({r['state']}: " + "; ".join(str(p) for p in _problems(r))
+            state += f" ({r['state']}: " + "; ".join(cast("list[str]", r["problems"]))
             state += f"; fix: chatlab models --build {r['name']})"
         print(f"{r['name']:<28} {state}")
         print(f"    {r['kind']}, {_size(r['size'])}, licence: {r['licence']}")
@@ -71,12 +72,6 @@ def run(args: argparse.Namespace) -> int:
         if r["path"]:
             print(f"    path: {r['path']}")
     return 0
-
-
-def _problems(row: dict[str, object]) -> list[object]:
-    """A describe() row's problems (a list, or None when there are none)."""
-    problems = row.get("problems")
-    return list(problems) if isinstance(problems, (list, tuple)) else []
 
 
 def run_export_model(args: argparse.Namespace) -> int:

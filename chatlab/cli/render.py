@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from chatlab._thirdparty import Jsonable
+from chatlab.cli.args import read_json
 from chatlab.errors import ChatlabError
 from chatlab.models import generation_config_of, load_gguf_tokenizer, load_tokenizer
 from chatlab.render import resolve
@@ -92,20 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_certify)
 
 
-def _read_json(path: str, what: str) -> Jsonable:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ChatlabError(f"{what} file {path!r} does not exist; pass a path to a JSON file") from None
-    except ValueError as err:
-        raise ChatlabError(f"{what} file {path!r} is not valid JSON ({err}); fix the file") from None
-
-
-def _check_template(name: str | None) -> None:
-    if name:
-        get_template(name)  # an unknown name fails before any model loads
-
-
 def load_cli_template(name: str | None, fmt: str | None) -> str | Resolution | None:
     """A built-in name as it is; a file loaded now (a bad file fails before any model loads)."""
     if name is None:
@@ -117,7 +103,7 @@ def load_cli_template(name: str | None, fmt: str | None) -> str | Resolution | N
     if not Path(name).is_file():
         if fmt:
             raise ChatlabError(f"--template-format needs a file, and {name!r} is not one; pass the path")
-        _check_template(name)  # an unknown name: the list of valid ones
+        get_template(name)  # an unknown name: the list of valid ones
     with warnings.catch_warnings(record=True) as caught:  # a reader's warning, said as one line
         warnings.simplefilter("always")
         loaded = load_template(name, fmt)
@@ -128,8 +114,8 @@ def load_cli_template(name: str | None, fmt: str | None) -> str | Resolution | N
 
 def run_render(args: argparse.Namespace) -> int:
     template = load_cli_template(args.template, args.template_format)
-    messages = _read_json(args.messages, "messages")
-    tools = _read_json(args.tools, "tools") if args.tools else None
+    messages = read_json(args.messages, "messages")
+    tools = read_json(args.tools, "tools") if args.tools else None
     tokenizer = load_tokenizer(args.model)
     # the server's render step (Resolution.render_request), so both give the same ids
     res, r = resolve(tokenizer, args.model, template).render_request(
@@ -159,11 +145,11 @@ def run_templates(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    _check_template(args.template)
+    if args.template:
+        get_template(args.template)  # an unknown name fails before any model loads
     tokenizer = load_gguf_tokenizer(args.model) if args.gguf else load_tokenizer(args.model)
-    label = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
     report = audit(tokenizer, args.model, args.template, generation_config_of(args.model))
-    report.model = label
+    report.model = args.model + (" (GGUF-loaded by transformers)" if args.gguf else "")
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.format())
     return 0 if report.ok else 1
 
@@ -193,8 +179,7 @@ def check_export(args: argparse.Namespace, template: "str | Resolution", text: s
     counts = {v: sum(c.verdict == v for c in row.values()) for v in (EQUAL, DIFFERS, CANNOT, NOT_RENDERED)}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     engine = engine_name(args.format)
-    found = cert.first_difference()
-    if found is None:
+    if (found := cert.first_difference()) is None:
         if counts[EQUAL]:
             print(f"{say} checked with {args.model}: {summary} of {len(row)} probe conversations", file=sys.stderr)
         else:
@@ -217,8 +202,8 @@ def run_diff(args: argparse.Namespace) -> int:
     a = load_cli_template(args.a, args.template_format_a)
     b = load_cli_template(args.b, args.template_format_b)
     assert a is not None and b is not None  # A and B are required arguments
-    messages = _read_json(args.messages, "messages")
-    tools = _read_json(args.tools, "tools") if args.tools else None
+    messages = read_json(args.messages, "messages")
+    tools = read_json(args.tools, "tools") if args.tools else None
     d = diff_templates(load_tokenizer(args.model), messages, a, b, tools=tools)
     print(d)
     return 0 if d.equal else 1

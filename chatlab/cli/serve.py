@@ -8,7 +8,8 @@ from pathlib import Path
 
 from chatlab._thirdparty import Jsonable, LoaderOption
 from chatlab.backends.precision import compute_line
-from chatlab.cli.args import add_model_args, add_speedup_args, options_from_args, speedups_from_args
+from chatlab.cli.args import (add_model_args, add_speedup_args, options_from_args, read_json,
+                             speedups_from_args)
 from chatlab.engine import engine as chat_engine
 from chatlab.engine.engine import ChatEngine
 from chatlab.engine.plan import ChatPlan
@@ -49,15 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_serve)
 
 
-def read_json(path: Path, what: str) -> Jsonable:
-    try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise ChatlabError(f"cannot read the {what} file {path}: {err.strerror}") from None
-    except ValueError as err:
-        raise ChatlabError(f"the {what} file {path} is not valid JSON ({err}); fix it") from None
-
-
 def build_request(args: argparse.Namespace) -> dict[str, Jsonable]:
     messages = read_json(args.messages, "messages")
     if isinstance(messages, dict) and "messages" in messages:
@@ -82,9 +74,8 @@ def engine_options(args: argparse.Namespace) -> dict[str, LoaderOption]:
     options = options_from_args(args)
     if options.get("max_seqs", 1) < 1:
         raise ChatlabError(f"--max-seqs {options['max_seqs']}: use 1 or more")
-    speedups = speedups_from_args(args)  # --speculate / --reuse-prefix: checked before loading
     return {"model": args.model, "backend": args.backend, "weight_format": args.weight_format,
-            "template": args.template, "precision": args.precision, **options, **speedups}
+            "template": args.template, "precision": args.precision, **options, **speedups_from_args(args)}
 
 
 def load_cli_engine(args: argparse.Namespace) -> ChatEngine:

@@ -46,22 +46,16 @@ class AuditReport:
 
     def format(self) -> str:
         lines = [f"audit of {self.model}: template {self.template} (rule {self.rule})"]
-        for f in self.findings:
-            lines.append(f"  [{f.severity}] {f.check}: {f.message}")
-        if self.first_difference:
-            d = self.first_difference
-            lines.append(f"  first difference at token {d['position']}:")
-            lines.append(f"    {'string path':<34} | id path")
-            for a, b in zip(d["string_path"], d["id_path"]):
-                lines.append(f"    {a:<34} | {b}")
+        lines += [f"  [{f.severity}] {f.check}: {f.message}" for f in self.findings]
+        if d := self.first_difference:
+            lines += [f"  first difference at token {d['position']}:", f"    {'string path':<34} | id path",
+                      *(f"    {a:<34} | {b}" for a, b in zip(d["string_path"], d["id_path"]))]
         lines.append("  result: " + ("clean" if self.ok else "PROBLEMS FOUND"))
         return "\n".join(lines)
 
 
 def _eos_ids(value: Jsonable) -> list[int]:
-    if value is None:
-        return []
-    return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return [] if value is None else [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
 
 
 def _window(tokenizer: HFTokenizer, ids: list[int], pos: int) -> list[str]:
@@ -73,8 +67,7 @@ def audit(tokenizer: HFTokenizer, model_name: str | None = None, template: str |
           generation_config: dict[str, Jsonable] | None = None) -> AuditReport:
     res = resolve(tokenizer, model_name, template)
     enc = res.encoder
-    name = model_name or tokenizer_name(tokenizer)
-    report = AuditReport(name, res.rule, res.name)
+    report = AuditReport(model_name or tokenizer_name(tokenizer), res.rule, res.name)
     has_template = isinstance(getattr(tokenizer, "chat_template", None), str) and hasattr(
         tokenizer, "apply_chat_template")
     if not has_template:

@@ -1,6 +1,5 @@
 """Installing chatlab into Colab's own Python without replacing what Colab ships: chatlab's needs
-are resolved under a constraints file pinning every installed distribution.
-"""
+are resolved under a constraints file pinning every installed distribution."""
 from __future__ import annotations
 
 import hashlib

@@ -1,9 +1,6 @@
-"""The notebooks' pictures: Mermaid diagrams drawn as SVG, the token inspector, and charts.
-
-`show(name)` draws `data/diagrams/<name>.mmd` as SVG, which GitHub and Colab display (a mermaid
-block they do not); only the `flowchart LR` subset the notebooks use is read, anything else is an
-error naming the line. `to_html` colours each id by message and boxes control ids. `bars` and
-`lines` build a matplotlib `Figure` without pyplot, so no state passes between cells."""
+"""The notebooks' pictures: Mermaid diagrams drawn as SVG (which GitHub and Colab display, a
+mermaid block they do not), the token inspector, and matplotlib charts built without pyplot, so no
+state passes between cells."""
 from __future__ import annotations
 
 import html
@@ -39,8 +36,7 @@ def _node(text: str, chart: Flowchart, where: str) -> str:
         raise ChatlabError(f"{where}: cannot read the node {text.strip()!r}; write ID[\"label\"] or ID{{\"label\"}}")
     name, box, decision = m.groups()
     if box is not None or decision is not None:
-        chart.labels[name] = box if box is not None else decision
-        chart.shapes[name] = "box" if box is not None else "decision"
+        chart.labels[name], chart.shapes[name] = (box, "box") if box is not None else (decision, "decision")
     chart.labels.setdefault(name, name)
     chart.shapes.setdefault(name, "box")
     return name
@@ -53,11 +49,10 @@ def parse(source: str, origin: str = "diagram") -> Flowchart:
         raise ChatlabError(f"{origin}: the first line must be 'flowchart LR' (the only kind drawn here)")
     chart = Flowchart()
     for n, line in enumerate(lines[1:], 2):
-        where = f"{origin} line {n}"
         parts = _ARROW.split(line.strip())
         # split() returns node, label, label, node, ...: one edge per arrow, left to right
         nodes, labels = parts[0::3], [a or b or "" for a, b in zip(parts[1::3], parts[2::3])]
-        names = [_node(t, chart, where) for t in nodes]
+        names = [_node(t, chart, f"{origin} line {n}") for t in nodes]
         chart.edges += [(a, b, lab) for a, b, lab in zip(names, names[1:], labels)]
     return chart
 
@@ -153,8 +148,7 @@ def to_svg(chart: Flowchart) -> str:
         out.append(f'<path d="{path}" fill="none" stroke="#444" stroke-width="1.3" marker-end="url(#arrow)"/>')
         if lab:
             rows = _lines(lab)
-            w = max(_width(r) for r in rows) + 8
-            h = len(rows) * LINE + 4
+            w, h = max(_width(r) for r in rows) + 8, len(rows) * LINE + 4
             out.append(f'<rect x="{mid[0] - w / 2:.1f}" y="{mid[1] - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" '
                        'fill="white" opacity="0.9"/>')
             out += _text(rows, mid[0], mid[1], "#333", italic=True)
@@ -231,8 +225,7 @@ def _chart(title: str) -> tuple[Figure, "Axes"]:
     except ImportError:   # plain Python: the figure is saved or inspected, never displayed
         pass
     else:
-        shell = get_ipython()
-        if shell is not None:
+        if (shell := get_ipython()) is not None:
             select_figure_formats(shell, {"png"})
     fig = Figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.subplots()

@@ -68,12 +68,8 @@ def pinned() -> dict[str, str]:
         requires = md.requires("chatlab") or []
     except md.PackageNotFoundError:
         return {}
-    pins = {}
-    for req in requires:
-        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)", req.strip())
-        if m:
-            pins[m.group(1).lower()] = m.group(2)
-    return pins
+    found = (re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)", req.strip()) for req in requires)
+    return {m.group(1).lower(): m.group(2) for m in found if m}
 
 
 def _same_version(have: str, want: str) -> bool:
@@ -88,9 +84,7 @@ def _same_version(have: str, want: str) -> bool:
 
 def cache_report() -> dict[str, Jsonable]:
     home = chatlab_home()
-    probe = home
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
+    probe = next(p for p in (home, *home.parents) if p.exists())  # the nearest that exists
     exports = sorted(f"{d.parent.name}/{d.name}" for d in (home / "openvino").glob("*/*")
                      if d.name in WEIGHT_FORMATS and is_exported(d))
     return {"home": str(home), "writable": os.access(probe, os.W_OK),

@@ -199,10 +199,8 @@ def persona_rate(texts: Sequence[str | Finished], suffix: str = "Arr!") -> float
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     """The first position where two token sequences differ (a length difference counts), or None."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return None if i == len(a) == len(b) else i
 
 
 def merged(peft_model: HFModel, copy_weights: bool = True) -> HFModel:

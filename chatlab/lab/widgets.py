@@ -89,8 +89,7 @@ class ChatWidget:
                 self.last = event
         self.history.append({"role": "assistant", "content": reply})
         self._show(None)  # the finished transcript, without the typing cursor
-        done = self.last
-        if done is not None:
+        if (done := self.last) is not None:
             self.status.value = (f"{done.completion_tokens} tokens, finish_reason={done.finish_reason}, "
                                  f"first token after {done.timings['ttft_s'] * 1000:.0f} ms")
 
