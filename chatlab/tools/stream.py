@@ -313,7 +313,10 @@ class JsonObjectScanner:
 
     def _end_key(self) -> None:
         raw = "".join(self._key)
-        self._member = json.loads(raw) if "\\" in raw else raw[1:-1]
+        try:  # a bad escape (or control character) is left for the whole object's json.loads
+            self._member = json.loads(raw) if "\\" in raw else raw[1:-1]
+        except ValueError:
+            self._member = raw[1:-1]
         if self._member in self.spans:
             self.duplicate = self._member
         self.state = "colon"
