@@ -1,7 +1,6 @@
 """Constrained decoding with xgrammar: forced calls (a named or "required" tool_choice, which wins
 over response_format), JSON answers that always parse, and under "auto" a constrained call once the
-format's trigger is written. Compiled before a request is queued, so a bad schema is a 400.
-"""
+format's trigger is written. Compiled before a request is queued, so a bad schema is a 400."""
 from __future__ import annotations
 
 import json
@@ -120,10 +119,8 @@ def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequen
 def _compile(compiler: "xgr.GrammarCompiler", kind: str, spec: Jsonable, description: str, *,
              tools: Sequence[ToolSpec]) -> Constraint:
     try:
-        if kind == "tag":
-            compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
-        else:
-            compiled = compiler.compile_grammar(schema_ebnf(spec[0], spec[1]))
+        compiled = (compiler.compile_grammar(schema_ebnf(*spec)) if kind == "schema" else
+                    compiler.compile_structural_tag({"type": "structural_tag", "format": spec}))
     except RuntimeError as err:
         if kind == "schema":
             raise grammar_error("the response_format schema", err,

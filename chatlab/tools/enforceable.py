@@ -1,6 +1,5 @@
 """Schema keywords the grammar cannot enforce (it says only what may come next) are refused, and
-so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does.
-"""
+so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does."""
 from __future__ import annotations
 
 import copy
