@@ -22,10 +22,8 @@ NAME_SO_FAR = re.compile(r"[A-Za-z_][\w.\-]*[ \t]*")
 
 
 class ChatGLM3Parser(CallAtEndParser):
-    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
-        super().__init__(tools)
-        self.body_starts = (FENCE, FUNC + "(")
-        self.name = ""
+    body_starts = (FENCE, FUNC + "(")
+    name = ""  # the metadata line's tool name, once read
 
     def _held(self) -> str:
         return "".join(self.call_parts) if self.state == "call" else self.pending
@@ -180,9 +178,7 @@ class ChatGLM3(ToolFormat):
 
     def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
                         prev: str | None, nxt: str | None) -> list[Turn]:
-        if not calls:
-            return [Turn("assistant", body)]
-        turns = [Turn("assistant", body)] if content else []
+        turns = [Turn("assistant", body)] if content or not calls else []
         return turns + [Turn("assistant", self.call_bits([c], False), meta=c.name) for c in calls]
 
     def reply_text(self, content: str, calls: Sequence[ToolCall]) -> str:

@@ -55,8 +55,7 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
 
 def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
            fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
-    """(kind, what to compile, description), or None when nothing is forced; refuses a schema
-    the grammar cannot enforce."""
+    """(kind, what to compile, description), or None when nothing is forced; refuses unenforceable schemas."""
     if choice.mode == "named" or (choice.mode == "required" and tools):
         if fmt is None:
             raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
@@ -99,8 +98,7 @@ def grammar_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> list
 def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
-    """The Constraint a request asks for, or None when nothing is forced (memoized across
-    requests); ChatlabError when a schema cannot be compiled."""
+    """The request's Constraint (memoized), None when nothing is forced; ChatlabError for a bad schema."""
     rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()), fmt.name if fmt else None, choice, rf,
            json.dumps([t.to_openai() for t in tools]))

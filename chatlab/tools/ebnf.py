@@ -127,8 +127,7 @@ def _refs(node: Node) -> Iterator[str]:
 
 
 def endless_rules(ebnf: str) -> list[str]:
-    """Rules reachable from the root that can never finish (a schema that contains itself,
-    `{"$ref": "#"}`): decoding that enters one reaches a dead end."""
+    """Rules reachable from root that never finish (`{"$ref": "#"}`): decoding would reach a dead end."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
     finite: set[str] = set()
     # the least fixed point: a rule finishes once some option of it does

@@ -259,11 +259,9 @@ class JsonCallFormat(ToolFormat):
     jinja_lead = "''"  # the Jinja expression for what comes before call `f`
 
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        bits = [text("\n\n")] if after_text else []
-        bits.append(text(self.tools_head, "tools"))
+        bits = ([text("\n\n")] if after_text else []) + [text(self.tools_head, "tools")]
         for tool in tools:
-            bits += [text(self.tools_sep, "tools"),
-                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
+            bits += [text(self.tools_sep, "tools"), data(dumps(tool.to_openai(), self.tools_indent), "tools")]
         if self.tools_tail:
             bits.append(text(self.tools_tail, "tools"))
         return bits

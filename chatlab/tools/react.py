@@ -38,11 +38,10 @@ class ReActParser(CallAtEndParser):
     # THOUGHT starts the reply, the other markers start a line
     THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
         THOUGHT, "\n" + ACTION, "\n" + INPUT, "\n" + OBSERVATION, "\n" + FINAL)
+    MARKERS, opener = (ACTION, FINAL), ACTION
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
-        self.MARKERS = (self.ACTION, self.FINAL)
-        self.opener = self.ACTION
         self.thought_parts: list[str] = []   # thought state: the held thought
         self.thought_tail = ""     # its last characters, where a marker may have begun
         self.thought: str | None = None
