@@ -91,6 +91,8 @@ def test_hermes_json_answer_without_call_shape_is_content():
     ('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>', "unknown tool 'get_time'"),
     ("<tool_call>\n{'name': 'get_weather'}\n</tool_call>", "member name"),
     ('<tool_call>\n{"name": "get_weather", "arguments": [1]}\n</tool_call>', "must be a JSON object"),
+    ('<tool_call>\n{"\\q": 1}\n</tool_call>', "Invalid \\escape"),  # in a member name: no exception
+    ('<tool_call>\n{"a\nb\\n": 1}\n</tool_call>', "Invalid control character"),
 ])
 def test_hermes_malformed_output_comes_back_as_content(text, why):
     r = parse_tool_calls("hermes", text, TOOLS)

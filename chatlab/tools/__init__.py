@@ -1,8 +1,7 @@
 """Tool calls: the formats, parsing them out of model text (streaming or at once), checking them.
 
 Malformed model output never raises: it comes back as content, with `error` saying why.
-Constrained decoding is chatlab.tools.constrain (it needs xgrammar, so it is not imported here).
-"""
+Constrained decoding is chatlab.tools.constrain (it needs xgrammar, so it is not imported here)."""
 from __future__ import annotations
 
 import json

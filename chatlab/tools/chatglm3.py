@@ -1,7 +1,6 @@
 """ChatGLM3 tool calls (build_chat_input's tools): an assistant turn whose metadata line is the tool
 name and whose body is a fenced python `tool_call(k=v, ...)`; results are `<|observation|>` turns.
-The official demo `eval`s the call; here `ast` reads literal values only.
-"""
+The official demo `eval`s the call; here `ast` reads literal values only."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +11,7 @@ from typing import Sequence
 from chatlab._thirdparty import Jsonable
 from chatlab.errors import ChatlabError
 from chatlab.tools.format import JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps, lit, text
-from chatlab.tools.stream import StreamParser
+from chatlab.tools.stream import CallAtEndParser
 from chatlab.types import ToolCall, ToolSpec
 
 OBSERVATION = "<|observation|>"
@@ -22,27 +21,12 @@ SYSTEM = "Answer the following questions as best as you can. You have access to 
 NAME_SO_FAR = re.compile(r"[A-Za-z_][\w.\-]*[ \t]*")
 
 
-class ChatGLM3Parser(StreamParser):
-    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
-        super().__init__(tools)
-        self.body_starts = (FENCE, FUNC + "(")
-        self.state = "start"
-        self.name = ""
-        self.call_parts: list[str] = []
+class ChatGLM3Parser(CallAtEndParser):
+    body_starts = (FENCE, FUNC + "(")
+    name = ""  # the metadata line's tool name, once read
 
     def _held(self) -> str:
         return "".join(self.call_parts) if self.state == "call" else self.pending
-
-    def _consume(self, text: str, final: bool) -> None:
-        if self.state == "call":
-            self.call_parts.append(text)
-        elif self.state == "content":
-            self._content(text)
-        else:
-            self.pending += text
-            getattr(self, "_in_" + self.state)(final)
-        if final and self.state == "call":
-            self._parse_call()
 
     def _in_start(self, final: bool) -> None:
         s = self.pending
@@ -55,7 +39,7 @@ class ChatGLM3Parser(StreamParser):
             return self._to_content(s)
         self.name = s[:newline].strip()
         if self.name in self.names:
-            return self._to_call()
+            return self._to_call(self.pending)
         if not NAME_SO_FAR.fullmatch(s[:newline]):
             return self._to_content(s)
         self.state = "maybe"
@@ -64,16 +48,13 @@ class ChatGLM3Parser(StreamParser):
     def _in_maybe(self, final: bool) -> None:
         body = self.pending[self.pending.find("\n") + 1:].lstrip()
         if any(body.startswith(b) for b in self.body_starts):
-            return self._to_call()
+            return self._to_call(self.pending)
         if final or not any(b.startswith(body) for b in self.body_starts):
             self._to_content(self.pending)
 
     def _to_content(self, text: str) -> None:
         self.state, self.pending = "content", ""
         self._content(text)
-
-    def _to_call(self) -> None:
-        self.state, self.call_parts, self.pending = "call", [self.pending], ""
 
     def _parse_call(self) -> None:
         original = "".join(self.call_parts)
@@ -82,7 +63,7 @@ class ChatGLM3Parser(StreamParser):
             error = self.unknown_tool(self.name)
         if error is not None and self.cut and self.name in self.names:
             # the length limit ended the body; its Python is converted only whole: no arguments
-            return self._cut_short(self.name, "", original)
+            return self._call(self.name, "", original)
         if error is not None or arguments is None:
             return self._reject(None, error or "the tool call has no arguments", original)
         self._call(self.name, arguments)
@@ -197,9 +178,7 @@ class ChatGLM3(ToolFormat):
 
     def assistant_turns(self, i: int, content: str, body: list[Bit], calls: Sequence[ToolCall],
                         prev: str | None, nxt: str | None) -> list[Turn]:
-        if not calls:
-            return [Turn("assistant", body)]
-        turns = [Turn("assistant", body)] if content else []
+        turns = [Turn("assistant", body)] if content or not calls else []
         return turns + [Turn("assistant", self.call_bits([c], False), meta=c.name) for c in calls]
 
     def reply_text(self, content: str, calls: Sequence[ToolCall]) -> str:

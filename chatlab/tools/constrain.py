@@ -1,7 +1,6 @@
 """Constrained decoding with xgrammar: forced calls (a named or "required" tool_choice, which wins
 over response_format), JSON answers that always parse, and under "auto" a constrained call once the
-format's trigger is written. Compiled before a request is queued, so a bad schema is a 400.
-"""
+format's trigger is written. Compiled before a request is queued, so a bad schema is a 400."""
 from __future__ import annotations
 
 import json
@@ -56,8 +55,7 @@ def compiler_for(tokenizer: HFTokenizer, vocab_size: int,
 
 def decide(tools: Sequence[ToolSpec], choice: ToolChoice, response_format: ResponseFormat | None,
            fmt: ToolFormat | None) -> tuple[str, Jsonable, str] | None:
-    """(kind, what to compile, description), or None when nothing is forced; refuses a schema
-    the grammar cannot enforce."""
+    """(kind, what to compile, description), or None when nothing is forced; refuses unenforceable schemas."""
     if choice.mode == "named" or (choice.mode == "required" and tools):
         if fmt is None:
             raise ChatlabError(f"tool_choice {choice.mode!r} needs a template with a tool-call "
@@ -100,8 +98,7 @@ def grammar_tools(tools: Sequence[ToolSpec], chosen: Sequence[ToolSpec]) -> list
 def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequence[ToolSpec],
                        choice: ToolChoice, response_format: ResponseFormat | None,
                        fmt: ToolFormat | None, stop_ids: list[int] | None = None) -> Constraint | None:
-    """The Constraint a request asks for, or None when nothing is forced (memoized across
-    requests); ChatlabError when a schema cannot be compiled."""
+    """The request's Constraint (memoized), None when nothing is forced; ChatlabError for a bad schema."""
     rf = None if response_format is None else (response_format.kind, json.dumps(response_format.schema))
     key = (id(tokenizer), vocab_size, tuple(stop_ids or ()), fmt.name if fmt else None, choice, rf,
            json.dumps([t.to_openai() for t in tools]))
@@ -120,10 +117,8 @@ def compile_constraint(tokenizer: HFTokenizer, vocab_size: int, *, tools: Sequen
 def _compile(compiler: "xgr.GrammarCompiler", kind: str, spec: Jsonable, description: str, *,
              tools: Sequence[ToolSpec]) -> Constraint:
     try:
-        if kind == "tag":
-            compiled = compiler.compile_structural_tag({"type": "structural_tag", "format": spec})
-        else:
-            compiled = compiler.compile_grammar(schema_ebnf(spec[0], spec[1]))
+        compiled = (compiler.compile_grammar(schema_ebnf(*spec)) if kind == "schema" else
+                    compiler.compile_structural_tag({"type": "structural_tag", "format": spec}))
     except RuntimeError as err:
         if kind == "schema":
             raise grammar_error("the response_format schema", err,

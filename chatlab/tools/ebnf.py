@@ -1,6 +1,5 @@
 """Printed EBNF grammars read as text: the names an older reader (openvino-genai's xgrammar)
-would not know, the rules that can never finish, and regexes written out as rules.
-"""
+would not know, the rules that can never finish, and regexes written out as rules."""
 from __future__ import annotations
 
 import re
@@ -123,16 +122,12 @@ def _finishes(node: Node, finite: set[str], rules: dict[str, Node]) -> bool:
 def _refs(node: Node) -> Iterator[str]:
     if node[0] == "ref":
         yield node[1]
-    elif node[0] in ("alt", "seq"):
-        for n in node[1]:
-            yield from _refs(n)
-    elif node[0] == "rep":
-        yield from _refs(node[2])
+    for part in node[1] if node[0] in ("alt", "seq") else node[2:]:  # a rep's part, or none
+        yield from _refs(part)
 
 
 def endless_rules(ebnf: str) -> list[str]:
-    """Rules reachable from the root that can never finish (a schema that contains itself,
-    `{"$ref": "#"}`): decoding that enters one reaches a dead end."""
+    """Rules reachable from root that never finish (`{"$ref": "#"}`): decoding would reach a dead end."""
     rules = {m.group(1): _parse(m.group(2)) for m in map(_RULE.match, ebnf.splitlines()) if m}
     finite: set[str] = set()
     # the least fixed point: a rule finishes once some option of it does

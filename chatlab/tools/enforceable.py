@@ -1,6 +1,5 @@
 """Schema keywords the grammar cannot enforce (it says only what may come next) are refused, and
-so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does.
-"""
+so is what matches nothing; the rest is rewritten so that xgrammar 0.2.8 reads it as JSON Schema does."""
 from __future__ import annotations
 
 import copy
@@ -97,16 +96,13 @@ def _disjoint(a: Jsonable, b: Jsonable) -> bool:
 
 
 def check_enforceable(schema: Jsonable, param: str) -> dict[str, Jsonable]:
-    """The schema to hand the grammar compiler in place of `schema`; ChatlabError when the grammar
-    cannot enforce it."""
-    looped = self_reference(schema)
-    if looped is not None:
+    """`schema` as the grammar compiler is to get it; ChatlabError when a grammar cannot enforce it."""
+    if (looped := self_reference(schema)) is not None:
         ref, at = looped
         raise ChatlabError(f"{param}{at} ($ref {ref!r}) leads back to itself without entering a "
                            "property or an item, so the schema defines the value by itself; put "
                            "the recursion inside properties or items", param=f"{param}{at}.$ref")
-    found = unenforceable(schema)
-    if found is not None:
+    if (found := unenforceable(schema)) is not None:
         keyword, at, why = found
         raise ChatlabError(f"{param}{at} uses {keyword!r}, which constrained decoding cannot "
                            f"enforce ({why}); rewrite the schema without {keyword!r}",
@@ -297,8 +293,7 @@ def _validator(root: Jsonable, schema: Jsonable) -> "jsonschema.Draft202012Valid
 
 
 def _keep_valid_values(root: dict[str, Jsonable], param: str) -> None:
-    """Leave out of each enum the values the keywords beside it refuse (xgrammar drops them), and
-    refuse a const they refuse."""
+    """Drop enum values the keywords beside them refuse (xgrammar ignores those); refuse such a const."""
     for node, at in positions(root):
         if "enum" not in node and "const" not in node:
             continue

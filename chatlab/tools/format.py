@@ -1,7 +1,6 @@
 """A tool-call format: from one set of strings, the prompt text (`Bit`s, `Turn`s), its Jinja, a
 streaming parser and the xgrammar tag of a call, so all of them agree. Renderer and exporter never
-ask a format's name.
-"""
+ask a format's name."""
 from __future__ import annotations
 
 import json

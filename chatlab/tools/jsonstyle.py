@@ -2,15 +2,15 @@
 
 A call is announced once its name is known and its arguments object has begun, then its arguments'
 raw text streams; one that proves malformed is withdrawn (ToolCallError) and its text is content.
-Parser states: start (a `{` may be a bare call), content, call, close, bad (a tagged non-JSON call).
-"""
+Parser states: start (a `{` may be a bare call), content, call, close, bad (a tagged non-JSON call)."""
 from __future__ import annotations
 
 import json
 from typing import Sequence
 
 from chatlab.tools.format import JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps, lit, schema_grammar, text
-from chatlab.tools.stream import WHITESPACE, JsonObjectScanner, StreamParser, find_marker, split_safe
+from chatlab.tools.stream import (CUT_OFF, WHITESPACE, JsonObjectScanner, StreamParser, find_marker,
+                                  is_json_object, split_safe)
 from chatlab.types import ToolCall, ToolSpec
 
 ARGUMENT_KEYS = ("arguments", "parameters")  # Hermes/Qwen use the first, llama3 the second
@@ -90,12 +90,8 @@ class JsonCall:
         value = obj[key]
         if isinstance(value, dict):
             return self.scan.value_text(key), None
-        if isinstance(value, str):        # some models send arguments as a JSON string
-            try:
-                if isinstance(json.loads(value), dict):
-                    return value, None
-            except ValueError:
-                pass
+        if isinstance(value, str) and is_json_object(value):  # some models send a JSON string
+            return value, None
         return None, f'the tool call "{key}" must be a JSON object, got {json.dumps(value)[:60]}'
 
     def close(self) -> bool:
@@ -120,9 +116,9 @@ class JsonCall:
         if not self.parser.cut or self.scan.done or self.scan.state == "invalid" or name is None:
             return False
         if self.index is None:
-            self.parser._cut_short(name, "", self.prefix + self.scan.text() + suffix)
+            self.parser._call(name, "", self.prefix + self.scan.text() + suffix)
         else:
-            self.reject("the output was cut off by the length limit inside the tool call", suffix)
+            self.reject(CUT_OFF, suffix)
         return True
 
 
@@ -263,11 +259,9 @@ class JsonCallFormat(ToolFormat):
     jinja_lead = "''"  # the Jinja expression for what comes before call `f`
 
     def system_tools(self, tools: Sequence[ToolSpec], after_text: bool) -> list[Bit]:
-        bits = [text("\n\n")] if after_text else []
-        bits.append(text(self.tools_head, "tools"))
+        bits = ([text("\n\n")] if after_text else []) + [text(self.tools_head, "tools")]
         for tool in tools:
-            bits += [text(self.tools_sep, "tools"),
-                     data(dumps(tool.to_openai(), self.tools_indent), "tools")]
+            bits += [text(self.tools_sep, "tools"), data(dumps(tool.to_openai(), self.tools_indent), "tools")]
         if self.tools_tail:
             bits.append(text(self.tools_tail, "tools"))
         return bits

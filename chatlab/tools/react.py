@@ -1,16 +1,14 @@
 """Qwen-1 ReAct tool calls (make_context's function calling): `Thought: ...\\nAction: name\\nAction
 Input: {json}`, stopped at `Observation:`; the result goes on in the same assistant turn. The parser
-holds a leading Thought until a call (whose content it is), a final answer or plain text follows.
-"""
+holds a leading Thought until a call (whose content it is), a final answer or plain text follows."""
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 from chatlab.errors import ChatlabError
 from chatlab.tools.format import (JINJA_ARGS, JINJA_CALLS, Bit, JinjaTurns, ToolFormat, Turn, data, dumps,
                                   jinja_format, lit, schema_grammar, text)
-from chatlab.tools.stream import JsonObjectScanner, StreamParser, find_marker, split_safe
+from chatlab.tools.stream import CallAtEndParser, JsonObjectScanner, find_marker, is_json_object, split_safe
 from chatlab.types import ToolCall, ToolSpec
 
 THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
@@ -36,36 +34,24 @@ Question: the input question you must answer
 Begin!"""
 
 
-class ReActParser(StreamParser):
+class ReActParser(CallAtEndParser):
     # THOUGHT starts the reply, the other markers start a line
     THOUGHT, ACTION, INPUT, OBSERVATION, FINAL = (
         THOUGHT, "\n" + ACTION, "\n" + INPUT, "\n" + OBSERVATION, "\n" + FINAL)
+    MARKERS, opener = (ACTION, FINAL), ACTION
 
     def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         super().__init__(tools)
-        self.MARKERS = (self.ACTION, self.FINAL)
-        self.opener = self.ACTION
-        self.state = "start"
         self.thought_parts: list[str] = []   # thought state: the held thought
         self.thought_tail = ""     # its last characters, where a marker may have begun
         self.thought: str | None = None
         self.said = False          # plain state: content already emitted
-        self.call_parts: list[str] = []
 
     def _held(self) -> str:
         if self.state == "plain" and not self.said:
             return self.pending[1:]   # after the virtual newline, which was never fed
         parts = {"thought": self.thought_parts, "call": self.call_parts}.get(self.state, [])
         return "".join(parts) + self.pending
-
-    def _consume(self, text: str, final: bool) -> None:
-        if self.state == "call":   # everything after the action marker is the call: collect
-            self.call_parts.append(text)
-        else:
-            self.pending += text
-            getattr(self, "_in_" + self.state)(final)
-        if final and self.state == "call":
-            self._parse_call()
 
     def _in_start(self, final: bool) -> None:
         if self.THOUGHT.startswith(self.pending) and not final:
@@ -121,16 +107,9 @@ class ReActParser(StreamParser):
     def _in_answer(self, final: bool) -> None:
         text = self.pending.lstrip(" ")
         if text or final:          # leading spaces after the final-answer label are the label's
-            self.state = "answer_body"
+            self.state = "content"
             self._content(text)
         self.pending = ""
-
-    def _in_answer_body(self, final: bool) -> None:
-        self._content(self.pending)
-        self.pending = ""
-
-    def _to_call(self, text: str) -> None:
-        self.state, self.pending, self.call_parts = "call", "", [text]
 
     def _parse_call(self) -> None:
         region = "".join(self.call_parts)
@@ -149,11 +128,7 @@ class ReActParser(StreamParser):
         arguments = split_safe(body[input_at + len(self.INPUT):], (self.OBSERVATION,))[0].strip()
         if name not in self.names:
             return self._reject(None, self.unknown_tool(name), original)
-        try:
-            ok = isinstance(json.loads(arguments), dict)
-        except ValueError:
-            ok = False
-        if not ok:
+        if not is_json_object(arguments):
             return self._reject(None, f"`{self.INPUT.strip()}` is not a JSON object: {arguments[:80]!r}", original)
         self._say_thought()
         self._call(name, arguments)
@@ -177,7 +152,7 @@ class ReActParser(StreamParser):
         if name not in self.names or scan.done or scan.state == "invalid":
             return False
         self._say_thought()
-        self._cut_short(name, arguments, original)
+        self._call(name, arguments, original)
         return True
 
 

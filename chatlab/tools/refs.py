@@ -1,7 +1,6 @@
 """Where a JSON schema's subschemas are, and where its local `$ref`s lead (`Refs`, with
 jsonschema's own resolver); `follow_ref` rewrites a `$ref` into one xgrammar 0.2.8 follows the
-same way (it splits at "/", decodes nothing, drops what stands beside it), or refuses it.
-"""
+same way (it splits at "/", decodes nothing, drops what stands beside it), or refuses it."""
 from __future__ import annotations
 
 import copy

@@ -1,8 +1,7 @@
 """What every format's parser shares: its events, their fold, the streaming base, a JSON scanner.
 
 A parser holds back only a suffix that may still grow into a marker, so its cost is linear whatever
-the chunking; a one-shot parse is the same events folded (`fold`).
-"""
+the chunking; a one-shot parse is the same events folded (`fold`)."""
 from __future__ import annotations
 
 import bisect
@@ -89,12 +88,20 @@ def fold(events: Iterable[ParserEvent]) -> ParseResult:
 
 
 WHITESPACE = " \t\r\n"
+CUT_OFF = "the output was cut off by the length limit inside the tool call"
 
 
 def find_marker(text: str, markers: tuple[str, ...], start: int = 0) -> tuple[int, str] | None:
     """Earliest (position, marker) of any marker in text[start:], or None."""
     hits = [(pos, m) for m in markers if (pos := text.find(m, start)) >= 0]
     return min(hits, key=lambda hit: hit[0]) if hits else None
+
+
+def is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def split_safe(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
@@ -178,24 +185,52 @@ class StreamParser(ABC):
     def _end(self, index: int) -> None:
         self._events.append(ToolCallEnd(index))
 
-    def _call(self, name: str, arguments: str) -> None:
-        """A whole call known at once (formats whose arguments are not streamed)."""
+    def _call(self, name: str, arguments: str, cut_text: str | None = None) -> None:
+        """A whole call known at once (formats whose arguments are not streamed); with `cut_text`,
+        one the length limit ended after its name: announced, then withdrawn (see finish)."""
         index = self._start(name)
         self._args(index, arguments)
-        self._end(index)
+        if cut_text is None:
+            self._end(index)
+        else:
+            self._reject(index, CUT_OFF, cut_text)
 
     def _reject(self, index: int | None, error: str, text: str) -> None:
         self._events.append(ToolCallError(index, error, text))
 
-    def _cut_short(self, name: str, arguments: str, text: str) -> None:
-        """A call the length limit ended after its name: announced, then withdrawn (see finish)."""
-        index = self._start(name)
-        self._args(index, arguments)
-        self._reject(index, "the output was cut off by the length limit inside the tool call", text)
-
     def unknown_tool(self, name: str) -> str:
         known = ", ".join(sorted(self.names)) or "(no tools were given)"
         return f"the model called unknown tool {name!r}; known tools: {known}"
+
+
+class CallAtEndParser(StreamParser):
+    """Runs `_in_<state>` on the held text until the state is "call"; from then on all text is
+    the call, which `_parse_call` reads whole once the output ends."""
+
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
+        super().__init__(tools)
+        self.state = "start"
+        self.call_parts: list[str] = []
+
+    def _consume(self, text: str, final: bool) -> None:
+        if self.state == "call":
+            self.call_parts.append(text)
+        else:
+            self.pending += text
+            getattr(self, "_in_" + self.state)(final)
+        if final and self.state == "call":
+            self._parse_call()
+
+    def _in_content(self, final: bool) -> None:
+        self._content(self.pending)
+        self.pending = ""
+
+    def _to_call(self, text: str) -> None:
+        self.state, self.pending, self.call_parts = "call", "", [text]
+
+    @abstractmethod
+    def _parse_call(self) -> None:
+        """Read the whole call (`call_parts`), emitting it or rejecting it as content."""
 
 
 # One JSON object scanned as it arrives: where it ends and where each top-level member's value
@@ -313,49 +348,42 @@ class JsonObjectScanner:
 
     def _end_key(self) -> None:
         raw = "".join(self._key)
-        self._member = json.loads(raw) if "\\" in raw else raw[1:-1]
+        try:  # a bad escape (or control character) is left for the whole object's json.loads
+            self._member = json.loads(raw) if "\\" in raw else raw[1:-1]
+        except ValueError:
+            self._member = raw[1:-1]
         if self._member in self.spans:
             self.duplicate = self._member
         self.state = "colon"
 
     def _end_value(self, end: int) -> None:
         span = self.spans[self._member]
+        if end == span[0] and span[1] is None:  # (only a scalar can end where it starts)
+            return self._fail("missing value")
         if span[1] is None:
             span[1] = end
         self.state = "after"
 
     def _value_char(self, s: str, i: int, pos: int) -> int:
         c = s[i]
+        if not self._stack and (c in ",}]" or c in WHITESPACE):
+            self._end_value(pos)    # a scalar just ended: let "after" see this character again
+            return i
         if c == '"':
             self._in_string = True
         elif c in "{[":
             self._stack.append("}" if c == "{" else "]")
         elif c in "}]":
-            if not self._stack:      # a scalar just ended at the object's close
-                self._end_scalar(pos)
-                return i             # let "after" see the '}' again
             if self._stack.pop() != c:
                 self._fail(f"mismatched {c!r}")
             elif not self._stack:
                 self._end_value(pos + 1)
-        elif c == "," or c in WHITESPACE:
-            if not self._stack:
-                self._end_scalar(pos)
-                return i
-        elif c == ":":
-            if not self._stack:
-                self._fail("unexpected ':'")
-        else:
+        elif c == ":" and not self._stack:
+            self._fail("unexpected ':'")
+        elif c not in ":," and c not in WHITESPACE:
             m = PLAIN_SCALAR.match(s, i)
             if not m:
                 self._fail(f"unexpected {c!r} outside a string")
                 return i
             return m.end()
         return i + 1
-
-    def _end_scalar(self, pos: int) -> None:
-        span = self.spans[self._member]
-        if pos == span[0] and span[1] is None:
-            self._fail("missing value")
-            return
-        self._end_value(pos)
