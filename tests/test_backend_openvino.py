@@ -133,7 +133,7 @@ def test_light_decoder_matches_the_chat_tokenizer(smollm2_tokenizer):
     from chatlab.backends.openvino import open_backend
 
     b = open_backend(export_dir(MODEL, "int4"), None, model_name=MODEL)
-    assert not b.exported.tokenizer_loaded and type(b.decoder).__module__.startswith("tokenizers")
+    assert not b.tokenizer_loaded and type(b.decoder).__module__.startswith("tokenizers")
     text = "café 🌊 — <|im_end|> naïve\n  spaces"
     ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
     for skip in (True, False):

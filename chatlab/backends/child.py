@@ -29,11 +29,6 @@ def die_with_parent() -> bool:
         return False
 
 
-def command(argv: list[str]) -> list[str]:
-    """`argv` wrapped so that it dies with this process."""
-    return [sys.executable, "-m", "chatlab.backends.child", str(os.getpid()), *argv]
-
-
 def stage_of(stage: int, line: str, out: Path | None) -> int:
     """The stage reached, given the latest log line and the output folder (never goes back)."""
     if out is not None and (out / "openvino_model.xml").is_file():
@@ -50,8 +45,8 @@ def run_cli(args: list[str], desc: str, out: Path | None = None) -> None:
     tail: deque[str] = deque(maxlen=15)
     lines: queue.Queue[str | None] = queue.Queue()
     stage = 0
-    proc = subprocess.Popen(command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen([sys.executable, "-m", "chatlab.backends.child", str(os.getpid()), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
 
     def pump() -> None:  # a thread, so that the main loop can refresh the clock meanwhile
         assert proc.stdout is not None

@@ -21,7 +21,8 @@ from pathlib import Path
 from chatlab.backends.child import run_cli
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models import asset_path, chatlab_home, local_model
-from chatlab.models.assets import ASSETS
+from chatlab.models.assets import names_of
+from chatlab.models.cache import read_json
 from chatlab.models.hub import _exists, _looks_like_hub_id
 
 WEIGHT_FORMATS = ["fp32", "int8", "int4"]
@@ -30,25 +31,21 @@ EXPORT_VERSION = 1  # bump when the export recipe changes, so old cache entries 
 PARTIAL = ".partial-"  # prefix of an export being written
 
 
-def _is_store_model(model: str) -> bool:
-    return model in ASSETS and ASSETS[model].kind == "chat-model"
-
-
 def source_folder(model: str) -> Path:
     """The HF folder to export: a store asset (converted on first use) or a local folder."""
-    if _is_store_model(model):
+    if model in names_of("chat-model"):
         return asset_path(model)
     if _looks_like_hub_id(model) and not _exists(model):
         model = local_model(model)  # a hub id: its snapshot folder in the Hugging Face cache
     if _exists(str(Path(model) / "config.json")):  # OSError-safe: a 100k-character name is no path
         return Path(model).resolve()
-    chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
-    raise UnknownNameError("model to export", model[:80], chat + ["a local Hugging Face model folder"])
+    raise UnknownNameError("model to export", model[:80],
+                           names_of("chat-model") + ["a local Hugging Face model folder"])
 
 
 def source_key(model: str) -> str:
     """The cache key of a source: a store name, or a folder's name, path and files' sizes and mtimes."""
-    if _is_store_model(model):
+    if model in names_of("chat-model"):
         return model
     src = source_folder(model)
     # a hub snapshot's folder is named by its commit; the hub id is the readable name
@@ -116,9 +113,8 @@ def int4_group_size(folder: Path) -> int:
     return -1  # per-channel
 
 
-def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
-             python: str | None = None) -> list[str]:
-    args = [python or export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
+def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True) -> list[str]:
+    args = [export_python(), "-m", "optimum.commands.optimum_cli", "export", "openvino",
             "--model", str(src), "--task", "text-generation-with-past",
             "--weight-format", weight_format]
     if not stateful:
@@ -129,11 +125,8 @@ def cli_args(src: Path, weight_format: str, out: Path, stateful: bool = True,
 
 
 def is_exported(folder: Path) -> bool:
-    try:
-        data = json.loads((folder / EXPORT_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    return data.get("export_version") == EXPORT_VERSION and (folder / "openvino_model.xml").is_file()
+    return (read_json(folder / EXPORT_MANIFEST, export_version=EXPORT_VERSION) is not None
+            and (folder / "openvino_model.xml").is_file())
 
 
 def export_model(model: str = "smollm2-135m-instruct", weight_format: str = "int8",
@@ -244,9 +237,7 @@ def see_kernel_sites(env: Path) -> None:
     own = sorted(env.glob("lib/python*/site-packages"))
     if not own:
         raise ChatlabError(f"the export environment {env} has no site-packages folder")
-    folders = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-        folders.append(site.getusersitepackages())
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     (own[0] / "_chatlab_kernel_site.pth").write_text("".join(f + "\n" for f in folders if os.path.isdir(f)))
 
 

@@ -14,14 +14,13 @@ from chatlab.backends.paged import PagedGraph, slice_last_position
 from chatlab.backends.precision import DEFAULT_PRECISION, check_precision, compiled_facts, ov_config
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models import load_tokenizer
+from chatlab.models.cache import read_json
+
 
 def eos_ids_from(folder: Path) -> list[int]:
     """generation_config's eos ids (int or list), else config's."""
     for fname in ("generation_config.json", "config.json"):
-        try:
-            eos = json.loads((folder / fname).read_text()).get("eos_token_id")
-        except (OSError, ValueError):
-            continue
+        eos = (read_json(folder / fname) or {}).get("eos_token_id")
         if eos is not None:
             return [eos] if isinstance(eos, int) else [int(e) for e in eos]
     return []
@@ -32,13 +31,36 @@ def context_length_of(config: dict[str, Jsonable]) -> int:
     return int(config.get("max_position_embeddings") or config.get("seq_length") or 2048)
 
 
-class ExportedModel:
-    def __init__(self, folder: Path, model_name: str | None = None, tokenizer: HFTokenizer = None) -> None:
-        self.folder, self.model_name = folder, model_name
+def cleans_up_spaces(folder: Path) -> bool:
+    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
+    config = read_json(folder / "tokenizer_config.json")
+    return config is None or bool(config.get("clean_up_tokenization_spaces", False))
+
+
+ATTENTIONS = ["paged", "sdpa"]
+DEFAULT_ATTENTION = "paged"
+
+
+class ExportBackend:
+    """What a backend over an export has: its facts and tokenizers (and a compiled graph's precision)."""
+
+    compiled: OVCompiled
+    vocab_size: int
+    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
+
+    def __init__(self, folder: Path, tokenizer: HFTokenizer, model_name: str | None, name: str) -> None:
+        self.folder, self.model_name, self.name = folder, model_name, name
         self.context_length = context_length_of(json.loads((folder / "config.json").read_text()))
         self.eos_ids = eos_ids_from(folder)
         self._tokenizer: HFTokenizer = tokenizer
         self._decoder: Decoder = None
+
+    def _read_facts(self, precision: str) -> None:
+        facts = compiled_facts(self.compiled)
+        self.precision, self.threads = facts["precision"], facts["threads"]
+        if self.precision != precision:
+            raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
+                               f"{precision} was asked for; use --precision {self.precision}")
 
     @property
     def tokenizer_loaded(self) -> bool:
@@ -63,49 +85,6 @@ class ExportedModel:
             else:
                 self._decoder = self.tokenizer
         return self._decoder
-
-
-def cleans_up_spaces(folder: Path) -> bool:
-    """transformers' decode post-processes spaces when this is set; raw `tokenizers` does not."""
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
-        return True
-    return bool(config.get("clean_up_tokenization_spaces", False))
-
-
-ATTENTIONS = ["paged", "sdpa"]
-DEFAULT_ATTENTION = "paged"
-
-
-class ExportBackend:
-    """What a backend over an export has: its facts and tokenizers (and a compiled graph's precision)."""
-
-    compiled: OVCompiled
-    vocab_size: int
-    compute_notes: tuple[str, ...] = ()  # the load profile's notes (chatlab.backends.precision)
-
-    def __init__(self, folder: Path, tokenizer: HFTokenizer, model_name: str | None, name: str) -> None:
-        self.exported = ExportedModel(folder, model_name, tokenizer)
-        self.folder, self.model_name, self.name = folder, model_name, name
-        self.context_length = self.exported.context_length
-        self.eos_ids = self.exported.eos_ids
-        self.length = 0
-
-    def _read_facts(self, precision: str) -> None:
-        facts = compiled_facts(self.compiled)
-        self.precision, self.threads = facts["precision"], facts["threads"]
-        if self.precision != precision:
-            raise ChatlabError(f"OpenVINO compiled the model at {self.precision} although "
-                               f"{precision} was asked for; use --precision {self.precision}")
-
-    @property
-    def tokenizer(self) -> HFTokenizer:
-        return self.exported.tokenizer
-
-    @property
-    def decoder(self) -> Decoder:
-        return self.exported.decoder
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name} {self.precision} vocab={self.vocab_size} "
@@ -133,6 +112,7 @@ class StatefulBackend(ExportBackend):
         self._pos = np.zeros((1, 1), dtype=np.int64)
         self._beam = np.zeros((1,), dtype=np.int32)
         self._logits = self.request.get_output_tensor  # bound method, looked up once
+        self.length = 0
         self._read_facts(precision)
 
     def reset(self) -> None:
@@ -176,9 +156,12 @@ class PagedBackend(ExportBackend):
         except Exception:  # noqa: BLE001 - a plugin without the property quantizes nothing
             self.exact_extend = True
 
+    @property
+    def length(self) -> int:
+        return self.graph.length
+
     def reset(self) -> None:
         self.graph.reset()
-        self.length = 0
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         _check_prompt(ids, self.context_length)
@@ -186,14 +169,10 @@ class PagedBackend(ExportBackend):
         return self.extend(ids)[-1]
 
     def step(self, token_id: int) -> np.ndarray:
-        logits = self.graph.step(token_id)
-        self.length = self.graph.length
-        return logits
+        return self.graph.step(token_id)
 
     def extend(self, ids: list[int], keep: int = 1) -> np.ndarray:
-        logits = self.graph.extend(ids, keep)
-        self.length = self.graph.length
-        return logits
+        return self.graph.extend(ids, keep)
 
     @property
     def verify_width(self) -> int | None:
@@ -210,7 +189,6 @@ class PagedBackend(ExportBackend):
 
     def truncate(self, length: int) -> None:
         self.graph.truncate(length)
-        self.length = self.graph.length
 
     def snapshot(self) -> tuple[object, int]:
         return self.graph.snapshot()
@@ -218,7 +196,6 @@ class PagedBackend(ExportBackend):
     def restore(self, snap: object, length: int) -> None:
         assert isinstance(snap, dict)  # from snapshot(): the graph's arrays by name
         self.graph.restore(snap, length)
-        self.length = length
 
 
 def _check_prompt(ids: list[int], context_length: int) -> None:

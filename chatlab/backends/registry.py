@@ -10,7 +10,7 @@ from chatlab.backends.export import WEIGHT_FORMATS
 from chatlab.backends.precision import check_precision, fast_choices, fast_weight_format
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models.memory import drop_page_cache
-from chatlab.protocols import AnyBackend, BatchedBackend, ProfiledBackend, StepBackend
+from chatlab.protocols import AnyBackend, ProfiledBackend, StepBackend
 
 Source = Literal["loop", "batched"]
 
@@ -44,18 +44,6 @@ class BackendSpec:
         return {o.name for o in self.options}
 
 
-def _torch(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
-    return torch_backend.load(model, precision=precision, **options)
-
-
-def _openvino(model: str, weight_format: str, precision: str, **options: LoaderOption) -> StepBackend:
-    return openvino_backend.load(model, weight_format, precision=precision, **options)
-
-
-def _genai(model: str, weight_format: str, precision: str, **options: LoaderOption) -> BatchedBackend:
-    return genai_backend.load(model, weight_format, precision=precision, **options)
-
-
 THREADS = Option("threads", int, None, "compute threads (default: the runtime's choice)")
 # A switch (a flag without a value): the fast profile of chatlab.backends.precision, on every backend
 FAST = Option("fast", bool, False, "trade exactness for speed with what this CPU offers: bf16 "
@@ -72,11 +60,14 @@ def on_off(value: str) -> bool:
 
 
 REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
+    # each loader looks its module's `load` up when called (tests replace it)
     BackendSpec("torch", "chatlab's loop over PyTorch (transformers), the weights as stored", "loop",
-                ("fp32",), "fp32", _torch, (THREADS, FAST)),
+                ("fp32",), "fp32", lambda m, w, p, **o: torch_backend.load(m, precision=p, **o),
+                (THREADS, FAST)),
     # The default: the fastest path that is still exact (int8 weights, f32 math).
     BackendSpec("openvino", "chatlab's loop over an OpenVINO export (int8 weights at f32 by default; "
-                "exported on first use)", "loop", ("fp32", "int8", "int4"), "int8", _openvino,
+                "exported on first use)", "loop", ("fp32", "int8", "int4"), "int8",
+                lambda m, w, p, **o: openvino_backend.load(m, w, precision=p, **o),
                 (THREADS, FAST,
                  Option("attention", str, "paged", "openvino: the attention graph, paged (the "
                         "paged-attention rewrite) or sdpa (the stateful graph as exported)",
@@ -88,7 +79,8 @@ REGISTRY: dict[str, BackendSpec] = {s.name: s for s in [
                         "at f32 by default for exact answers; on trades that for speed; "
                         "--speculate needs it off)"))),
     BackendSpec("genai", "openvino-genai continuous batching: several requests at once", "batched",
-                ("fp32", "int8", "int4"), "int8", _genai,
+                ("fp32", "int8", "int4"), "int8",
+                lambda m, w, p, **o: genai_backend.load(m, w, precision=p, **o),
                 (THREADS, FAST,
                  Option("max_seqs", int, 8, "genai: sequences generated at once (requests beyond "
                         "wait in the queue)"),

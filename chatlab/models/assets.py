@@ -42,8 +42,7 @@ class Asset:
         return self.optional and flag in ("1", "true", "yes")
 
     def source_files(self) -> list[Path] | None:
-        """The shipped files when every one is present (and the asset is not `hidden`), else
-        None; the package is found without importing it."""
+        """The shipped files if all are present and not `hidden`, else None (found without importing)."""
         if self.hidden or not self.package:
             return None
         try:
@@ -102,6 +101,10 @@ ASSETS: dict[str, Asset] = {a.name: a for a in [
         note="no package ships its tokenizer.model; offline a trained stand-in is used",
     ),
 ]}
+
+
+def names_of(kind: str) -> list[str]:
+    return [a.name for a in ASSETS.values() if a.kind == kind]
 
 
 def get_asset(name: str) -> Asset:

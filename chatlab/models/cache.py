@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NotRequired, TypedDict
 
+from chatlab._thirdparty import Jsonable
 from chatlab.errors import AssetError
 from chatlab.models.assets import Asset
 
@@ -121,6 +122,15 @@ def atomic_folder(final: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_json(path: Path, **expect: Jsonable) -> dict[str, Jsonable] | None:
+    """A JSON object file; None when missing, unreadable, not an object, or a key unlike in `expect`."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and all(data.get(k) == v for k, v in expect.items()) else None
 
 
 def chatlab_home() -> Path:

@@ -14,7 +14,7 @@ from chatlab._thirdparty import HFModel, HFTokenizer, Jsonable
 from chatlab.data import data_path
 from chatlab.errors import AssetError, ChatlabError
 from chatlab.models.assets import Asset
-from chatlab.models.cache import atomic_folder, cache_dir
+from chatlab.models.cache import atomic_folder, cache_dir, read_json
 from chatlab.models.hub import from_hub
 from chatlab.models.qwen1 import QWEN_SPLIT
 
@@ -207,12 +207,8 @@ def build(asset: Asset) -> Path:
     lines = _corpus_lines()
     digest = _corpus_hash(lines)
     folder = cache_dir(asset)
-    try:
-        manifest = json.loads((folder / "chatlab-asset.json").read_text())
-        if manifest.get("corpus_sha256") == digest and manifest.get("build_version") == STANDIN_VERSION:
-            return folder
-    except (OSError, ValueError):
-        pass
+    if read_json(folder / "chatlab-asset.json", corpus_sha256=digest, build_version=STANDIN_VERSION):
+        return folder
     with atomic_folder(folder) as tmp:
         (tmp / "tokenizer.model").write_bytes(train_model(lines))
         (tmp / "tokenizer_config.json").write_text(json.dumps({
@@ -248,7 +244,6 @@ def hub_or_standin(asset: Asset) -> HFTokenizer:
     """The real hub tokenizer when reachable (or cached), else the offline stand-in."""
     from transformers import AutoTokenizer
 
-    why = ""
     try:
         tok = from_hub(AutoTokenizer.from_pretrained, asset.hub_id, trust_remote_code=True)
     except ChatlabError:

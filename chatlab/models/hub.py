@@ -9,7 +9,7 @@ from typing import Callable, TypeVar
 from urllib.parse import urlparse
 
 from chatlab.errors import ChatlabError, HubUnavailableError, UnknownNameError
-from chatlab.models.assets import ASSETS
+from chatlab.models.assets import ASSETS, names_of
 
 def _looks_like_hub_id(name: str) -> bool:
     parts = name.split("/")
@@ -66,8 +66,7 @@ def offline_alternatives(hub_id: str) -> str:
     same = [a.name for a in ASSETS.values() if a.hub_id == hub_id]
     if same:
         return f"use the offline asset {same[0]!r} instead (it stands for {hub_id})"
-    chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
-    return ("offline alternatives: " + ", ".join(chat) +
+    return ("offline alternatives: " + ", ".join(names_of("chat-model")) +
             " (chat models); run `chatlab models` to see what is available here")
 
 
@@ -84,9 +83,22 @@ def from_hub(loader: Callable[..., _T], hub_id: str, **kwargs: object) -> _T:
     try:
         return loader(hub_id, **kwargs)
     except (OSError, ValueError) as err:  # no such repo, gated, no weights: the user's to fix
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise ChatlabError(f"cannot load {hub_id!r} from the Hugging Face hub: {first}; check the "
-                           "hub id (or use a store name, see `chatlab models`)") from None
+        raise ChatlabError(f"cannot load {hub_id!r} from the Hugging Face hub: {_first_line(err)}; check "
+                           "the hub id (or use a store name, see `chatlab models`)") from None
+
+
+def _from_folder(loader: Callable[..., _T], folder: str, **kwargs: object) -> _T:
+    """transformers on a local folder; a folder it cannot read is the user's error, in one line."""
+    try:
+        return loader(folder, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        raise ChatlabError(f"cannot load a model from the folder {folder!r}: {_first_line(err)}; "
+                           "check that it holds a complete Hugging Face model (config.json, weights, "
+                           "tokenizer)") from None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
 DEFAULT_MODEL = "smollm2-135m-instruct"

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Iterator
 
 from chatlab._thirdparty import Embedding, HFModel, HFTokenizer, Jsonable
 from chatlab.errors import ChatlabError, UnknownNameError
 from chatlab.models import convert
-from chatlab.models.assets import ASSETS, get_asset
-from chatlab.models.hub import _check_name, _exists, from_hub
+from chatlab.models.assets import ASSETS, get_asset, names_of
+from chatlab.models.hub import _check_name, _exists, _from_folder, from_hub
 from chatlab.models.qwen1 import Qwen1Tokenizer
 from chatlab.models.store import asset_path
-
-_T = TypeVar("_T")
 
 
 def load_tokenizer(name: str) -> HFTokenizer:
@@ -53,9 +51,8 @@ def load_embedding(name: str = "minilm-l6-v2", device: str = "cpu") -> Embedding
     """A llama-index embedding model for an embeddings asset, loaded quietly."""
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
-    if name not in ASSETS or ASSETS[name].kind != "embeddings":
-        raise UnknownNameError("embeddings asset", name,
-                               [a.name for a in ASSETS.values() if a.kind == "embeddings"])
+    if name not in names_of("embeddings"):
+        raise UnknownNameError("embeddings asset", name, names_of("embeddings"))
     with quiet_loading():
         return HuggingFaceEmbedding(model_name=str(asset_path(name)), device=device)
 
@@ -70,8 +67,7 @@ def load_model(name: str, dtype: str = "float32") -> tuple[HFModel, HFTokenizer]
         torch_dtype = getattr(torch, dtype)
         if name in ASSETS:
             if ASSETS[name].kind != "chat-model":
-                chat = [a.name for a in ASSETS.values() if a.kind == "chat-model"]
-                raise UnknownNameError("chat model", name, chat)
+                raise UnknownNameError("chat model", name, names_of("chat-model"))
             model = AutoModelForCausalLM.from_pretrained(asset_path(name), dtype=torch_dtype)
         elif _exists(name):
             model = _from_folder(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype)
@@ -79,16 +75,6 @@ def load_model(name: str, dtype: str = "float32") -> tuple[HFModel, HFTokenizer]
             model = from_hub(AutoModelForCausalLM.from_pretrained, name, dtype=torch_dtype,
                              trust_remote_code=True)
         return model.eval(), load_tokenizer(name)
-
-
-def _from_folder(loader: Callable[..., _T], folder: str, **kwargs: object) -> _T:
-    """transformers on a local folder; a folder it cannot read is the user's error, in one line."""
-    try:
-        return loader(folder, **kwargs)
-    except (OSError, ValueError, KeyError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise ChatlabError(f"cannot load a model from the folder {folder!r}: {first}; check that "
-                           "it holds a complete Hugging Face model (config.json, weights, tokenizer)") from None
 
 
 def load_gguf_tokenizer(model: str) -> HFTokenizer:
@@ -102,7 +88,7 @@ def load_gguf_tokenizer(model: str) -> HFTokenizer:
 
 
 def generation_config_of(model: str) -> dict[str, Jsonable] | None:
-    if model not in ASSETS or ASSETS[model].kind != "chat-model":
+    if model not in names_of("chat-model"):
         return None
     path = asset_path(model) / "generation_config.json"
     return json.loads(path.read_text()) if path.exists() else None

@@ -12,7 +12,7 @@ from chatlab.errors import AssetError
 from chatlab.models import convert
 from chatlab.models.assets import ASSETS, HIDE_OPTIONAL, Asset, get_asset
 from chatlab.models.cache import (OWNER, atomic_folder, cache_dir, chatlab_home, check_files, check_free_space,
-                                  record_files, sha256_of, sweep_stale)
+                                  read_json, record_files, sha256_of, sweep_stale)
 
 ASSET_MANIFEST = "chatlab-asset.json"
 BUILD_VERSION = 1  # bump when the conversion changes, so old cache entries are rebuilt
@@ -32,14 +32,6 @@ def check_source(asset: Asset, paths: list[Path]) -> None:
 LEGACY = "it was built by an older chatlab that did not record its files"
 # A conversion dequantizes ~4.5-bit GGUF weights to fp32 (about 6.5x larger); 7x leaves margin.
 FP32_GROWTH = 7
-
-
-def read_manifest(folder: Path) -> dict[str, Jsonable] | None:
-    try:
-        data = json.loads((folder / ASSET_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _write_manifest(folder: Path, data: dict[str, Jsonable]) -> bool:
@@ -65,8 +57,8 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
     """None when the asset is not built (from this source and recipe); [] when every file
     matches its record; otherwise what is damaged. `full` hashes every file."""
     folder = cache_dir(asset)
-    data = read_manifest(folder)
-    if data is None or data.get("sha256") != asset.sha256 or data.get("build_version") != BUILD_VERSION:
+    data = read_json(folder / ASSET_MANIFEST, sha256=asset.sha256, build_version=BUILD_VERSION)
+    if data is None:
         return None
     if "files" not in data:
         return [LEGACY]
@@ -80,7 +72,7 @@ def cache_problems(asset: Asset, *, full: bool = False) -> list[str] | None:
 
 def _record_legacy(asset: Asset, folder: Path) -> bool:
     """Adopt a build from before file records: run a build's final checks, then record its files."""
-    data = read_manifest(folder) or {}
+    data = read_json(folder / ASSET_MANIFEST) or {}
     try:
         convert.verify_folder(folder)
     except Exception:  # damaged in any way: rebuild instead
