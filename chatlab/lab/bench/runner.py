@@ -26,7 +26,7 @@ T = TypeVar("T")  # what a function run in a child returns
 
 
 class Bar(Protocol):
-    """The progress bar run_group advances (tqdm's)."""
+    """The progress bar run_rounds advances (tqdm's)."""
 
     def update(self) -> object: ...
 
