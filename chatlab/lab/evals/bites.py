@@ -128,7 +128,8 @@ def _reply(tok: HFTokenizer, fact: Fact, finished: Finished, end_id: int, start_
 def _column(label: str, backend: StepBackend, facts: Sequence[Fact], prompts: list[list[int]],
             stop_ids: Sequence[int], max_tokens: int) -> Column:
     tok = backend.tokenizer
-    end_id, start_id = tok.convert_tokens_to_ids(["<|im_end|>", "<|im_start|>"])
+    # one token per call: the list form is transformers' alone, not every tokenizer's here
+    end_id, start_id = (tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|im_start|>"))
     t0, replies = time.perf_counter(), []
     for fact, ids in zip(facts, prompts):
         replies.append(_reply(tok, fact, ask(backend, ids, stop_ids, max_tokens), end_id, start_id))
